@@ -1,0 +1,1 @@
+"""Agent drivers: the protocol, the registry (entry points) and the drivers."""

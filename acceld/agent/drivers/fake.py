@@ -1,0 +1,109 @@
+"""The fake driver: deterministic devices for demos and tests.
+
+Devices are seeded by the host name, so every run on a host finds the same devices with
+the same identities; types cycle GPU, FPGA, QAT, NIC. ``[fake_driver] control_file`` (read
+at every discovery) lets a demo or a test change the count, make discovery fail, or make
+install fail, while the agent runs. Install state lives in a JSON file under the driver's
+state directory, written atomically, so install/uninstall are idempotent across restarts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+from typing import Any
+
+from acceld import reports
+from acceld.agent import fileutil
+from acceld.agent.drivers.base import DriverContext, DriverError
+
+_KINDS = (
+    # type, vendor, product, resource class, trait, handles
+    ("GPU", "10de", "20b5", "PGPU", "CUSTOM_FAKE_GPU_A100", 1),
+    ("FPGA", "8086", "0b30", "FPGA", "CUSTOM_FPGA_FAKE_ARRIA10", 1),
+    ("QAT", "8086", "4941", "CUSTOM_QAT", "CUSTOM_QAT_FAKE_4XXX", 4),
+    ("NIC", "15b3", "101e", "CUSTOM_NIC", "CUSTOM_NIC_FAKE_CX6", 2),
+)
+
+
+class FakeDriver:
+    name = "fake"
+    version = "1.0.0"
+
+    def __init__(self, ctx: DriverContext) -> None:
+        self._host = ctx.host
+        self._count = ctx.conf.fake_driver.device_count
+        self._control_file = ctx.conf.fake_driver.control_file
+        self._state_file = os.path.join(ctx.state_dir, "fake-driver-state.json")
+
+    def _control(self) -> dict[str, Any]:
+        if not self._control_file or not os.path.exists(self._control_file):
+            return {}
+        with open(self._control_file, encoding="utf-8") as f:
+            return json.load(f)
+
+    def discover(self) -> list[reports.Device]:
+        control = self._control()
+        if control.get("fail"):
+            raise DriverError("fake discovery failure (control file says fail)")
+        count = int(control.get("device_count", self._count))
+        seed = int.from_bytes(hashlib.sha256(self._host.encode()).digest()[:8], "big")
+        rng = random.Random(seed)
+        return [self._device(i, rng) for i in range(count)]
+
+    def _device(self, index: int, rng: random.Random) -> reports.Device:
+        dtype, vendor, product, rc, trait, nhandles = _KINDS[index % len(_KINDS)]
+        bus = f"{0x3b + index:02x}"
+        serial = f"FAKE{rng.randrange(16**8):08X}"
+        handles = [{"attach_type": "PCI",
+                    "attach_info": {"domain": "0000", "bus": bus, "device": "00",
+                                    "function": str(fn + (1 if nhandles > 1 else 0))}}
+                   for fn in range(nhandles)]
+        if dtype == "NIC":
+            for h in handles:
+                h["attach_info"]["physical_network"] = "physnet1"
+        return reports.make_device(
+            identity=f"0000:{bus}:00.0", type=dtype, vendor=vendor, model=product,
+            name=f"{self._host}-fake-{dtype.lower()}-{index}",
+            std_board_info={"product_id": product, "class": "fake"},
+            vendor_board_info={"serial": serial},
+            controlpath={"type": "PCI", "info": {"domain": "0000", "bus": bus,
+                                                 "device": "00", "function": "0"}},
+            deployables=[{"name": f"{self._host}_fake_{bus}", "num_accelerators": nhandles,
+                          "attributes": {"rc": rc, "trait0": trait},
+                          "attach_handles": handles}])
+
+    def _state(self) -> dict[str, list[str]]:
+        return fileutil.read_json(self._state_file) or {"installed": [], "host_attached": []}
+
+    def _set_member(self, key: str, identity: str, present: bool) -> None:
+        state = self._state()
+        members = set(state.get(key, []))
+        if (identity in members) == present:
+            return
+        if present:
+            members.add(identity)
+        else:
+            members.discard(identity)
+        state[key] = sorted(members)
+        fileutil.write_json_atomic(self._state_file, state)
+
+    def install(self, identity: str) -> None:
+        if self._control().get("fail_install"):
+            raise DriverError(f"fake install of {identity} failed (control file)")
+        self._set_member("installed", identity, True)
+
+    def uninstall(self, identity: str) -> None:
+        self._set_member("installed", identity, False)
+
+    def attach_host(self, identity: str) -> None:
+        self._set_member("host_attached", identity, True)
+
+    def detach_host(self, identity: str) -> None:
+        self._set_member("host_attached", identity, False)
+
+    def installed(self) -> list[str]:
+        """Identities the fake host has installed (for tests and demos)."""
+        return list(self._state().get("installed", []))

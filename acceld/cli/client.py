@@ -1,0 +1,179 @@
+"""HTTP client for the acceld v1 REST API.
+
+Wraps :mod:`requests` with the CLI's error model: every non-2xx response becomes an
+:class:`ApiError` carrying the status and the server's ``errors[0].detail``; network
+failures become :class:`CliError`. The auth token is sent as ``X-Auth-Token`` and is
+never logged.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import requests
+
+LOG = logging.getLogger("acceld.cli")
+
+DEFAULT_URL = "http://127.0.0.1:6666"
+
+
+class CliError(Exception):
+    """An error the CLI reports as ``ERROR: <message>`` and exit status 1."""
+
+
+class ApiError(CliError):
+    """A non-2xx answer from the server."""
+
+    def __init__(self, status: int, detail: str, request_id: str | None = None) -> None:
+        super().__init__(f"{status} {detail}")
+        self.status = status
+        self.detail = detail
+        self.request_id = request_id
+
+
+def error_detail(response: requests.Response) -> str:
+    """Return ``errors[0].detail`` of an error body, falling back to the raw text."""
+    text = response.text or ""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        errors = body.get("errors")
+        if isinstance(errors, list) and errors and isinstance(errors[0], dict):
+            first = errors[0]
+            for key in ("detail", "title"):
+                value = first.get(key)
+                if value:
+                    return str(value)
+    text = text.strip()
+    return text or (response.reason or "").strip() or "(empty response)"
+
+
+def _short_reason(exc: requests.RequestException) -> str:
+    """Reduce urllib3's nested retry error to its root cause for a one-line message."""
+    inner = exc.args[0] if exc.args else None
+    reason = getattr(inner, "reason", None)
+    return str(reason or exc)
+
+
+class Response:
+    """The parts of an HTTP answer that commands use."""
+
+    def __init__(self, status: int, headers: dict[str, str], body: Any) -> None:
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+
+class Client:
+    """A thin JSON client bound to one acceld endpoint."""
+
+    def __init__(self, url: str, token: str | None = None, timeout: float = 30.0) -> None:
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self._token = token
+        self._session = requests.Session()
+
+    def _headers(self, has_body: bool) -> dict[str, str]:
+        headers = {"Accept": "application/json", "User-Agent": "acceld-cli"}
+        if has_body:
+            headers["Content-Type"] = "application/json"
+        if self._token:
+            headers["X-Auth-Token"] = self._token
+        return headers
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | None = None,
+        body: Any = None,
+    ) -> Response:
+        """Send one request; raise :class:`ApiError` or :class:`CliError` on failure."""
+        url = self.url + path
+        clean = {k: v for k, v in (params or {}).items() if v is not None}
+        data = None if body is None else json.dumps(body)
+        LOG.debug("REQ %s %s params=%s body=%s", method, url, clean, data)
+        try:
+            resp = self._session.request(
+                method,
+                url,
+                params=clean or None,
+                data=data,
+                headers=self._headers(data is not None),
+                timeout=self.timeout,
+            )
+        except requests.Timeout as exc:
+            raise CliError(
+                f"request to acceld at {self.url} timed out after {self.timeout:g}s"
+            ) from exc
+        except requests.RequestException as exc:
+            raise CliError(
+                f"cannot reach acceld at {self.url}: {_short_reason(exc)}"
+            ) from exc
+        request_id = resp.headers.get("x-openstack-request-id")
+        LOG.debug("RESP %s %s request_id=%s", resp.status_code, url, request_id)
+        if not 200 <= resp.status_code < 300:
+            raise ApiError(resp.status_code, error_detail(resp), request_id)
+        parsed: Any = None
+        if resp.content:
+            try:
+                parsed = resp.json()
+            except ValueError as exc:
+                raise CliError(
+                    f"invalid JSON in {resp.status_code} answer from {url}"
+                ) from exc
+        return Response(resp.status_code, dict(resp.headers), parsed)
+
+    def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        """GET ``path`` and return the decoded body."""
+        return self.request("GET", path, params=params).body
+
+    def put(self, path: str, body: Any) -> Any:
+        """PUT ``body`` to ``path`` and return the decoded body."""
+        return self.request("PUT", path, body=body).body
+
+    def post(self, path: str, body: Any) -> Response:
+        """POST ``body`` to ``path`` and return the whole response."""
+        return self.request("POST", path, body=body)
+
+    def delete(self, path: str) -> None:
+        """DELETE ``path``."""
+        self.request("DELETE", path)
+
+
+def keystone_token(
+    auth_url: str,
+    username: str | None,
+    password: str | None,
+    project_name: str | None,
+    user_domain_name: str | None,
+    project_domain_name: str | None,
+    timeout: float,
+) -> str:
+    """Get a token from Keystone through keystoneauth1 (an optional dependency)."""
+    try:
+        from keystoneauth1 import exceptions as ks_exc
+        from keystoneauth1 import session as ks_session
+        from keystoneauth1.identity import v3
+    except ImportError as exc:
+        raise CliError("keystone auth needs the keystoneauth1 package") from exc
+    auth = v3.Password(
+        auth_url=auth_url,
+        username=username,
+        password=password,
+        project_name=project_name,
+        user_domain_name=user_domain_name or "Default",
+        project_domain_name=project_domain_name or "Default",
+    )
+    try:
+        token = ks_session.Session(auth=auth, timeout=timeout).get_token()
+    except ks_exc.ClientException as exc:
+        raise CliError(f"keystone authentication at {auth_url} failed: {exc}") from exc
+    if not token:
+        raise CliError(f"keystone at {auth_url} returned no token")
+    return str(token)

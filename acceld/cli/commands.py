@@ -1,0 +1,222 @@
+"""Handlers of the CLI verbs; each takes the API client and parsed args, returns an exit code."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+from urllib.parse import quote
+
+from acceld.cli.client import ApiError, Client, CliError
+from acceld.cli.output import (
+    print_json,
+    print_list,
+    print_object,
+    render_attached_to,
+)
+
+ACC_COLUMNS = ("uuid", "name", "host", "device_type", "state", "health", "attached_to")
+DRIVER_COLUMNS = ("host", "name", "version", "state", "device_count")
+SERVICE_COLUMNS = ("host", "binary", "version", "last_seen_at", "alive")
+RESULT_COLUMNS = ("host", "driver", "ok", "error")
+
+
+def _acc_path(uuid: str, suffix: str = "") -> str:
+    return f"/v1/accelerators/{quote(uuid, safe='')}{suffix}"
+
+
+def _list_key(body: Any, key: str) -> list[dict[str, Any]]:
+    if not isinstance(body, dict) or not isinstance(body.get(key), list):
+        raise CliError(f"unexpected answer from server: no '{key}' list")
+    return body[key]
+
+
+def _print_acc(obj: Any, fmt: str) -> None:
+    if not isinstance(obj, dict):
+        raise CliError("unexpected answer from server: no accelerator object")
+    print_object(obj, fmt)
+
+
+# --- accelerator ---------------------------------------------------------------
+
+
+def acc_list(client: Client, args: argparse.Namespace) -> int:
+    """GET /v1/accelerators with the given filters."""
+    params = {
+        "host": args.host,
+        "state": args.state,
+        "device_type": args.device_type,
+        "instance_uuid": args.instance_uuid,
+        "limit": args.limit,
+        "marker": args.marker,
+    }
+    rows = _list_key(client.get("/v1/accelerators", params), "accelerator")
+    print_list(rows, ACC_COLUMNS, args.format, {"attached_to": render_attached_to})
+    return 0
+
+
+def acc_show(client: Client, args: argparse.Namespace) -> int:
+    """GET /v1/accelerators/UUID."""
+    _print_acc(client.get(_acc_path(args.uuid)), args.format)
+    return 0
+
+
+def acc_create(client: Client, args: argparse.Namespace) -> int:
+    """POST /v1/accelerators; print the new uuid from the Location header."""
+    body: dict[str, Any] = {"name": args.name}
+    if args.uuid:
+        body["uuid"] = args.uuid
+    resp = client.post("/v1/accelerators", body)
+    location = resp.headers.get("Location") or resp.headers.get("location") or ""
+    uuid = location.rstrip("/").rsplit("/", 1)[-1] if location else (args.uuid or "")
+    if args.format == "json":
+        print_json({"uuid": uuid, "location": location})
+    else:
+        print(uuid)
+    return 0
+
+
+def _set_state(client: Client, args: argparse.Namespace, state: str) -> int:
+    _print_acc(client.put(_acc_path(args.uuid, "/state"), {"state": state}), args.format)
+    return 0
+
+
+def acc_set_ready(client: Client, args: argparse.Namespace) -> int:
+    """PUT /v1/accelerators/UUID/state {"state": "ready"}."""
+    return _set_state(client, args, "ready")
+
+
+def acc_set_inactive(client: Client, args: argparse.Namespace) -> int:
+    """PUT /v1/accelerators/UUID/state {"state": "inactive"}."""
+    return _set_state(client, args, "inactive")
+
+
+def acc_set_specs(client: Client, args: argparse.Namespace) -> int:
+    """PUT acc_specs guarded by a revision (read from the server when not given)."""
+    revision = args.revision
+    if revision is None:
+        current = client.get(_acc_path(args.uuid))
+        if not isinstance(current, dict) or not isinstance(current.get("revision"), int):
+            raise CliError(f"accelerator {args.uuid} has no revision to guard the update")
+        revision = current["revision"]
+    body = {"acc_specs": args.specs, "revision": revision}
+    try:
+        obj = client.put(_acc_path(args.uuid, "/acc_specs"), body)
+    except ApiError as exc:
+        if exc.status == 409:
+            raise CliError(
+                f"409 conflict: accelerator {args.uuid} was changed by another writer "
+                f"(revision {revision} is stale); show it again and retry. "
+                f"Server said: {exc.detail}"
+            ) from exc
+        raise
+    _print_acc(obj, args.format)
+    return 0
+
+
+def acc_attach(client: Client, args: argparse.Namespace) -> int:
+    """PUT /v1/accelerators/UUID with an instance or a host."""
+    if args.instance:
+        body = {"instance_uuid": args.instance}
+    else:
+        body = {"host": args.host}
+    _print_acc(client.put(_acc_path(args.uuid), body), args.format)
+    return 0
+
+
+def acc_detach(client: Client, args: argparse.Namespace) -> int:
+    """DELETE /v1/accelerators/UUID."""
+    client.delete(_acc_path(args.uuid))
+    if args.format == "json":
+        print_json({"uuid": args.uuid, "detached": True})
+    else:
+        print(f"Detached accelerator {args.uuid}")
+    return 0
+
+
+# --- seed verbs -------------------------------------------------------------------
+
+
+def driver_list(client: Client, args: argparse.Namespace) -> int:
+    """GET /v1/drivers."""
+    rows = _list_key(client.get("/v1/drivers", {"host": args.host}), "drivers")
+    columns = DRIVER_COLUMNS + ("error",) if args.long else DRIVER_COLUMNS
+    print_list(rows, columns, args.format)
+    return 0
+
+
+def service_list(client: Client, args: argparse.Namespace) -> int:
+    """GET /v1/services."""
+    rows = _list_key(client.get("/v1/services"), "services")
+    print_list(rows, SERVICE_COLUMNS, args.format)
+    return 0
+
+
+def discover_services(client: Client, args: argparse.Namespace) -> int:
+    """POST /v1/discover."""
+    body: dict[str, Any] = {"host": args.host} if args.host else {}
+    resp = client.post("/v1/discover", body)
+    hosts = _list_key(resp.body, "hosts")
+    if args.format == "json":
+        print_json(hosts)
+    else:
+        print_list([{"host": h} for h in hosts], ("host",), "table")
+    return 0
+
+
+def _driver_action(client: Client, args: argparse.Namespace, action: str) -> int:
+    body: dict[str, Any] = {"action": action}
+    if args.host:
+        body["host"] = args.host
+    path = f"/v1/drivers/{quote(args.name, safe='')}/action"
+    results = _list_key(client.post(path, body).body, "results")
+    print_list(results, RESULT_COLUMNS, args.format)
+    failed = [r for r in results if not r.get("ok")]
+    if failed:
+        hosts = ", ".join(str(r.get("host")) for r in failed)
+        print(f"ERROR: {action} of driver {args.name} failed on: {hosts}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def install_driver(client: Client, args: argparse.Namespace) -> int:
+    """POST /v1/drivers/NAME/action {"action": "install"}."""
+    return _driver_action(client, args, "install")
+
+
+def uninstall_driver(client: Client, args: argparse.Namespace) -> int:
+    """POST /v1/drivers/NAME/action {"action": "uninstall"}."""
+    return _driver_action(client, args, "uninstall")
+
+
+def update_driver(client: Client, args: argparse.Namespace) -> int:
+    """POST /v1/drivers/NAME/action {"action": "update"}."""
+    return _driver_action(client, args, "update")
+
+
+def attach_instance(client: Client, args: argparse.Namespace) -> int:
+    """Attach accelerator --accelerator to INSTANCE_UUID."""
+    obj = client.put(_acc_path(args.accelerator), {"instance_uuid": args.instance_uuid})
+    _print_acc(obj, args.format)
+    return 0
+
+
+def detach_instance(client: Client, args: argparse.Namespace) -> int:
+    """Detach one accelerator, or every accelerator attached to INSTANCE_UUID."""
+    if args.accelerator:
+        uuids = [args.accelerator]
+    else:
+        rows = _list_key(
+            client.get("/v1/accelerators", {"instance_uuid": args.instance_uuid}),
+            "accelerator",
+        )
+        uuids = [str(r["uuid"]) for r in rows if r.get("uuid")]
+        if not uuids:
+            raise CliError(f"no accelerator is attached to instance {args.instance_uuid}")
+    for uuid in uuids:
+        client.delete(_acc_path(uuid))
+        if args.format != "json":
+            print(f"Detached accelerator {uuid} from instance {args.instance_uuid}")
+    if args.format == "json":
+        print_json({"instance_uuid": args.instance_uuid, "detached": uuids})
+    return 0

@@ -1,0 +1,1 @@
+"""The conductor: owns inventory and state, applies reports, dispatches host work."""

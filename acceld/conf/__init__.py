@@ -1,0 +1,45 @@
+"""Configuration: one module per option group, assembled into a private ConfigOpts.
+
+Parse once in ``cmd/`` (or the WSGI factory) with :func:`load`, then pass the
+``ConfigOpts`` down. No module below ``cmd/`` reads a global CONF.
+"""
+
+from __future__ import annotations
+
+import os
+
+from oslo_config import cfg
+from oslo_db import options as db_options
+
+from acceld.conf import agent, api, conductor, default, fake_driver
+
+_GROUP_MODULES = (default, api, agent, conductor, fake_driver)
+
+DEFAULT_CONFIG_FILE = "/etc/acceld/acceld.conf"
+
+
+def register_all(conf: cfg.ConfigOpts) -> cfg.ConfigOpts:
+    """Register every acceld option group (and oslo.db's) on ``conf``."""
+    for module in _GROUP_MODULES:
+        module.register_opts(conf)
+    db_options.set_defaults(conf)
+    return conf
+
+
+def load(args: list[str] | None = None, *, config_files: list[str] | None = None,
+         overrides: dict[str, dict[str, object]] | None = None) -> cfg.ConfigOpts:
+    """Build and parse a fresh ConfigOpts.
+
+    ``config_files`` defaults to ``/etc/acceld/acceld.conf`` when that file exists.
+    ``overrides`` maps group name (``DEFAULT`` for the default group) to option values;
+    tests and ``acceld serve`` use it instead of writing files.
+    """
+    conf = register_all(cfg.ConfigOpts())
+    if config_files is None:
+        config_files = [DEFAULT_CONFIG_FILE] if os.path.exists(DEFAULT_CONFIG_FILE) else []
+    conf(args or [], project="acceld", default_config_files=config_files,
+         validate_default_values=True)
+    for group, values in (overrides or {}).items():
+        for name, value in values.items():
+            conf.set_override(name, value, group=None if group == "DEFAULT" else group)
+    return conf

@@ -1,0 +1,27 @@
+"""[agent] options: drivers, reporting cadence and the local journal."""
+
+from __future__ import annotations
+
+from oslo_config import cfg
+
+GROUP = "agent"
+
+OPTS = [
+    cfg.ListOpt("enabled_drivers", default=["fake"],
+                help="Drivers (entry points in the `acceld.drivers` namespace) to load."),
+    cfg.FloatOpt("report_interval", default=30.0, min=0.05,
+                 help="Seconds between two inventory reports (and heartbeats)."),
+    cfg.StrOpt("journal_dir",
+               help="Directory of the agent journal (default: <state_path>/agent-<host>)."),
+    cfg.FloatOpt("retry_interval", default=2.0, min=0.01,
+                 help="Seconds between two attempts to deliver journaled results while the "
+                      "conductor is unreachable."),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_opts(OPTS, group=GROUP)
+
+
+def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
+    return [(GROUP, OPTS)]

@@ -1,0 +1,14 @@
+"""Entry point for oslo-config-generator (namespace ``acceld``)."""
+
+from __future__ import annotations
+
+from oslo_config import cfg
+
+from acceld.conf import _GROUP_MODULES
+
+
+def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
+    result: list[tuple[str | None, list[cfg.Opt]]] = []
+    for module in _GROUP_MODULES:
+        result.extend(module.list_opts())
+    return result

@@ -1,0 +1,1 @@
+"""Database layer: models, migrations and engine set-up (enginefacade)."""

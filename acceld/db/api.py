@@ -1,0 +1,107 @@
+"""Engine and transaction set-up over oslo.db's enginefacade.
+
+``Database`` owns one enginefacade transaction context (not the global one, so several
+databases can live in one process, as the tests need). ``writer()`` and ``reader()`` yield
+a session inside one transaction: commit on success, rollback on error, with oslo.db's
+translation of duplicate-entry and deadlock errors on every backend.
+
+SQLite (the embedded default) runs in WAL mode with a busy timeout, and a writer opens its
+transaction with ``BEGIN IMMEDIATE`` so two writers queue on the lock instead of one
+failing with "database is locked" when it upgrades a read lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import types
+from collections.abc import Iterator
+
+import sqlalchemy
+from oslo_db.sqlalchemy import enginefacade
+from sqlalchemy import event
+from sqlalchemy.orm import Session
+
+_MODE = threading.local()
+
+
+def _is_sqlite(url: str) -> bool:
+    return url.startswith("sqlite")
+
+
+def _install_sqlite_hooks(engine: sqlalchemy.engine.Engine) -> None:
+    # oslo.db already turns pysqlite's implicit BEGIN off and emits a plain BEGIN unless
+    # conn.info["in_transaction"] is set; ours runs first and opens writers IMMEDIATE.
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record):  # noqa: ANN001 - DBAPI objects
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA busy_timeout = 30000")
+        cur.execute("PRAGMA foreign_keys = ON")
+        if engine.url.database not in (None, "", ":memory:"):
+            cur.execute("PRAGMA journal_mode = WAL")
+            cur.execute("PRAGMA synchronous = NORMAL")
+        cur.close()
+
+    @event.listens_for(engine, "begin", insert=True)
+    def _on_begin(conn):  # noqa: ANN001
+        if "in_transaction" not in conn.info:
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if getattr(_MODE, "writer", False)
+                                 else "BEGIN")
+            conn.info["in_transaction"] = True
+
+
+class Database:
+    """One database: a private enginefacade context plus transaction helpers."""
+
+    def __init__(self, connection: str, **engine_options: object) -> None:
+        self.url = connection
+        if _is_sqlite(connection):
+            path = sqlalchemy.engine.make_url(connection).database
+            if path and path != ":memory:":
+                os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        self._ctx = enginefacade.transaction_context()
+        self._ctx.configure(connection=connection, sqlite_fk=True, **engine_options)
+        self._engine: sqlalchemy.engine.Engine | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def engine(self) -> sqlalchemy.engine.Engine:
+        if self._engine is None:
+            with self._lock:
+                if self._engine is None:
+                    engine = self._ctx.writer.get_engine()
+                    if _is_sqlite(self.url):
+                        _install_sqlite_hooks(engine)
+                    self._engine = engine
+        return self._engine
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    @contextlib.contextmanager
+    def writer(self) -> Iterator[Session]:
+        """A session in one read-write transaction."""
+        self.engine  # noqa: B018 - make sure hooks are installed before first use
+        _MODE.writer = True
+        try:
+            with self._ctx.writer.using(types.SimpleNamespace()) as session:
+                yield session
+        finally:
+            _MODE.writer = False
+
+    @contextlib.contextmanager
+    def reader(self) -> Iterator[Session]:
+        """A session in one read-only transaction."""
+        self.engine  # noqa: B018
+        with self._ctx.reader.using(types.SimpleNamespace()) as session:
+            yield session
+
+    def dispose(self) -> None:
+        if self._engine is not None:
+            self._engine.dispose()
+
+
+def default_sqlite_url(state_path: str) -> str:
+    return "sqlite:///" + os.path.join(state_path, "acceld.sqlite")

@@ -1,0 +1,204 @@
+"""SQLAlchemy models: the Cyborg v2 schema and the seed's v1 fields as one model.
+
+A device an agent discovers is one ``devices`` row; the v1 API shows it as an
+accelerator and the v2 API as a device. v1-only fields (life cycle ``state``, ``health``,
+``acc_specs``, ``revision``, attachment) are columns of the same row.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+from sqlalchemy import (
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def utcnow() -> datetime.datetime:
+    """Naive UTC now: every timestamp in the database is naive UTC."""
+    return datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class _Timestamps:
+    created_at: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+    updated_at: Mapped[datetime.datetime | None] = mapped_column(DateTime, onupdate=utcnow)
+
+
+class Service(_Timestamps, Base):
+    """A running acceld process (agent or conductor) and the host's report bookmark."""
+
+    __tablename__ = "services"
+    __table_args__ = (UniqueConstraint("host", "binary", name="uniq_services0host0binary"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    host: Mapped[str] = mapped_column(String(255))
+    binary: Mapped[str] = mapped_column(String(64))
+    version: Mapped[str] = mapped_column(String(64), default="")
+    last_seen_at: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+    report_epoch: Mapped[str | None] = mapped_column(String(64))
+    report_seq: Mapped[int | None] = mapped_column(Integer)
+    report_digest: Mapped[str | None] = mapped_column(String(64))
+
+
+class DriverState(_Timestamps, Base):
+    """What an agent says about one of its drivers (for driver-list)."""
+
+    __tablename__ = "driver_states"
+    __table_args__ = (UniqueConstraint("host", "name", name="uniq_driver_states0host0name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    host: Mapped[str] = mapped_column(String(255))
+    name: Mapped[str] = mapped_column(String(64))
+    version: Mapped[str] = mapped_column(String(64), default="")
+    state: Mapped[str] = mapped_column(String(16))
+    error: Mapped[str | None] = mapped_column(Text)
+    device_count: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class Device(_Timestamps, Base):
+    __tablename__ = "devices"
+    __table_args__ = (
+        UniqueConstraint("uuid", name="uniq_devices0uuid"),
+        UniqueConstraint("name", name="uniq_devices0name"),
+        UniqueConstraint("hostname", "driver_name", "identity",
+                         name="uniq_devices0hostname0driver0identity"),
+        Index("devices_hostname_idx", "hostname"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uuid: Mapped[str] = mapped_column(String(36))
+    name: Mapped[str] = mapped_column(String(255))
+    hostname: Mapped[str | None] = mapped_column(String(255))
+    driver_name: Mapped[str | None] = mapped_column(String(64))
+    identity: Mapped[str | None] = mapped_column(String(255))
+    type: Mapped[str | None] = mapped_column(String(16))
+    vendor: Mapped[str | None] = mapped_column(String(255))
+    model: Mapped[str | None] = mapped_column(String(255))
+    std_board_info: Mapped[str | None] = mapped_column(Text)
+    vendor_board_info: Mapped[str | None] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16), default="enabled")
+    state: Mapped[str] = mapped_column(String(16), default="inactive")
+    health: Mapped[str] = mapped_column(String(16), default="ok")
+    acc_specs: Mapped[str] = mapped_column(Text, default="{}")
+    revision: Mapped[int] = mapped_column(Integer, default=1)
+    attach_type: Mapped[str | None] = mapped_column(String(16))
+    attached_to: Mapped[str | None] = mapped_column(String(255))
+    last_error: Mapped[str | None] = mapped_column(Text)
+    op_id: Mapped[str | None] = mapped_column(String(36))
+    op_started_at: Mapped[datetime.datetime | None] = mapped_column(DateTime)
+
+
+class ControlpathID(_Timestamps, Base):
+    __tablename__ = "controlpath_ids"
+    __table_args__ = (UniqueConstraint("uuid", name="uniq_controlpath_ids0uuid"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uuid: Mapped[str] = mapped_column(String(36))
+    device_id: Mapped[int] = mapped_column(ForeignKey("devices.id", ondelete="RESTRICT"))
+    cpid_type: Mapped[str] = mapped_column(String(16))
+    cpid_info: Mapped[str] = mapped_column(String(255))
+
+
+class Deployable(_Timestamps, Base):
+    __tablename__ = "deployables"
+    __table_args__ = (
+        UniqueConstraint("uuid", name="uniq_deployables0uuid"),
+        UniqueConstraint("device_id", "name", name="uniq_deployables0device0name"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uuid: Mapped[str] = mapped_column(String(36))
+    parent_id: Mapped[int | None] = mapped_column(ForeignKey("deployables.id",
+                                                             ondelete="RESTRICT"))
+    root_id: Mapped[int | None] = mapped_column(ForeignKey("deployables.id",
+                                                           ondelete="RESTRICT"))
+    name: Mapped[str] = mapped_column(String(255))
+    num_accelerators: Mapped[int] = mapped_column(Integer)
+    device_id: Mapped[int] = mapped_column(ForeignKey("devices.id", ondelete="RESTRICT"))
+    rp_uuid: Mapped[str | None] = mapped_column(String(36))
+    driver_name: Mapped[str | None] = mapped_column(String(100))
+    bitstream_id: Mapped[str | None] = mapped_column(String(36))
+
+
+class Attribute(_Timestamps, Base):
+    __tablename__ = "attributes"
+    __table_args__ = (UniqueConstraint("uuid", name="uniq_attributes0uuid"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uuid: Mapped[str] = mapped_column(String(36))
+    deployable_id: Mapped[int] = mapped_column(ForeignKey("deployables.id",
+                                                          ondelete="RESTRICT"))
+    key: Mapped[str] = mapped_column(Text)
+    value: Mapped[str] = mapped_column(Text)
+
+
+class AttachHandle(_Timestamps, Base):
+    __tablename__ = "attach_handles"
+    __table_args__ = (UniqueConstraint("uuid", name="uniq_attach_handles0uuid"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uuid: Mapped[str] = mapped_column(String(36))
+    deployable_id: Mapped[int] = mapped_column(ForeignKey("deployables.id",
+                                                          ondelete="RESTRICT"))
+    cpid_id: Mapped[int] = mapped_column(ForeignKey("controlpath_ids.id",
+                                                    ondelete="RESTRICT"))
+    in_use: Mapped[bool] = mapped_column(Boolean, default=False)
+    attach_type: Mapped[str] = mapped_column(String(16))
+    attach_info: Mapped[str] = mapped_column(String(255))
+
+
+class DeviceProfile(_Timestamps, Base):
+    __tablename__ = "device_profiles"
+    __table_args__ = (
+        UniqueConstraint("uuid", name="uniq_device_profiles0uuid"),
+        UniqueConstraint("name", name="uniq_device_profiles0name"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uuid: Mapped[str] = mapped_column(String(36))
+    name: Mapped[str] = mapped_column(String(255))
+    profile_json: Mapped[str] = mapped_column(Text)
+    description: Mapped[str | None] = mapped_column(Text)
+
+
+class ExtendedAcceleratorRequest(_Timestamps, Base):
+    """An ARQ: one accelerator requested for an instance (Cyborg v2)."""
+
+    __tablename__ = "extended_accelerator_requests"
+    __table_args__ = (
+        UniqueConstraint("uuid", name="uniq_extended_accelerator_requests0uuid"),
+        Index("extended_accelerator_requests_project_id_idx", "project_id"),
+        Index("extended_accelerator_requests_instance_uuid_idx", "instance_uuid"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uuid: Mapped[str] = mapped_column(String(36))
+    project_id: Mapped[str | None] = mapped_column(String(255))
+    state: Mapped[str] = mapped_column(String(16), default="Initial")
+    device_profile_id: Mapped[int] = mapped_column(ForeignKey("device_profiles.id",
+                                                              ondelete="RESTRICT"))
+    device_profile_group_id: Mapped[int] = mapped_column(Integer)
+    hostname: Mapped[str | None] = mapped_column(String(255))
+    device_rp_uuid: Mapped[str | None] = mapped_column(String(36))
+    instance_uuid: Mapped[str | None] = mapped_column(String(36))
+    attach_handle_id: Mapped[int | None] = mapped_column(ForeignKey("attach_handles.id",
+                                                                    ondelete="RESTRICT"))
+    deployable_id: Mapped[int | None] = mapped_column(ForeignKey("deployables.id",
+                                                                 ondelete="RESTRICT"))
+    substate: Mapped[str] = mapped_column(String(16), default="Initial")
+
+
+INVENTORY_TABLES = ("devices", "controlpath_ids", "deployables", "attributes",
+                    "attach_handles", "driver_states")

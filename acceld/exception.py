@@ -1,0 +1,93 @@
+"""Domain exceptions: no HTTP status here; ``api/errors.py`` maps them.
+
+Hierarchy::
+
+    AccelDError
+    ├── NotFound            (AcceleratorNotFound, ServiceNotFound, DriverNotFound)
+    ├── Conflict            (DuplicateName, RevisionConflict, InvalidStateTransition,
+    │                        AlreadyAttached, AllocationsExist, NotReady)
+    ├── InvalidInput
+    └── Unavailable         (HostUnreachable, OperationFailed)
+
+Every exception takes a single message so that it survives oslo.messaging's remote
+error round trip (the class is rebuilt on the caller's side from ``acceld.exception``).
+"""
+
+from __future__ import annotations
+
+
+class AccelDError(Exception):
+    """Base of every acceld domain error."""
+
+    code = "acceld.error"
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class NotFound(AccelDError):
+    code = "acceld.not_found"
+
+
+class AcceleratorNotFound(NotFound):
+    code = "acceld.accelerator.not_found"
+
+
+class ServiceNotFound(NotFound):
+    code = "acceld.service.not_found"
+
+
+class DriverNotFound(NotFound):
+    code = "acceld.driver.not_found"
+
+
+class Conflict(AccelDError):
+    code = "acceld.conflict"
+
+
+class DuplicateName(Conflict):
+    code = "acceld.accelerator.duplicate"
+
+
+class RevisionConflict(Conflict):
+    code = "acceld.accelerator.revision_conflict"
+
+
+class InvalidStateTransition(Conflict):
+    code = "acceld.accelerator.state_conflict"
+
+
+class AlreadyAttached(Conflict):
+    code = "acceld.accelerator.attached"
+
+
+class AllocationsExist(Conflict):
+    code = "acceld.accelerator.allocations_exist"
+
+
+class NotReady(Conflict):
+    code = "acceld.accelerator.not_ready"
+
+
+class InvalidInput(AccelDError):
+    code = "acceld.invalid_input"
+
+
+class InvalidReport(InvalidInput):
+    code = "acceld.report.invalid"
+
+
+class Unavailable(AccelDError):
+    code = "acceld.unavailable"
+
+
+class HostUnreachable(Unavailable):
+    code = "acceld.host.unreachable"
+
+
+class OperationFailed(AccelDError):
+    code = "acceld.operation.failed"

@@ -1,0 +1,1 @@
+"""All SQL lives here. Each public function is exactly one transaction."""

@@ -1,0 +1,239 @@
+"""Accelerators (the v1 view of a device): reads, declared records, compare-and-swap writes.
+
+Every write is a single ``UPDATE ... WHERE`` on the expected revision, state or
+attachment; a row count of zero is turned into the precise conflict (or 404).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import uuid as uuidlib
+from typing import Any
+
+from oslo_db import exception as db_exc
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from acceld import exception, states
+from acceld.db import models as m
+from acceld.db.api import Database
+from acceld.objects import inventory
+
+# ARQ states that mean an instance holds (or is being given) the accelerator.
+_ALLOCATED_ARQ_STATES = ("BindStarted", "Bound")
+
+
+@dataclasses.dataclass(frozen=True)
+class Operation:
+    """A driver operation the conductor must have an agent run."""
+
+    op_id: str
+    device_uuid: str
+    host: str
+    driver: str
+    identity: str
+    operation: str           # install | uninstall
+
+
+def to_dict(dev: m.Device) -> dict[str, Any]:
+    attached = None
+    if dev.attached_to is not None:
+        attached = {"type": dev.attach_type, "id": dev.attached_to}
+    return {
+        "uuid": dev.uuid, "name": dev.name, "host": dev.hostname, "driver": dev.driver_name,
+        "device_type": dev.type, "vendor_id": dev.vendor, "product_id": dev.model,
+        "state": dev.state, "health": dev.health, "acc_specs": json.loads(dev.acc_specs),
+        "attached_to": attached, "revision": dev.revision, "last_error": dev.last_error,
+        "created_at": dev.created_at, "updated_at": dev.updated_at,
+    }
+
+
+def list_accelerators(db: Database, *, host: str | None = None, state: str | None = None,
+                      device_type: str | None = None, instance_uuid: str | None = None,
+                      limit: int | None = None, marker: str | None = None,
+                      ) -> list[dict[str, Any]]:
+    with db.reader() as s:
+        q = select(m.Device).order_by(m.Device.id)
+        if host is not None:
+            q = q.where(m.Device.hostname == host)
+        if state is not None:
+            q = q.where(m.Device.state == state)
+        if device_type is not None:
+            q = q.where(m.Device.type == device_type)
+        if instance_uuid is not None:
+            q = q.where(m.Device.attach_type == "instance",
+                        m.Device.attached_to == instance_uuid)
+        if marker is not None:
+            marker_id = s.execute(select(m.Device.id).where(m.Device.uuid == marker)).scalar()
+            if marker_id is None:
+                raise exception.InvalidInput(f"marker {marker} is not an accelerator")
+            q = q.where(m.Device.id > marker_id)
+        if limit is not None:
+            q = q.limit(limit)
+        return [to_dict(d) for d in s.execute(q).scalars()]
+
+
+def _get(s: Session, uuid: str) -> m.Device:
+    dev = s.execute(select(m.Device).where(m.Device.uuid == uuid)).scalar_one_or_none()
+    if dev is None:
+        raise exception.AcceleratorNotFound(f"Accelerator {uuid} not found.")
+    return dev
+
+
+def get_accelerator(db: Database, uuid: str) -> dict[str, Any]:
+    with db.reader() as s:
+        return to_dict(_get(s, uuid))
+
+
+def create_accelerator(db: Database, name: str, uuid: str | None = None) -> dict[str, Any]:
+    """Declare an accelerator by name; a device later discovered with that name adopts it."""
+    row = m.Device(uuid=uuid or str(uuidlib.uuid4()), name=name, state=states.INACTIVE,
+                   health=states.HEALTH_OK, acc_specs="{}", revision=1)
+    try:
+        with db.writer() as s:
+            s.add(row)
+            s.flush()
+            return to_dict(row)
+    except db_exc.DBDuplicateEntry as exc:
+        column = "uuid" if "uuid" in (exc.columns or []) or "uuid" in str(exc) else "name"
+        value = uuid if column == "uuid" else name
+        raise exception.DuplicateName(
+            f"An accelerator with {column} {value!r} already exists.") from exc
+
+
+def update_acc_specs(db: Database, uuid: str, specs: dict[str, Any],
+                     revision: int) -> dict[str, Any]:
+    with db.writer() as s:
+        res = s.execute(update(m.Device)
+                        .where(m.Device.uuid == uuid, m.Device.revision == revision)
+                        .values(acc_specs=json.dumps(specs, sort_keys=True),
+                                revision=m.Device.revision + 1, updated_at=m.utcnow()))
+        dev = _get(s, uuid)
+        if res.rowcount == 0:
+            raise exception.RevisionConflict(
+                f"Accelerator {uuid} is at revision {dev.revision}, not {revision}: another "
+                "writer changed it first. Read it again and retry.")
+        return to_dict(dev)
+
+
+def begin_transition(db: Database, uuid: str, requested: str
+                     ) -> tuple[dict[str, Any], Operation | None]:
+    """Move towards ``requested`` (ready/inactive); returns the operation to run, if any."""
+    with db.writer() as s:
+        dev = _get(s, uuid)
+        try:
+            transient = states.request_target(dev.state, requested)
+        except ValueError as exc:
+            raise exception.InvalidStateTransition(
+                f"Accelerator {uuid} is {dev.state}: {exc}.") from exc
+        if transient is None:
+            return to_dict(dev), None
+        if dev.hostname is None:
+            raise exception.NotReady(f"Accelerator {uuid} is not on any host yet.")
+        if requested == states.INACTIVE and dev.attached_to is not None:
+            raise exception.AlreadyAttached(
+                f"Accelerator {uuid} is attached to {dev.attach_type} {dev.attached_to}; "
+                "detach it first.")
+        op_id = str(uuidlib.uuid4())
+        res = s.execute(update(m.Device).where(
+            m.Device.uuid == uuid,
+            m.Device.state.in_(states.DEVICE_TRANSITIONS[transient]))
+            .values(state=transient, op_id=op_id, op_started_at=m.utcnow(), last_error=None,
+                    revision=m.Device.revision + 1, updated_at=m.utcnow()))
+        if res.rowcount == 0:
+            raise exception.InvalidStateTransition(
+                f"Accelerator {uuid} changed state concurrently; retry.")
+        s.refresh(dev)
+        op = Operation(op_id, uuid, dev.hostname, dev.driver_name or "", dev.identity or "",
+                       states.TRANSIENT_OPERATION[transient])
+        return to_dict(dev), op
+
+
+def finish_transition(db: Database, uuid: str, op_id: str, ok: bool,
+                      error: str | None = None) -> bool:
+    """Record an operation's outcome; False when it was already recorded (a duplicate)."""
+    with db.writer() as s:
+        dev = s.execute(select(m.Device).where(m.Device.uuid == uuid, m.Device.op_id == op_id)
+                        ).scalar_one_or_none()
+        if dev is None or dev.state not in states.TRANSIENT_OUTCOME:
+            return False
+        success, failure = states.TRANSIENT_OUTCOME[dev.state]
+        res = s.execute(update(m.Device).where(m.Device.uuid == uuid, m.Device.op_id == op_id)
+                        .values(state=success if ok else failure, op_id=None,
+                                op_started_at=None, last_error=None if ok else error,
+                                revision=m.Device.revision + 1, updated_at=m.utcnow()))
+        return res.rowcount == 1
+
+
+def stalled_operations(db: Database, older_than: datetime.datetime) -> list[Operation]:
+    """Transitions started before ``older_than`` and not finished: to be sent again."""
+    with db.reader() as s:
+        rows = s.execute(select(m.Device).where(
+            m.Device.state.in_(tuple(states.TRANSIENT_OPERATION)),
+            m.Device.op_started_at < older_than)).scalars()
+        return [Operation(d.op_id, d.uuid, d.hostname, d.driver_name or "", d.identity or "",
+                          states.TRANSIENT_OPERATION[d.state]) for d in rows]
+
+
+def touch_operation(db: Database, op_id: str) -> None:
+    with db.writer() as s:
+        s.execute(update(m.Device).where(m.Device.op_id == op_id)
+                  .values(op_started_at=m.utcnow()))
+
+
+def attach(db: Database, uuid: str, attach_type: str, target: str) -> dict[str, Any]:
+    with db.writer() as s:
+        res = s.execute(update(m.Device).where(
+            m.Device.uuid == uuid, m.Device.attached_to.is_(None),
+            m.Device.state == states.READY, m.Device.health == states.HEALTH_OK)
+            .values(attach_type=attach_type, attached_to=target,
+                    revision=m.Device.revision + 1, updated_at=m.utcnow()))
+        dev = _get(s, uuid)
+        if res.rowcount == 0:
+            if dev.attached_to is not None:
+                raise exception.AlreadyAttached(
+                    f"Accelerator {uuid} is already attached to {dev.attach_type} "
+                    f"{dev.attached_to}.")
+            raise exception.NotReady(
+                f"Accelerator {uuid} is {dev.state} (health {dev.health}); only a ready, "
+                "healthy accelerator can be attached.")
+        return to_dict(dev)
+
+
+def attachment(db: Database, uuid: str) -> tuple[str | None, str | None, str | None]:
+    """(attach type, target, host) of an accelerator."""
+    with db.reader() as s:
+        dev = _get(s, uuid)
+        return dev.attach_type, dev.attached_to, dev.hostname
+
+
+def detach(db: Database, uuid: str) -> None:
+    """Detach; refused while allocation records (bound ARQs) exist for the device."""
+    with db.writer() as s:
+        dev = _get(s, uuid)
+        dep_ids = select(m.Deployable.id).where(m.Deployable.device_id == dev.id) \
+            .scalar_subquery()
+        allocations = s.execute(select(func.count()).select_from(m.ExtendedAcceleratorRequest)
+                                .where(m.ExtendedAcceleratorRequest.deployable_id.in_(dep_ids),
+                                       m.ExtendedAcceleratorRequest.state.in_(
+                                           _ALLOCATED_ARQ_STATES))).scalar()
+        if allocations:
+            raise exception.AllocationsExist(
+                f"Accelerator {uuid} has {allocations} allocation record(s) (bound "
+                "accelerator requests); release them before detaching.")
+        if dev.attached_to is None:
+            return
+        s.execute(update(m.Device).where(m.Device.id == dev.id)
+                  .values(attach_type=None, attached_to=None,
+                          revision=m.Device.revision + 1, updated_at=m.utcnow()))
+        if dev.health == states.HEALTH_MISSING and dev.hostname:
+            inventory.forget_digest(s, dev.hostname)
+
+
+def device_counts_by_host(db: Database) -> dict[str, int]:
+    with db.reader() as s:
+        return dict(s.execute(select(m.Device.hostname, func.count())
+                              .where(m.Device.hostname.is_not(None))
+                              .group_by(m.Device.hostname)).all())

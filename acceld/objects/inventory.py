@@ -1,0 +1,287 @@
+"""Inventory rows of one host: load them for the diff, apply a plan, one transaction."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import defaultdict
+
+from sqlalchemy import delete, insert, select, update
+from sqlalchemy.orm import Session
+
+from acceld import diff as inv
+from acceld import reports, states
+from acceld.db import models as m
+from acceld.db.api import Database
+from acceld.objects import identity
+
+AGENT_BINARY = "acceld-agent"
+
+
+@dataclasses.dataclass(frozen=True)
+class ApplyResult:
+    changed: bool
+    stale: bool = False
+    changed_devices: tuple[str, ...] = ()
+
+
+def apply_report(db: Database, report: reports.InventoryReport) -> ApplyResult:
+    """Reconcile the host's rows with ``report`` in one transaction.
+
+    A report older than the last one applied from the same agent journal (same epoch,
+    lower or equal seq) is ignored: the bus may deliver it late. A report whose content
+    equals the last applied one writes nothing at all.
+    """
+    digest = report.content_digest()
+    with db.writer() as s:
+        svc = s.execute(select(m.Service).where(m.Service.host == report.host,
+                                                m.Service.binary == AGENT_BINARY)
+                        .with_for_update()).scalar_one_or_none()
+        if svc is not None and svc.report_epoch == report.epoch and \
+                (svc.report_seq or 0) >= report.seq:
+            return ApplyResult(changed=False, stale=True)
+        if svc is not None and svc.report_digest == digest:
+            return ApplyResult(changed=False)
+        plan = inv.diff(load_host(s, report.host), report)
+        changed = _apply_plan(s, report.host, plan)
+        now = m.utcnow()
+        if svc is None:
+            s.add(m.Service(host=report.host, binary=AGENT_BINARY, last_seen_at=now,
+                            report_epoch=report.epoch, report_seq=report.seq,
+                            report_digest=digest))
+        else:
+            svc.report_epoch, svc.report_seq, svc.report_digest = (
+                report.epoch, report.seq, digest)
+            svc.last_seen_at = now
+        return ApplyResult(changed=not plan.is_empty(), changed_devices=tuple(changed))
+
+
+def forget_digest(session: Session, host: str) -> None:
+    """Make the next report of ``host`` go through the full diff again."""
+    session.execute(update(m.Service).where(m.Service.host == host,
+                                            m.Service.binary == AGENT_BINARY)
+                    .values(report_digest=None))
+
+
+def load_host(s: Session, host: str) -> inv.HostInventory:
+    """Everything the diff needs about ``host``, in six queries."""
+    dev_ids = select(m.Device.id).where(m.Device.hostname == host).scalar_subquery()
+    dep_ids = select(m.Deployable.id).where(m.Deployable.device_id.in_(dev_ids)) \
+        .scalar_subquery()
+    cpids = {c.device_id: c for c in s.execute(
+        select(m.ControlpathID).where(m.ControlpathID.device_id.in_(dev_ids))).scalars()}
+    attrs: dict[int, dict[str, tuple[int, str]]] = defaultdict(dict)
+    for a in s.execute(select(m.Attribute.id, m.Attribute.deployable_id, m.Attribute.key,
+                              m.Attribute.value)
+                       .where(m.Attribute.deployable_id.in_(dep_ids))):
+        attrs[a.deployable_id][a.key] = (a.id, a.value)
+    handles: dict[int, dict[str, inv.CurrentHandle]] = defaultdict(dict)
+    for h in s.execute(select(m.AttachHandle.id, m.AttachHandle.deployable_id,
+                              m.AttachHandle.attach_info, m.AttachHandle.attach_type,
+                              m.AttachHandle.in_use)
+                       .where(m.AttachHandle.deployable_id.in_(dep_ids))):
+        handles[h.deployable_id][h.attach_info] = inv.CurrentHandle(h.id, h.attach_type,
+                                                                    bool(h.in_use))
+    held_deps = set(s.execute(
+        select(m.ExtendedAcceleratorRequest.deployable_id)
+        .where(m.ExtendedAcceleratorRequest.deployable_id.in_(dep_ids))).scalars())
+    deps: dict[int, dict[str, inv.CurrentDeployable]] = defaultdict(dict)
+    for d in s.execute(select(m.Deployable.id, m.Deployable.device_id, m.Deployable.name,
+                              m.Deployable.num_accelerators)
+                       .where(m.Deployable.device_id.in_(dev_ids))):
+        hs = handles.get(d.id, {})
+        deps[d.device_id][d.name] = inv.CurrentDeployable(
+            id=d.id, num_accelerators=d.num_accelerators, attributes=attrs.get(d.id, {}),
+            handles=hs, held=d.id in held_deps or any(h.in_use for h in hs.values()))
+    devices = {}
+    for dev in s.execute(select(m.Device).where(m.Device.hostname == host)).scalars():
+        cpid = cpids.get(dev.id)
+        fields = {"type": dev.type, "vendor": dev.vendor, "model": dev.model,
+                  "std_board_info": dev.std_board_info,
+                  "vendor_board_info": dev.vendor_board_info,
+                  "cpid_type": cpid.cpid_type if cpid else None,
+                  "cpid_info": cpid.cpid_info if cpid else None}
+        my_deps = deps.get(dev.id, {})
+        devices[(dev.driver_name, dev.identity)] = inv.CurrentDevice(
+            id=dev.id, driver=dev.driver_name, identity=dev.identity, fields=fields,
+            health=dev.health, cpid_id=cpid.id if cpid else 0, deployables=my_deps,
+            held=dev.attached_to is not None or any(d.held for d in my_deps.values()))
+    drivers = {d.name: inv.CurrentDriver(d.version, d.state, d.error, d.device_count)
+               for d in s.execute(select(m.DriverState).where(m.DriverState.host == host))
+               .scalars()}
+    return inv.HostInventory(host=host, devices=devices, drivers=drivers)
+
+
+def _apply_plan(s: Session, host: str, plan: inv.Plan) -> list[str]:
+    """Write ``plan``; returns the uuids of the devices whose rows changed."""
+    if plan.is_empty():
+        return []
+    changed: set[int] = set()
+    _delete_deployables(s, plan.delete_deployables)
+    _delete_devices(s, plan.delete_devices)
+    for dev_id, fields in plan.update_devices:
+        cp = {k: fields.pop(k) for k in ("cpid_type", "cpid_info") if k in fields}
+        if fields:
+            s.execute(update(m.Device).where(m.Device.id == dev_id).values(**fields))
+        if cp:
+            s.execute(update(m.ControlpathID).where(m.ControlpathID.device_id == dev_id)
+                      .values(**cp))
+        changed.add(dev_id)
+    for dev_id, health in plan.set_health:
+        s.execute(update(m.Device).where(m.Device.id == dev_id).values(health=health))
+        changed.add(dev_id)
+    for dep_id, num in plan.update_deployables:
+        s.execute(update(m.Deployable).where(m.Deployable.id == dep_id)
+                  .values(num_accelerators=num))
+    for attr_id, value in plan.update_attributes:
+        s.execute(update(m.Attribute).where(m.Attribute.id == attr_id).values(value=value))
+    if plan.delete_attributes:
+        s.execute(delete(m.Attribute).where(m.Attribute.id.in_(plan.delete_attributes)))
+    for handle_id, attach_type in plan.update_handles:
+        s.execute(update(m.AttachHandle).where(m.AttachHandle.id == handle_id)
+                  .values(attach_type=attach_type))
+    if plan.delete_handles:
+        s.execute(delete(m.AttachHandle).where(m.AttachHandle.id.in_(plan.delete_handles)))
+    _add_devices(s, host, plan.add_devices)
+    _add_deployables(s, plan.add_deployables)
+    _add_attributes(s, plan.add_attributes)
+    _add_handles(s, plan.add_handles)
+    _write_drivers(s, host, plan)
+    uuids = set(s.execute(select(m.Device.uuid).where(m.Device.id.in_(changed))).scalars()) \
+        if changed else set()
+    uuids.update(identity.device_uuid(host, drv, dev.identity)
+                 for drv, dev in plan.add_devices)
+    return sorted(uuids)
+
+
+def _delete_deployables(s: Session, dep_ids: list[int]) -> None:
+    if not dep_ids:
+        return
+    s.execute(delete(m.AttachHandle).where(m.AttachHandle.deployable_id.in_(dep_ids)))
+    s.execute(delete(m.Attribute).where(m.Attribute.deployable_id.in_(dep_ids)))
+    s.execute(delete(m.Deployable).where(m.Deployable.id.in_(dep_ids)))
+
+
+def _delete_devices(s: Session, dev_ids: list[int]) -> None:
+    if not dev_ids:
+        return
+    dep_ids = list(s.execute(select(m.Deployable.id)
+                             .where(m.Deployable.device_id.in_(dev_ids))).scalars())
+    _delete_deployables(s, dep_ids)
+    s.execute(delete(m.ControlpathID).where(m.ControlpathID.device_id.in_(dev_ids)))
+    s.execute(delete(m.Device).where(m.Device.id.in_(dev_ids)))
+
+
+def _device_name(host: str, dev: reports.Device) -> str:
+    return dev.name or f"{host}-{dev.identity}"
+
+
+def _add_devices(s: Session, host: str, added: list[tuple[str, reports.Device]]) -> None:
+    """Insert discovered devices; a declared accelerator of the same name is adopted."""
+    if not added:
+        return
+    names = [_device_name(host, dev) for _drv, dev in added]
+    taken = {row.name: row for row in s.execute(
+        select(m.Device.id, m.Device.name, m.Device.hostname, m.Device.uuid)
+        .where(m.Device.name.in_(names)))}
+    new_rows, cpid_rows = [], []
+    for (drv, dev), name in zip(added, names, strict=True):
+        fields = inv.device_fields(dev)
+        cp = {"cpid_type": fields.pop("cpid_type"), "cpid_info": fields.pop("cpid_info")}
+        base = dict(hostname=host, driver_name=drv, identity=dev.identity, **fields)
+        row = taken.get(name)
+        if row is not None and row.hostname is None:
+            s.execute(update(m.Device).where(m.Device.id == row.id)
+                      .values(health=states.HEALTH_OK, **base))
+            cpid_rows.append((row.uuid, cp))
+            continue
+        dev_uuid = identity.device_uuid(host, drv, dev.identity)
+        if row is not None:
+            name = f"{name}-{dev_uuid[:8]}"
+        new_rows.append(dict(uuid=dev_uuid, name=name, state=states.INACTIVE,
+                             health=states.HEALTH_OK, acc_specs=_initial_specs(dev),
+                             revision=1, created_at=m.utcnow(), **base))
+        cpid_rows.append((dev_uuid, cp))
+    if new_rows:
+        s.execute(insert(m.Device), new_rows)
+    ids = dict(s.execute(select(m.Device.uuid, m.Device.id)
+                         .where(m.Device.uuid.in_([u for u, _ in cpid_rows]))).all())
+    s.execute(insert(m.ControlpathID), [
+        dict(uuid=identity.controlpath_uuid(u), device_id=ids[u], created_at=m.utcnow(), **cp)
+        for u, cp in cpid_rows])
+    cpid_ids = dict(s.execute(select(m.ControlpathID.device_id, m.ControlpathID.id)
+                              .where(m.ControlpathID.device_id.in_(ids.values()))).all())
+    deps = [(ids[u], cpid_ids[ids[u]], dep)
+            for (u, _cp), (_drv, dev) in zip(cpid_rows, added, strict=True)
+            for dep in dev.deployables]
+    _add_deployables(s, deps)
+
+
+def _initial_specs(dev: reports.Device) -> str:
+    total = sum(dep.num_accelerators for dep in dev.deployables)
+    return json.dumps({"remote": 0, "num": total, "device_type": dev.type,
+                       "acc_capability": {}}, sort_keys=True)
+
+
+def _add_deployables(s: Session, added: list[tuple[int, int, reports.Deployable]]) -> None:
+    if not added:
+        return
+    devs = {row.id: row for row in s.execute(
+        select(m.Device.id, m.Device.uuid, m.Device.driver_name)
+        .where(m.Device.id.in_({d for d, _c, _dep in added})))}
+    rows = []
+    for dev_id, _cpid, dep in added:
+        dep_uuid = identity.deployable_uuid(devs[dev_id].uuid, dep.name)
+        rows.append(dict(uuid=dep_uuid, name=dep.name, num_accelerators=dep.num_accelerators,
+                         device_id=dev_id, rp_uuid=identity.rp_uuid(dep_uuid),
+                         driver_name=devs[dev_id].driver_name, created_at=m.utcnow()))
+    s.execute(insert(m.Deployable), rows)
+    dep_ids = dict(s.execute(select(m.Deployable.uuid, m.Deployable.id)
+                             .where(m.Deployable.uuid.in_([r["uuid"] for r in rows]))).all())
+    attrs, handles = [], []
+    for row, (_dev_id, cpid_id, dep) in zip(rows, added, strict=True):
+        dep_id = dep_ids[row["uuid"]]
+        attrs.extend((dep_id, k, v) for k, v in dep.attributes)
+        handles.extend((dep_id, cpid_id, h) for h in dep.attach_handles)
+    _add_attributes(s, attrs)
+    _add_handles(s, handles)
+
+
+def _dep_uuids(s: Session, dep_ids: set[int]) -> dict[int, str]:
+    return dict(s.execute(select(m.Deployable.id, m.Deployable.uuid)
+                          .where(m.Deployable.id.in_(dep_ids))).all())
+
+
+def _add_attributes(s: Session, added: list[tuple[int, str, str]]) -> None:
+    if not added:
+        return
+    uuids = _dep_uuids(s, {a[0] for a in added})
+    s.execute(insert(m.Attribute), [
+        dict(uuid=identity.attribute_uuid(uuids[dep_id], key), deployable_id=dep_id,
+             key=key, value=value, created_at=m.utcnow()) for dep_id, key, value in added])
+
+
+def _add_handles(s: Session, added: list[tuple[int, int, reports.AttachHandle]]) -> None:
+    if not added:
+        return
+    uuids = _dep_uuids(s, {a[0] for a in added})
+    s.execute(insert(m.AttachHandle), [
+        dict(uuid=identity.attach_handle_uuid(uuids[dep_id], h.info_key),
+             deployable_id=dep_id, cpid_id=cpid_id, in_use=False,
+             attach_type=h.attach_type, attach_info=h.info_key, created_at=m.utcnow())
+        for dep_id, cpid_id, h in added])
+
+
+def _write_drivers(s: Session, host: str, plan: inv.Plan) -> None:
+    if plan.delete_drivers:
+        s.execute(delete(m.DriverState).where(m.DriverState.host == host,
+                                              m.DriverState.name.in_(plan.delete_drivers)))
+    for drv in plan.upsert_drivers:
+        values = dict(version=drv.version, state=drv.state, error=drv.error,
+                      device_count=len(drv.devices))
+        res = s.execute(update(m.DriverState).where(m.DriverState.host == host,
+                                                    m.DriverState.name == drv.name)
+                        .values(**values))
+        if res.rowcount == 0:
+            s.execute(insert(m.DriverState).values(host=host, name=drv.name,
+                                                   created_at=m.utcnow(), **values))

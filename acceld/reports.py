@@ -1,0 +1,220 @@
+"""The agent -> conductor inventory report: frozen, versioned, validated on receipt.
+
+A report is a full snapshot of one host (level-triggered): every enabled driver with the
+devices it found. Identity is stable: a device is keyed by ``(driver, identity)``, a
+deployable by its name within the device, an attach handle by its ``attach_info``.
+
+Schema versions (one line of history each; a test guards the list):
+
+* 1: initial: host, epoch, seq, drivers[name, version, state, error, devices[...]]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import jsonschema
+
+from acceld import exception, states
+
+SCHEMA_VERSIONS = (1,)
+SCHEMA_VERSION = SCHEMA_VERSIONS[-1]
+
+_STR_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
+
+_HANDLE = {
+    "type": "object",
+    "required": ["attach_type", "attach_info"],
+    "additionalProperties": False,
+    "properties": {"attach_type": {"type": "string", "enum": ["PCI", "MDEV", "TEST_PCI"]},
+                   "attach_info": _STR_MAP},
+}
+_DEPLOYABLE = {
+    "type": "object",
+    "required": ["name", "num_accelerators", "attributes", "attach_handles"],
+    "additionalProperties": False,
+    "properties": {
+        "name": {"type": "string", "minLength": 1, "maxLength": 255},
+        "num_accelerators": {"type": "integer", "minimum": 0},
+        "attributes": _STR_MAP,
+        "attach_handles": {"type": "array", "items": _HANDLE},
+    },
+}
+_DEVICE = {
+    "type": "object",
+    "required": ["identity", "type", "vendor", "model", "controlpath", "deployables"],
+    "additionalProperties": False,
+    "properties": {
+        "identity": {"type": "string", "minLength": 1, "maxLength": 255},
+        "type": {"type": "string", "enum": list(states.DEVICE_TYPES)},
+        "vendor": {"type": "string", "maxLength": 255},
+        "model": {"type": "string", "maxLength": 255},
+        "name": {"type": "string", "maxLength": 255},
+        "std_board_info": {"type": "object"},
+        "vendor_board_info": {"type": "object"},
+        "controlpath": {"type": "object", "required": ["type", "info"],
+                        "properties": {"type": {"type": "string"}, "info": _STR_MAP},
+                        "additionalProperties": False},
+        "deployables": {"type": "array", "items": _DEPLOYABLE},
+    },
+}
+_DRIVER = {
+    "type": "object",
+    "required": ["name", "version", "state", "devices"],
+    "additionalProperties": False,
+    "properties": {
+        "name": {"type": "string", "minLength": 1, "maxLength": 64},
+        "version": {"type": "string", "maxLength": 64},
+        "state": {"type": "string", "enum": list(states.DRIVER_STATES)},
+        "error": {"type": ["string", "null"], "maxLength": 2000},
+        "devices": {"type": "array", "items": _DEVICE},
+    },
+}
+REPORT_SCHEMA = {
+    "type": "object",
+    "required": ["schema_version", "host", "epoch", "seq", "drivers"],
+    "additionalProperties": False,
+    "properties": {
+        "schema_version": {"type": "integer", "enum": list(SCHEMA_VERSIONS)},
+        "host": {"type": "string", "minLength": 1, "maxLength": 255},
+        "epoch": {"type": "string", "minLength": 1, "maxLength": 64},
+        "seq": {"type": "integer", "minimum": 0},
+        "drivers": {"type": "array", "items": _DRIVER},
+    },
+}
+_VALIDATOR = jsonschema.Draft202012Validator(REPORT_SCHEMA)
+
+
+def _frozen_map(value: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted((value or {}).items()))
+
+
+@dataclasses.dataclass(frozen=True)
+class AttachHandle:
+    attach_type: str
+    attach_info: tuple[tuple[str, str], ...]
+
+    @property
+    def info_key(self) -> str:
+        """The canonical JSON of ``attach_info``: the handle's identity within a deployable."""
+        return json.dumps(dict(self.attach_info), sort_keys=True, separators=(",", ":"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Deployable:
+    name: str
+    num_accelerators: int
+    attributes: tuple[tuple[str, str], ...] = ()
+    attach_handles: tuple[AttachHandle, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Device:
+    identity: str
+    type: str
+    vendor: str
+    model: str
+    controlpath_type: str
+    controlpath_info: tuple[tuple[str, str], ...]
+    name: str = ""
+    std_board_info: tuple[tuple[str, Any], ...] = ()
+    vendor_board_info: tuple[tuple[str, Any], ...] = ()
+    deployables: tuple[Deployable, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class DriverReport:
+    name: str
+    version: str
+    state: str = states.DRIVER_INSTALLED
+    error: str | None = None
+    devices: tuple[Device, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.state == states.DRIVER_INSTALLED
+
+
+@dataclasses.dataclass(frozen=True)
+class InventoryReport:
+    host: str
+    epoch: str
+    seq: int
+    drivers: tuple[DriverReport, ...] = ()
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": self.schema_version, "host": self.host, "epoch": self.epoch,
+            "seq": self.seq, "drivers": [_driver_to_dict(d) for d in self.drivers],
+        }
+
+    def content_digest(self) -> str:
+        """SHA-256 of what the report says about the host (not of epoch/seq)."""
+        body = json.dumps([_driver_to_dict(d) for d in self.drivers], sort_keys=True,
+                          separators=(",", ":"))
+        return hashlib.sha256(body.encode()).hexdigest()
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> InventoryReport:
+        """Validate a received report and build it; raises InvalidReport."""
+        errors = sorted(_VALIDATOR.iter_errors(data), key=lambda e: list(e.absolute_path))
+        if errors:
+            err = errors[0]
+            where = "/".join(str(p) for p in err.absolute_path) or "<root>"
+            raise exception.InvalidReport(f"invalid report at {where}: {err.message}")
+        return cls(host=data["host"], epoch=data["epoch"], seq=data["seq"],
+                   schema_version=data["schema_version"],
+                   drivers=tuple(_driver_from_dict(d) for d in data["drivers"]))
+
+
+def _driver_to_dict(d: DriverReport) -> dict[str, Any]:
+    return {"name": d.name, "version": d.version, "state": d.state, "error": d.error,
+            "devices": [_device_to_dict(dev) for dev in d.devices]}
+
+
+def _device_to_dict(dev: Device) -> dict[str, Any]:
+    return {
+        "identity": dev.identity, "type": dev.type, "vendor": dev.vendor, "model": dev.model,
+        "name": dev.name, "std_board_info": dict(dev.std_board_info),
+        "vendor_board_info": dict(dev.vendor_board_info),
+        "controlpath": {"type": dev.controlpath_type, "info": dict(dev.controlpath_info)},
+        "deployables": [
+            {"name": dep.name, "num_accelerators": dep.num_accelerators,
+             "attributes": dict(dep.attributes),
+             "attach_handles": [{"attach_type": h.attach_type,
+                                 "attach_info": dict(h.attach_info)}
+                                for h in dep.attach_handles]}
+            for dep in dev.deployables],
+    }
+
+
+def _driver_from_dict(d: Mapping[str, Any]) -> DriverReport:
+    return DriverReport(name=d["name"], version=d["version"], state=d["state"],
+                        error=d.get("error"),
+                        devices=tuple(make_device(**dev) for dev in d["devices"]))
+
+
+def make_device(*, identity: str, type: str, vendor: str, model: str,
+                controlpath: Mapping[str, Any], deployables: list[Mapping[str, Any]] = (),
+                name: str = "", std_board_info: Mapping[str, Any] | None = None,
+                vendor_board_info: Mapping[str, Any] | None = None) -> Device:
+    """Build a Device from plain data (what drivers and the wire both use)."""
+    return Device(
+        identity=identity, type=type, vendor=vendor, model=model, name=name,
+        controlpath_type=controlpath["type"],
+        controlpath_info=_frozen_map(controlpath["info"]),
+        std_board_info=_frozen_map(std_board_info),
+        vendor_board_info=_frozen_map(vendor_board_info),
+        deployables=tuple(
+            Deployable(name=dep["name"], num_accelerators=dep["num_accelerators"],
+                       attributes=_frozen_map(dep.get("attributes")),
+                       attach_handles=tuple(
+                           AttachHandle(h["attach_type"], _frozen_map(h["attach_info"]))
+                           for h in dep.get("attach_handles", ())))
+            for dep in deployables),
+    )

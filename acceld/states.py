@@ -1,0 +1,73 @@
+"""Device life cycle states and their allowed transitions, as data.
+
+The operator life cycle (seed agent spec): a discovered device enters ``inactive``; an
+operator asks for ``ready``, the conductor moves it to ``installing`` and asks the agent to
+run the driver's install step; the device becomes ``ready`` only when that succeeds,
+``error`` otherwise. Asking for ``inactive`` runs the uninstall step the same way.
+
+Health is orthogonal to the life cycle: ``unknown`` while the device's driver fails,
+``missing`` when the device vanished from its host but is still held (attached or
+allocated) so its row may not be deleted.
+"""
+
+from __future__ import annotations
+
+INACTIVE = "inactive"
+INSTALLING = "installing"
+READY = "ready"
+UNINSTALLING = "uninstalling"
+ERROR = "error"
+
+DEVICE_STATES = (INACTIVE, INSTALLING, READY, UNINSTALLING, ERROR)
+
+# target state -> states it may be entered from (every transition is a compare-and-swap
+# on this set).
+DEVICE_TRANSITIONS: dict[str, frozenset[str]] = {
+    INSTALLING: frozenset({INACTIVE, ERROR}),
+    READY: frozenset({INSTALLING}),
+    UNINSTALLING: frozenset({READY, ERROR}),
+    INACTIVE: frozenset({UNINSTALLING}),
+    ERROR: frozenset({INSTALLING, UNINSTALLING}),
+}
+
+# What an operator may ask for, and the transient state that request enters.
+REQUESTABLE = {READY: INSTALLING, INACTIVE: UNINSTALLING}
+# Transient state -> (state on success, state on failure)
+TRANSIENT_OUTCOME = {INSTALLING: (READY, ERROR), UNINSTALLING: (INACTIVE, ERROR)}
+# Transient state -> the driver operation the agent runs for it.
+TRANSIENT_OPERATION = {INSTALLING: "install", UNINSTALLING: "uninstall"}
+
+HEALTH_OK = "ok"
+HEALTH_UNKNOWN = "unknown"
+HEALTH_MISSING = "missing"
+HEALTH_STATES = (HEALTH_OK, HEALTH_UNKNOWN, HEALTH_MISSING)
+
+DRIVER_INSTALLED = "installed"
+DRIVER_UNINSTALLED = "uninstalled"
+DRIVER_FAILED = "failed"
+DRIVER_STATES = (DRIVER_INSTALLED, DRIVER_UNINSTALLED, DRIVER_FAILED)
+
+DEVICE_TYPES = ("GPU", "FPGA", "AICHIP", "QAT", "NIC", "SSD", "CRYPTO", "OTHER")
+
+
+def can_transition(current: str, target: str) -> bool:
+    """True when ``current -> target`` is an allowed life cycle transition."""
+    return current in DEVICE_TRANSITIONS.get(target, frozenset())
+
+
+def request_target(current: str, requested: str) -> str | None:
+    """The transient state an operator request for ``requested`` enters from ``current``.
+
+    Returns None when the device is already where it was asked to go (a no-op).
+    Raises ValueError when the request is not allowed from ``current``.
+    """
+    if requested not in REQUESTABLE:
+        raise ValueError(f"state must be one of {sorted(REQUESTABLE)}")
+    if current == requested:
+        return None
+    transient = REQUESTABLE[requested]
+    if current == transient:
+        return None
+    if not can_transition(current, transient):
+        raise ValueError(f"cannot go from {current!r} to {requested!r}")
+    return transient
