@@ -83,6 +83,7 @@ REPORT_SCHEMA = {
         "host": {"type": "string", "minLength": 1, "maxLength": 255},
         "epoch": {"type": "string", "minLength": 1, "maxLength": 64},
         "seq": {"type": "integer", "minimum": 0},
+        "agent_version": {"type": "string", "maxLength": 64},
         "drivers": {"type": "array", "items": _DRIVER},
     },
 }
@@ -146,11 +147,13 @@ class InventoryReport:
     seq: int
     drivers: tuple[DriverReport, ...] = ()
     schema_version: int = SCHEMA_VERSION
+    agent_version: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": self.schema_version, "host": self.host, "epoch": self.epoch,
-            "seq": self.seq, "drivers": [_driver_to_dict(d) for d in self.drivers],
+            "seq": self.seq, "agent_version": self.agent_version,
+            "drivers": [_driver_to_dict(d) for d in self.drivers],
         }
 
     def content_digest(self) -> str:
@@ -169,6 +172,7 @@ class InventoryReport:
             raise exception.InvalidReport(f"invalid report at {where}: {err.message}")
         return cls(host=data["host"], epoch=data["epoch"], seq=data["seq"],
                    schema_version=data["schema_version"],
+                   agent_version=data.get("agent_version", ""),
                    drivers=tuple(_driver_from_dict(d) for d in data["drivers"]))
 
 

@@ -10,6 +10,7 @@ import os
 
 from oslo_config import cfg
 from oslo_db import options as db_options
+from oslo_messaging import opts as messaging_opts
 
 from acceld.conf import agent, api, conductor, default, fake_driver
 
@@ -23,6 +24,9 @@ def register_all(conf: cfg.ConfigOpts) -> cfg.ConfigOpts:
     for module in _GROUP_MODULES:
         module.register_opts(conf)
     db_options.set_defaults(conf)
+    for group, opts in messaging_opts.list_opts():
+        if group in (None, "DEFAULT"):
+            conf.register_opts(opts)
     return conf
 
 

@@ -17,6 +17,9 @@ OPTS = [
     cfg.FloatOpt("operation_timeout", default=120.0, min=1,
                  help="Seconds after which an install/uninstall that the agent has not "
                       "answered is sent again."),
+    cfg.FloatOpt("operation_wait", default=10.0, min=0,
+                 help="Seconds a state change request waits for the agent's install or "
+                      "uninstall before answering with the transient state."),
     cfg.FloatOpt("periodic_interval", default=15.0, min=0.05,
                  help="Seconds between two runs of the conductor's periodic tasks."),
 ]

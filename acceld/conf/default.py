@@ -22,6 +22,7 @@ OPTS = [
                sample_default="~/.local/state/acceld",
                help="Directory for local state: the embedded SQLite database of "
                     "`acceld serve` and the agent journal."),
+    cfg.BoolOpt("debug", default=False, help="Log at DEBUG level."),
     cfg.IntOpt("rpc_timeout", default=60, min=1,
                help="Seconds an RPC call waits for its answer."),
 ]

@@ -97,7 +97,7 @@ def create_accelerator(db: Database, name: str, uuid: str | None = None) -> dict
             s.flush()
             return to_dict(row)
     except db_exc.DBDuplicateEntry as exc:
-        column = "uuid" if "uuid" in (exc.columns or []) or "uuid" in str(exc) else "name"
+        column = "uuid" if any("uuid" in c for c in exc.columns or []) else "name"
         value = uuid if column == "uuid" else name
         raise exception.DuplicateName(
             f"An accelerator with {column} {value!r} already exists.") from exc
@@ -209,20 +209,35 @@ def attachment(db: Database, uuid: str) -> tuple[str | None, str | None, str | N
         return dev.attach_type, dev.attached_to, dev.hostname
 
 
+def _check_no_allocations(s: Session, dev: m.Device) -> None:
+    dep_ids = select(m.Deployable.id).where(m.Deployable.device_id == dev.id) \
+        .scalar_subquery()
+    allocations = s.execute(select(func.count()).select_from(m.ExtendedAcceleratorRequest)
+                            .where(m.ExtendedAcceleratorRequest.deployable_id.in_(dep_ids),
+                                   m.ExtendedAcceleratorRequest.state.in_(
+                                       _ALLOCATED_ARQ_STATES))).scalar()
+    if allocations:
+        raise exception.AllocationsExist(
+            f"Accelerator {dev.uuid} has {allocations} allocation record(s) (bound "
+            "accelerator requests); release them before detaching.")
+
+
+def check_no_allocations(db: Database, uuid: str) -> None:
+    """Raise AllocationsExist when bound accelerator requests hold the device."""
+    with db.reader() as s:
+        _check_no_allocations(s, _get(s, uuid))
+
+
+def identity_of(db: Database, uuid: str) -> str:
+    with db.reader() as s:
+        return _get(s, uuid).identity or ""
+
+
 def detach(db: Database, uuid: str) -> None:
     """Detach; refused while allocation records (bound ARQs) exist for the device."""
     with db.writer() as s:
         dev = _get(s, uuid)
-        dep_ids = select(m.Deployable.id).where(m.Deployable.device_id == dev.id) \
-            .scalar_subquery()
-        allocations = s.execute(select(func.count()).select_from(m.ExtendedAcceleratorRequest)
-                                .where(m.ExtendedAcceleratorRequest.deployable_id.in_(dep_ids),
-                                       m.ExtendedAcceleratorRequest.state.in_(
-                                           _ALLOCATED_ARQ_STATES))).scalar()
-        if allocations:
-            raise exception.AllocationsExist(
-                f"Accelerator {uuid} has {allocations} allocation record(s) (bound "
-                "accelerator requests); release them before detaching.")
+        _check_no_allocations(s, dev)
         if dev.attached_to is None:
             return
         s.execute(update(m.Device).where(m.Device.id == dev.id)

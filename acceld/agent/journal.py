@@ -1,0 +1,122 @@
+"""The agent journal: versioned local state, written atomically on every change.
+
+It holds what must survive a crash or an absent conductor:
+
+* ``epoch`` and ``seq``: report numbering (a new journal gets a new epoch, so the conductor
+  never mistakes a fresh agent's reports for stale ones);
+* ``inflight``: operations started and not finished; at restart they run again (every
+  driver operation is idempotent), so a crash mid-operation is detected and completed;
+* ``results``: outcomes not yet acknowledged by the conductor, delivered until it has them;
+* ``done``: recently acknowledged operation ids, so a re-sent operation is not re-run;
+* ``drivers``: operator overrides from install-driver / uninstall-driver.
+
+Journal format versions (one line of history each; a test guards the list):
+
+* 1: initial.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import threading
+import uuid
+from typing import Any
+
+from acceld.agent import fileutil
+
+LOG = logging.getLogger(__name__)
+
+JOURNAL_VERSIONS = (1,)
+JOURNAL_VERSION = JOURNAL_VERSIONS[-1]
+_DONE_KEEP = 512
+
+
+class Journal:
+    def __init__(self, directory: str) -> None:
+        self.path = os.path.join(directory, "journal.json")
+        self._lock = threading.RLock()
+        data = fileutil.read_json(self.path)
+        if data is None:
+            data = {"version": JOURNAL_VERSION, "epoch": str(uuid.uuid4()), "seq": 0,
+                    "acked_seq": 0, "inflight": {}, "results": {}, "done": [],
+                    "drivers": {}}
+            fileutil.write_json_atomic(self.path, data)
+        elif data.get("version") not in JOURNAL_VERSIONS:
+            raise RuntimeError(f"journal {self.path} has unknown version {data.get('version')}")
+        self._data = data
+
+    def _save(self) -> None:
+        fileutil.write_json_atomic(self.path, self._data)
+
+    @property
+    def epoch(self) -> str:
+        return self._data["epoch"]
+
+    def next_seq(self) -> int:
+        with self._lock:
+            self._data["seq"] += 1
+            self._save()
+            return self._data["seq"]
+
+    def ack_report(self, seq: int) -> None:
+        with self._lock:
+            if seq > self._data["acked_seq"]:
+                self._data["acked_seq"] = seq
+                self._save()
+
+    @property
+    def acked_seq(self) -> int:
+        return self._data["acked_seq"]
+
+    @property
+    def seq(self) -> int:
+        return self._data["seq"]
+
+    # -- operations --------------------------------------------------------------------
+    def known(self, op_id: str) -> bool:
+        with self._lock:
+            d = self._data
+            return op_id in d["inflight"] or op_id in d["results"] or op_id in d["done"]
+
+    def begin(self, op: dict[str, Any]) -> bool:
+        """Journal ``op`` as in flight; False when it was seen before (not to run again)."""
+        with self._lock:
+            if self.known(op["op_id"]):
+                return False
+            self._data["inflight"][op["op_id"]] = op
+            self._save()
+            return True
+
+    def finish(self, op: dict[str, Any], ok: bool, error: str | None) -> None:
+        with self._lock:
+            self._data["inflight"].pop(op["op_id"], None)
+            self._data["results"][op["op_id"]] = {"op": op, "ok": ok, "error": error}
+            self._save()
+
+    def delivered(self, op_id: str) -> None:
+        with self._lock:
+            if self._data["results"].pop(op_id, None) is not None:
+                done = self._data["done"]
+                done.append(op_id)
+                del done[:-_DONE_KEEP]
+                self._save()
+
+    def inflight(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return copy.deepcopy(list(self._data["inflight"].values()))
+
+    def results(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return copy.deepcopy(list(self._data["results"].values()))
+
+    # -- driver overrides ----------------------------------------------------------------
+    def driver_overrides(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._data["drivers"])
+
+    def set_driver(self, name: str, state: str) -> None:
+        with self._lock:
+            self._data["drivers"][name] = state
+            self._save()

@@ -1,0 +1,1 @@
+"""The REST API: a WSGI app in Placement's style (route table, flat handlers)."""

@@ -1,0 +1,102 @@
+"""Authentication strategies and the request context.
+
+``noauth`` (embedded default and tests, like Placement's noauth2): no token or
+``X-Auth-Token: admin`` -> admin of project ``default``; ``X-Auth-Token: user:project`` ->
+that user with the member and reader roles plus any ``X-Roles``; ``X-Service-Token`` adds
+the ``service`` role. ``keystone``: keystonemiddleware ``auth_token`` validates the token
+and sets the identity headers this module reads. ``/`` stays public in both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import webob
+from oslo_config import cfg
+from oslo_context import context
+
+from acceld.api import errors
+
+DEFAULT_PROJECT = "default"
+PUBLIC_PATHS = ("/", "")
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+class RequestContext(context.RequestContext):
+    pass
+
+
+def _split_roles(value: str | None) -> list[str]:
+    return [r.strip() for r in (value or "").split(",") if r.strip()]
+
+
+class NoAuth:
+    """Trusts the X-Auth-Token conventions above; never expose it beyond loopback."""
+
+    def __init__(self, app: WSGIApp) -> None:
+        self._app = app
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        req = webob.Request(environ)
+        token = req.headers.get("X-Auth-Token")
+        extra = _split_roles(req.headers.get("X-Roles"))
+        if token in (None, "", "admin"):
+            user, project, roles = "admin", DEFAULT_PROJECT, ["admin", "member", "reader"]
+        elif ":" in token and all(token.split(":", 1)):
+            user, project = token.split(":", 1)
+            roles = ["member", "reader"]
+        else:
+            resp = errors.render(req, 401, "noauth expects X-Auth-Token 'admin' or "
+                                 "'<user>:<project>'.", "acceld.unauthorized")
+            return resp(environ, start_response)
+        roles = list(dict.fromkeys(roles + extra))
+        service_roles = ["service"] if req.headers.get("X-Service-Token") else []
+        environ["acceld.context"] = RequestContext(
+            user_id=user, project_id=project, roles=roles + service_roles,
+            service_roles=service_roles, is_admin="admin" in roles,
+            request_id=environ.get("openstack.request_id"))
+        return self._app(environ, start_response)
+
+
+class KeystoneContext:
+    """Builds the context from the headers keystonemiddleware set."""
+
+    def __init__(self, app: WSGIApp) -> None:
+        self._app = app
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        req = webob.Request(environ)
+        if req.path_info.rstrip("/") in PUBLIC_PATHS:
+            return self._app(environ, start_response)
+        if environ.get("HTTP_X_IDENTITY_STATUS") != "Confirmed":
+            resp = errors.render(req, 401, "Authentication required.", "acceld.unauthorized")
+            return resp(environ, start_response)
+        ctx = RequestContext.from_environ(environ)
+        roles = list(ctx.roles) + list(ctx.service_roles or [])
+        environ["acceld.context"] = RequestContext(
+            user_id=ctx.user_id, project_id=ctx.project_id, roles=roles,
+            service_roles=ctx.service_roles, is_admin="admin" in ctx.roles,
+            request_id=environ.get("openstack.request_id"))
+        return self._app(environ, start_response)
+
+
+class _PublicBypass:
+    """Serves the public routes without authentication, everything else through auth."""
+
+    def __init__(self, app: WSGIApp, authed: WSGIApp) -> None:
+        self._app, self._authed = app, authed
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        if environ.get("PATH_INFO", "").rstrip("/") in PUBLIC_PATHS:
+            return self._app(environ, start_response)
+        return self._authed(environ, start_response)
+
+
+def wrap(app: WSGIApp, conf: cfg.ConfigOpts) -> WSGIApp:
+    if conf.api.auth_strategy == "noauth":
+        return NoAuth(app)
+    from keystonemiddleware import auth_token
+    authed = auth_token.AuthProtocol(KeystoneContext(app), {"oslo_config_config": conf})
+    return _PublicBypass(app, authed)

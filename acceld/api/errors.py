@@ -1,0 +1,68 @@
+"""The one error renderer, and the map from domain exceptions to HTTP statuses.
+
+Every error body is ``{"errors": [{"status", "code", "title", "detail", "request_id"}]}``
+(the shape Placement uses). A client mistake is always a 4xx naming the problem; only a
+bug is a 500, and its body says nothing about internals.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import webob
+import webob.exc
+
+from acceld import exception
+
+LOG = logging.getLogger(__name__)
+
+_STATUS = (
+    (exception.NotFound, 404),
+    (exception.Conflict, 409),
+    (exception.InvalidInput, 400),
+    (exception.HostUnreachable, 503),
+    (exception.OperationFailed, 502),
+)
+
+
+class HTTPError(Exception):
+    """An HTTP-level error raised by the API layer itself (not a domain error)."""
+
+    def __init__(self, status: int, detail: str, code: str = "acceld.http",
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(detail)
+        self.status, self.detail, self.code = status, detail, code
+        self.headers = headers or {}
+
+
+def status_for(exc: exception.AccelDError) -> int:
+    for cls, status in _STATUS:
+        if isinstance(exc, cls):
+            return status
+    return 500
+
+
+def render(req: webob.Request, status: int, detail: str, code: str,
+           headers: dict[str, str] | None = None) -> webob.Response:
+    title = webob.exc.status_map[status].title if status in webob.exc.status_map else "Error"
+    body = {"errors": [{"status": status, "code": code, "title": title, "detail": detail,
+                        "request_id": req.environ.get("openstack.request_id")}]}
+    resp = webob.Response(status=status, content_type="application/json", charset="utf-8")
+    resp.text = json.dumps(body)
+    for key, value in (headers or {}).items():
+        resp.headers[key] = value
+    return resp
+
+
+def from_exception(req: webob.Request, exc: BaseException) -> webob.Response:
+    if isinstance(exc, HTTPError):
+        return render(req, exc.status, exc.detail, exc.code, exc.headers)
+    if isinstance(exc, exception.AccelDError):
+        status = status_for(exc)
+        if status >= 500:
+            LOG.warning("%s %s: %s", req.method, req.path, exc)
+        return render(req, status, str(exc), exc.code)
+    LOG.exception("unexpected error in %s %s", req.method, req.path)
+    return render(req, 500, "An unexpected error occurred; see the acceld-api log for the "
+                  "request id.", "acceld.internal")

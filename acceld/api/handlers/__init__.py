@@ -1,0 +1,1 @@
+"""Flat handlers: policy check, parse with a schema, one domain call, serialize."""

@@ -1,0 +1,116 @@
+"""The seed's v1 accelerators API (``/v1/accelerators``); contract in docs/api-v1.md."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import webob
+
+from acceld.api import errors, util
+from acceld.api.schemas import v1 as schema
+from acceld.objects import accelerators
+
+_MAX_LIMIT_ERROR = "limit must be between 1 and {max}"
+
+
+def _present(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
+    out = dict(record)
+    out["links"] = [{"rel": "self",
+                     "href": f"{util.base_url(req)}/v1/accelerators/{record['uuid']}"}]
+    return out
+
+
+def _etag(record: dict[str, Any]) -> dict[str, str]:
+    return {"ETag": f'"{record["revision"]}"'}
+
+
+def list_accelerators(req: webob.Request) -> webob.Response:
+    """GET /v1/accelerators -> 200 {"accelerator": [...]}; 400 on an unknown query."""
+    util.authorize(req, "acceld:accelerator:get_all")
+    q = util.query(req, schema.LIST_QUERY)
+    st = util.state(req)
+    limit = int(q["limit"]) if "limit" in q else None
+    if limit is not None and limit > st.conf.api.max_limit:
+        raise errors.HTTPError(400, _MAX_LIMIT_ERROR.format(max=st.conf.api.max_limit),
+                               "acceld.invalid_input")
+    records = accelerators.list_accelerators(
+        st.db, host=q.get("host"), state=q.get("state"), device_type=q.get("device_type"),
+        instance_uuid=q.get("instance_uuid"), limit=limit, marker=q.get("marker"))
+    return util.json_response({"accelerator": [_present(req, r) for r in records]})
+
+
+def show_accelerator(req: webob.Request, uuid: str) -> webob.Response:
+    """GET /v1/accelerators/{uuid} -> 200 with an ETag; 404 when missing."""
+    util.authorize(req, "acceld:accelerator:get_one")
+    util.query(req, schema.NO_QUERY)
+    record = accelerators.get_accelerator(util.state(req).db, uuid)
+    return util.json_response(_present(req, record), headers=_etag(record))
+
+
+def create_accelerator(req: webob.Request) -> webob.Response:
+    """POST /v1/accelerators {"name", "uuid"?} -> 201 + Location; 409 on a duplicate."""
+    util.authorize(req, "acceld:accelerator:create")
+    body = util.json_body(req, schema.CREATE)
+    record = util.state(req).conductor.create_accelerator(body["name"], body.get("uuid"))
+    return util.empty_response(201, {
+        "Location": f"{util.base_url(req)}/v1/accelerators/{record['uuid']}"})
+
+
+def _expected_revision(req: webob.Request, body: dict[str, Any]) -> int:
+    header = req.headers.get("If-Match")
+    if header is not None:
+        tag = header.strip()
+        tag = tag[2:] if tag.startswith("W/") else tag
+        try:
+            from_header = int(tag.strip('"'))
+        except ValueError as exc:
+            raise errors.HTTPError(400, f"If-Match must be an ETag from a GET, got {header!r}.",
+                                   "acceld.invalid_input") from exc
+        if "revision" in body and body["revision"] != from_header:
+            raise errors.HTTPError(400, "If-Match and revision disagree.",
+                                   "acceld.invalid_input")
+        return from_header
+    if "revision" in body:
+        return body["revision"]
+    raise errors.HTTPError(428, "Send If-Match with the accelerator's ETag, or 'revision' in "
+                           "the body, so a concurrent change is not overwritten.",
+                           "acceld.precondition_required")
+
+
+def update_specs(req: webob.Request, uuid: str, acc_spec: str) -> webob.Response:
+    """PUT /v1/accelerators/{uuid}/acc_specs -> 200; 400; 404; 409 stale revision; 428."""
+    util.authorize(req, "acceld:accelerator:update")
+    if acc_spec not in ("acc_specs", "acc_spec"):
+        raise errors.HTTPError(404, f"Unknown accelerator sub-resource {acc_spec!r}.",
+                               "acceld.not_found")
+    body = util.json_body(req, schema.UPDATE_SPECS)
+    db = util.state(req).db
+    accelerators.get_accelerator(db, uuid)  # 404 before 428
+    record = accelerators.update_acc_specs(db, uuid, body["acc_specs"],
+                                           _expected_revision(req, body))
+    return util.json_response(_present(req, record), headers=_etag(record))
+
+
+def set_state(req: webob.Request, uuid: str) -> webob.Response:
+    """PUT /v1/accelerators/{uuid}/state {"state": ready|inactive} -> 200; 404; 409."""
+    util.authorize(req, "acceld:accelerator:set_state")
+    body = util.json_body(req, schema.SET_STATE)
+    record = util.state(req).conductor.set_state(uuid, body["state"])
+    return util.json_response(_present(req, record), headers=_etag(record))
+
+
+def attach(req: webob.Request, uuid: str) -> webob.Response:
+    """PUT /v1/accelerators/{uuid} {"instance_uuid"} | {"host"} -> 200; 404; 409 attached."""
+    util.authorize(req, "acceld:accelerator:attach")
+    body = util.json_body(req, schema.ATTACH)
+    kind, target = ("instance", body["instance_uuid"]) if "instance_uuid" in body \
+        else ("host", body["host"])
+    record = util.state(req).conductor.attach(uuid, kind, target)
+    return util.json_response(_present(req, record), headers=_etag(record))
+
+
+def detach(req: webob.Request, uuid: str) -> webob.Response:
+    """DELETE /v1/accelerators/{uuid} -> 204; 404; 409 while allocation records exist."""
+    util.authorize(req, "acceld:accelerator:detach")
+    util.state(req).conductor.detach(uuid)
+    return util.empty_response(204)

@@ -1,0 +1,42 @@
+"""Operator endpoints behind the seed's CLI verbs: services, drivers, discovery."""
+
+from __future__ import annotations
+
+import webob
+
+from acceld.api import util
+from acceld.api.schemas import v1 as schema
+from acceld.objects import services
+
+
+def list_services(req: webob.Request) -> webob.Response:
+    """GET /v1/services -> 200 {"services": [...]} with liveness."""
+    util.authorize(req, "acceld:service:get_all")
+    util.query(req, schema.NO_QUERY)
+    st = util.state(req)
+    return util.json_response({"services": services.list_services(
+        st.db, st.conf.conductor.service_down_time)})
+
+
+def list_drivers(req: webob.Request) -> webob.Response:
+    """GET /v1/drivers[?host=] -> 200 {"drivers": [...]} per host."""
+    util.authorize(req, "acceld:driver:get_all")
+    q = util.query(req, schema.DRIVER_QUERY)
+    return util.json_response({"drivers": services.list_driver_states(util.state(req).db,
+                                                                      q.get("host"))})
+
+
+def driver_action(req: webob.Request, name: str) -> webob.Response:
+    """POST /v1/drivers/{name}/action {"action", "host"?} -> 200 per-host results."""
+    util.authorize(req, "acceld:driver:action")
+    body = util.json_body(req, schema.DRIVER_ACTION)
+    results = util.state(req).conductor.driver_action(name, body["action"], body.get("host"))
+    return util.json_response({"results": results})
+
+
+def discover(req: webob.Request) -> webob.Response:
+    """POST /v1/discover {"host"?} -> 202 {"hosts": [...]} (agents asked to rediscover)."""
+    util.authorize(req, "acceld:discover")
+    body = util.json_body(req, schema.DISCOVER) if req.body else {}
+    hosts = util.state(req).conductor.discover(body.get("host"))
+    return util.json_response({"hosts": hosts}, status=202)

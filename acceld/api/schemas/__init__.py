@@ -1,0 +1,1 @@
+"""JSON schemas for every request body and query, one constant per variant."""

@@ -1,0 +1,70 @@
+"""Schemas of the v1 API and the operator endpoints."""
+
+from __future__ import annotations
+
+from acceld import states
+
+_UUID = {"type": "string", "format": "uuid",
+         "pattern": "^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?"
+                    "[0-9a-fA-F]{12}$"}
+_NAME = {"type": "string", "minLength": 1, "maxLength": 255,
+         "pattern": r"^[^\x00-\x1f]*\S[^\x00-\x1f]*$"}
+_HOST = {"type": "string", "minLength": 1, "maxLength": 255}
+
+CREATE = {
+    "type": "object",
+    "properties": {"name": _NAME, "uuid": _UUID},
+    "required": ["name"],
+    "additionalProperties": False,
+}
+
+UPDATE_SPECS = {
+    "type": "object",
+    "properties": {"acc_specs": {"type": "object", "maxProperties": 64},
+                   "revision": {"type": "integer", "minimum": 1}},
+    "required": ["acc_specs"],
+    "additionalProperties": False,
+}
+
+SET_STATE = {
+    "type": "object",
+    "properties": {"state": {"type": "string", "enum": sorted(states.REQUESTABLE)}},
+    "required": ["state"],
+    "additionalProperties": False,
+}
+
+ATTACH = {
+    "type": "object",
+    "properties": {"instance_uuid": _UUID, "host": _HOST},
+    "minProperties": 1,
+    "maxProperties": 1,
+    "additionalProperties": False,
+}
+
+LIST_QUERY = {
+    "type": "object",
+    "properties": {
+        "host": _HOST,
+        "state": {"type": "string", "enum": list(states.DEVICE_STATES)},
+        "device_type": {"type": "string", "enum": list(states.DEVICE_TYPES)},
+        "instance_uuid": _UUID,
+        "limit": {"type": "string", "pattern": "^[1-9][0-9]{0,3}$"},
+        "marker": _UUID,
+    },
+    "additionalProperties": False,
+}
+
+NO_QUERY = {"type": "object", "additionalProperties": False}
+
+DRIVER_QUERY = {"type": "object", "properties": {"host": _HOST},
+                "additionalProperties": False}
+
+DRIVER_ACTION = {
+    "type": "object",
+    "properties": {"action": {"type": "string", "enum": ["install", "uninstall", "update"]},
+                   "host": _HOST},
+    "required": ["action"],
+    "additionalProperties": False,
+}
+
+DISCOVER = {"type": "object", "properties": {"host": _HOST}, "additionalProperties": False}

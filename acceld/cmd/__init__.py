@@ -1,0 +1,1 @@
+"""Process entry points: parse configuration once, wire the pieces, run."""

@@ -1,0 +1,85 @@
+"""Builds the services from a parsed ConfigOpts (shared by serve/api/conductor/agent)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socketserver
+import threading
+from typing import Any
+from wsgiref import simple_server
+
+from oslo_config import cfg
+
+from acceld import rpc
+from acceld.agent.manager import AgentManager
+from acceld.api import deploy
+from acceld.conductor.manager import ConductorManager
+from acceld.db import migration
+from acceld.db.api import Database, default_sqlite_url
+
+LOG = logging.getLogger(__name__)
+
+
+def setup_logging(conf: cfg.ConfigOpts) -> None:
+    logging.basicConfig(level=logging.DEBUG if conf.debug else logging.INFO,
+                        format="%(asctime)s %(process)d %(levelname)s %(name)s %(message)s")
+    logging.getLogger("oslo.messaging").setLevel(logging.WARNING)
+    logging.getLogger("amqp").setLevel(logging.WARNING)
+
+
+def database(conf: cfg.ConfigOpts) -> Database:
+    url = conf.database.connection or default_sqlite_url(conf.state_path)
+    return Database(url)
+
+
+def start_conductor(conf: cfg.ConfigOpts, db: Database,
+                    transport: rpc.Transport) -> tuple[ConductorManager, rpc.Server]:
+    manager = ConductorManager(conf, db, rpc.AgentClient(transport, timeout=conf.rpc_timeout))
+    server = transport.serve(rpc.CONDUCTOR_TOPIC, conf.host, manager)
+    manager.start()
+    server.start()
+    return manager, server
+
+
+def start_agent(conf: cfg.ConfigOpts, transport: rpc.Transport,
+                host: str | None = None) -> tuple[AgentManager, rpc.Server]:
+    manager = AgentManager(conf, rpc.ConductorClient(transport), host=host)
+    server = transport.serve(rpc.AGENT_TOPIC, manager.host, manager)
+    server.start()
+    manager.start()
+    return manager, server
+
+
+class _ThreadingServer(socketserver.ThreadingMixIn, simple_server.WSGIServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class _QuietHandler(simple_server.WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
+        LOG.debug("%s %s", self.address_string(), format % args)
+
+
+def make_http_server(conf: cfg.ConfigOpts, app: Any) -> simple_server.WSGIServer:
+    return simple_server.make_server(conf.api.host_ip, conf.api.port, app,
+                                     server_class=_ThreadingServer,
+                                     handler_class=_QuietHandler)
+
+
+def api_app(conf: cfg.ConfigOpts, db: Database, transport: rpc.Transport) -> Any:
+    return deploy.make_app(conf, db, rpc.ConductorClient(transport))
+
+
+def migrate(db: Database) -> None:
+    migration.upgrade(db)
+
+
+def wait_for_signal(stop: threading.Event) -> None:
+    def handler(signum: int, _frame: Any) -> None:
+        LOG.info("signal %d: stopping", signum)
+        stop.set()
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    while not stop.wait(1):
+        pass

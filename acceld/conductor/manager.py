@@ -1,0 +1,221 @@
+"""Conductor RPC endpoints: thin; each is one domain call (objects/) plus host dispatch.
+
+Host work (install/uninstall) is sent to the agent as a cast carrying an operation id; the
+agent journals it, runs it, and reports the outcome with ``operation_done`` (retrying from
+its journal until the conductor has it). The operation id makes the outcome idempotent.
+A periodic task sends again any operation an agent has not answered in time, so nothing
+is lost when the agent or the bus is away, and flushes coalesced heartbeats.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import logging
+import threading
+import time
+from typing import Any
+
+from oslo_config import cfg
+
+import acceld
+from acceld import exception, reports
+from acceld.db import models as m
+from acceld.db.api import Database
+from acceld.objects import accelerators, inventory, services
+from acceld.rpc import AgentClient
+
+LOG = logging.getLogger(__name__)
+
+CONDUCTOR_BINARY = "acceld-conductor"
+
+
+class HeartbeatBuffer:
+    """Coalesces heartbeats in memory; the first sighting of a service is flushed at once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[tuple[str, str], tuple[str, datetime.datetime]] = {}
+        self._known: set[tuple[str, str]] = set()
+
+    def note(self, host: str, binary: str, version: str) -> bool:
+        """Record a beat; True when this service was not known to this conductor yet."""
+        with self._lock:
+            self._pending[(host, binary)] = (version, m.utcnow())
+            new = (host, binary) not in self._known
+            self._known.add((host, binary))
+            return new
+
+    def drain(self) -> list[tuple[str, str, str, datetime.datetime]]:
+        with self._lock:
+            beats = [(h, b, v, t) for (h, b), (v, t) in self._pending.items()]
+            self._pending.clear()
+            return beats
+
+
+class ConductorManager:
+    def __init__(self, conf: cfg.ConfigOpts, db: Database, agents: AgentClient) -> None:
+        self._conf = conf
+        self._db = db
+        self._agents = agents
+        self._host = conf.host
+        self._beats = HeartbeatBuffer()
+        self._waiters: dict[str, threading.Event] = {}
+        self._waiters_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.on_inventory_changed: list[Any] = []   # hooks: (host, device uuids) -> None
+
+    # -- life cycle ------------------------------------------------------------------
+    def start(self) -> None:
+        self._beats.note(self._host, CONDUCTOR_BINARY, acceld.__version__)
+        self.flush_heartbeats()
+        self._thread = threading.Thread(target=self._periodic, name="conductor-periodic",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self.flush_heartbeats()
+
+    def _periodic(self) -> None:
+        save = self._conf.conductor.save_interval
+        period = min(save, self._conf.conductor.periodic_interval)
+        last_redrive = time.monotonic()
+        while not self._stop.wait(period):
+            self._beats.note(self._host, CONDUCTOR_BINARY, acceld.__version__)
+            try:
+                self.flush_heartbeats()
+                if time.monotonic() - last_redrive >= self._conf.conductor.periodic_interval:
+                    last_redrive = time.monotonic()
+                    self.redrive_operations()
+            except Exception:  # the loop must survive a database outage
+                LOG.exception("conductor periodic task failed")
+
+    def flush_heartbeats(self) -> None:
+        services.record_heartbeats(self._db, self._beats.drain())
+
+    def _beat(self, host: str, binary: str, version: str) -> None:
+        if self._beats.note(host, binary, version):
+            self.flush_heartbeats()
+
+    # -- agent -> conductor ------------------------------------------------------------
+    def report_inventory(self, report: dict[str, Any]) -> dict[str, Any]:
+        parsed = reports.InventoryReport.from_dict(report)
+        self._beat(parsed.host, inventory.AGENT_BINARY, parsed.agent_version)
+        result = inventory.apply_report(self._db, parsed)
+        if result.changed:
+            LOG.info("inventory of %s changed: %d device(s)", parsed.host,
+                     len(result.changed_devices))
+            for hook in self.on_inventory_changed:
+                hook(parsed.host, result.changed_devices)
+        return {"seq": parsed.seq, "changed": result.changed, "stale": result.stale}
+
+    def heartbeat(self, host: str, binary: str, version: str) -> None:
+        self._beat(host, binary, version)
+
+    def operation_done(self, op_id: str, device_uuid: str, ok: bool,
+                       error: str | None) -> dict[str, Any]:
+        recorded = accelerators.finish_transition(self._db, device_uuid, op_id, ok, error)
+        if recorded:
+            LOG.info("operation %s on %s %s", op_id, device_uuid,
+                     "succeeded" if ok else "failed")
+        with self._waiters_lock:
+            event = self._waiters.pop(op_id, None)
+        if event is not None:
+            event.set()
+        return {"recorded": recorded}
+
+    # -- API -> conductor --------------------------------------------------------------
+    def create_accelerator(self, name: str, uuid: str | None) -> dict[str, Any]:
+        return _jsonable(accelerators.create_accelerator(self._db, name, uuid))
+
+    def set_state(self, uuid: str, state: str) -> dict[str, Any]:
+        record, op = accelerators.begin_transition(self._db, uuid, state)
+        if op is None:
+            return _jsonable(record)
+        event = threading.Event()
+        with self._waiters_lock:
+            self._waiters[op.op_id] = event
+        self._dispatch(op)
+        event.wait(self._conf.conductor.operation_wait)
+        with self._waiters_lock:
+            self._waiters.pop(op.op_id, None)
+        return _jsonable(accelerators.get_accelerator(self._db, uuid))
+
+    def _dispatch(self, op: accelerators.Operation) -> None:
+        try:
+            self._agents.run_operation(op.host, dataclasses.asdict(op))
+        except exception.HostUnreachable:
+            LOG.warning("agent on %s unreachable; operation %s will be sent again",
+                        op.host, op.op_id)
+
+    def redrive_operations(self) -> None:
+        cutoff = m.utcnow() - datetime.timedelta(seconds=self._conf.conductor.operation_timeout)
+        for op in accelerators.stalled_operations(self._db, cutoff):
+            LOG.info("sending operation %s (%s %s) again", op.op_id, op.operation,
+                     op.device_uuid)
+            accelerators.touch_operation(self._db, op.op_id)
+            self._dispatch(op)
+
+    def attach(self, uuid: str, attach_type: str, target: str) -> dict[str, Any]:
+        record = accelerators.attach(self._db, uuid, attach_type, target)
+        if attach_type == "host":
+            try:
+                self._host_attachment(record, True)
+            except exception.AccelDError:
+                accelerators.detach(self._db, uuid)
+                raise
+        return _jsonable(accelerators.get_accelerator(self._db, uuid))
+
+    def detach(self, uuid: str) -> None:
+        attach_type, _target, _host = accelerators.attachment(self._db, uuid)
+        if attach_type == "host":
+            accelerators.check_no_allocations(self._db, uuid)
+            self._host_attachment(accelerators.get_accelerator(self._db, uuid), False)
+        accelerators.detach(self._db, uuid)
+
+    def _host_attachment(self, record: dict[str, Any], attach: bool) -> None:
+        result = self._agents.host_attachment(record["host"], record["driver"],
+                                              _identity_of(self._db, record["uuid"]), attach)
+        if not result.get("ok"):
+            raise exception.OperationFailed(
+                f"host {'attach' if attach else 'detach'} of {record['uuid']} failed on "
+                f"{record['host']}: {result.get('error')}")
+
+    def discover(self, host: str | None) -> list[str]:
+        hosts = [host] if host else services.agent_hosts(self._db)
+        reached = []
+        for h in hosts:
+            try:
+                self._agents.discover_now(h)
+                reached.append(h)
+            except exception.HostUnreachable:
+                LOG.warning("agent on %s unreachable for discovery", h)
+        return reached
+
+    def driver_action(self, name: str, action: str, host: str | None) -> list[dict[str, Any]]:
+        hosts = [host] if host else services.agent_hosts(self._db)
+        results = []
+        for h in hosts:
+            try:
+                res = self._agents.driver_action(h, name, action)
+                results.append({"host": h, "driver": name, "ok": bool(res.get("ok")),
+                                "error": res.get("error")})
+            except exception.AccelDError as exc:
+                results.append({"host": h, "driver": name, "ok": False, "error": str(exc)})
+        return results
+
+
+def _identity_of(db: Database, uuid: str) -> str:
+    return accelerators.identity_of(db, uuid)
+
+
+def _jsonable(record: dict[str, Any]) -> dict[str, Any]:
+    out = dict(record)
+    for key in ("created_at", "updated_at"):
+        if isinstance(out.get(key), datetime.datetime):
+            out[key] = out[key].replace(tzinfo=datetime.UTC).isoformat()
+    return out

@@ -1,0 +1,253 @@
+"""RPC: one client class per server (conductor, agent) over two interchangeable backends.
+
+* :class:`LocalTransport`: direct calls in one process (``acceld serve``). Arguments and
+  results still go through a JSON round trip, so nothing that would not survive the real
+  bus (ORM rows, mutable shared objects) can cross it by accident.
+* :class:`MessagingTransport`: oslo.messaging (RabbitMQ in production).
+
+Domain exceptions cross both unchanged (``acceld.exception`` is an allowed remote module).
+A server that does not answer becomes :class:`acceld.exception.HostUnreachable`.
+
+RPC API versions (one line of history each; a test guards the list):
+
+* 1.0: initial: conductor report_inventory, operation_done, create_accelerator, set_state,
+  attach, detach, discover, driver_action; agent discover_now, run_operation,
+  driver_action, host_attachment.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from concurrent import futures
+from typing import Any, Protocol
+
+from oslo_config import cfg
+
+from acceld import exception
+
+LOG = logging.getLogger(__name__)
+
+RPC_API_VERSIONS = ("1.0",)
+RPC_API_VERSION = RPC_API_VERSIONS[-1]
+CONDUCTOR_TOPIC = "acceld-conductor"
+AGENT_TOPIC = "acceld-agent"
+EXCHANGE = "acceld"
+
+
+class Transport(Protocol):
+    def call(self, topic: str, server: str | None, method: str, kwargs: dict[str, Any],
+             timeout: float | None = None) -> Any: ...
+
+    def cast(self, topic: str, server: str | None, method: str,
+             kwargs: dict[str, Any]) -> None: ...
+
+    def serve(self, topic: str, server: str | None, endpoint: object) -> Server: ...
+
+
+class Server(Protocol):
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+def _wire(value: Any) -> Any:
+    return json.loads(json.dumps(value))
+
+
+class _LocalServer:
+    def __init__(self, transport: LocalTransport, key: tuple[str, str | None],
+                 endpoint: object) -> None:
+        self._transport, self._key, self._endpoint = transport, key, endpoint
+
+    def start(self) -> None:
+        with self._transport._lock:
+            self._transport._endpoints[self._key] = self._endpoint
+
+    def stop(self) -> None:
+        with self._transport._lock:
+            if self._transport._endpoints.get(self._key) is self._endpoint:
+                del self._transport._endpoints[self._key]
+
+
+class LocalTransport:
+    """In-process bus: direct method calls, casts on a small thread pool."""
+
+    def __init__(self, workers: int = 4) -> None:
+        self._endpoints: dict[tuple[str, str | None], object] = {}
+        self._lock = threading.Lock()
+        self._pool = futures.ThreadPoolExecutor(max_workers=workers,
+                                                thread_name_prefix="acceld-cast")
+
+    def _endpoint(self, topic: str, server: str | None) -> object:
+        with self._lock:
+            ep = self._endpoints.get((topic, server))
+            if ep is None and server is None:
+                ep = next((e for (t, _s), e in self._endpoints.items() if t == topic), None)
+        if ep is None:
+            raise exception.HostUnreachable(f"nothing serves {topic}.{server or '*'}")
+        return ep
+
+    def call(self, topic: str, server: str | None, method: str, kwargs: dict[str, Any],
+             timeout: float | None = None) -> Any:
+        ep = self._endpoint(topic, server)
+        return _wire(getattr(ep, method)(**_wire(kwargs)))
+
+    def cast(self, topic: str, server: str | None, method: str,
+             kwargs: dict[str, Any]) -> None:
+        ep = self._endpoint(topic, server)
+        args = _wire(kwargs)
+
+        def run() -> None:
+            try:
+                getattr(ep, method)(**args)
+            except Exception:  # a cast has nobody to answer to: log it
+                LOG.exception("cast %s.%s failed", topic, method)
+
+        self._pool.submit(run)
+
+    def serve(self, topic: str, server: str | None, endpoint: object) -> Server:
+        return _LocalServer(self, (topic, server), endpoint)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _EndpointAdapter:
+    """Exposes ``endpoint``'s public methods with oslo.messaging's (ctxt, **kw) signature."""
+
+    def __init__(self, endpoint: object) -> None:
+        self._endpoint = endpoint
+        from oslo_messaging import Target
+        self.target = Target(version=RPC_API_VERSION)
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        method = getattr(self._endpoint, name)
+
+        def invoke(ctxt: dict[str, Any], **kwargs: Any) -> Any:
+            return method(**kwargs)
+        return invoke
+
+
+class MessagingTransport:
+    """oslo.messaging over ``transport_url`` (RabbitMQ)."""
+
+    def __init__(self, conf: cfg.ConfigOpts, url: str | None = None) -> None:
+        import oslo_messaging
+        self._om = oslo_messaging
+        # oslo.messaging registers options on the ConfigOpts it is handed, and its tracing
+        # options on the global CONF at import; both must exist before a client is used.
+        self._transport = oslo_messaging.get_rpc_transport(
+            conf, url=url, allowed_remote_exmods=["acceld.exception"])
+        self._default_timeout = conf.rpc_timeout
+        self._clients: dict[tuple[str, str | None, float | None], Any] = {}
+        self._lock = threading.Lock()
+
+    def _client(self, topic: str, server: str | None, timeout: float | None) -> Any:
+        key = (topic, server, timeout)
+        with self._lock:
+            if key not in self._clients:
+                target = self._om.Target(exchange=EXCHANGE, topic=topic, server=server,
+                                         version=RPC_API_VERSION)
+                self._clients[key] = self._om.get_rpc_client(
+                    self._transport, target, timeout=timeout or self._default_timeout)
+            return self._clients[key]
+
+    def call(self, topic: str, server: str | None, method: str, kwargs: dict[str, Any],
+             timeout: float | None = None) -> Any:
+        try:
+            return self._client(topic, server, timeout).call({}, method, **kwargs)
+        except self._om.MessagingTimeout as exc:
+            raise exception.HostUnreachable(
+                f"{topic}.{server or '*'} did not answer {method} in time") from exc
+        except self._om.MessagingException as exc:
+            raise exception.HostUnreachable(f"{topic}.{server or '*'}: {exc}") from exc
+
+    def cast(self, topic: str, server: str | None, method: str,
+             kwargs: dict[str, Any]) -> None:
+        try:
+            self._client(topic, server, None).cast({}, method, **kwargs)
+        except self._om.MessagingException as exc:
+            raise exception.HostUnreachable(f"{topic}.{server or '*'}: {exc}") from exc
+
+    def serve(self, topic: str, server: str | None, endpoint: object) -> Server:
+        target = self._om.Target(exchange=EXCHANGE, topic=topic, server=server,
+                                 version=RPC_API_VERSION)
+        return self._om.get_rpc_server(self._transport, target, [_EndpointAdapter(endpoint)],
+                                       executor="threading")
+
+    def close(self) -> None:
+        self._transport.cleanup()
+
+
+def make_transport(conf: cfg.ConfigOpts) -> Transport:
+    """oslo.messaging when ``transport_url`` is set, otherwise the in-process bus."""
+    import oslo_messaging
+    oslo_messaging.set_transport_defaults(EXCHANGE)
+    if conf.transport_url:
+        return MessagingTransport(conf)
+    return LocalTransport()
+
+
+class ConductorClient:
+    """What the API and the agents may ask of the conductor."""
+
+    def __init__(self, transport: Transport) -> None:
+        self._t = transport
+
+    def _call(self, method: str, timeout: float | None = None, **kwargs: Any) -> Any:
+        return self._t.call(CONDUCTOR_TOPIC, None, method, kwargs, timeout)
+
+    def report_inventory(self, report: dict[str, Any]) -> dict[str, Any]:
+        return self._call("report_inventory", report=report)
+
+    def operation_done(self, op_id: str, device_uuid: str, ok: bool,
+                       error: str | None) -> dict[str, Any]:
+        return self._call("operation_done", op_id=op_id, device_uuid=device_uuid, ok=ok,
+                          error=error)
+
+    def create_accelerator(self, name: str, uuid: str | None) -> dict[str, Any]:
+        return self._call("create_accelerator", name=name, uuid=uuid)
+
+    def set_state(self, uuid: str, state: str) -> dict[str, Any]:
+        return self._call("set_state", uuid=uuid, state=state)
+
+    def attach(self, uuid: str, attach_type: str, target: str) -> dict[str, Any]:
+        return self._call("attach", uuid=uuid, attach_type=attach_type, target=target)
+
+    def detach(self, uuid: str) -> None:
+        self._call("detach", uuid=uuid)
+
+    def discover(self, host: str | None) -> list[str]:
+        return self._call("discover", host=host)
+
+    def driver_action(self, name: str, action: str, host: str | None) -> list[dict[str, Any]]:
+        return self._call("driver_action", name=name, action=action, host=host)
+
+
+class AgentClient:
+    """What the conductor may ask of the agent on one host."""
+
+    def __init__(self, transport: Transport, timeout: float | None = None) -> None:
+        self._t = transport
+        self._timeout = timeout
+
+    def discover_now(self, host: str) -> None:
+        self._t.cast(AGENT_TOPIC, host, "discover_now", {})
+
+    def run_operation(self, host: str, op: dict[str, Any]) -> None:
+        self._t.cast(AGENT_TOPIC, host, "run_operation", {"op": op})
+
+    def driver_action(self, host: str, name: str, action: str) -> dict[str, Any]:
+        return self._t.call(AGENT_TOPIC, host, "driver_action",
+                            {"name": name, "action": action}, self._timeout)
+
+    def host_attachment(self, host: str, driver: str, identity: str,
+                        attach: bool) -> dict[str, Any]:
+        return self._t.call(AGENT_TOPIC, host, "host_attachment",
+                            {"driver": driver, "identity": identity, "attach": attach},
+                            self._timeout)
