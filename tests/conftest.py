@@ -1,0 +1,130 @@
+"""Shared fixtures: real databases (SQLite always; PostgreSQL and MariaDB when present).
+
+Under ``CI=true`` a missing PostgreSQL, MariaDB or RabbitMQ fails the test instead of
+skipping it, so CI can never go green without having exercised them.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from acceld.db import migration
+from acceld.db.api import Database
+
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+PG_HOST = os.environ.get("ACCELD_TEST_PG_HOST", "127.0.0.1")
+PG_USER = os.environ.get("ACCELD_TEST_PG_USER", "postgres")
+MYSQL_HOST = os.environ.get("ACCELD_TEST_MYSQL_HOST", "127.0.0.1")
+MYSQL_USER = os.environ.get("ACCELD_TEST_MYSQL_USER", "root")
+RABBIT_URL = os.environ.get("ACCELD_TEST_RABBIT_URL", "rabbit://guest:guest@127.0.0.1:5672/")
+
+
+def _port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def require_service(name: str, host: str, port: int) -> None:
+    """Skip (or, under CI=true, fail) when a real service is not reachable."""
+    if _port_open(host, port):
+        return
+    message = f"{name} is not reachable on {host}:{port}"
+    if IN_CI:
+        pytest.fail(f"{message}, and CI=true requires it (.ci/run starts it)")
+    pytest.skip(f"{message}; start it to run this test (CI=true makes this a failure)")
+
+
+def _create_pg() -> tuple[str, callable]:
+    import psycopg2
+    name = f"acceld_test_{uuid.uuid4().hex[:10]}"
+    admin = psycopg2.connect(host=PG_HOST, user=PG_USER, dbname="postgres")
+    admin.autocommit = True
+    admin.cursor().execute(f'CREATE DATABASE "{name}"')
+
+    def drop() -> None:
+        cur = admin.cursor()
+        cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = %s AND pid <> pg_backend_pid()", (name,))
+        cur.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        admin.close()
+    return f"postgresql+psycopg2://{PG_USER}@{PG_HOST}:5432/{name}", drop
+
+
+def _create_mysql() -> tuple[str, callable]:
+    import pymysql
+    name = f"acceld_test_{uuid.uuid4().hex[:10]}"
+    admin = pymysql.connect(host=MYSQL_HOST, user=MYSQL_USER, password="", autocommit=True)
+    admin.cursor().execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+
+    def drop() -> None:
+        admin.cursor().execute(f"DROP DATABASE IF EXISTS `{name}`")
+        admin.close()
+    return f"mysql+pymysql://{MYSQL_USER}@{MYSQL_HOST}:3306/{name}?charset=utf8mb4", drop
+
+
+@pytest.fixture
+def make_db_url(tmp_path) -> Iterator[callable]:
+    """Returns ``make(backend) -> url`` for an empty, throwaway database."""
+    drops = []
+
+    def make(backend: str) -> str:
+        if backend == "sqlite":
+            return f"sqlite:///{tmp_path / f'acceld-{uuid.uuid4().hex[:6]}.sqlite'}"
+        if backend == "postgresql":
+            require_service("PostgreSQL", PG_HOST, 5432)
+            url, drop = _create_pg()
+        elif backend == "mysql":
+            require_service("MariaDB", MYSQL_HOST, 3306)
+            url, drop = _create_mysql()
+        else:
+            raise ValueError(backend)
+        drops.append(drop)
+        return url
+
+    yield make
+    for drop in drops:
+        drop()
+
+
+BACKENDS = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgresql", id="postgresql", marks=pytest.mark.postgresql),
+    pytest.param("mysql", id="mysql", marks=pytest.mark.mysql),
+]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def db(backend, make_db_url) -> Iterator[Database]:
+    """A migrated database on each backend (the test runs once per backend)."""
+    database = Database(make_db_url(backend))
+    migration.upgrade(database)
+    yield database
+    database.dispose()
+
+
+@pytest.fixture
+def sqlite_db(make_db_url) -> Iterator[Database]:
+    database = Database(make_db_url("sqlite"))
+    migration.upgrade(database)
+    yield database
+    database.dispose()
+
+
+@pytest.fixture
+def rabbit_url() -> str:
+    require_service("RabbitMQ", "127.0.0.1", 5672)
+    return RABBIT_URL

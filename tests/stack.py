@@ -1,0 +1,87 @@
+"""An in-process acceld: conductor + agent(s) + WSGI app over the local bus.
+
+Used by functional tests and the gabbi fixture. Every piece is the real one; only the
+transport is the in-process one that ``acceld serve`` uses.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from acceld import rpc
+from acceld.agent.manager import AgentManager
+from acceld.api import deploy
+from acceld.cmd import wiring
+from acceld.conductor.manager import ConductorManager
+from acceld.db.api import Database
+from tests import helpers
+
+
+class Stack:
+    def __init__(self, db: Database, hosts: tuple[str, ...] = ("host1",),
+                 device_count: int = 4, **conf_groups: dict[str, Any]) -> None:
+        groups: dict[str, dict[str, Any]] = {
+            "agent": {"report_interval": 3600.0, "retry_interval": 0.05},
+            "conductor": {"save_interval": 3600.0, "periodic_interval": 3600.0,
+                          "operation_wait": 5.0},
+            "fake_driver": {"device_count": device_count},
+        }
+        for group, values in conf_groups.items():
+            groups.setdefault(group, {}).update(values)
+        self.conf = helpers.make_conf(**groups)
+        self.control_file = os.path.join(self.conf.state_path, "fake-control.json")
+        self.conf.set_override("control_file", self.control_file, group="fake_driver")
+        self.db = db
+        self.transport = rpc.LocalTransport()
+        self.conductor: ConductorManager
+        self.conductor, self._cond_server = wiring.start_conductor(self.conf, db,
+                                                                   self.transport)
+        self.agents: dict[str, AgentManager] = {}
+        self._agent_servers: dict[str, Any] = {}
+        for host in hosts:
+            self.add_agent(host)
+        self.app = deploy.make_app(self.conf, db, rpc.ConductorClient(self.transport))
+
+    def add_agent(self, host: str) -> AgentManager:
+        mgr = AgentManager(self.conf, rpc.ConductorClient(self.transport), host=host,
+                           journal_dir=os.path.join(self.conf.state_path, f"agent-{host}"))
+        server = self.transport.serve(rpc.AGENT_TOPIC, host, mgr)
+        server.start()
+        self.agents[host], self._agent_servers[host] = mgr, server
+        return mgr
+
+    def report_all(self) -> None:
+        """One synchronous report from every agent (tests do not wait for loops)."""
+        for agent in self.agents.values():
+            assert agent.report_once()
+
+    def start_agent_loops(self) -> None:
+        for agent in self.agents.values():
+            agent.start()
+
+    def stop_conductor(self) -> None:
+        self._cond_server.stop()
+
+    def start_conductor(self) -> None:
+        self._cond_server.start()
+
+    def stop(self) -> None:
+        for host, agent in self.agents.items():
+            agent.stop()
+            self._agent_servers[host].stop()
+        self._cond_server.stop()
+        self.conductor.stop()
+        self.transport.close()
+
+
+def wait_for(predicate: Any, timeout: float = 10.0, interval: float = 0.02) -> Any:
+    """Poll ``predicate`` until truthy (bounded); returns its value or raises."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s")
