@@ -7,7 +7,8 @@ Nothing here does I/O, so every rule of the reconciliation is tested directly:
 
 * identity: a device is ``(driver, identity)``; a deployable is its name within the device;
   an attach handle is its canonical ``attach_info`` JSON within the deployable;
-* a driver that failed marks its devices ``unknown`` and changes nothing else;
+* a driver that failed marks its devices ``unknown`` and changes nothing else; a driver the
+  operator uninstalled reports no devices, so its devices go the way of vanished ones;
 * a device that vanished is deleted, unless it is held (attached or allocated), in which
   case it is kept and marked ``missing``; it becomes ``ok`` again when it comes back;
 * ``in_use`` of a handle is never overwritten by a report;
@@ -113,21 +114,21 @@ def diff(current: HostInventory, report: reports.InventoryReport) -> Plan:
     _diff_drivers(current, reported, plan)
     seen: set[tuple[str, str]] = set()
     for drv in report.drivers:
+        if drv.state == states.DRIVER_FAILED:
+            continue
         for dev in drv.devices:
             key = (drv.name, dev.identity)
             if key in seen:
                 continue  # a driver reporting one identity twice: keep the first
             seen.add(key)
             existing = current.devices.get(key)
-            if not drv.ok:
-                continue
             if existing is None:
                 plan.add_devices.append((drv.name, dev))
             else:
                 _diff_device(existing, dev, plan)
     for key, existing in current.devices.items():
         drv = reported.get(key[0])
-        if drv is not None and not drv.ok:
+        if drv is not None and drv.state == states.DRIVER_FAILED:
             if existing.health != states.HEALTH_UNKNOWN:
                 plan.set_health.append((existing.id, states.HEALTH_UNKNOWN))
         elif key not in seen:

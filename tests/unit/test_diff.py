@@ -1,0 +1,121 @@
+"""The pure inventory diff: every reconciliation rule, no database."""
+
+from __future__ import annotations
+
+from acceld import diff, reports, states
+
+
+def _device(identity: str = "0000:3b:00.0", *, model: str = "20b5", num: int = 1,
+            handles: int = 1, attrs: dict[str, str] | None = None) -> reports.Device:
+    return reports.make_device(
+        identity=identity, type="GPU", vendor="10de", model=model, name=f"d-{identity}",
+        controlpath={"type": "PCI", "info": {"bus": "3b"}},
+        deployables=[{"name": f"dep-{identity}", "num_accelerators": num,
+                      "attributes": attrs or {"rc": "PGPU"},
+                      "attach_handles": [{"attach_type": "PCI",
+                                          "attach_info": {"function": str(i)}}
+                                         for i in range(handles)]}])
+
+
+def _report(*devices: reports.Device, state: str = states.DRIVER_INSTALLED,
+            driver: str = "fake") -> reports.InventoryReport:
+    return reports.InventoryReport(host="h", epoch="e", seq=1, drivers=(
+        reports.DriverReport(name=driver, version="1", state=state,
+                             devices=devices if state == states.DRIVER_INSTALLED else ()),))
+
+
+def _current(*devices: reports.Device, held: frozenset[str] = frozenset(),
+             health: str = states.HEALTH_OK, in_use: bool = False) -> diff.HostInventory:
+    """The HostInventory a database would hold after applying ``devices``."""
+    current, next_id = {}, iter(range(1, 10_000))
+    for dev in devices:
+        deps = {}
+        for dep in dev.deployables:
+            deps[dep.name] = diff.CurrentDeployable(
+                id=next(next_id), num_accelerators=dep.num_accelerators,
+                attributes={k: (next(next_id), v) for k, v in dep.attributes},
+                handles={h.info_key: diff.CurrentHandle(next(next_id), h.attach_type, in_use)
+                         for h in dep.attach_handles})
+        current[("fake", dev.identity)] = diff.CurrentDevice(
+            id=next(next_id), driver="fake", identity=dev.identity,
+            fields=diff.device_fields(dev), health=health, held=dev.identity in held,
+            cpid_id=next(next_id), deployables=deps)
+    drivers = {"fake": diff.CurrentDriver("1", states.DRIVER_INSTALLED, None, len(devices))}
+    return diff.HostInventory(host="h", devices=current, drivers=drivers)
+
+
+def test_unchanged_report_gives_empty_plan():
+    devs = (_device("a"), _device("b", handles=3))
+    assert diff.diff(_current(*devs), _report(*devs)).is_empty()
+
+
+def test_new_device_is_added_with_its_driver():
+    plan = diff.diff(_current(_device("a")), _report(_device("a"), _device("b")))
+    assert [d.identity for _drv, d in plan.add_devices] == ["b"]
+    assert [d.name for d in plan.upsert_drivers] == ["fake"]  # device_count 1 -> 2
+    assert not plan.delete_devices
+
+
+def test_vanished_device_is_deleted_unless_held():
+    cur = _current(_device("a"), _device("b"))
+    plan = diff.diff(cur, _report(_device("a")))
+    assert plan.delete_devices == [cur.devices[("fake", "b")].id]
+    held = _current(_device("a"), _device("b"), held=frozenset({"b"}))
+    plan = diff.diff(held, _report(_device("a")))
+    assert plan.delete_devices == []
+    assert plan.set_health == [(held.devices[("fake", "b")].id, states.HEALTH_MISSING)]
+
+
+def test_failed_driver_marks_unknown_and_deletes_nothing():
+    cur = _current(_device("a"), _device("b"))
+    plan = diff.diff(cur, _report(state=states.DRIVER_FAILED))
+    assert sorted(h for _i, h in plan.set_health) == [states.HEALTH_UNKNOWN] * 2
+    assert not plan.delete_devices and not plan.add_devices
+
+
+def test_recovered_device_is_ok_again():
+    cur = _current(_device("a"), health=states.HEALTH_UNKNOWN)
+    plan = diff.diff(cur, _report(_device("a")))
+    assert plan.set_health == [(cur.devices[("fake", "a")].id, states.HEALTH_OK)]
+
+
+def test_uninstalled_driver_removes_its_unheld_devices():
+    cur = _current(_device("a"))
+    plan = diff.diff(cur, _report(state=states.DRIVER_UNINSTALLED))
+    assert plan.delete_devices == [cur.devices[("fake", "a")].id]
+
+
+def test_changed_fields_update_only_what_changed():
+    cur = _current(_device("a"))
+    plan = diff.diff(cur, _report(_device("a", model="2330")))
+    assert plan.update_devices == [(cur.devices[("fake", "a")].id, {"model": "2330"})]
+
+
+def test_deployable_count_attributes_and_handles():
+    cur = _current(_device("a", num=1, handles=2, attrs={"rc": "PGPU", "trait0": "X"}))
+    plan = diff.diff(cur, _report(_device("a", num=3, handles=3,
+                                          attrs={"rc": "VGPU", "trait1": "Y"})))
+    dep = cur.devices[("fake", "a")].deployables["dep-a"]
+    assert plan.update_deployables == [(dep.id, 3)]
+    assert plan.update_attributes == [(dep.attributes["rc"][0], "VGPU")]
+    assert plan.add_attributes == [(dep.id, "trait1", "Y")]
+    assert plan.delete_attributes == [dep.attributes["trait0"][0]]
+    assert [h.info_key for _d, _c, h in plan.add_handles] == ['{"function":"2"}']
+
+
+def test_handle_in_use_is_never_deleted():
+    cur = _current(_device("a", handles=2), in_use=True)
+    plan = diff.diff(cur, _report(_device("a", handles=1)))
+    assert plan.delete_handles == []
+
+
+def test_duplicate_identity_in_one_report_is_added_once():
+    plan = diff.diff(_current(), _report(_device("a"), _device("a")))
+    assert len(plan.add_devices) == 1
+
+
+def test_driver_missing_from_report_is_forgotten():
+    cur = _current()
+    cur.drivers["old"] = diff.CurrentDriver("1", states.DRIVER_INSTALLED, None, 0)
+    plan = diff.diff(cur, _report())
+    assert plan.delete_drivers == ["old"]

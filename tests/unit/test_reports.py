@@ -1,0 +1,61 @@
+"""Report format: round trip, validation on receipt, digest, version list."""
+
+from __future__ import annotations
+
+import tempfile
+
+import pytest
+
+from acceld import exception, reports
+from acceld.agent.drivers.base import DriverContext
+from acceld.agent.drivers.fake import FakeDriver
+from tests import helpers
+
+
+def _fake_report(host: str = "h1", count: int = 4, seq: int = 1) -> reports.InventoryReport:
+    conf = helpers.make_conf(fake_driver={"device_count": count})
+    devices = FakeDriver(DriverContext(conf, host, tempfile.mkdtemp())).discover()
+    return reports.InventoryReport(host=host, epoch="e1", seq=seq, drivers=(
+        reports.DriverReport(name="fake", version="1.0.0", devices=tuple(devices)),))
+
+
+def test_schema_versions_are_guarded():
+    # Adding a version means adding a line to the module docstring's history too.
+    assert reports.SCHEMA_VERSIONS == (1,)
+    for version in reports.SCHEMA_VERSIONS:
+        assert f"* {version}:" in reports.__doc__
+
+
+def test_round_trip_is_exact():
+    report = _fake_report()
+    assert reports.InventoryReport.from_dict(report.to_dict()) == report
+
+
+def test_digest_ignores_numbering_but_not_content():
+    a, b = _fake_report(seq=1), _fake_report(seq=7)
+    assert a.content_digest() == b.content_digest()
+    assert a.content_digest() != _fake_report(count=5).content_digest()
+
+
+def test_fake_driver_is_deterministic_per_host():
+    assert _fake_report("h1").to_dict() == _fake_report("h1").to_dict()
+    assert _fake_report("h1").drivers[0].devices[0].vendor_board_info != \
+        _fake_report("h2").drivers[0].devices[0].vendor_board_info
+    types = [d.type for d in _fake_report(count=4).drivers[0].devices]
+    assert types == ["GPU", "FPGA", "QAT", "NIC"]
+
+
+@pytest.mark.parametrize("mutate,where", [
+    (lambda d: d.pop("host"), "<root>"),
+    (lambda d: d.update(schema_version=99), "schema_version"),
+    (lambda d: d["drivers"][0]["devices"][0].update(type="TOASTER"), "drivers/0/devices/0/type"),
+    (lambda d: d["drivers"][0].update(state="sleepy"), "drivers/0/state"),
+    (lambda d: d.update(extra=1), "<root>"),
+    (lambda d: d["drivers"][0]["devices"][0]["deployables"][0].update(num_accelerators=-1),
+     "drivers/0/devices/0/deployables/0/num_accelerators"),
+])
+def test_invalid_reports_are_rejected_naming_the_field(mutate, where):
+    data = _fake_report().to_dict()
+    mutate(data)
+    with pytest.raises(exception.InvalidReport, match=where):
+        reports.InventoryReport.from_dict(data)
