@@ -130,7 +130,11 @@ class ConductorManager:
 
     # -- API -> conductor --------------------------------------------------------------
     def create_accelerator(self, name: str, uuid: str | None) -> dict[str, Any]:
-        return _jsonable(accelerators.create_accelerator(self._db, name, uuid))
+        """Declare an accelerator; the host whose driver reports a device of that name
+        adopts the record (same uuid), so agents are asked to rediscover now."""
+        record = accelerators.create_accelerator(self._db, name, uuid)
+        self.discover(None)
+        return _jsonable(record)
 
     def set_state(self, uuid: str, state: str) -> dict[str, Any]:
         record, op = accelerators.begin_transition(self._db, uuid, state)

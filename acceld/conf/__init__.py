@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+from keystonemiddleware import auth_token
 from oslo_config import cfg
 from oslo_db import options as db_options
 from oslo_messaging import opts as messaging_opts
@@ -27,6 +28,8 @@ def register_all(conf: cfg.ConfigOpts) -> cfg.ConfigOpts:
     for group, opts in messaging_opts.list_opts():
         if group in (None, "DEFAULT"):
             conf.register_opts(opts)
+    for group, opts in auth_token.list_opts():
+        conf.register_opts(opts, group=group)
     return conf
 
 
