@@ -1,22 +1,3 @@
-"""acceld: accelerator management for OpenStack-style clouds.
-
-acceld runs on native threads: oslo.service's threading backend is selected here, before
-anything imports oslo.messaging (which would otherwise pick the deprecated eventlet one).
-"""
-
-import warnings
-
-# Libraries below us (futurist, oslo.messaging's server module) import eventlet or
-# oslo_utils.eventletutils when they are installed, even on the threading backend; the
-# import-time deprecation notices they trigger are about code acceld never runs.
-warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
-warnings.filterwarnings("ignore", message="eventletutils module is deprecated")
-
-from oslo_service import backend as _service_backend  # noqa: E402
+"""acceld: accelerator management for OpenStack-style clouds."""
 
 __version__ = "0.1.0"
-
-try:
-    _service_backend.init_backend(_service_backend.BackendType.THREADING)
-except _service_backend.exceptions.BackendAlreadySelected:  # chosen by an embedding app
-    pass

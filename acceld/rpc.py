@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from oslo_config import cfg
 
+import acceld.threading_backend  # noqa: F401 - must precede oslo.messaging
 from acceld import exception
 
 LOG = logging.getLogger(__name__)

@@ -129,6 +129,10 @@ class Client:
                 ) from exc
         return Response(resp.status_code, dict(resp.headers), parsed)
 
+    def close(self) -> None:
+        """Close pooled connections."""
+        self._session.close()
+
     def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
         """GET ``path`` and return the decoded body."""
         return self.request("GET", path, params=params).body

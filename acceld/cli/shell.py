@@ -231,6 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # usage errors (2) and --help (0)
         return exc.code if isinstance(exc.code, int) else 2
     _setup_logging(args.debug)
+    client: Client | None = None
     try:
         client = Client(args.url, _resolve_token(args), args.timeout)
         handler: Handler = args.handler
@@ -248,6 +249,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"ERROR: unexpected {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    finally:
+        if client is not None:
+            client.close()
 
 
 if __name__ == "__main__":

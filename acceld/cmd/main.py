@@ -11,11 +11,6 @@ Options after the sub-command go to oslo.config (``--config-file``, ``--config-d
 from __future__ import annotations
 
 import sys
-import threading
-
-from acceld import conf as config
-from acceld import rpc
-from acceld.cmd import wiring
 
 SERVER_COMMANDS = ("serve", "api", "conductor", "agent", "db")
 
@@ -25,98 +20,9 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] not in SERVER_COMMANDS:
         from acceld.cli import shell
         return shell.main(argv)
-    command, rest = argv[0], argv[1:]
-    if command == "db":
-        return _db(rest)
-    conf = config.load(rest)
-    wiring.setup_logging(conf)
-    return {"serve": serve, "api": api, "conductor": conductor, "agent": agent}[command](conf)
-
-
-def _db(rest: list[str]) -> int:
-    if not rest or rest[0] not in ("upgrade", "version"):
-        print("usage: acceld db upgrade|version [--config-file F]", file=sys.stderr)
-        return 2
-    conf = config.load(rest[1:])
-    db = wiring.database(conf)
-    if rest[0] == "upgrade":
-        wiring.migrate(db)
-    print(wiring.migration.version(db) or "empty")
-    return 0
-
-
-def serve(conf: config.cfg.ConfigOpts) -> int:
-    """All in one process on the embedded default."""
-    db = wiring.database(conf)
-    wiring.migrate(db)
-    transport = rpc.LocalTransport()
-    cond, cond_server = wiring.start_conductor(conf, db, transport)
-    agent_mgr, agent_server = wiring.start_agent(conf, transport)
-    httpd = wiring.make_http_server(conf, wiring.api_app(conf, db, transport))
-    wiring.LOG.info("acceld serve listening on http://%s:%d (database %s)",
-                    conf.api.host_ip, conf.api.port, db.url)
-    return _run_http(httpd, [agent_mgr.stop, agent_server.stop, cond_server.stop, cond.stop,
-                             transport.close])
-
-
-def _run_http(httpd: wiring.simple_server.WSGIServer, stops: list) -> int:
-    stop = threading.Event()
-    thread = threading.Thread(target=httpd.serve_forever, name="http", daemon=True)
-    thread.start()
-    try:
-        wiring.wait_for_signal(stop)
-    finally:
-        httpd.shutdown()
-        for fn in stops:
-            fn()
-    return 0
-
-
-def _require_bus(conf: config.cfg.ConfigOpts, what: str) -> None:
-    if not conf.transport_url:
-        raise SystemExit(f"acceld {what} needs [DEFAULT] transport_url (RabbitMQ); "
-                         "use `acceld serve` for the all-in-one default")
-
-
-def api(conf: config.cfg.ConfigOpts) -> int:
-    _require_bus(conf, "api")
-    db = wiring.database(conf)
-    transport = rpc.make_transport(conf)
-    httpd = wiring.make_http_server(conf, wiring.api_app(conf, db, transport))
-    wiring.LOG.info("acceld api listening on http://%s:%d", conf.api.host_ip, conf.api.port)
-    return _run_http(httpd, [transport.close])
-
-
-def conductor(conf: config.cfg.ConfigOpts) -> int:
-    _require_bus(conf, "conductor")
-    db = wiring.database(conf)
-    transport = rpc.make_transport(conf)
-    manager, server = wiring.start_conductor(conf, db, transport)
-    wiring.LOG.info("acceld conductor %s running", conf.host)
-    stop = threading.Event()
-    try:
-        wiring.wait_for_signal(stop)
-    finally:
-        server.stop()
-        manager.stop()
-        transport.close()
-    return 0
-
-
-def agent(conf: config.cfg.ConfigOpts) -> int:
-    _require_bus(conf, "agent")
-    transport = rpc.make_transport(conf)
-    manager, server = wiring.start_agent(conf, transport)
-    wiring.LOG.info("acceld agent %s running drivers %s", manager.host,
-                    ", ".join(conf.agent.enabled_drivers))
-    stop = threading.Event()
-    try:
-        wiring.wait_for_signal(stop)
-    finally:
-        manager.stop()
-        server.stop()
-        transport.close()
-    return 0
+    # Server modules are imported only here, so the operator CLI starts fast.
+    from acceld.cmd import servers
+    return servers.run(argv[0], argv[1:])
 
 
 if __name__ == "__main__":

@@ -11,8 +11,8 @@ import os
 from keystonemiddleware import auth_token
 from oslo_config import cfg
 from oslo_db import options as db_options
-from oslo_messaging import opts as messaging_opts
 
+import acceld.threading_backend  # noqa: F401 - must precede oslo.messaging
 from acceld.conf import agent, api, conductor, default, fake_driver
 
 _GROUP_MODULES = (default, api, agent, conductor, fake_driver)
@@ -25,6 +25,8 @@ def register_all(conf: cfg.ConfigOpts) -> cfg.ConfigOpts:
     for module in _GROUP_MODULES:
         module.register_opts(conf)
     db_options.set_defaults(conf)
+    from oslo_messaging import opts as messaging_opts  # after the threading backend
+
     for group, opts in messaging_opts.list_opts():
         if group in (None, "DEFAULT"):
             conf.register_opts(opts)

@@ -161,6 +161,7 @@ def _handle(api: FakeApi, method: str, path: str, query: dict[str, list[str]],
 def _make_handler(api: FakeApi) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        timeout = 5  # an idle keep-alive connection cannot hold a thread forever
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
             pass
@@ -233,7 +234,8 @@ def test_list_table(fake, capsys):
     assert f"instance:{INSTANCE}" in out
     assert "host:host2" in out
     row_d = next(line for line in out.splitlines() if ACC_D in line)
-    assert row_d.rstrip().endswith("|  |") or row_d.split("|")[-2].strip() == ""
+    cells = [c.strip() for c in row_d.strip().strip("|").split("|")]
+    assert cells == [ACC_D, "host2-fake-gpu-1", "host2", "GPU", "inactive", "ok", ""]
 
 
 def test_list_json_with_filters(fake, capsys):
@@ -496,3 +498,18 @@ def test_update_driver_partial_failure_exits_1(fake, capsys):
 def test_usage_errors_exit_2(argv, capsys):
     assert main(argv) == 2
     assert "usage: acceld" in capsys.readouterr().err
+
+
+def test_keystone_failure_is_reported(capsys, monkeypatch):
+    pytest.importorskip("keystoneauth1")
+    monkeypatch.delenv("ACCELD_TOKEN", raising=False)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    rc = main(["--timeout", "5", "--os-auth-url", f"http://127.0.0.1:{port}/v3",
+               "--os-username", "admin", "--os-password", "pw-not-shown",
+               "--os-project-name", "admin", "service-list"])
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"ERROR: keystone authentication at http://127.0.0.1:{port}/v3 failed")
+    assert "Traceback" not in err and "pw-not-shown" not in err

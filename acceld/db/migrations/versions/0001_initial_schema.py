@@ -52,7 +52,8 @@ def upgrade() -> None:
     sa.Column('created_at', sa.DateTime(), nullable=False),
     sa.Column('updated_at', sa.DateTime(), nullable=True),
     sa.PrimaryKeyConstraint('id'),
-    sa.UniqueConstraint('hostname', 'driver_name', 'identity', name='uniq_devices0hostname0driver0identity'),
+    sa.UniqueConstraint('hostname', 'driver_name', 'identity',
+                        name='uniq_devices0hostname0driver0identity'),
     sa.UniqueConstraint('name', name='uniq_devices0name'),
     sa.UniqueConstraint('uuid', name='uniq_devices0uuid')
     )
@@ -167,6 +168,8 @@ def upgrade() -> None:
     sa.UniqueConstraint('uuid', name='uniq_extended_accelerator_requests0uuid')
     )
     with op.batch_alter_table('extended_accelerator_requests', schema=None) as batch_op:
-        batch_op.create_index('extended_accelerator_requests_instance_uuid_idx', ['instance_uuid'], unique=False)
-        batch_op.create_index('extended_accelerator_requests_project_id_idx', ['project_id'], unique=False)
+        batch_op.create_index('extended_accelerator_requests_instance_uuid_idx',
+                              ['instance_uuid'], unique=False)
+        batch_op.create_index('extended_accelerator_requests_project_id_idx',
+                              ['project_id'], unique=False)
 

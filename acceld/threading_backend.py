@@ -1,0 +1,20 @@
+"""Select oslo.service's threading backend before anything imports oslo.messaging.
+
+acceld runs on native threads, never eventlet. Import this module first in every module
+that pulls in oslo.messaging or oslo.service (``conf`` and ``rpc`` do).
+"""
+
+import warnings
+
+# Libraries below us (futurist, oslo.messaging's server module) import eventlet or
+# oslo_utils.eventletutils when they are installed, even on the threading backend; the
+# import-time deprecation notices they trigger are about code acceld never runs.
+warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
+warnings.filterwarnings("ignore", message="eventletutils module is deprecated")
+
+from oslo_service import backend as _service_backend  # noqa: E402
+
+try:
+    _service_backend.init_backend(_service_backend.BackendType.THREADING)
+except _service_backend.exceptions.BackendAlreadySelected:  # chosen by an embedding app
+    pass
