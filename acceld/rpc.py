@@ -10,9 +10,9 @@ A server that does not answer becomes :class:`acceld.exception.HostUnreachable`.
 
 RPC API versions (one line of history each; a test guards the list):
 
-* 1.0: initial: conductor report_inventory, operation_done, create_accelerator, set_state,
-  attach, detach, discover, driver_action; agent discover_now, run_operation,
-  driver_action, host_attachment.
+* 1.0: initial: conductor report_inventory, heartbeat, operation_done,
+  create_accelerator, set_state, attach, detach, discover, driver_action; agent
+  discover_now, run_operation, driver_action, host_attachment.
 """
 
 from __future__ import annotations
@@ -205,6 +205,10 @@ class ConductorClient:
 
     def report_inventory(self, report: dict[str, Any]) -> dict[str, Any]:
         return self._call("report_inventory", report=report)
+
+    def heartbeat(self, host: str, binary: str, version: str) -> None:
+        self._t.cast(CONDUCTOR_TOPIC, None, "heartbeat",
+                     {"host": host, "binary": binary, "version": version})
 
     def operation_done(self, op_id: str, device_uuid: str, ok: bool,
                        error: str | None) -> dict[str, Any]:

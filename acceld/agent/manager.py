@@ -43,7 +43,7 @@ class AgentManager:
         self._load_errors: dict[str, str] = {}
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._load_drivers()
 
     # -- drivers -----------------------------------------------------------------------
@@ -132,14 +132,25 @@ class AgentManager:
             LOG.warning("operation %s was in flight at the last stop; running it again",
                         op["op_id"])
             self._execute(op)
-        self._thread = threading.Thread(target=self._loop, name="agent-loop", daemon=True)
-        self._thread.start()
+        for target, name in ((self._loop, "agent-loop"), (self._heartbeat, "agent-heartbeat")):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
 
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
+        for thread in self._threads:
+            thread.join(timeout=30)
+
+    def _heartbeat(self) -> None:
+        """Liveness independent of discovery, so a hung driver does not look like a dead
+        agent; every report counts as a heartbeat too."""
+        while not self._stop.wait(self._conf.agent.report_interval):
+            try:
+                self._conductor.heartbeat(self.host, "acceld-agent", acceld.__version__)
+            except exception.HostUnreachable:
+                LOG.debug("heartbeat not delivered: conductor unreachable")
 
     def _loop(self) -> None:
         interval = self._conf.agent.report_interval
