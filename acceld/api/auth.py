@@ -40,6 +40,8 @@ class NoAuth:
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         req = webob.Request(environ)
+        if req.path_info.rstrip("/") in PUBLIC_PATHS:
+            return self._app(environ, start_response)
         token = req.headers.get("X-Auth-Token")
         extra = _split_roles(req.headers.get("X-Roles"))
         if token in (None, "", "admin"):

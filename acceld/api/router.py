@@ -12,7 +12,7 @@ from typing import Any
 import routes
 import webob
 
-from acceld.api import errors
+from acceld.api import errors, util
 from acceld.api.handlers import accelerators, operator, root
 
 Handler = Callable[..., webob.Response]
@@ -57,6 +57,8 @@ class Router:
             raise errors.HTTPError(404, f"The resource {req.path_info} could not be found.",
                                    "acceld.not_found")
         methods = self._table[match.pop("path_template")]
+        if "uuid" in match:  # one spelling of a UUID everywhere below the router
+            match["uuid"] = util.canonical_uuid(match["uuid"])
         method = "GET" if req.method == "HEAD" else req.method
         if method not in methods:
             allow = ", ".join(sorted(methods))

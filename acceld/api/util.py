@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import uuid as uuidlib
 from typing import Any
 
 import jsonschema
@@ -53,7 +54,7 @@ def json_body(req: webob.Request, schema: dict[str, Any]) -> Any:
                                f"{req.content_type or 'nothing'!r}.", "acceld.media_type")
     try:
         data = json.loads(req.body or b"null")
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise errors.HTTPError(400, f"Malformed JSON body: {exc}", "acceld.bad_json") from exc
     validate(data, schema, "body")
     return data
@@ -65,6 +66,15 @@ def validate(data: Any, schema: dict[str, Any], what: str) -> None:
     err = jsonschema.exceptions.best_match(validator.iter_errors(data))
     if err is not None:
         raise errors.HTTPError(400, _schema_error(err, what), "acceld.invalid_input")
+
+
+def canonical_uuid(value: str) -> str:
+    """The lower-case hyphenated form of a UUID; anything else is returned unchanged (so
+    a lookup of it is a plain 404)."""
+    try:
+        return str(uuidlib.UUID(value))
+    except ValueError:
+        return value
 
 
 def query(req: webob.Request, schema: dict[str, Any]) -> dict[str, str]:

@@ -33,6 +33,9 @@ def list_accelerators(req: webob.Request) -> webob.Response:
     if limit is not None and limit > st.conf.api.max_limit:
         raise errors.HTTPError(400, _MAX_LIMIT_ERROR.format(max=st.conf.api.max_limit),
                                "acceld.invalid_input")
+    for key in ("instance_uuid", "marker"):
+        if key in q:
+            q[key] = util.canonical_uuid(q[key])
     records = accelerators.list_accelerators(
         st.db, host=q.get("host"), state=q.get("state"), device_type=q.get("device_type"),
         instance_uuid=q.get("instance_uuid"), limit=limit, marker=q.get("marker"))
@@ -51,7 +54,8 @@ def create_accelerator(req: webob.Request) -> webob.Response:
     """POST /v1/accelerators {"name", "uuid"?} -> 201 + Location; 409 on a duplicate."""
     util.authorize(req, "acceld:accelerator:create")
     body = util.json_body(req, schema.CREATE)
-    record = util.state(req).conductor.create_accelerator(body["name"], body.get("uuid"))
+    uuid = util.canonical_uuid(body["uuid"]) if "uuid" in body else None
+    record = util.state(req).conductor.create_accelerator(body["name"], uuid)
     return util.empty_response(201, {
         "Location": f"{util.base_url(req)}/v1/accelerators/{record['uuid']}"})
 
@@ -103,8 +107,8 @@ def attach(req: webob.Request, uuid: str) -> webob.Response:
     """PUT /v1/accelerators/{uuid} {"instance_uuid"} | {"host"} -> 200; 404; 409 attached."""
     util.authorize(req, "acceld:accelerator:attach")
     body = util.json_body(req, schema.ATTACH)
-    kind, target = ("instance", body["instance_uuid"]) if "instance_uuid" in body \
-        else ("host", body["host"])
+    kind, target = ("instance", util.canonical_uuid(body["instance_uuid"])) \
+        if "instance_uuid" in body else ("host", body["host"])
     record = util.state(req).conductor.attach(uuid, kind, target)
     return util.json_response(_present(req, record), headers=_etag(record))
 
