@@ -60,6 +60,8 @@ class ConductorManager:
         self._agents = agents
         self._host = conf.host
         self._beats = HeartbeatBuffer()
+        self._latest: dict[str, tuple[str, int]] = {}   # host -> newest (epoch, seq) seen
+        self._latest_lock = threading.Lock()
         self._waiters: dict[str, threading.Event] = {}
         self._waiters_lock = threading.Lock()
         self._stop = threading.Event()
@@ -102,9 +104,25 @@ class ConductorManager:
             self.flush_heartbeats()
 
     # -- agent -> conductor ------------------------------------------------------------
+    def _is_newest(self, report: reports.InventoryReport) -> bool:
+        """False for a report older than one this conductor already saw from that agent.
+
+        The database keeps the seq of the last report that changed something; this
+        in-memory mark also covers unchanged reports (which write nothing), so a late
+        delivery of an older, different report cannot roll the inventory back.
+        """
+        with self._latest_lock:
+            seen = self._latest.get(report.host)
+            if seen is not None and seen[0] == report.epoch and seen[1] >= report.seq:
+                return False
+            self._latest[report.host] = (report.epoch, report.seq)
+            return True
+
     def report_inventory(self, report: dict[str, Any]) -> dict[str, Any]:
         parsed = reports.InventoryReport.from_dict(report)
         self._beat(parsed.host, inventory.AGENT_BINARY, parsed.agent_version)
+        if not self._is_newest(parsed):
+            return {"seq": parsed.seq, "changed": False, "stale": True}
         result = inventory.apply_report(self._db, parsed)
         if result.changed:
             LOG.info("inventory of %s changed: %d device(s)", parsed.host,

@@ -31,8 +31,9 @@ def _is_sqlite(url: str) -> bool:
 
 
 def _install_sqlite_hooks(engine: sqlalchemy.engine.Engine) -> None:
-    # oslo.db already turns pysqlite's implicit BEGIN off and emits a plain BEGIN unless
-    # conn.info["in_transaction"] is set; ours runs first and opens writers IMMEDIATE.
+    # oslo.db turns pysqlite's implicit BEGIN off and emits its own plain "BEGIN"; writers
+    # need "BEGIN IMMEDIATE". Rewriting the statement does not depend on listener order
+    # (SQLAlchemy 2.1 ignores insert=True for engine events).
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record):  # noqa: ANN001 - DBAPI objects
         cur = dbapi_conn.cursor()
@@ -43,12 +44,11 @@ def _install_sqlite_hooks(engine: sqlalchemy.engine.Engine) -> None:
             cur.execute("PRAGMA synchronous = NORMAL")
         cur.close()
 
-    @event.listens_for(engine, "begin", insert=True)
-    def _on_begin(conn):  # noqa: ANN001
-        if "in_transaction" not in conn.info:
-            conn.exec_driver_sql("BEGIN IMMEDIATE" if getattr(_MODE, "writer", False)
-                                 else "BEGIN")
-            conn.info["in_transaction"] = True
+    @event.listens_for(engine, "before_cursor_execute", retval=True)
+    def _immediate(conn, cursor, statement, parameters, context, executemany):  # noqa: ANN001
+        if statement == "BEGIN" and getattr(_MODE, "writer", False):
+            statement = "BEGIN IMMEDIATE"
+        return statement, parameters
 
 
 class Database:

@@ -6,6 +6,7 @@ import dataclasses
 import json
 from collections import defaultdict
 
+from oslo_db import api as oslo_db_api
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.orm import Session
 
@@ -25,12 +26,16 @@ class ApplyResult:
     changed_devices: tuple[str, ...] = ()
 
 
+@oslo_db_api.wrap_db_retry(max_retries=10, retry_interval=0.05, inc_retry_interval=True,
+                           retry_on_deadlock=True)
 def apply_report(db: Database, report: reports.InventoryReport) -> ApplyResult:
     """Reconcile the host's rows with ``report`` in one transaction.
 
     A report older than the last one applied from the same agent journal (same epoch,
     lower or equal seq) is ignored: the bus may deliver it late. A report whose content
-    equals the last applied one writes nothing at all.
+    equals the last applied one writes nothing at all. The whole function is one
+    transaction, so it is retried as a whole on a deadlock (MariaDB gap locks when many
+    hosts send their first report at once).
     """
     digest = report.content_digest()
     with db.writer() as s:
@@ -142,15 +147,14 @@ def _apply_plan(s: Session, host: str, plan: inv.Plan) -> list[str]:
                   .values(attach_type=attach_type))
     if plan.delete_handles:
         s.execute(delete(m.AttachHandle).where(m.AttachHandle.id.in_(plan.delete_handles)))
-    _add_devices(s, host, plan.add_devices)
+    added = _add_devices(s, host, plan.add_devices)
     _add_deployables(s, plan.add_deployables)
     _add_attributes(s, plan.add_attributes)
     _add_handles(s, plan.add_handles)
     _write_drivers(s, host, plan)
     uuids = set(s.execute(select(m.Device.uuid).where(m.Device.id.in_(changed))).scalars()) \
         if changed else set()
-    uuids.update(identity.device_uuid(host, drv, dev.identity)
-                 for drv, dev in plan.add_devices)
+    uuids.update(added)
     return sorted(uuids)
 
 
@@ -176,10 +180,13 @@ def _device_name(host: str, dev: reports.Device) -> str:
     return dev.name or f"{host}-{dev.identity}"
 
 
-def _add_devices(s: Session, host: str, added: list[tuple[str, reports.Device]]) -> None:
-    """Insert discovered devices; a declared accelerator of the same name is adopted."""
+def _add_devices(s: Session, host: str,
+                 added: list[tuple[str, reports.Device]]) -> list[str]:
+    """Insert discovered devices; a declared accelerator of the same name is adopted.
+
+    Returns the uuids the devices have (an adopted one keeps the declared uuid)."""
     if not added:
-        return
+        return []
     names = [_device_name(host, dev) for _drv, dev in added]
     taken = {row.name: row for row in s.execute(
         select(m.Device.id, m.Device.name, m.Device.hostname, m.Device.uuid)
@@ -215,6 +222,7 @@ def _add_devices(s: Session, host: str, added: list[tuple[str, reports.Device]])
             for (u, _cp), (_drv, dev) in zip(cpid_rows, added, strict=True)
             for dep in dev.deployables]
     _add_deployables(s, deps)
+    return [u for u, _cp in cpid_rows]
 
 
 def _initial_specs(dev: reports.Device) -> str:

@@ -6,12 +6,15 @@ import datetime
 from collections.abc import Iterable
 from typing import Any
 
+from oslo_db import api as oslo_db_api
 from sqlalchemy import insert, select, update
 
 from acceld.db import models as m
 from acceld.db.api import Database
 
 
+@oslo_db_api.wrap_db_retry(max_retries=5, retry_interval=0.05, inc_retry_interval=True,
+                           retry_on_deadlock=True)
 def record_heartbeats(db: Database,
                       beats: Iterable[tuple[str, str, str, datetime.datetime]]) -> None:
     """Write coalesced heartbeats ``(host, binary, version, seen_at)`` in one transaction."""

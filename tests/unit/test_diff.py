@@ -119,3 +119,27 @@ def test_driver_missing_from_report_is_forgotten():
     cur.drivers["old"] = diff.CurrentDriver("1", states.DRIVER_INSTALLED, None, 0)
     plan = diff.diff(cur, _report())
     assert plan.delete_drivers == ["old"]
+
+
+def test_conductor_drops_a_late_report_older_than_an_unchanged_one(tmp_path):
+    """seq 1 = A (applied), seq 3 = A (unchanged, writes nothing), seq 2 = B arrives late:
+    B must not be applied."""
+    from acceld.conductor.manager import ConductorManager
+    from acceld.db import migration
+    from acceld.db.api import Database
+    from acceld.objects import accelerators
+    from tests import helpers
+
+    db = Database(f"sqlite:///{tmp_path / 'c.sqlite'}")
+    migration.upgrade(db)
+    mgr = ConductorManager(helpers.make_conf(), db, agents=None)
+
+    def report(seq, *devices):
+        r = _report(*devices)
+        return reports.InventoryReport(host="h", epoch="e", seq=seq, drivers=r.drivers)
+
+    mgr.report_inventory(report(1, _device("a")).to_dict())
+    assert mgr.report_inventory(report(3, _device("a")).to_dict())["changed"] is False
+    late = mgr.report_inventory(report(2, _device("a"), _device("b")).to_dict())
+    assert late["stale"] is True
+    assert [a["name"] for a in accelerators.list_accelerators(db)] == ["d-a"]
