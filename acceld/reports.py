@@ -7,6 +7,7 @@ deployable by its name within the device, an attach handle by its ``attach_info`
 Schema versions (one line of history each; a test guards the list):
 
 * 1: initial: host, epoch, seq, drivers[name, version, state, error, devices[...]]
+* 2: adds provider_name, the name of the host's compute node provider in Placement
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import jsonschema
 
 from acceld import exception, states
 
-SCHEMA_VERSIONS = (1,)
+SCHEMA_VERSIONS = (1, 2)
 SCHEMA_VERSION = SCHEMA_VERSIONS[-1]
 
 _STR_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
@@ -84,6 +85,7 @@ REPORT_SCHEMA = {
         "epoch": {"type": "string", "minLength": 1, "maxLength": 64},
         "seq": {"type": "integer", "minimum": 0},
         "agent_version": {"type": "string", "maxLength": 64},
+        "provider_name": {"type": "string", "minLength": 1, "maxLength": 255},
         "drivers": {"type": "array", "items": _DRIVER},
     },
 }
@@ -148,17 +150,22 @@ class InventoryReport:
     drivers: tuple[DriverReport, ...] = ()
     schema_version: int = SCHEMA_VERSION
     agent_version: str = ""
+    provider_name: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "schema_version": self.schema_version, "host": self.host, "epoch": self.epoch,
             "seq": self.seq, "agent_version": self.agent_version,
             "drivers": [_driver_to_dict(d) for d in self.drivers],
         }
+        if self.provider_name:
+            data["provider_name"] = self.provider_name
+        return data
 
     def content_digest(self) -> str:
         """SHA-256 of what the report says about the host (not of epoch/seq)."""
-        body = json.dumps([_driver_to_dict(d) for d in self.drivers], sort_keys=True,
+        body = json.dumps([self.provider_name or self.host,
+                           [_driver_to_dict(d) for d in self.drivers]], sort_keys=True,
                           separators=(",", ":"))
         return hashlib.sha256(body.encode()).hexdigest()
 
@@ -173,6 +180,7 @@ class InventoryReport:
         return cls(host=data["host"], epoch=data["epoch"], seq=data["seq"],
                    schema_version=data["schema_version"],
                    agent_version=data.get("agent_version", ""),
+                   provider_name=data.get("provider_name", ""),
                    drivers=tuple(_driver_from_dict(d) for d in data["drivers"]))
 
 

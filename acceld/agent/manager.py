@@ -99,9 +99,10 @@ class AgentManager:
                     drivers.append(reports.DriverReport(name=name, version=drv.version,
                                                         state=states.DRIVER_FAILED,
                                                         error=str(exc)[:2000]))
-        return reports.InventoryReport(host=self.host, epoch=self.journal.epoch,
-                                       seq=self.journal.next_seq(), drivers=tuple(drivers),
-                                       agent_version=acceld.__version__)
+        return reports.InventoryReport(
+            host=self.host, epoch=self.journal.epoch, seq=self.journal.next_seq(),
+            drivers=tuple(drivers), agent_version=acceld.__version__,
+            provider_name=self._conf.agent.resource_provider_name or self.host)
 
     def report_once(self) -> bool:
         """Discover and send a full report; True when the conductor took it."""

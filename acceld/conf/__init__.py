@@ -13,9 +13,9 @@ from oslo_config import cfg
 from oslo_db import options as db_options
 
 import acceld.threading_backend  # noqa: F401 - must precede oslo.messaging
-from acceld.conf import agent, api, conductor, default, fake_driver
+from acceld.conf import agent, api, conductor, default, fake_driver, placement
 
-_GROUP_MODULES = (default, api, agent, conductor, fake_driver)
+_GROUP_MODULES = (default, api, agent, conductor, fake_driver, placement)
 
 DEFAULT_CONFIG_FILE = "/etc/acceld/acceld.conf"
 
@@ -48,7 +48,11 @@ def load(args: list[str] | None = None, *, config_files: list[str] | None = None
         config_files = [DEFAULT_CONFIG_FILE] if os.path.exists(DEFAULT_CONFIG_FILE) else []
     conf(args or [], project="acceld", default_config_files=config_files,
          validate_default_values=True)
-    for group, values in (overrides or {}).items():
+    overrides = overrides or {}
+    auth_type = overrides.get("placement", {}).get("auth_type") or conf.placement.auth_type
+    if auth_type:  # the plugin's own options (endpoint, token, ...) exist only now
+        placement.register_plugin_opts(conf, auth_type)
+    for group, values in overrides.items():
         for name, value in values.items():
             conf.set_override(name, value, group=None if group == "DEFAULT" else group)
     return conf

@@ -13,6 +13,9 @@ OPTS = [
                  help="Seconds between two inventory reports (and heartbeats)."),
     cfg.StrOpt("journal_dir",
                help="Directory of the agent journal (default: <state_path>/agent-<host>)."),
+    cfg.StrOpt("resource_provider_name",
+               help="Name of this host's compute node provider in Placement (what Nova "
+                    "registered; often the FQDN). Default: [DEFAULT] host."),
     cfg.FloatOpt("retry_interval", default=2.0, min=0.01,
                  help="Seconds between two attempts to deliver journaled results while the "
                       "conductor is unreachable."),

@@ -50,6 +50,24 @@ class Service(_Timestamps, Base):
     report_epoch: Mapped[str | None] = mapped_column(String(64))
     report_seq: Mapped[int | None] = mapped_column(Integer)
     report_digest: Mapped[str | None] = mapped_column(String(64))
+    provider_name: Mapped[str | None] = mapped_column(String(255))
+
+
+class PlacementSync(_Timestamps, Base):
+    """Per host: what acceld last wrote to Placement and whether it matches."""
+
+    __tablename__ = "placement_sync"
+    __table_args__ = (UniqueConstraint("host", name="uniq_placement_sync0host"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    host: Mapped[str] = mapped_column(String(255))
+    compute_rp_uuid: Mapped[str | None] = mapped_column(String(36))
+    provider_digests: Mapped[str] = mapped_column(Text, default="{}")
+    in_sync: Mapped[bool] = mapped_column(Boolean, default=False)
+    last_synced_at: Mapped[datetime.datetime | None] = mapped_column(DateTime)
+    last_attempt_at: Mapped[datetime.datetime | None] = mapped_column(DateTime)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    conflicts: Mapped[str] = mapped_column(Text, default="[]")
 
 
 class DriverState(_Timestamps, Base):

@@ -50,15 +50,18 @@ def apply_report(db: Database, report: reports.InventoryReport) -> ApplyResult:
         plan = inv.diff(load_host(s, report.host), report)
         changed = _apply_plan(s, report.host, plan)
         now = m.utcnow()
+        provider = report.provider_name or report.host
         if svc is None:
             s.add(m.Service(host=report.host, binary=AGENT_BINARY, last_seen_at=now,
                             report_epoch=report.epoch, report_seq=report.seq,
-                            report_digest=digest))
+                            report_digest=digest, provider_name=provider))
         else:
             svc.report_epoch, svc.report_seq, svc.report_digest = (
                 report.epoch, report.seq, digest)
-            svc.last_seen_at = now
-        return ApplyResult(changed=not plan.is_empty(), changed_devices=tuple(changed))
+            svc.last_seen_at, svc.provider_name = now, provider
+        return ApplyResult(changed=not plan.is_empty() or svc is None
+                           or svc.provider_name != provider,
+                           changed_devices=tuple(changed))
 
 
 def forget_digest(session: Session, host: str) -> None:

@@ -1,0 +1,1 @@
+"""Typed clients of the services acceld talks to, over injected keystoneauth adapters."""

@@ -1,0 +1,180 @@
+"""A typed OpenStack Placement client over a keystoneauth1 adapter.
+
+Every call names its microversion. Errors are typed::
+
+    PlacementError
+    ├── NotFound              404
+    ├── GenerationConflict    409 placement.concurrent_update
+    ├── InventoryInUse        409 placement.inventory.inuse (lowering below allocations)
+    ├── ProviderInUse         409 provider has allocations or children
+    ├── ClientError           any other 4xx
+    └── ServerError           5xx, or Placement unreachable
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from keystoneauth1 import adapter as ks_adapter
+from keystoneauth1 import exceptions as ks_exc
+from keystoneauth1 import loading as ks_loading
+from oslo_config import cfg
+
+
+class PlacementError(Exception):
+    def __init__(self, message: str, status: int | None = None, code: str | None = None):
+        super().__init__(message)
+        self.status, self.code = status, code
+
+
+class NotFound(PlacementError):
+    pass
+
+
+class GenerationConflict(PlacementError):
+    pass
+
+
+class InventoryInUse(PlacementError):
+    pass
+
+
+class ProviderInUse(PlacementError):
+    pass
+
+
+class ClientError(PlacementError):
+    pass
+
+
+class ServerError(PlacementError):
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class Provider:
+    uuid: str
+    name: str
+    generation: int
+    parent_provider_uuid: str | None
+    root_provider_uuid: str | None
+
+
+def make_adapter(conf: cfg.ConfigOpts, group: str = "placement") -> ks_adapter.Adapter:
+    """A keystoneauth adapter from the ``[placement]`` session, auth and adapter options."""
+    auth = ks_loading.load_auth_from_conf_options(conf, group)
+    session = ks_loading.load_session_from_conf_options(conf, group, auth=auth)
+    return ks_loading.load_adapter_from_conf_options(conf, group, session=session, auth=auth)
+
+
+def _provider(body: dict[str, Any]) -> Provider:
+    return Provider(uuid=body["uuid"], name=body["name"], generation=body["generation"],
+                    parent_provider_uuid=body.get("parent_provider_uuid"),
+                    root_provider_uuid=body.get("root_provider_uuid"))
+
+
+class PlacementClient:
+    """One method per Placement call acceld makes."""
+
+    def __init__(self, adapter: ks_adapter.Adapter) -> None:
+        self._a = adapter
+
+    def _request(self, method: str, url: str, version: str, body: Any = None,
+                 ok: tuple[int, ...] = (200,)) -> Any:
+        kwargs: dict[str, Any] = {"microversion": version, "raise_exc": False,
+                                  "headers": {"Accept": "application/json"}}
+        if body is not None:
+            kwargs["json"] = body
+        try:
+            resp = self._a.request(url, method, **kwargs)
+        except (ks_exc.ConnectFailure, ks_exc.ConnectTimeout, ks_exc.DiscoveryFailure,
+                ks_exc.EndpointNotFound, ks_exc.RetriableConnectionFailure) as exc:
+            raise ServerError(f"Placement unreachable: {exc}") from exc
+        if resp.status_code in ok:
+            return resp.json() if resp.content else None
+        raise _error(method, url, resp)
+
+    # -- providers ---------------------------------------------------------------------
+    def find_provider(self, name: str) -> Provider | None:
+        body = self._request("GET", f"/resource_providers?name={_q(name)}", "1.14")
+        rps = body["resource_providers"]
+        return _provider(rps[0]) if rps else None
+
+    def get_provider(self, uuid: str) -> Provider:
+        return _provider(self._request("GET", f"/resource_providers/{uuid}", "1.14"))
+
+    def tree(self, root_uuid: str) -> list[Provider]:
+        body = self._request("GET", f"/resource_providers?in_tree={root_uuid}", "1.14")
+        return [_provider(rp) for rp in body["resource_providers"]]
+
+    def create_provider(self, uuid: str, name: str, parent: str) -> Provider:
+        body = self._request("POST", "/resource_providers", "1.20",
+                             {"uuid": uuid, "name": name, "parent_provider_uuid": parent})
+        return _provider(body)
+
+    def delete_provider(self, uuid: str) -> None:
+        self._request("DELETE", f"/resource_providers/{uuid}", "1.14", ok=(204,))
+
+    # -- inventories and traits ---------------------------------------------------------
+    def get_inventories(self, uuid: str) -> tuple[int, dict[str, dict[str, Any]]]:
+        body = self._request("GET", f"/resource_providers/{uuid}/inventories", "1.14")
+        return body["resource_provider_generation"], body["inventories"]
+
+    def set_inventories(self, uuid: str, generation: int,
+                        inventories: dict[str, dict[str, Any]]) -> int:
+        body = self._request("PUT", f"/resource_providers/{uuid}/inventories", "1.26",
+                             {"resource_provider_generation": generation,
+                              "inventories": inventories})
+        return body["resource_provider_generation"]
+
+    def get_traits(self, uuid: str) -> tuple[int, set[str]]:
+        body = self._request("GET", f"/resource_providers/{uuid}/traits", "1.14")
+        return body["resource_provider_generation"], set(body["traits"])
+
+    def set_traits(self, uuid: str, generation: int, traits: set[str]) -> int:
+        body = self._request("PUT", f"/resource_providers/{uuid}/traits", "1.14",
+                             {"resource_provider_generation": generation,
+                              "traits": sorted(traits)})
+        return body["resource_provider_generation"]
+
+    def usages(self, uuid: str) -> dict[str, int]:
+        return self._request("GET", f"/resource_providers/{uuid}/usages", "1.14")["usages"]
+
+    # -- names -----------------------------------------------------------------------------
+    def ensure_resource_class(self, name: str) -> None:
+        self._request("PUT", f"/resource_classes/{name}", "1.7", ok=(201, 204))
+
+    def ensure_trait(self, name: str) -> None:
+        self._request("PUT", f"/traits/{name}", "1.6", ok=(201, 204))
+
+    def allocation_candidates(self, query: str) -> dict[str, Any]:
+        return self._request("GET", f"/allocation_candidates?{query}", "1.39")
+
+
+def _q(value: str) -> str:
+    from urllib.parse import quote
+    return quote(value, safe="")
+
+
+def _error(method: str, url: str, resp: Any) -> PlacementError:
+    code, detail = None, resp.text[:500]
+    try:
+        err = resp.json()["errors"][0]
+        code, detail = err.get("code"), err.get("detail", detail)
+    except (ValueError, KeyError, IndexError, TypeError):
+        pass
+    message = f"{method} {url}: {resp.status_code} {detail}"
+    status = resp.status_code
+    if status == 404:
+        return NotFound(message, status, code)
+    if status == 409:
+        if code == "placement.concurrent_update":
+            return GenerationConflict(message, status, code)
+        if code == "placement.inventory.inuse":
+            return InventoryInUse(message, status, code)
+        if code == "placement.resource_provider.inuse" or "child resource providers" in detail:
+            return ProviderInUse(message, status, code)
+    if status >= 500:
+        return ServerError(message, status, code)
+    return ClientError(message, status, code)

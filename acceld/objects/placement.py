@@ -1,0 +1,116 @@
+"""What Placement sync reads from and records in the database."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+from collections import defaultdict
+from typing import Any
+
+from sqlalchemy import insert, select, update
+
+from acceld import states
+from acceld.db import models as m
+from acceld.db.api import Database
+from acceld.objects.inventory import AGENT_BINARY
+
+
+@dataclasses.dataclass(frozen=True)
+class SyncState:
+    host: str
+    compute_rp_uuid: str | None
+    provider_digests: dict[str, str]
+    in_sync: bool
+    last_synced_at: datetime.datetime | None
+    last_attempt_at: datetime.datetime | None
+    last_error: str | None
+    conflicts: list[dict[str, Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class HostInputs:
+    host: str
+    provider_name: str
+    rows: list[dict[str, Any]]          # fields of placement_sync.DeployableRow
+    state: SyncState | None
+
+
+def _state(row: m.PlacementSync | None) -> SyncState | None:
+    if row is None:
+        return None
+    return SyncState(host=row.host, compute_rp_uuid=row.compute_rp_uuid,
+                     provider_digests=json.loads(row.provider_digests or "{}"),
+                     in_sync=bool(row.in_sync), last_synced_at=row.last_synced_at,
+                     last_attempt_at=row.last_attempt_at, last_error=row.last_error,
+                     conflicts=json.loads(row.conflicts or "[]"))
+
+
+def host_inputs(db: Database, host: str) -> HostInputs:
+    """The host's deployables as plain rows, its provider name and its sync state."""
+    with db.reader() as s:
+        devs = {d.id: d for d in s.execute(select(m.Device).where(m.Device.hostname == host))
+                .scalars()}
+        deps = list(s.execute(select(m.Deployable).where(m.Deployable.device_id.in_(devs)))
+                    .scalars()) if devs else []
+        attrs: dict[int, list[tuple[str, str]]] = defaultdict(list)
+        if deps:
+            for a in s.execute(select(m.Attribute.deployable_id, m.Attribute.key,
+                                      m.Attribute.value)
+                               .where(m.Attribute.deployable_id.in_([d.id for d in deps]))):
+                attrs[a.deployable_id].append((a.key, a.value))
+        provider = s.execute(select(m.Service.provider_name).where(
+            m.Service.host == host, m.Service.binary == AGENT_BINARY)).scalar()
+        state = _state(s.execute(select(m.PlacementSync).where(m.PlacementSync.host == host))
+                       .scalar_one_or_none())
+    rows = []
+    for dep in deps:
+        dev = devs[dep.device_id]
+        rows.append(dict(
+            rp_uuid=dep.rp_uuid, name=dep.name, num_accelerators=dep.num_accelerators,
+            attributes=tuple(sorted(attrs.get(dep.id, []))), vendor=dev.vendor or "",
+            model=dev.model or "",
+            schedulable=(dev.state == states.READY and dev.health == states.HEALTH_OK
+                         and dev.status == "enabled")))
+    return HostInputs(host=host, provider_name=provider or host, rows=rows, state=state)
+
+
+def save_state(db: Database, host: str, *, compute_rp_uuid: str | None,
+               provider_digests: dict[str, str], in_sync: bool, error: str | None,
+               conflicts: list[dict[str, Any]], synced: bool) -> None:
+    now = m.utcnow()
+    values: dict[str, Any] = dict(
+        compute_rp_uuid=compute_rp_uuid, in_sync=in_sync, last_error=error,
+        provider_digests=json.dumps(provider_digests, sort_keys=True),
+        conflicts=json.dumps(conflicts, sort_keys=True), last_attempt_at=now)
+    if synced:
+        values["last_synced_at"] = now
+    with db.writer() as s:
+        res = s.execute(update(m.PlacementSync).where(m.PlacementSync.host == host)
+                        .values(**values))
+        if res.rowcount == 0:
+            s.execute(insert(m.PlacementSync).values(host=host, created_at=now, **values))
+
+
+def mark_dirty(db: Database, host: str) -> None:
+    """Force the next sync of ``host`` to read Placement instead of trusting digests."""
+    with db.writer() as s:
+        s.execute(update(m.PlacementSync).where(m.PlacementSync.host == host)
+                  .values(in_sync=False))
+
+
+def list_states(db: Database) -> list[dict[str, Any]]:
+    with db.reader() as s:
+        rows = s.execute(select(m.PlacementSync).order_by(m.PlacementSync.host)).scalars()
+        return [dataclasses.asdict(_state(r)) for r in rows]
+
+
+def hosts(db: Database) -> list[str]:
+    """Every host with devices or a sync record (a host whose devices all vanished still
+    has providers to clean up)."""
+    with db.reader() as s:
+        with_devices = set(s.execute(select(m.Device.hostname)
+                                     .where(m.Device.hostname.is_not(None)).distinct())
+                           .scalars())
+        synced = set(s.execute(select(m.PlacementSync.host)).scalars())
+    return sorted(with_devices | synced)
