@@ -11,8 +11,8 @@ A server that does not answer becomes :class:`acceld.exception.HostUnreachable`.
 RPC API versions (one line of history each; a test guards the list):
 
 * 1.0: initial: conductor report_inventory, heartbeat, operation_done,
-  create_accelerator, set_state, attach, detach, discover, driver_action; agent
-  discover_now, run_operation, driver_action, host_attachment.
+  create_accelerator, set_state, attach, detach, discover, driver_action,
+  placement_sync; agent discover_now, run_operation, driver_action, host_attachment.
 """
 
 from __future__ import annotations
@@ -232,6 +232,9 @@ class ConductorClient:
 
     def driver_action(self, name: str, action: str, host: str | None) -> list[dict[str, Any]]:
         return self._call("driver_action", name=name, action=action, host=host)
+
+    def placement_sync(self, host: str | None, dry_run: bool) -> list[dict[str, Any]]:
+        return self._call("placement_sync", host=host, dry_run=dry_run)
 
 
 class AgentClient:

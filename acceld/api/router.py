@@ -31,6 +31,8 @@ ROUTES: dict[str, dict[str, Handler]] = {
     "/v1/drivers": {"GET": operator.list_drivers},
     "/v1/drivers/{name}/action": {"POST": operator.driver_action},
     "/v1/discover": {"POST": operator.discover},
+    "/v1/placement": {"GET": operator.placement_status},
+    "/v1/placement/sync": {"POST": operator.placement_sync},
 }
 
 

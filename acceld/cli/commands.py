@@ -19,6 +19,7 @@ ACC_COLUMNS = ("uuid", "name", "host", "device_type", "state", "health", "attach
 DRIVER_COLUMNS = ("host", "name", "version", "state", "device_count")
 SERVICE_COLUMNS = ("host", "binary", "version", "last_seen_at", "alive")
 RESULT_COLUMNS = ("host", "driver", "ok", "error")
+PLACEMENT_COLUMNS = ("host", "in_sync", "last_synced_at", "compute_rp_uuid")
 
 
 def _acc_path(uuid: str, suffix: str = "") -> str:
@@ -146,9 +147,41 @@ def driver_list(client: Client, args: argparse.Namespace) -> int:
 
 
 def service_list(client: Client, args: argparse.Namespace) -> int:
-    """GET /v1/services."""
-    rows = _list_key(client.get("/v1/services"), "services")
+    """GET /v1/services; the table view adds each host's Placement sync state."""
+    body = client.get("/v1/services")
+    rows = _list_key(body, "services")
     print_list(rows, SERVICE_COLUMNS, args.format)
+    placement = body.get("placement") or []
+    if args.format != "json" and placement:
+        print("Placement:")
+        print_list(placement, PLACEMENT_COLUMNS, "table")
+    return 0
+
+
+def placement_status(client: Client, args: argparse.Namespace) -> int:
+    """GET /v1/placement."""
+    rows = _list_key(client.get("/v1/placement"), "hosts")
+    columns = PLACEMENT_COLUMNS + ("last_error", "conflicts")
+    print_list(rows, columns, args.format)
+    return 0
+
+
+def placement_sync(client: Client, args: argparse.Namespace) -> int:
+    """POST /v1/placement/sync: show the plan per host, applied unless --dry-run."""
+    body: dict[str, Any] = {"dry_run": bool(args.dry_run)}
+    if args.host:
+        body["host"] = args.host
+    results = _list_key(client.post("/v1/placement/sync", body).body, "results")
+    if args.format == "json":
+        print_json(results)
+    else:
+        steps = [dict(step, host=r["host"]) for r in results for step in r["steps"]]
+        print_list(steps, ("host", "action", "name", "provider"), "table")
+        print_list(results, ("host", "in_sync", "error"), "table")
+    failed = [r["host"] for r in results if r.get("error")]
+    if failed:
+        print(f"ERROR: Placement sync failed for: {', '.join(failed)}", file=sys.stderr)
+        return 1
     return 0
 
 

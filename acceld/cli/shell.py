@@ -189,6 +189,17 @@ def _add_seed_verbs(subparsers: Any) -> None:
     p.add_argument("--accelerator", metavar="UUID")
 
 
+def _add_placement_verbs(subparsers: Any) -> None:
+    placement = subparsers.add_parser("placement", help="Placement sync")
+    sub = placement.add_subparsers(dest="placement_verb", metavar="VERB")
+    sub.required = True
+    p = _verb(sub, "sync", commands.placement_sync,
+              "show the plan that makes Placement equal reality, and apply it")
+    p.add_argument("--host")
+    p.add_argument("--dry-run", action="store_true", help="only show the plan")
+    _verb(sub, "status", commands.placement_status, "last sync and sync state per host")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the argparse tree of global options and verbs."""
     parser = argparse.ArgumentParser(
@@ -198,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="verb", metavar="COMMAND")
     subparsers.required = True
     _add_accelerator_verbs(subparsers)
+    _add_placement_verbs(subparsers)
     _add_seed_verbs(subparsers)
     return parser
 

@@ -108,6 +108,12 @@ class PlacementClient:
         body = self._request("GET", f"/resource_providers?in_tree={root_uuid}", "1.14")
         return [_provider(rp) for rp in body["resource_providers"]]
 
+    def tree_owned(self, root_uuid: str, owner_trait: str) -> list[Provider]:
+        """The providers of ``root_uuid``'s tree that carry ``owner_trait``."""
+        body = self._request(
+            "GET", f"/resource_providers?in_tree={root_uuid}&required={owner_trait}", "1.18")
+        return [_provider(rp) for rp in body["resource_providers"]]
+
     def create_provider(self, uuid: str, name: str, parent: str) -> Provider:
         body = self._request("POST", "/resource_providers", "1.20",
                              {"uuid": uuid, "name": name, "parent_provider_uuid": parent})

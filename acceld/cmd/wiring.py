@@ -14,7 +14,10 @@ from oslo_config import cfg
 from acceld import rpc
 from acceld.agent.manager import AgentManager
 from acceld.api import deploy
+from acceld.clients import placement as placement_client
 from acceld.conductor.manager import ConductorManager
+from acceld.conductor.placement_apply import PlacementSyncer
+from acceld.conf import placement as placement_conf
 from acceld.db import migration
 from acceld.db.api import Database, default_sqlite_url
 
@@ -33,9 +36,18 @@ def database(conf: cfg.ConfigOpts) -> Database:
     return Database(url)
 
 
+def placement_syncer(conf: cfg.ConfigOpts, db: Database) -> PlacementSyncer | None:
+    """The Placement sync of the conductor, or None when [placement] is not configured."""
+    if not placement_conf.enabled(conf):
+        return None
+    client = placement_client.PlacementClient(placement_client.make_adapter(conf))
+    return PlacementSyncer(conf, db, client)
+
+
 def start_conductor(conf: cfg.ConfigOpts, db: Database,
                     transport: rpc.Transport) -> tuple[ConductorManager, rpc.Server]:
-    manager = ConductorManager(conf, db, rpc.AgentClient(transport, timeout=conf.rpc_timeout))
+    manager = ConductorManager(conf, db, rpc.AgentClient(transport, timeout=conf.rpc_timeout),
+                               placement=placement_syncer(conf, db))
     server = transport.serve(rpc.CONDUCTOR_TOPIC, conf.host, manager)
     manager.start()
     server.start()

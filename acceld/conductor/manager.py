@@ -20,9 +20,11 @@ from oslo_config import cfg
 
 import acceld
 from acceld import exception, reports
+from acceld.conductor.placement_apply import PlacementSyncer
 from acceld.db import models as m
 from acceld.db.api import Database
 from acceld.objects import accelerators, inventory, services
+from acceld.objects import placement as placement_objects
 from acceld.rpc import AgentClient
 
 LOG = logging.getLogger(__name__)
@@ -54,10 +56,12 @@ class HeartbeatBuffer:
 
 
 class ConductorManager:
-    def __init__(self, conf: cfg.ConfigOpts, db: Database, agents: AgentClient) -> None:
+    def __init__(self, conf: cfg.ConfigOpts, db: Database, agents: AgentClient,
+                 placement: PlacementSyncer | None = None) -> None:
         self._conf = conf
         self._db = db
         self._agents = agents
+        self.placement = placement
         self._host = conf.host
         self._beats = HeartbeatBuffer()
         self._latest: dict[str, tuple[str, int]] = {}   # host -> newest (epoch, seq) seen
@@ -67,6 +71,8 @@ class ConductorManager:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.on_inventory_changed: list[Any] = []   # hooks: (host, device uuids) -> None
+        if placement is not None:
+            self.on_inventory_changed.append(lambda host, _uuids: placement.schedule(host))
 
     # -- life cycle ------------------------------------------------------------------
     def start(self) -> None:
@@ -81,11 +87,15 @@ class ConductorManager:
         if self._thread is not None:
             self._thread.join(timeout=10)
         self.flush_heartbeats()
+        if self.placement is not None:
+            self.placement.close()
 
     def _periodic(self) -> None:
         save = self._conf.conductor.save_interval
         period = min(save, self._conf.conductor.periodic_interval)
-        last_redrive = time.monotonic()
+        if self.placement is not None:
+            period = min(period, self._conf.placement.sync_interval)
+        last_redrive = last_sync = time.monotonic()
         while not self._stop.wait(period):
             self._beats.note(self._host, CONDUCTOR_BINARY, acceld.__version__)
             try:
@@ -93,6 +103,10 @@ class ConductorManager:
                 if time.monotonic() - last_redrive >= self._conf.conductor.periodic_interval:
                     last_redrive = time.monotonic()
                     self.redrive_operations()
+                if self.placement is not None and \
+                        time.monotonic() - last_sync >= self._conf.placement.sync_interval:
+                    last_sync = time.monotonic()
+                    self.placement.sync_all(full=True)
             except Exception:  # the loop must survive a database outage
                 LOG.exception("conductor periodic task failed")
 
@@ -140,6 +154,7 @@ class ConductorManager:
         if recorded:
             LOG.info("operation %s on %s %s", op_id, device_uuid,
                      "succeeded" if ok else "failed")
+            self._placement_changed(device_uuid)
         with self._waiters_lock:
             event = self._waiters.pop(op_id, None)
         if event is not None:
@@ -158,6 +173,7 @@ class ConductorManager:
         record, op = accelerators.begin_transition(self._db, uuid, state)
         if op is None:
             return _jsonable(record)
+        self._placement_changed(uuid)  # installing/uninstalling: reserved at once
         event = threading.Event()
         with self._waiters_lock:
             self._waiters[op.op_id] = event
@@ -166,6 +182,23 @@ class ConductorManager:
         with self._waiters_lock:
             self._waiters.pop(op.op_id, None)
         return _jsonable(accelerators.get_accelerator(self._db, uuid))
+
+    def _placement_changed(self, device_uuid: str) -> None:
+        """A device's schedulability changed: its host's providers need a sync."""
+        if self.placement is not None:
+            host = accelerators.attachment(self._db, device_uuid)[2]
+            if host:
+                self.placement.schedule(host)
+
+    def placement_sync(self, host: str | None, dry_run: bool) -> list[dict[str, Any]]:
+        """Reconcile (or, with ``dry_run``, only plan) one host or all, reading Placement."""
+        if self.placement is None:
+            raise exception.InvalidInput("Placement is not configured ([placement] "
+                                         "auth_type is unset).")
+        hosts = [host] if host else placement_objects.hosts(self._db)
+        return [_jsonable(dataclasses.asdict(self.placement.sync_host(h, full=True,
+                                                                        dry_run=dry_run)))
+                for h in hosts]
 
     def _dispatch(self, op: accelerators.Operation) -> None:
         try:

@@ -50,6 +50,10 @@ V1_RULES = [
           "/v1/drivers/{name}/action"),
     _rule("acceld:discover", "rule:admin_api", "Ask agents to rediscover now.",
           "POST", "/v1/discover"),
+    _rule("acceld:placement:get", "rule:admin_api", "Show Placement sync state per host.",
+          "GET", "/v1/placement"),
+    _rule("acceld:placement:sync", "rule:admin_api",
+          "Plan (dry run) or run a Placement reconciliation.", "POST", "/v1/placement/sync"),
 ]
 
 

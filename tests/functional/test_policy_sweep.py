@@ -58,6 +58,8 @@ ALLOWED: dict[str, set[str]] = {
     "acceld:driver:get_all": {"admin"},
     "acceld:driver:action": {"admin"},
     "acceld:discover": {"admin"},
+    "acceld:placement:get": {"admin"},
+    "acceld:placement:sync": {"admin"},
 }
 
 

@@ -6,6 +6,7 @@ import webob
 
 from acceld.api import util
 from acceld.api.schemas import v1 as schema
+from acceld.objects import placement as placement_objects
 from acceld.objects import services
 
 
@@ -14,8 +15,25 @@ def list_services(req: webob.Request) -> webob.Response:
     util.authorize(req, "acceld:service:get_all")
     util.query(req, schema.NO_QUERY)
     st = util.state(req)
-    return util.json_response({"services": services.list_services(
-        st.db, st.conf.conductor.service_down_time)})
+    return util.json_response({
+        "services": services.list_services(st.db, st.conf.conductor.service_down_time),
+        "placement": placement_objects.list_states(st.db)})
+
+
+def placement_status(req: webob.Request) -> webob.Response:
+    """GET /v1/placement -> 200 {"hosts": [...]}: last sync, in sync, conflicts."""
+    util.authorize(req, "acceld:placement:get")
+    util.query(req, schema.NO_QUERY)
+    return util.json_response({"hosts": placement_objects.list_states(util.state(req).db)})
+
+
+def placement_sync(req: webob.Request) -> webob.Response:
+    """POST /v1/placement/sync {"host"?, "dry_run"?} -> 200 {"results": [...]}."""
+    util.authorize(req, "acceld:placement:sync")
+    body = util.json_body(req, schema.PLACEMENT_SYNC) if req.body else {}
+    results = util.state(req).conductor.placement_sync(body.get("host"),
+                                                       bool(body.get("dry_run")))
+    return util.json_response({"results": results})
 
 
 def list_drivers(req: webob.Request) -> webob.Response:

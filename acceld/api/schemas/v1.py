@@ -68,3 +68,7 @@ DRIVER_ACTION = {
 }
 
 DISCOVER = {"type": "object", "properties": {"host": _HOST}, "additionalProperties": False}
+
+PLACEMENT_SYNC = {"type": "object",
+                  "properties": {"host": _HOST, "dry_run": {"type": "boolean"}},
+                  "additionalProperties": False}

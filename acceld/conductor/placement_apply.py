@@ -1,0 +1,237 @@
+"""Placement sync, the I/O half: read what Placement has, apply the plan, record state.
+
+``PlacementSyncer.sync_host`` is one reconciliation of one host. A change-triggered sync
+trusts the digests of what it last wrote and touches only providers whose desired state
+changed (an unchanged host costs no request at all); a full sync (periodic safety net,
+``acceld placement sync``, or a host not known to be in sync) reads every provider. Writes
+carry the provider generation; a lost race (409) re-reads the generation and retries a
+bounded number of times. A provider that still has allocations is never deleted and its
+inventory never lowered below what is used: that is recorded as a conflict, logged, shown
+by the API, and retried on every pass until the allocation is gone.
+
+``schedule(host)`` queues a sync on a small worker pool, coalescing repeated requests for
+the same host.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from concurrent import futures
+from typing import Any
+
+from oslo_config import cfg
+
+from acceld.clients import placement as pc
+from acceld.conductor import placement_sync as ps
+from acceld.db.api import Database
+from acceld.objects import placement as po
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class SyncResult:
+    host: str
+    steps: list[dict[str, Any]]
+    in_sync: bool
+    error: str | None = None
+    conflicts: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    requests_skipped: bool = False
+
+
+class _HostSync:
+    """One host's reconciliation (short-lived; holds the generations it learned)."""
+
+    def __init__(self, client: pc.PlacementClient, known: set[str], retries: int) -> None:
+        self._c, self._known, self._retries = client, known, retries
+        self.generations: dict[str, int] = {}
+        self.conflicts: list[dict[str, Any]] = []
+        self.written: dict[str, str] = {}
+
+    def read(self, compute: str, full: bool) -> dict[str, ps.ActualProvider]:
+        owned = self._c.tree_owned(compute, ps.OWNER_TRAIT)
+        actual = {}
+        for rp in owned:
+            if rp.uuid == compute:
+                continue
+            self.generations[rp.uuid] = rp.generation
+            if full:
+                _gen, inv = self._c.get_inventories(rp.uuid)
+                gen, traits = self._c.get_traits(rp.uuid)
+                self.generations[rp.uuid] = gen
+                actual[rp.uuid] = ps.ActualProvider(rp.uuid, gen, inv, frozenset(traits))
+            else:
+                actual[rp.uuid] = ps.ActualProvider(rp.uuid, rp.generation)
+        return actual
+
+    def _ensure_names(self, plan: ps.Plan) -> None:
+        for rc in sorted(plan.custom_classes - self._known):
+            self._c.ensure_resource_class(rc)
+            self._known.add(rc)
+        for trait in sorted(plan.custom_traits - self._known):
+            self._c.ensure_trait(trait)
+            self._known.add(trait)
+
+    def _with_generation(self, uuid: str, write: Any) -> None:
+        for attempt in range(self._retries + 1):
+            try:
+                self.generations[uuid] = write(self.generations[uuid])
+                return
+            except pc.GenerationConflict:
+                if attempt == self._retries:
+                    raise
+                LOG.info("generation of provider %s moved; retrying", uuid)
+                self.generations[uuid] = self._c.get_provider(uuid).generation
+
+    def apply(self, compute: str, plan: ps.Plan) -> None:
+        if plan.is_empty():
+            return
+        self._ensure_names(plan)
+        for want in plan.create:
+            self.generations[want.uuid] = self._c.create_provider(want.uuid, want.name,
+                                                                  compute).generation
+        for want in plan.set_inventories:
+            try:
+                self._with_generation(want.uuid, lambda g, w=want: self._c.set_inventories(
+                    w.uuid, g, dict(w.inventories)))
+            except pc.InventoryInUse as exc:
+                self._conflict(want.uuid, want.name, "inventory in use", exc)
+        for want in plan.set_traits:
+            self._with_generation(want.uuid, lambda g, w=want: self._c.set_traits(
+                w.uuid, g, set(w.traits)))
+        for uuid in plan.delete:
+            try:
+                self._c.delete_provider(uuid)
+            except pc.ProviderInUse as exc:
+                self._conflict(uuid, None, "provider has allocations", exc)
+            except pc.NotFound:
+                pass
+
+    def _conflict(self, uuid: str, name: str | None, what: str, exc: Exception) -> None:
+        LOG.warning("Placement provider %s (%s): %s; kept until its allocations are gone "
+                    "(%s)", uuid, name or "no longer reported", what, exc)
+        self.conflicts.append({"provider": uuid, "name": name, "reason": what})
+
+
+class PlacementSyncer:
+    def __init__(self, conf: cfg.ConfigOpts, db: Database,
+                 client: pc.PlacementClient) -> None:
+        self._conf, self._db, self._client = conf, db, client
+        self._known: set[str] = set()          # custom classes/traits known to exist
+        self._pool = futures.ThreadPoolExecutor(max_workers=conf.placement.sync_workers,
+                                                thread_name_prefix="placement-sync")
+        self._lock = threading.Lock()
+        self._queued: set[str] = set()
+        self._running: set[str] = set()
+        self._again: set[str] = set()
+        self._pending: dict[str, futures.Future] = {}
+        self._missing_until: dict[str, tuple[float, float]] = {}  # host -> (retry at, delay)
+
+    # -- scheduling ------------------------------------------------------------------------
+    def schedule(self, host: str) -> None:
+        with self._lock:
+            if host in self._running:
+                self._again.add(host)
+                return
+            if host in self._queued:
+                return
+            self._queued.add(host)
+            self._pending[host] = self._pool.submit(self._run, host)
+
+    def _run(self, host: str) -> None:
+        with self._lock:
+            self._queued.discard(host)
+            self._running.add(host)
+        try:
+            self.sync_host(host)
+        except Exception:
+            LOG.exception("Placement sync of %s failed", host)
+        finally:
+            with self._lock:
+                self._running.discard(host)
+                again = host in self._again
+                self._again.discard(host)
+                self._pending.pop(host, None)
+            if again:
+                self.schedule(host)
+
+    def wait_idle(self, timeout: float = 60.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                busy = list(self._pending.values())
+            if not busy:
+                return True
+            futures.wait(busy, timeout=max(0.0, deadline - time.monotonic()))
+        return False
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    # -- one host ----------------------------------------------------------------------------
+    def sync_all(self, full: bool = True) -> list[SyncResult]:
+        return [self.sync_host(h, full=full) for h in po.hosts(self._db)]
+
+    def sync_host(self, host: str, full: bool = False, dry_run: bool = False) -> SyncResult:
+        inputs = po.host_inputs(self._db, host)
+        state = inputs.state
+        desired = ps.desired_tree(ps.DeployableRow(**row) for row in inputs.rows)
+        digests = {u: p.digest() for u, p in desired.items()}
+        if not full and not dry_run and state is not None and state.in_sync \
+                and state.provider_digests == digests:
+            return SyncResult(host, [], True, requests_skipped=True)
+        full = full or state is None or not state.in_sync
+        compute = state.compute_rp_uuid if state else None
+        work = _HostSync(self._client, self._known, self._conf.placement.conflict_retries)
+        plan = ps.Plan()
+        try:
+            if compute is None:
+                compute = self._find_compute(inputs.provider_name, host)
+                if compute is None:
+                    return self._record(host, None, {}, state, [], [], "compute node provider "
+                                        f"{inputs.provider_name!r} not found", dry_run)
+            actual = work.read(compute, full)
+            plan = ps.plan(desired, actual, None if full else
+                           (state.provider_digests if state else {}))
+            if dry_run:
+                return SyncResult(host, plan.describe(), plan.is_empty())
+            work.apply(compute, plan)
+        except pc.PlacementError as exc:
+            LOG.warning("Placement sync of %s failed: %s", host, exc)
+            if isinstance(exc, pc.NotFound) and compute is not None:
+                compute = None  # the compute node provider went away: look it up again
+            return self._record(host, compute, state.provider_digests if state else {},
+                                state, plan.describe(), work.conflicts, str(exc), dry_run)
+        synced = {u: d for u, d in digests.items()
+                  if u not in {c["provider"] for c in work.conflicts}}
+        return self._record(host, compute, synced, state, plan.describe(), work.conflicts,
+                            None, dry_run)
+
+    def _find_compute(self, name: str, host: str) -> str | None:
+        retry_at, delay = self._missing_until.get(host, (0.0, 1.0))
+        if time.monotonic() < retry_at:
+            return None
+        provider = self._client.find_provider(name)
+        if provider is None:
+            LOG.warning("compute node provider %r of host %s is not in Placement yet; "
+                        "looking again in %.0f s", name, host, delay)
+            self._missing_until[host] = (time.monotonic() + delay,
+                                         min(delay * 2, self._conf.placement.
+                                             compute_node_retry_max))
+            return None
+        self._missing_until.pop(host, None)
+        return provider.uuid
+
+    def _record(self, host: str, compute: str | None, digests: dict[str, str],
+                state: po.SyncState | None, steps: list[dict[str, Any]],
+                conflicts: list[dict[str, Any]], error: str | None,
+                dry_run: bool) -> SyncResult:
+        in_sync = error is None and not conflicts
+        if not dry_run:
+            po.save_state(self._db, host, compute_rp_uuid=compute, provider_digests=digests,
+                          in_sync=in_sync, error=error, conflicts=conflicts,
+                          synced=error is None)
+        return SyncResult(host, steps, in_sync, error, conflicts)
