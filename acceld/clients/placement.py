@@ -22,6 +22,11 @@ from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
 
+# Writes use 1.26: error bodies carry codes from 1.23 (how a generation conflict is told
+# from an inventory in use), and 1.26 allows reserved == total (a device not ready).
+WRITE_VERSION = "1.26"
+
+
 class PlacementError(Exception):
     def __init__(self, message: str, status: int | None = None, code: str | None = None):
         super().__init__(message)
@@ -115,12 +120,12 @@ class PlacementClient:
         return [_provider(rp) for rp in body["resource_providers"]]
 
     def create_provider(self, uuid: str, name: str, parent: str) -> Provider:
-        body = self._request("POST", "/resource_providers", "1.20",
+        body = self._request("POST", "/resource_providers", WRITE_VERSION,
                              {"uuid": uuid, "name": name, "parent_provider_uuid": parent})
         return _provider(body)
 
     def delete_provider(self, uuid: str) -> None:
-        self._request("DELETE", f"/resource_providers/{uuid}", "1.14", ok=(204,))
+        self._request("DELETE", f"/resource_providers/{uuid}", WRITE_VERSION, ok=(204,))
 
     # -- inventories and traits ---------------------------------------------------------
     def get_inventories(self, uuid: str) -> tuple[int, dict[str, dict[str, Any]]]:
@@ -129,7 +134,7 @@ class PlacementClient:
 
     def set_inventories(self, uuid: str, generation: int,
                         inventories: dict[str, dict[str, Any]]) -> int:
-        body = self._request("PUT", f"/resource_providers/{uuid}/inventories", "1.26",
+        body = self._request("PUT", f"/resource_providers/{uuid}/inventories", WRITE_VERSION,
                              {"resource_provider_generation": generation,
                               "inventories": inventories})
         return body["resource_provider_generation"]
@@ -139,7 +144,7 @@ class PlacementClient:
         return body["resource_provider_generation"], set(body["traits"])
 
     def set_traits(self, uuid: str, generation: int, traits: set[str]) -> int:
-        body = self._request("PUT", f"/resource_providers/{uuid}/traits", "1.14",
+        body = self._request("PUT", f"/resource_providers/{uuid}/traits", WRITE_VERSION,
                              {"resource_provider_generation": generation,
                               "traits": sorted(traits)})
         return body["resource_provider_generation"]
@@ -149,10 +154,10 @@ class PlacementClient:
 
     # -- names -----------------------------------------------------------------------------
     def ensure_resource_class(self, name: str) -> None:
-        self._request("PUT", f"/resource_classes/{name}", "1.7", ok=(201, 204))
+        self._request("PUT", f"/resource_classes/{name}", WRITE_VERSION, ok=(201, 204))
 
     def ensure_trait(self, name: str) -> None:
-        self._request("PUT", f"/traits/{name}", "1.6", ok=(201, 204))
+        self._request("PUT", f"/traits/{name}", WRITE_VERSION, ok=(201, 204))
 
     def allocation_candidates(self, query: str) -> dict[str, Any]:
         return self._request("GET", f"/allocation_candidates?{query}", "1.39")

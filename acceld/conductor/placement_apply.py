@@ -90,15 +90,24 @@ class _HostSync:
         if plan.is_empty():
             return
         self._ensure_names(plan)
+        created = set()
         for want in plan.create:
             self.generations[want.uuid] = self._c.create_provider(want.uuid, want.name,
                                                                   compute).generation
+            created.add(want.uuid)
         for want in plan.set_inventories:
+            inventories = dict(want.inventories)
+            if want.uuid not in created:
+                # Placement accepts a total below usage (it only warns); acceld does not.
+                inventories, held = ps.clamp_to_usage(inventories,
+                                                      self._c.usages(want.uuid))
+                for line in held:
+                    self._conflict(want.uuid, want.name, f"inventory in use ({line})")
             try:
-                self._with_generation(want.uuid, lambda g, w=want: self._c.set_inventories(
-                    w.uuid, g, dict(w.inventories)))
+                self._with_generation(want.uuid, lambda g, w=want, inv=inventories:
+                                      self._c.set_inventories(w.uuid, g, inv))
             except pc.InventoryInUse as exc:
-                self._conflict(want.uuid, want.name, "inventory in use", exc)
+                self._conflict(want.uuid, want.name, f"inventory in use ({exc})")
         for want in plan.set_traits:
             self._with_generation(want.uuid, lambda g, w=want: self._c.set_traits(
                 w.uuid, g, set(w.traits)))
@@ -106,13 +115,13 @@ class _HostSync:
             try:
                 self._c.delete_provider(uuid)
             except pc.ProviderInUse as exc:
-                self._conflict(uuid, None, "provider has allocations", exc)
+                self._conflict(uuid, None, f"provider has allocations ({exc})")
             except pc.NotFound:
                 pass
 
-    def _conflict(self, uuid: str, name: str | None, what: str, exc: Exception) -> None:
-        LOG.warning("Placement provider %s (%s): %s; kept until its allocations are gone "
-                    "(%s)", uuid, name or "no longer reported", what, exc)
+    def _conflict(self, uuid: str, name: str | None, what: str) -> None:
+        LOG.warning("Placement provider %s (%s): %s; kept until its allocations are gone",
+                    uuid, name or "no longer reported", what)
         self.conflicts.append({"provider": uuid, "name": name, "reason": what})
 
 

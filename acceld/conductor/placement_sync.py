@@ -140,6 +140,28 @@ def desired_tree(rows: Iterable[DeployableRow]) -> dict[str, DesiredProvider]:
     return {row.rp_uuid: desired_provider(row) for row in rows}
 
 
+def clamp_to_usage(inventories: Mapping[str, Mapping[str, Any]],
+                   usages: Mapping[str, int]) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Never lower an inventory below what is allocated from it.
+
+    Returns the inventories to write and, for each class that had to be held up, a line
+    saying why. A held-up class keeps ``total = used`` with everything reserved, so the
+    allocations stay valid and nothing new lands on capacity that is gone.
+    """
+    result = {rc: dict(inv) for rc, inv in inventories.items()}
+    held = []
+    for rc, used in sorted(usages.items()):
+        if used <= 0:
+            continue
+        want = result.get(rc)
+        if want is None or want["total"] < used:
+            offered = want["total"] if want else 0
+            result[rc] = {"total": used, "reserved": used, "min_unit": 1, "max_unit": used,
+                          "step_size": 1, "allocation_ratio": 1.0}
+            held.append(f"{rc}: {used} allocated, the device now offers {offered}")
+    return result, held
+
+
 def _inventory_differs(actual: Mapping[str, Mapping[str, Any]],
                        desired: Mapping[str, Mapping[str, Any]]) -> bool:
     if set(actual) != set(desired):

@@ -2,8 +2,10 @@
 
 Devices are seeded by the host name, so every run on a host finds the same devices with
 the same identities; types cycle GPU, FPGA, QAT, NIC. ``[fake_driver] control_file`` (read
-at every discovery) lets a demo or a test change the count, make discovery fail, or make
-install fail, while the agent runs. Install state lives in a JSON file under the driver's
+at every discovery) lets a demo or a test change the host while the agent runs:
+``device_count``, ``vf_count`` (handles of the QAT and NIC functions), ``fpga_function``
+(the function loaded on the FPGAs, shown as a trait), ``fail`` (discovery fails) and
+``fail_install``. Install state lives in a JSON file under the driver's
 state directory, written atomically, so install/uninstall are idempotent across restarts.
 """
 
@@ -51,10 +53,16 @@ class FakeDriver:
         count = int(control.get("device_count", self._count))
         seed = int.from_bytes(hashlib.sha256(self._host.encode()).digest()[:8], "big")
         rng = random.Random(seed)
-        return [self._device(i, rng) for i in range(count)]
+        return [self._device(i, rng, control) for i in range(count)]
 
-    def _device(self, index: int, rng: random.Random) -> reports.Device:
+    def _device(self, index: int, rng: random.Random,
+                control: dict[str, Any]) -> reports.Device:
         dtype, vendor, product, rc, trait, nhandles = _KINDS[index % len(_KINDS)]
+        if nhandles > 1 and "vf_count" in control:
+            nhandles = max(1, int(control["vf_count"]))
+        attributes = {"rc": rc, "trait0": trait}
+        if dtype == "FPGA" and control.get("fpga_function"):
+            attributes["trait1"] = f"CUSTOM_FPGA_FUNCTION_ID_FAKE_{control['fpga_function']}"
         bus = f"{0x3b + index:02x}"
         serial = f"FAKE{rng.randrange(16**8):08X}"
         handles = [{"attach_type": "PCI",
@@ -72,7 +80,7 @@ class FakeDriver:
             controlpath={"type": "PCI", "info": {"domain": "0000", "bus": bus,
                                                  "device": "00", "function": "0"}},
             deployables=[{"name": f"{self._host}_fake_{bus}", "num_accelerators": nhandles,
-                          "attributes": {"rc": rc, "trait0": trait},
+                          "attributes": attributes,
                           "attach_handles": handles}])
 
     def _state(self) -> dict[str, list[str]]:

@@ -1,0 +1,302 @@
+"""Placement sync against the real OpenStack Placement (openstack-placement on loopback).
+
+Each test gets its own host and compute node on one module-wide Placement server; the
+request recorder of ``tests.placement_server`` proves what was (and was not) written.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+import webob
+
+from acceld.clients import placement as pc
+from acceld.conductor import placement_sync as ps
+from acceld.db import migration
+from acceld.db.api import Database
+from acceld.objects import accelerators
+from acceld.objects import placement as po
+from tests.placement_server import PlacementServer
+from tests.stack import Stack
+
+
+@pytest.fixture(scope="module")
+def placement():
+    with PlacementServer() as server:
+        yield server
+
+
+@pytest.fixture
+def env(placement, tmp_path):
+    """A fresh acceld (SQLite) with one agent host whose compute node exists."""
+    host = f"cn-{uuid.uuid4().hex[:8]}"
+    compute = placement.create_compute_node(host)
+    db = Database(f"sqlite:///{tmp_path / 'acceld.sqlite'}")
+    migration.upgrade(db)
+    stack = Stack(db, hosts=(host,), device_count=4,
+                  placement=dict(placement.acceld_config(), sync_interval=3600.0))
+    placement.reset_counts()
+    yield _Env(stack, placement, host, compute)
+    stack.stop()
+
+
+class _Env:
+    def __init__(self, stack: Stack, placement: PlacementServer, host: str, compute: str):
+        self.stack, self.placement, self.host, self.compute = stack, placement, host, compute
+        self.syncer = stack.conductor.placement
+        self.admin = placement.admin_session()
+
+    def control(self, **values) -> None:
+        with open(self.stack.control_file, "w") as f:
+            json.dump(values, f)
+
+    def report(self) -> None:
+        self.stack.report_all()
+        assert self.syncer.wait_idle(60)
+
+    def children(self) -> dict[str, dict]:
+        body = self.admin.get(f"/resource_providers?in_tree={self.compute}").json()
+        out = {}
+        for rp in body["resource_providers"]:
+            if rp["uuid"] == self.compute:
+                continue
+            inv = self.admin.get(f"/resource_providers/{rp['uuid']}/inventories").json()
+            traits = self.admin.get(f"/resource_providers/{rp['uuid']}/traits").json()
+            out[rp["name"]] = {"uuid": rp["uuid"], "parent": rp["parent_provider_uuid"],
+                               "inventories": inv["inventories"],
+                               "traits": set(traits["traits"])}
+        return out
+
+    def device(self, kind: str) -> dict:
+        return next(a for a in accelerators.list_accelerators(self.stack.db)
+                    if a["device_type"] == kind)
+
+    def api(self, method: str, path: str, body=None) -> webob.Response:
+        req = webob.Request.blank(path, method=method)
+        if body is not None:
+            req.content_type = "application/json"
+            req.body = json.dumps(body).encode()
+        return req.get_response(self.stack.app)
+
+
+def test_devices_become_child_providers_with_inventories_and_traits(env):
+    env.report()
+    children = env.children()
+    assert len(children) == 4
+    for child in children.values():
+        assert child["parent"] == env.compute
+        assert ps.OWNER_TRAIT in child["traits"]
+        (rc, inv), = child["inventories"].items()
+        assert inv["reserved"] == inv["total"]          # new devices are inactive
+    qat = children[f"{env.host}_fake_3d"]
+    assert qat["inventories"]["CUSTOM_QAT"]["total"] == 4
+    assert {"CUSTOM_QAT_FAKE_4XXX", "CUSTOM_VENDOR_8086", "CUSTOM_PRODUCT_8086_4941"} <= \
+        qat["traits"]
+    gpu = children[f"{env.host}_fake_3b"]
+    assert "PGPU" in gpu["inventories"]
+    state = po.host_inputs(env.stack.db, env.host).state
+    assert state.in_sync and state.compute_rp_uuid == env.compute
+
+
+def test_allocation_candidates_from_a_device_profile_group(env):
+    env.report()
+    qat = env.device("QAT")
+    assert env.api("PUT", f"/v1/accelerators/{qat['uuid']}/state",
+                   {"state": "ready"}).json["state"] == "ready"
+    assert env.syncer.wait_idle(60)
+    # A device profile group as Nova folds it into the request: resources + required trait.
+    group = {"resources:CUSTOM_QAT": "2", "trait:CUSTOM_QAT_FAKE_4XXX": "required"}
+    resources = ",".join(f"{k.split(':', 1)[1]}:{v}" for k, v in group.items()
+                         if k.startswith("resources:"))
+    required = ",".join(k.split(":", 1)[1] for k, v in group.items()
+                        if k.startswith("trait:") and v == "required")
+    body = env.admin.get(f"/allocation_candidates?resources={resources}"
+                         f"&required={required}").json()
+    providers = {rp for req in body["allocation_requests"] for rp in req["allocations"]}
+    qat_rp = env.children()[f"{env.host}_fake_3d"]["uuid"]
+    assert providers == {qat_rp}
+    # The inactive GPU stays out: all of it is reserved.
+    body = env.admin.get("/allocation_candidates?resources=PGPU:1"
+                         "&required=CUSTOM_FAKE_GPU_A100").json()
+    assert body["allocation_requests"] == []
+
+
+def test_device_added_removed_and_count_changed(env):
+    env.report()
+    env.control(device_count=5)
+    env.report()
+    assert len(env.children()) == 5
+    env.control(device_count=3)
+    env.report()
+    children = env.children()
+    assert len(children) == 3 and f"{env.host}_fake_3e" not in children
+    env.control(device_count=3, vf_count=6)
+    env.report()
+    assert env.children()[f"{env.host}_fake_3d"]["inventories"]["CUSTOM_QAT"]["total"] == 6
+
+
+def test_reprogrammed_fpga_changes_traits(env):
+    env.report()
+    env.control(device_count=4, fpga_function="AES256")
+    env.report()
+    fpga = env.children()[f"{env.host}_fake_3c"]
+    assert "CUSTOM_FPGA_FUNCTION_ID_FAKE_AES256" in fpga["traits"]
+    env.control(device_count=4, fpga_function="SHA3")
+    env.report()
+    traits = env.children()[f"{env.host}_fake_3c"]["traits"]
+    assert "CUSTOM_FPGA_FUNCTION_ID_FAKE_SHA3" in traits
+    assert "CUSTOM_FPGA_FUNCTION_ID_FAKE_AES256" not in traits
+
+
+def test_inactive_and_ready_again_toggle_reserved(env):
+    env.report()
+    gpu = env.device("GPU")
+    name = f"{env.host}_fake_3b"
+
+    def reserved() -> int:
+        return env.children()[name]["inventories"]["PGPU"]["reserved"]
+
+    assert reserved() == 1
+    env.api("PUT", f"/v1/accelerators/{gpu['uuid']}/state", {"state": "ready"})
+    assert env.syncer.wait_idle(60)
+    assert reserved() == 0
+    env.api("PUT", f"/v1/accelerators/{gpu['uuid']}/state", {"state": "inactive"})
+    assert env.syncer.wait_idle(60)
+    assert reserved() == 1
+
+
+def _allocate(env, rp_uuid: str, rc: str, amount: int) -> str:
+    consumer = str(uuid.uuid4())
+    resp = env.admin.put(f"/allocations/{consumer}", json={
+        "allocations": {rp_uuid: {"resources": {rc: amount}}}, "consumer_generation": None,
+        "project_id": str(uuid.uuid4()), "user_id": str(uuid.uuid4()),
+        "consumer_type": "INSTANCE"})
+    assert resp.status_code == 204, resp.text
+    return consumer
+
+
+def test_provider_with_allocations_is_kept_and_the_conflict_shown(env):
+    env.report()
+    qat = env.device("QAT")
+    env.api("PUT", f"/v1/accelerators/{qat['uuid']}/state", {"state": "ready"})
+    assert env.syncer.wait_idle(60)
+    qat_rp = env.children()[f"{env.host}_fake_3d"]["uuid"]
+    consumer = _allocate(env, qat_rp, "CUSTOM_QAT", 3)
+
+    env.control(device_count=4, vf_count=2)        # lowering below the allocation
+    env.report()
+    held = env.children()[f"{env.host}_fake_3d"]["inventories"]["CUSTOM_QAT"]
+    assert (held["total"], held["reserved"]) == (3, 3)  # held at what is used; no new ones
+    env.control(device_count=2)                    # the QAT vanishes entirely
+    env.report()
+    assert f"{env.host}_fake_3d" in env.children()
+    status = env.api("GET", "/v1/placement").json["hosts"]
+    mine = next(h for h in status if h["host"] == env.host)
+    assert mine["in_sync"] is False
+    assert [c["provider"] for c in mine["conflicts"]] == [qat_rp]
+    assert "allocations" in mine["conflicts"][0]["reason"]
+
+    assert env.admin.delete(f"/allocations/{consumer}").status_code == 204
+    env.syncer.sync_host(env.host)                 # the next pass
+    assert f"{env.host}_fake_3d" not in env.children()
+    assert po.host_inputs(env.stack.db, env.host).state.in_sync
+
+
+class _RacingClient(pc.PlacementClient):
+    """The real client; before its first trait write, another writer bumps the
+    provider's generation (a real concurrent write, so Placement answers 409)."""
+
+    def __init__(self, adapter, admin):
+        super().__init__(adapter)
+        self._admin, self.raced = admin, 0
+
+    def set_traits(self, uuid_, generation, traits):
+        if not self.raced:
+            self.raced += 1
+            current = self._admin.get(f"/resource_providers/{uuid_}/traits").json()
+            resp = self._admin.put(f"/resource_providers/{uuid_}/traits", json={
+                "resource_provider_generation": current["resource_provider_generation"],
+                "traits": current["traits"] + ["CUSTOM_SOMEONE_ELSE"]})
+            assert resp.status_code == 200, resp.text
+        return super().set_traits(uuid_, generation, traits)
+
+
+def test_concurrent_generation_bump_is_retried(env):
+    env.admin.put("/traits/CUSTOM_SOMEONE_ELSE")
+    racing = _RacingClient(pc.make_adapter(env.stack.conf), env.admin)
+    env.syncer._client = racing
+    env.report()
+    assert racing.raced == 1
+    conflicts = [r for r in env.placement.requests() if r[2] == 409]
+    assert conflicts, "the race did not happen"
+    children = env.children()
+    assert len(children) == 4
+    assert all("CUSTOM_SOMEONE_ELSE" not in c["traits"] for c in children.values())
+    assert po.host_inputs(env.stack.db, env.host).state.in_sync
+
+
+def test_placement_down_during_a_report_heals_on_the_next_pass(env):
+    env.placement.set_down(True)
+    env.report()
+    state = po.host_inputs(env.stack.db, env.host).state
+    assert state.in_sync is False and "503" in (state.last_error or "")
+    env.placement.set_down(False)
+    env.syncer.sync_all(full=True)
+    assert len(env.children()) == 4
+    assert po.host_inputs(env.stack.db, env.host).state.in_sync
+
+
+def test_unchanged_host_issues_no_placement_requests(env):
+    env.report()
+    env.placement.reset_counts()
+    env.report()                                      # the same report again
+    env.syncer.sync_host(env.host)                    # and a change-triggered sync
+    assert env.placement.requests() == []
+
+
+def test_manual_edit_in_placement_heals_on_the_periodic_pass(env):
+    env.report()
+    name = f"{env.host}_fake_3b"
+    rp = env.children()[name]
+    resp = env.admin.put(f"/resource_providers/{rp['uuid']}/traits", json={
+        "resource_provider_generation": env.admin.get(
+            f"/resource_providers/{rp['uuid']}").json()["generation"],
+        "traits": ["OWNER_CYBORG"]})
+    assert resp.status_code == 200
+    env.placement.reset_counts()
+    env.syncer.sync_all(full=True)
+    assert "CUSTOM_FAKE_GPU_A100" in env.children()[name]["traits"]
+    writes = env.placement.writes()
+    assert [(w[0], w[1].split("?")[0]) for w in writes] == [
+        ("PUT", f"/resource_providers/{rp['uuid']}/traits")]
+
+
+def test_dry_run_shows_the_plan_and_writes_nothing(env):
+    env.placement.set_down(True)
+    env.report()                                      # inventory in the DB, not in Placement
+    env.placement.set_down(False)
+    env.placement.reset_counts()
+    resp = env.api("POST", "/v1/placement/sync", {"host": env.host, "dry_run": True})
+    assert resp.status_int == 200
+    (result,) = resp.json["results"]
+    assert sorted({s["action"] for s in result["steps"]}) == ["create", "set_inventories",
+                                                              "set_traits"]
+    assert env.placement.writes() == []
+    resp = env.api("POST", "/v1/placement/sync", {"host": env.host})
+    assert resp.json["results"][0]["in_sync"] is True
+    assert len(env.children()) == 4
+
+
+def test_missing_compute_node_is_reported_then_found(env, placement):
+    host = f"late-{uuid.uuid4().hex[:6]}"
+    env.stack.add_agent(host)
+    env.stack.agents[host].report_once()
+    assert env.syncer.wait_idle(60)
+    state = po.host_inputs(env.stack.db, host).state
+    assert state.in_sync is False and "not found" in state.last_error
+    placement.create_compute_node(host)
+    env.syncer._missing_until.clear()                 # skip the backoff wait
+    env.syncer.sync_host(host)
+    assert po.host_inputs(env.stack.db, host).state.in_sync
