@@ -21,7 +21,6 @@ from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
-
 # Writes use 1.26: error bodies carry codes from 1.23 (how a generation conflict is told
 # from an inventory in use), and 1.26 allows reserved == total (a device not ready).
 WRITE_VERSION = "1.26"
