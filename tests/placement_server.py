@@ -544,3 +544,30 @@ def _reset_sync_flags() -> None:
 
     trait._TRAITS_SYNCED = False
     resource_class._RESOURCE_CLASSES_SYNCED = False
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run a PlacementServer as its own process: ``python -m tests.placement_server``.
+
+    Prints ``PLACEMENT_URL=<url>`` once it serves, then runs until SIGTERM/SIGINT. Used by
+    end-to-end tests and by ``bench/`` (so Placement's CPU is not in the measured process).
+    """
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(prog="python -m tests.placement_server")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--db-url")
+    args = parser.parse_args(argv)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    with PlacementServer(args.db_url, port=args.port) as server:
+        print(f"PLACEMENT_URL={server.url}", flush=True)
+        while not stop.wait(0.5):
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
