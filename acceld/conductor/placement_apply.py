@@ -45,8 +45,10 @@ class SyncResult:
 class _HostSync:
     """One host's reconciliation (short-lived; holds the generations it learned)."""
 
-    def __init__(self, client: pc.PlacementClient, known: set[str], retries: int) -> None:
-        self._c, self._known, self._retries = client, known, retries
+    def __init__(self, client: pc.PlacementClient, known: set[str], known_lock: threading.Lock,
+                 retries: int) -> None:
+        self._c, self._known, self._known_lock, self._retries = (client, known, known_lock,
+                                                                 retries)
         self.generations: dict[str, int] = {}
         self.conflicts: list[dict[str, Any]] = []
         self.written: dict[str, str] = {}
@@ -68,12 +70,15 @@ class _HostSync:
         return actual
 
     def _ensure_names(self, plan: ps.Plan) -> None:
-        for rc in sorted(plan.custom_classes - self._known):
-            self._c.ensure_resource_class(rc)
-            self._known.add(rc)
-        for trait in sorted(plan.custom_traits - self._known):
-            self._c.ensure_trait(trait)
-            self._known.add(trait)
+        if not (plan.custom_classes | plan.custom_traits) - self._known:
+            return
+        with self._known_lock:  # one writer per name, even when a storm starts at once
+            for rc in sorted(plan.custom_classes - self._known):
+                self._c.ensure_resource_class(rc)
+                self._known.add(rc)
+            for trait in sorted(plan.custom_traits - self._known):
+                self._c.ensure_trait(trait)
+                self._known.add(trait)
 
     def _with_generation(self, uuid: str, write: Any) -> None:
         for attempt in range(self._retries + 1):
@@ -130,6 +135,7 @@ class PlacementSyncer:
                  client: pc.PlacementClient) -> None:
         self._conf, self._db, self._client = conf, db, client
         self._known: set[str] = set()          # custom classes/traits known to exist
+        self._known_lock = threading.Lock()
         self._pool = futures.ThreadPoolExecutor(max_workers=conf.placement.sync_workers,
                                                 thread_name_prefix="placement-sync")
         self._lock = threading.Lock()
@@ -194,7 +200,8 @@ class PlacementSyncer:
             return SyncResult(host, [], True, requests_skipped=True)
         full = full or state is None or not state.in_sync
         compute = state.compute_rp_uuid if state else None
-        work = _HostSync(self._client, self._known, self._conf.placement.conflict_retries)
+        work = _HostSync(self._client, self._known, self._known_lock,
+                         self._conf.placement.conflict_retries)
         plan = ps.Plan()
         try:
             if compute is None:
