@@ -170,7 +170,7 @@ def run_acceld(url: str, storm: list[reports.InventoryReport], workers: int,
             "second_storm_requests": client.count, "second_storm_seconds": second}
 
 
-def one_run(n: int, devices: int, workers: int) -> dict[str, float]:
+def one_run(n: int, devices: int, workers: int, acceld_first: bool) -> dict[str, float]:
     workdir = tempfile.mkdtemp(prefix="boot-storm-")
     proc, url = start_placement(workdir)
     try:
@@ -182,8 +182,12 @@ def one_run(n: int, devices: int, workers: int) -> dict[str, float]:
         computes = {h: admin.find_provider(h).uuid for h in floor_hosts}
         floor_storm = host_reports(floor_hosts, devices, 1)
         storm = host_reports(acceld_hosts, devices, 1)
+        # Alternate which side goes first: the machine is shared and its load drifts.
+        if acceld_first:
+            result = run_acceld(url, storm, workers, workdir)
         floor_s, floor_requests = run_floor(admin, floor_storm, computes, workers)
-        result = run_acceld(url, storm, workers, workdir)
+        if not acceld_first:
+            result = run_acceld(url, storm, workers, workdir)
         assert result["in_sync"] == n, result
         return {"hosts": n, "devices": devices, "floor_seconds": floor_s,
                 "floor_requests_per_host": floor_requests / n,
@@ -205,8 +209,8 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=8)
     args = parser.parse_args()
     runs = []
-    for _ in range(args.runs):
-        run = one_run(args.hosts, args.devices, args.workers)
+    for i in range(args.runs):
+        run = one_run(args.hosts, args.devices, args.workers, acceld_first=bool(i % 2))
         print(json.dumps(run), flush=True)
         runs.append(run)
     summary = {key: statistics.median(r[key] for r in runs)
