@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent import futures
 from typing import Any, Protocol
@@ -128,7 +129,10 @@ class _EndpointAdapter:
         if name.startswith("_"):
             raise AttributeError(name)
         method = getattr(self._endpoint, name)
+        from oslo_messaging import expected_exceptions
 
+        # Domain errors are answers (a 404, a 409), not server faults: no ERROR traceback.
+        @expected_exceptions(exception.AccelDError)
         def invoke(ctxt: dict[str, Any], **kwargs: Any) -> Any:
             return method(**kwargs)
         return invoke
@@ -162,6 +166,13 @@ class MessagingTransport:
              timeout: float | None = None) -> Any:
         try:
             return self._client(topic, server, timeout).call({}, method, **kwargs)
+        except exception.AccelDError as exc:
+            # oslo.messaging rebuilds a remote error as a "<Class>_Remote" subclass whose
+            # str() carries the server's traceback; callers (and API clients) get the plain
+            # domain exception instead.
+            if type(exc).__name__.endswith("_Remote"):
+                raise type(exc).__mro__[1](exc.message) from None
+            raise
         except self._om.MessagingTimeout as exc:
             raise exception.HostUnreachable(
                 f"{topic}.{server or '*'} did not answer {method} in time") from exc
@@ -187,8 +198,6 @@ class MessagingTransport:
 
 def make_transport(conf: cfg.ConfigOpts) -> Transport:
     """oslo.messaging when ``transport_url`` is set, otherwise the in-process bus."""
-    import oslo_messaging
-    oslo_messaging.set_transport_defaults(EXCHANGE)
     if conf.transport_url:
         return MessagingTransport(conf)
     return LocalTransport()
@@ -207,8 +216,11 @@ class ConductorClient:
         return self._call("report_inventory", report=report)
 
     def heartbeat(self, host: str, binary: str, version: str) -> None:
+        """A cast stamped with its send time: one the broker held while the conductor was
+        away must not make a dead agent look alive when it is finally delivered."""
         self._t.cast(CONDUCTOR_TOPIC, None, "heartbeat",
-                     {"host": host, "binary": binary, "version": version})
+                     {"host": host, "binary": binary, "version": version,
+                      "sent_at": time.time()})
 
     def operation_done(self, op_id: str, device_uuid: str, ok: bool,
                        error: str | None) -> dict[str, Any]:

@@ -145,7 +145,13 @@ class ConductorManager:
                 hook(parsed.host, result.changed_devices)
         return {"seq": parsed.seq, "changed": result.changed, "stale": result.stale}
 
-    def heartbeat(self, host: str, binary: str, version: str) -> None:
+    def heartbeat(self, host: str, binary: str, version: str,
+                  sent_at: float | None = None) -> None:
+        if sent_at is not None and \
+                time.time() - sent_at > self._conf.conductor.service_down_time:
+            LOG.debug("dropping a heartbeat of %s %s sent %.0f s ago", binary, host,
+                      time.time() - sent_at)
+            return
         self._beat(host, binary, version)
 
     def operation_done(self, op_id: str, device_uuid: str, ok: bool,

@@ -30,9 +30,25 @@ def register_all(conf: cfg.ConfigOpts) -> cfg.ConfigOpts:
     for group, opts in messaging_opts.list_opts():
         if group in (None, "DEFAULT"):
             conf.register_opts(opts)
+    _register_messaging_internals(conf)
+    # oslo.messaging defaults transport_url to "rabbit://"; acceld's default is the
+    # in-process bus, and the split services refuse to start without an explicit URL.
+    conf.set_default("transport_url", None)
     for group, opts in auth_token.list_opts():
         conf.register_opts(opts, group=group)
     return conf
+
+
+def _register_messaging_internals(conf: cfg.ConfigOpts) -> None:
+    """oslo.messaging reads its tracing and metrics groups from the ConfigOpts it is given
+    but registers them only on the global CONF; a private ConfigOpts needs them too."""
+    try:
+        from oslo_messaging._metrics import client as metrics
+        from oslo_messaging._tracing import client as tracing
+    except ImportError:  # older oslo.messaging: neither group exists
+        return
+    conf.register_opts(tracing.oslo_messaging_tracing, group="oslo_messaging_tracing")
+    conf.register_opts(metrics.oslo_messaging_metrics, group="oslo_messaging_metrics")
 
 
 def load(args: list[str] | None = None, *, config_files: list[str] | None = None,

@@ -143,3 +143,21 @@ def test_conductor_drops_a_late_report_older_than_an_unchanged_one(tmp_path):
     late = mgr.report_inventory(report(2, _device("a"), _device("b")).to_dict())
     assert late["stale"] is True
     assert [a["name"] for a in accelerators.list_accelerators(db)] == ["d-a"]
+
+
+def test_conductor_drops_heartbeats_the_broker_held_too_long(tmp_path):
+    import time
+
+    from acceld.conductor.manager import ConductorManager
+    from acceld.db import migration
+    from acceld.db.api import Database
+    from acceld.objects import services
+    from tests import helpers
+
+    db = Database(f"sqlite:///{tmp_path / 'c.sqlite'}")
+    migration.upgrade(db)
+    mgr = ConductorManager(helpers.make_conf(conductor={"service_down_time": 60}), db,
+                           agents=None)
+    mgr.heartbeat("old-host", "acceld-agent", "1", sent_at=time.time() - 600)
+    mgr.heartbeat("new-host", "acceld-agent", "1", sent_at=time.time())
+    assert [s["host"] for s in services.list_services(db, 60)] == ["new-host"]
