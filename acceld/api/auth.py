@@ -32,6 +32,14 @@ def _split_roles(value: str | None) -> list[str]:
     return [r.strip() for r in (value or "").split(",") if r.strip()]
 
 
+def _set_context(environ: dict[str, Any], user: str | None, project: str | None,
+                 roles: list[str], service_roles: list[str]) -> None:
+    environ["acceld.context"] = RequestContext(
+        user_id=user, project_id=project, roles=list(dict.fromkeys(roles + service_roles)),
+        service_roles=service_roles, is_admin="admin" in roles,
+        request_id=environ.get("openstack.request_id"))
+
+
 class NoAuth:
     """Trusts the X-Auth-Token conventions above; never expose it beyond loopback."""
 
@@ -40,10 +48,7 @@ class NoAuth:
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         req = webob.Request(environ)
-        if req.path_info.rstrip("/") in PUBLIC_PATHS:
-            return self._app(environ, start_response)
         token = req.headers.get("X-Auth-Token")
-        extra = _split_roles(req.headers.get("X-Roles"))
         if token in (None, "", "admin"):
             user, project, roles = "admin", DEFAULT_PROJECT, ["admin", "member", "reader"]
         elif ":" in token and all(token.split(":", 1)):
@@ -53,12 +58,9 @@ class NoAuth:
             resp = errors.render(req, 401, "noauth expects X-Auth-Token 'admin' or "
                                  "'<user>:<project>'.", "acceld.unauthorized")
             return resp(environ, start_response)
-        roles = list(dict.fromkeys(roles + extra))
         service_roles = ["service"] if req.headers.get("X-Service-Token") else []
-        environ["acceld.context"] = RequestContext(
-            user_id=user, project_id=project, roles=roles + service_roles,
-            service_roles=service_roles, is_admin="admin" in roles,
-            request_id=environ.get("openstack.request_id"))
+        _set_context(environ, user, project, roles + _split_roles(req.headers.get("X-Roles")),
+                     service_roles)
         return self._app(environ, start_response)
 
 
@@ -69,18 +71,13 @@ class KeystoneContext:
         self._app = app
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        req = webob.Request(environ)
-        if req.path_info.rstrip("/") in PUBLIC_PATHS:
-            return self._app(environ, start_response)
         if environ.get("HTTP_X_IDENTITY_STATUS") != "Confirmed":
-            resp = errors.render(req, 401, "Authentication required.", "acceld.unauthorized")
+            resp = errors.render(webob.Request(environ), 401, "Authentication required.",
+                                 "acceld.unauthorized")
             return resp(environ, start_response)
         ctx = RequestContext.from_environ(environ)
-        roles = list(ctx.roles) + list(ctx.service_roles or [])
-        environ["acceld.context"] = RequestContext(
-            user_id=ctx.user_id, project_id=ctx.project_id, roles=roles,
-            service_roles=ctx.service_roles, is_admin="admin" in ctx.roles,
-            request_id=environ.get("openstack.request_id"))
+        _set_context(environ, ctx.user_id, ctx.project_id, list(ctx.roles),
+                     list(ctx.service_roles or []))
         return self._app(environ, start_response)
 
 
@@ -98,7 +95,7 @@ class _PublicBypass:
 
 def wrap(app: WSGIApp, conf: cfg.ConfigOpts) -> WSGIApp:
     if conf.api.auth_strategy == "noauth":
-        return NoAuth(app)
+        return _PublicBypass(app, NoAuth(app))
     from keystonemiddleware import auth_token
     authed = auth_token.AuthProtocol(KeystoneContext(app), {"oslo_config_config": conf})
     return _PublicBypass(app, authed)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Callable
 
 from oslo_config import cfg
 
@@ -46,17 +47,19 @@ def serve(conf: cfg.ConfigOpts) -> int:
                              transport.close])
 
 
-def _run_http(httpd: object, stops: list) -> int:
-    stop = threading.Event()
-    thread = threading.Thread(target=httpd.serve_forever, name="http", daemon=True)
-    thread.start()
+def _until_signal(stops: list[Callable[[], object]]) -> int:
+    """Run until SIGTERM/SIGINT, then call ``stops`` in order."""
     try:
-        wiring.wait_for_signal(stop)
+        wiring.wait_for_signal(threading.Event())
     finally:
-        httpd.shutdown()
         for fn in stops:
             fn()
     return 0
+
+
+def _run_http(httpd: object, stops: list[Callable[[], object]]) -> int:
+    threading.Thread(target=httpd.serve_forever, name="http", daemon=True).start()
+    return _until_signal([httpd.shutdown, *stops])
 
 
 def _require_bus(conf: cfg.ConfigOpts, what: str) -> None:
@@ -80,14 +83,7 @@ def conductor(conf: cfg.ConfigOpts) -> int:
     transport = rpc.make_transport(conf)
     manager, server = wiring.start_conductor(conf, db, transport)
     wiring.LOG.info("acceld conductor %s running", conf.host)
-    stop = threading.Event()
-    try:
-        wiring.wait_for_signal(stop)
-    finally:
-        server.stop()
-        manager.stop()
-        transport.close()
-    return 0
+    return _until_signal([server.stop, manager.stop, transport.close])
 
 
 def agent(conf: cfg.ConfigOpts) -> int:
@@ -96,12 +92,5 @@ def agent(conf: cfg.ConfigOpts) -> int:
     manager, server = wiring.start_agent(conf, transport)
     wiring.LOG.info("acceld agent %s running drivers %s", manager.host,
                     ", ".join(conf.agent.enabled_drivers))
-    stop = threading.Event()
-    try:
-        wiring.wait_for_signal(stop)
-    finally:
-        manager.stop()
-        server.stop()
-        transport.close()
-    return 0
+    return _until_signal([manager.stop, server.stop, transport.close])
 
