@@ -106,7 +106,7 @@ class ConductorManager:
                 if self.placement is not None and \
                         time.monotonic() - last_sync >= self._conf.placement.sync_interval:
                     last_sync = time.monotonic()
-                    self.placement.sync_all(full=True)
+                    self.placement.schedule_all()
             except Exception:  # the loop must survive a database outage
                 LOG.exception("conductor periodic task failed")
 

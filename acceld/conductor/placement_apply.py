@@ -139,39 +139,46 @@ class PlacementSyncer:
         self._pool = futures.ThreadPoolExecutor(max_workers=conf.placement.sync_workers,
                                                 thread_name_prefix="placement-sync")
         self._lock = threading.Lock()
-        self._queued: set[str] = set()
+        self._queued: dict[str, bool] = {}     # host -> full sync requested
         self._running: set[str] = set()
-        self._again: set[str] = set()
+        self._again: dict[str, bool] = {}
         self._pending: dict[str, futures.Future] = {}
         self._missing_until: dict[str, tuple[float, float]] = {}  # host -> (retry at, delay)
 
     # -- scheduling ------------------------------------------------------------------------
-    def schedule(self, host: str) -> None:
+    def schedule(self, host: str, full: bool = False) -> None:
+        """Queue a sync of ``host``; requests for a host already queued are merged (a full
+        one wins), and one arriving while it runs makes it run once more afterwards."""
         with self._lock:
             if host in self._running:
-                self._again.add(host)
+                self._again[host] = self._again.get(host, False) or full
                 return
             if host in self._queued:
+                self._queued[host] = self._queued[host] or full
                 return
-            self._queued.add(host)
+            self._queued[host] = full
             self._pending[host] = self._pool.submit(self._run, host)
+
+    def schedule_all(self) -> None:
+        """The periodic safety net: a full sync of every host, on the pool."""
+        for host in po.hosts(self._db):
+            self.schedule(host, full=True)
 
     def _run(self, host: str) -> None:
         with self._lock:
-            self._queued.discard(host)
+            full = self._queued.pop(host, False)
             self._running.add(host)
         try:
-            self.sync_host(host)
+            self.sync_host(host, full=full)
         except Exception:
             LOG.exception("Placement sync of %s failed", host)
         finally:
             with self._lock:
                 self._running.discard(host)
-                again = host in self._again
-                self._again.discard(host)
+                again = self._again.pop(host, None)
                 self._pending.pop(host, None)
-            if again:
-                self.schedule(host)
+            if again is not None:
+                self.schedule(host, full=again)
 
     def wait_idle(self, timeout: float = 60.0) -> bool:
         deadline = time.monotonic() + timeout

@@ -243,7 +243,8 @@ def test_placement_down_during_a_report_heals_on_the_next_pass(env):
     state = po.host_inputs(env.stack.db, env.host).state
     assert state.in_sync is False and "503" in (state.last_error or "")
     env.placement.set_down(False)
-    env.syncer.sync_all(full=True)
+    env.syncer.schedule_all()                         # what the periodic task runs
+    assert env.syncer.wait_idle(60)
     assert len(env.children()) == 4
     assert po.host_inputs(env.stack.db, env.host).state.in_sync
 
