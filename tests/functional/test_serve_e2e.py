@@ -178,6 +178,10 @@ def test_serve_with_real_placement_publishes_schedulable_providers(tmp_path,
 
         status = _cli(api, "placement", "status")
         assert [(h["host"], h["in_sync"]) for h in status] == [(host, True)]
+        table = subprocess.run([ACCELD, "--url", api, "service-list"], check=True,
+                               capture_output=True, text=True, timeout=60).stdout
+        placement_part = table.split("Placement:", 1)[1]
+        assert host in placement_part and "True" in placement_part
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=20)
