@@ -12,7 +12,7 @@ RPC API versions (one line of history each; a test guards the list):
 
 * 1.0: initial: conductor report_inventory, heartbeat, operation_done,
   create_accelerator, set_state, attach, detach, discover, driver_action,
-  placement_sync; agent discover_now, run_operation, driver_action, host_attachment.
+  placement_sync, host_changed; agent discover_now, run_operation, driver_action, host_attachment.
 """
 
 from __future__ import annotations
@@ -214,6 +214,14 @@ class ConductorClient:
 
     def report_inventory(self, report: dict[str, Any]) -> dict[str, Any]:
         return self._call("report_inventory", report=report)
+
+    def host_changed(self, host: str) -> None:
+        """Something the API wrote changes what Placement should show for ``host``."""
+        try:
+            self._t.cast(CONDUCTOR_TOPIC, None, "host_changed", {"host": host})
+        except exception.HostUnreachable:
+            LOG.warning("conductor unreachable; %s is synced on the next periodic pass",
+                        host)
 
     def heartbeat(self, host: str, binary: str, version: str) -> None:
         """A cast stamped with its send time: one the broker held while the conductor was

@@ -4,7 +4,8 @@
 ``X-Auth-Token: admin`` -> admin of project ``default``; ``X-Auth-Token: user:project`` ->
 that user with the member and reader roles plus any ``X-Roles``; ``X-Service-Token`` adds
 the ``service`` role. ``keystone``: keystonemiddleware ``auth_token`` validates the token
-and sets the identity headers this module reads. ``/`` stays public in both.
+and sets the identity headers this module reads. ``PUBLIC_PATHS`` (version discovery)
+stay public in both.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from oslo_context import context
 from acceld.api import errors
 
 DEFAULT_PROJECT = "default"
-PUBLIC_PATHS = ("/", "")
+# Version discovery, also under the ``/accelerator`` mount prefix the router strips.
+PUBLIC_PATHS = ("/", "", "/v2", "/accelerator", "/accelerator/v2")
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 

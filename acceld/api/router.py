@@ -2,6 +2,11 @@
 
 Each path maps HTTP methods to handlers. An unknown path is 404, a known path with another
 method is 405 with an ``Allow`` header; both through the one error renderer.
+
+A leading ``/accelerator`` is stripped (devstack mounts Cyborg there and the links Cyborg
+clients follow carry it). Below ``/v2`` the microversion is negotiated before routing
+(``req.environ[microversion.ENV_KEY]``) and every response, errors included, carries the
+microversion headers.
 """
 
 from __future__ import annotations
@@ -12,8 +17,8 @@ from typing import Any
 import routes
 import webob
 
-from acceld.api import errors, util
-from acceld.api.handlers import accelerators, operator, root
+from acceld.api import errors, microversion, util
+from acceld.api.handlers import accelerators, device_profiles, operator, root, v2_inventory
 
 Handler = Callable[..., webob.Response]
 
@@ -33,7 +38,36 @@ ROUTES: dict[str, dict[str, Handler]] = {
     "/v1/discover": {"POST": operator.discover},
     "/v1/placement": {"GET": operator.placement_status},
     "/v1/placement/sync": {"POST": operator.placement_sync},
+    "/v2": {"GET": root.v2},
+    "/v2/devices": {"GET": v2_inventory.list_devices},
+    "/v2/devices/{uuid}": {"GET": v2_inventory.show_device},
+    "/v2/devices/{uuid}/enable": {"POST": v2_inventory.enable_device},
+    "/v2/devices/{uuid}/disable": {"POST": v2_inventory.disable_device},
+    "/v2/deployables": {"GET": v2_inventory.list_deployables},
+    "/v2/deployables/{uuid}": {"GET": v2_inventory.show_deployable},
+    "/v2/attributes": {"GET": v2_inventory.list_attributes,
+                       "POST": v2_inventory.create_attribute},
+    "/v2/attributes/{uuid}": {"GET": v2_inventory.show_attribute,
+                              "DELETE": v2_inventory.delete_attribute},
+    "/v2/device_profiles": {"GET": device_profiles.list_profiles,
+                            "POST": device_profiles.create_profile,
+                            "DELETE": device_profiles.delete_profiles},
+    "/v2/device_profiles/{name_or_uuid}": {"GET": device_profiles.show_profile,
+                                           "DELETE": device_profiles.delete_profile},
 }
+
+MOUNT_PREFIX = "/accelerator"
+
+
+def _strip_mount_prefix(environ: dict[str, Any]) -> None:
+    path = environ.get("PATH_INFO", "")
+    if path == MOUNT_PREFIX or path.startswith(MOUNT_PREFIX + "/"):
+        environ["PATH_INFO"] = path[len(MOUNT_PREFIX):] or "/"
+        environ["SCRIPT_NAME"] = environ.get("SCRIPT_NAME", "") + MOUNT_PREFIX
+
+
+def _is_v2(path: str) -> bool:
+    return path == "/v2" or path.startswith("/v2/")
 
 
 class Router:
@@ -46,11 +80,18 @@ class Router:
                 self._mapper.connect(path + "/", path_template=path)
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        _strip_mount_prefix(environ)
         req = webob.Request(environ)
+        v2 = _is_v2(req.path_info)
         try:
+            if v2:
+                req.environ[microversion.ENV_KEY] = microversion.negotiate(
+                    req.headers.get(microversion.HEADER))
             resp = self._dispatch(req)
         except Exception as exc:  # noqa: BLE001 - the one place errors become responses
             resp = errors.from_exception(req, exc)
+        if v2:
+            resp.headers.update(microversion.headers(req.environ.get(microversion.ENV_KEY)))
         return resp(environ, start_response)
 
     def _dispatch(self, req: webob.Request) -> webob.Response:

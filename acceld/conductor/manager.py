@@ -196,6 +196,10 @@ class ConductorManager:
             if host:
                 self.placement.schedule(host)
 
+    def host_changed(self, host: str) -> None:
+        if self.placement is not None:
+            self.placement.schedule(host)
+
     def placement_sync(self, host: str | None, dry_run: bool) -> list[dict[str, Any]]:
         """Reconcile (or, with ``dry_run``, only plan) one host or all, reading Placement."""
         if self.placement is None:

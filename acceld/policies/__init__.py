@@ -9,6 +9,8 @@ from __future__ import annotations
 from oslo_config import cfg
 from oslo_policy import policy
 
+from acceld.policies import v2
+
 BASE_RULES = [
     policy.RuleDefault("admin_api", "role:admin", "Cloud administrator."),
     policy.RuleDefault("service_api", "role:service", "An OpenStack service (e.g. Nova)."),
@@ -57,8 +59,12 @@ V1_RULES = [
 ]
 
 
+# The rules of API routes (each documents the operations it guards).
+ROUTE_RULES = V1_RULES + v2.RULES
+
+
 def list_rules() -> list[policy.RuleDefault]:
-    return BASE_RULES + V1_RULES
+    return BASE_RULES + v2.BASE_RULES + ROUTE_RULES
 
 
 def make_enforcer(conf: cfg.ConfigOpts) -> policy.Enforcer:

@@ -19,7 +19,7 @@ from acceld.db.api import Database
 from acceld.objects import accelerators
 from acceld.objects import placement as po
 from tests.placement_server import PlacementServer
-from tests.stack import Stack
+from tests.stack import Stack, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -301,3 +301,16 @@ def test_missing_compute_node_is_reported_then_found(env, placement):
     env.syncer._missing_until.clear()                 # skip the backoff wait
     env.syncer.sync_host(host)
     assert po.host_inputs(env.stack.db, host).state.in_sync
+
+
+def test_v2_disable_and_enable_toggle_reserved(env):
+    env.report()
+    gpu = env.device("GPU")
+    env.api("PUT", f"/v1/accelerators/{gpu['uuid']}/state", {"state": "ready"})
+    assert env.syncer.wait_idle(60)
+    name = f"{env.host}_fake_3b"
+    assert env.children()[name]["inventories"]["PGPU"]["reserved"] == 0
+    assert env.api("POST", f"/v2/devices/{gpu['uuid']}/disable").status_int == 200
+    wait_for(lambda: env.children()[name]["inventories"]["PGPU"]["reserved"] == 1)
+    assert env.api("POST", f"/v2/devices/{gpu['uuid']}/enable").status_int == 200
+    wait_for(lambda: env.children()[name]["inventories"]["PGPU"]["reserved"] == 0)

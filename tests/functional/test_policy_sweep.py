@@ -8,7 +8,8 @@ the requests carry bodies and ids the handlers reject after the policy check, so
 sweep changes nothing.
 
 Personas (``acceld/api/auth.py``, noauth): admin (no token: admin, member, reader);
-project member (``user1:proj1``: member, reader); service (``nova:service`` plus
+project member (``user1:proj1``: member, reader); project manager (``mgr1:proj1`` with
+``X-Roles: manager``: manager, member, reader); service (``nova:service`` plus
 ``X-Service-Token``: member, reader, service). noauth cannot make a reader without the
 member role, so the reader-only persona is checked against the policy alone.
 """
@@ -28,27 +29,30 @@ from acceld.api import auth, router
 from tests.functional.gabbi_fixtures import RunningStack
 
 UNKNOWN_UUID = "0b7f3e2c-6a3a-4f59-9f0c-1d2e3f405060"
-PATH_VALUES = {"uuid": UNKNOWN_UUID, "acc_spec": "acc_specs", "name": "fake"}
+PATH_VALUES = {"uuid": UNKNOWN_UUID, "acc_spec": "acc_specs", "name": "fake",
+               "name_or_uuid": UNKNOWN_UUID}
 
 # Routes that have no policy rule: version discovery.
-UNPROTECTED = {("GET", "/"), ("GET", "/v1")}
+UNPROTECTED = {("GET", "/"), ("GET", "/v1"), ("GET", "/v2")}
 
 PERSONAS: dict[str, dict[str, str]] = {
     "admin": {},
     "member": {"X-Auth-Token": "user1:proj1"},
+    "manager": {"X-Auth-Token": "mgr1:proj1", "X-Roles": "manager"},
     "service": {"X-Auth-Token": "nova:service", "X-Service-Token": "x"},
 }
 PERSONA_ROLES = {
     "admin": ["admin", "member", "reader"],
     "member": ["member", "reader"],
+    "manager": ["manager", "member", "reader"],
     "service": ["member", "reader", "service"],
     "reader": ["reader"],
 }
 
 # Who each rule lets in: the persona matrix the policy in code is meant to implement.
 ALLOWED: dict[str, set[str]] = {
-    "acceld:accelerator:get_all": {"admin", "member", "service", "reader"},
-    "acceld:accelerator:get_one": {"admin", "member", "service", "reader"},
+    "acceld:accelerator:get_all": {"admin", "member", "manager", "service", "reader"},
+    "acceld:accelerator:get_one": {"admin", "member", "manager", "service", "reader"},
     "acceld:accelerator:create": {"admin"},
     "acceld:accelerator:update": {"admin"},
     "acceld:accelerator:set_state": {"admin"},
@@ -60,6 +64,21 @@ ALLOWED: dict[str, set[str]] = {
     "acceld:discover": {"admin"},
     "acceld:placement:get": {"admin"},
     "acceld:placement:sync": {"admin"},
+    # Cyborg v2, new defaults: inventory reads are for managers, profile reads for readers.
+    "cyborg:device:get_all": {"admin", "manager"},
+    "cyborg:device:get_one": {"admin", "manager"},
+    "cyborg:device:enable": {"admin"},
+    "cyborg:device:disable": {"admin"},
+    "cyborg:deployable:get_all": {"admin", "manager"},
+    "cyborg:deployable:get_one": {"admin", "manager"},
+    "cyborg:attribute:get_all": {"admin", "manager"},
+    "cyborg:attribute:get_one": {"admin", "manager"},
+    "cyborg:attribute:create": {"admin"},
+    "cyborg:attribute:delete": {"admin"},
+    "cyborg:device_profile:get_all": {"admin", "member", "manager", "service", "reader"},
+    "cyborg:device_profile:get_one": {"admin", "member", "manager", "service", "reader"},
+    "cyborg:device_profile:create": {"admin"},
+    "cyborg:device_profile:delete": {"admin"},
 }
 
 
@@ -79,7 +98,7 @@ ROUTE_CASES = sorted((method, path) for path, methods in router.ROUTES.items()
 def _rule_for(method: str, path: str) -> str | None:
     """The rule whose documented operation is this route (with the same path values)."""
     url = _fill(path)
-    names = [rule.name for rule in policies.V1_RULES for op in rule.operations
+    names = [rule.name for rule in policies.ROUTE_RULES for op in rule.operations
              if op["method"] == method and _fill(op["path"]) == url]
     assert len(names) <= 1, f"{method} {path} has several rules: {names}"
     return names[0] if names else None
@@ -114,13 +133,13 @@ def test_every_route_has_a_rule() -> None:
 
 def test_every_rule_has_a_route() -> None:
     routed = {(m, _fill(p)) for m, p in ROUTE_CASES}
-    orphans = [f"{rule.name}: {op['method']} {op['path']}" for rule in policies.V1_RULES
+    orphans = [f"{rule.name}: {op['method']} {op['path']}" for rule in policies.ROUTE_RULES
                for op in rule.operations if (op["method"], _fill(op["path"])) not in routed]
     assert not orphans, f"rules documenting operations no route serves: {orphans}"
 
 
 def test_allowed_table_names_every_rule() -> None:
-    assert set(ALLOWED) == {rule.name for rule in policies.V1_RULES}
+    assert set(ALLOWED) == {rule.name for rule in policies.ROUTE_RULES}
 
 
 @pytest.mark.parametrize("persona", sorted(PERSONA_ROLES))

@@ -1,23 +1,47 @@
-"""Version discovery (public)."""
+"""Version discovery (public): Cyborg's document at ``/``, the v2 version at ``/v2``."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import webob
 
-from acceld.api import util
+from acceld.api import microversion, util
 
-V1 = {"id": "v1", "status": "CURRENT"}
+NAME = "OpenStack Cyborg API"
+DESCRIPTION = ("Cyborg is the OpenStack project for lifecycle management of hardware "
+               "accelerators, such as GPUs,FPGAs, AI chips, security accelerators, etc.")
+V1 = {"id": "v1", "status": "SUPPORTED"}
 
 
-def _version(req: webob.Request) -> dict[str, object]:
+def _v1(req: webob.Request) -> dict[str, Any]:
     return dict(V1, links=[{"rel": "self", "href": f"{util.base_url(req)}/v1/"}])
 
 
+def _v2(version_id: str, href: str) -> dict[str, Any]:
+    return {"id": version_id, "status": "CURRENT",
+            "min_version": str(microversion.MIN_VERSION),
+            "max_version": str(microversion.MAX_VERSION),
+            "links": [{"href": href, "rel": "self"}]}
+
+
 def versions(req: webob.Request) -> webob.Response:
-    """GET / -> 200 {"versions": [...]} without authentication."""
-    return util.json_response({"versions": [_version(req)]})
+    """GET / -> 200 Cyborg's version document (plus acceld's v1) without authentication.
+
+    As in Cyborg the v2 link is the request's host URL plus the ``/accelerator`` segment
+    (served here too: the router strips it).
+    """
+    v2 = _v2("v2", f"{req.host_url}/accelerator/v2")
+    return util.json_response({"name": NAME, "description": DESCRIPTION,
+                               "versions": [v2, _v1(req)], "default_version": v2})
 
 
 def v1(req: webob.Request) -> webob.Response:
     """GET /v1 -> 200 {"version": {...}}."""
-    return util.json_response({"version": _version(req)})
+    return util.json_response({"version": _v1(req)})
+
+
+def v2(req: webob.Request) -> webob.Response:
+    """GET /v2 -> 200 the bare v2 version object (not wrapped, as in Cyborg)."""
+    public = util.state(req).conf.api.public_endpoint or req.host_url
+    return util.json_response(_v2("v2.0", f"{public.rstrip('/')}/accelerator/v2/"))

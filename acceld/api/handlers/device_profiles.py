@@ -1,0 +1,109 @@
+"""Cyborg v2 device profiles: ``/v2/device_profiles``.
+
+Contract: shared/docs/cyborg-v2-contract.md 1.3-1.4 (summary in docs/api-v2.md). Where
+Cyborg answers a client mistake with 500 (no name, no groups, duplicate uuid, a profile
+still in use) acceld answers 400 or 409 naming the problem.
+"""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+from typing import Any
+
+import webob
+
+from acceld.api import errors, microversion, util
+from acceld.api.handlers.v2_inventory import links, page
+from acceld.api.schemas import v2 as schema
+from acceld.objects import device_profiles
+
+SHOW_BY_NAME_VERSION = microversion.Version(2, 2)
+
+
+def _present(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
+    return dict(record, links=links(req, "device_profiles", record["uuid"]))
+
+
+def _uuid_like(value: str) -> bool:
+    try:
+        uuidlib.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _names(value: str) -> list[str]:
+    return [n for n in value.split(",") if n]
+
+
+def list_profiles(req: webob.Request) -> webob.Response:
+    """GET /v2/device_profiles[?name=a,b&limit=&marker=] -> 200 {"device_profiles": [...]}."""
+    util.authorize(req, "cyborg:device_profile:get_all")
+    q = util.query(req, schema.PROFILE_LIST_QUERY)
+    names = _names(q["name"]) if "name" in q else None
+    records = device_profiles.list_profiles(util.state(req).db, names=names, **page(req, q))
+    return util.json_response({"device_profiles": [_present(req, r) for r in records]})
+
+
+def show_profile(req: webob.Request, name_or_uuid: str) -> webob.Response:
+    """GET /v2/device_profiles/{uuid} -> 200 {"device_profile": {...}}; a name needs 2.2
+    (406 below); 404.
+
+    Cyborg renders this one response's dates with str() (a space, and "None" for a null
+    updated_at); acceld uses ISO-8601 here as everywhere else, on purpose.
+    """
+    util.authorize(req, "cyborg:device_profile:get_one")
+    util.query(req, schema.NO_QUERY)
+    db = util.state(req).db
+    if _uuid_like(name_or_uuid):
+        record = device_profiles.get(db, uuid=util.canonical_uuid(name_or_uuid))
+    elif microversion.of(req.environ) >= SHOW_BY_NAME_VERSION:
+        record = device_profiles.get(db, name=name_or_uuid)
+    else:
+        raise errors.HTTPError(406, f"Showing a device profile by name needs microversion "
+                               f"{SHOW_BY_NAME_VERSION} or later; {name_or_uuid!r} is not "
+                               "a UUID.", "acceld.microversion")
+    return util.json_response({"device_profile": _present(req, record)})
+
+
+def create_profile(req: webob.Request) -> webob.Response:
+    """POST /v2/device_profiles [{"name", "groups", "description"?, "uuid"?}] -> 201 the
+    bare profile; 400 invalid (one profile per request, group rules); 409 name taken."""
+    util.authorize(req, "cyborg:device_profile:create")
+    body = util.json_body(req, schema.PROFILE_LIST)
+    if len(body) != 1:
+        raise errors.HTTPError(400, "Only one device profile allowed per POST request for "
+                               "now.", "acceld.invalid_input")
+    util.validate(body[0], schema.PROFILE, "body")
+    profile = body[0]
+    uuid = util.canonical_uuid(profile["uuid"]) if "uuid" in profile else None
+    record = device_profiles.create(util.state(req).db, profile["name"], profile["groups"],
+                                    profile.get("description"), uuid)
+    return util.json_response(_present(req, record), status=201)
+
+
+def _delete(req: webob.Request, value: str) -> webob.Response:
+    db = util.state(req).db
+    if _uuid_like(value):
+        device_profiles.delete_by_uuid(db, util.canonical_uuid(value))
+    elif _names(value):
+        device_profiles.delete_by_names(db, _names(value))
+    else:
+        raise errors.HTTPError(400, f"No device profile named in {value!r}.",
+                               "acceld.invalid_input")
+    return util.empty_response(204)
+
+
+def delete_profiles(req: webob.Request) -> webob.Response:
+    """DELETE /v2/device_profiles?value=<uuid>|n1,n2 -> 204; 404 for any missing one
+    (nothing deleted); 409 while accelerator requests use one."""
+    util.authorize(req, "cyborg:device_profile:delete")
+    q = util.query(req, schema.PROFILE_DELETE_QUERY)
+    return _delete(req, q["value"])
+
+
+def delete_profile(req: webob.Request, name_or_uuid: str) -> webob.Response:
+    """DELETE /v2/device_profiles/{uuid}|{n1,n2} -> 204; 404; 409 (as above)."""
+    util.authorize(req, "cyborg:device_profile:delete")
+    util.query(req, schema.NO_QUERY)
+    return _delete(req, name_or_uuid)

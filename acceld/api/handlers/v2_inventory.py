@@ -1,0 +1,151 @@
+"""Cyborg v2 inventory: ``/v2/devices``, ``/v2/deployables``, ``/v2/attributes``.
+
+Contract: shared/docs/cyborg-v2-contract.md 1.3-1.4 (summary in docs/api-v2.md). Links
+carry Cyborg's hard-coded ``/accelerator`` segment after the public URL.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import webob
+
+from acceld.api import errors, microversion, util
+from acceld.api.schemas import v2 as schema
+from acceld.objects import v2_inventory as inventory
+
+STATUS_VERSION = microversion.Version(2, 3)
+
+
+def links(req: webob.Request, resource: str, uuid: str,
+          bookmark: bool = False) -> list[dict[str, str]]:
+    """Cyborg's links: ``<public>/accelerator/v2/<res>/<uuid>`` (+ bookmark without v2)."""
+    public = (util.state(req).conf.api.public_endpoint or req.host_url).rstrip("/")
+    out = [{"href": f"{public}/accelerator/v2/{resource}/{uuid}", "rel": "self"}]
+    if bookmark:
+        out.append({"href": f"{public}/accelerator/{resource}/{uuid}", "rel": "bookmark"})
+    return out
+
+
+def page(req: webob.Request, q: dict[str, str]) -> dict[str, Any]:
+    """``limit`` (at most ``[api] max_limit``) and a canonical ``marker`` from a query."""
+    max_limit = util.state(req).conf.api.max_limit
+    limit = int(q["limit"]) if "limit" in q else None
+    if limit is not None and limit > max_limit:
+        raise errors.HTTPError(400, f"limit must be between 1 and {max_limit}",
+                               "acceld.invalid_input")
+    marker = util.canonical_uuid(q["marker"]) if "marker" in q else None
+    return {"limit": limit, "marker": marker}
+
+
+# -- devices ----------------------------------------------------------------------------------
+
+def _device(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
+    out = dict(record, links=links(req, "devices", record["uuid"]))
+    if microversion.of(req.environ) < STATUS_VERSION:
+        del out["status"]
+    return out
+
+
+def list_devices(req: webob.Request) -> webob.Response:
+    """GET /v2/devices[?type=&vendor=&hostname=&limit=&marker=] -> 200 {"devices": [...]}."""
+    util.authorize(req, "cyborg:device:get_all")
+    q = util.query(req, schema.DEVICE_LIST_QUERY)
+    records = inventory.list_devices(util.state(req).db, type=q.get("type"),
+                                     vendor=q.get("vendor"), hostname=q.get("hostname"),
+                                     **page(req, q))
+    return util.json_response({"devices": [_device(req, r) for r in records]})
+
+
+def show_device(req: webob.Request, uuid: str) -> webob.Response:
+    """GET /v2/devices/{uuid} -> 200 the device; 404."""
+    util.authorize(req, "cyborg:device:get_one")
+    util.query(req, schema.NO_QUERY)
+    return util.json_response(_device(req, inventory.get_device(util.state(req).db, uuid)))
+
+
+def _set_status(req: webob.Request, uuid: str, status: str) -> webob.Response:
+    util.query(req, schema.NO_QUERY)
+    st = util.state(req)
+    host = inventory.set_device_status(st.db, uuid, status)
+    if host:  # reserved follows the status: the conductor syncs that host's providers
+        st.conductor.host_changed(host)
+    return util.empty_response(200)
+
+
+def enable_device(req: webob.Request, uuid: str) -> webob.Response:
+    """POST /v2/devices/{uuid}/enable -> 200 no body (any microversion); 404."""
+    util.authorize(req, "cyborg:device:enable")
+    return _set_status(req, uuid, "enabled")
+
+
+def disable_device(req: webob.Request, uuid: str) -> webob.Response:
+    """POST /v2/devices/{uuid}/disable -> 200 no body, status maintaining; 404."""
+    util.authorize(req, "cyborg:device:disable")
+    return _set_status(req, uuid, "maintaining")
+
+
+# -- deployables ------------------------------------------------------------------------------
+
+def _deployable(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
+    return dict(record, links=links(req, "deployables", record["uuid"], bookmark=True))
+
+
+def list_deployables(req: webob.Request) -> webob.Response:
+    """GET /v2/deployables[?limit=&marker=] -> 200 {"deployables": [...]}."""
+    util.authorize(req, "cyborg:deployable:get_all")
+    q = util.query(req, schema.LIST_QUERY)
+    records = inventory.list_deployables(util.state(req).db, **page(req, q))
+    return util.json_response({"deployables": [_deployable(req, r) for r in records]})
+
+
+def show_deployable(req: webob.Request, uuid: str) -> webob.Response:
+    """GET /v2/deployables/{uuid} -> 200 the deployable; 404."""
+    util.authorize(req, "cyborg:deployable:get_one")
+    util.query(req, schema.NO_QUERY)
+    record = inventory.get_deployable(util.state(req).db, uuid)
+    return util.json_response(_deployable(req, record))
+
+
+# -- attributes -------------------------------------------------------------------------------
+
+def _attribute(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
+    return dict(record, links=links(req, "attributes", record["uuid"]))
+
+
+def list_attributes(req: webob.Request) -> webob.Response:
+    """GET /v2/attributes[?deployable_id=<int>&key=&limit=&marker=] -> 200 {"attributes"}."""
+    util.authorize(req, "cyborg:attribute:get_all")
+    q = util.query(req, schema.ATTRIBUTE_LIST_QUERY)
+    deployable_id = int(q["deployable_id"]) if "deployable_id" in q else None
+    records = inventory.list_attributes(util.state(req).db, deployable_id=deployable_id,
+                                        key=q.get("key"), **page(req, q))
+    return util.json_response({"attributes": [_attribute(req, r) for r in records]})
+
+
+def show_attribute(req: webob.Request, uuid: str) -> webob.Response:
+    """GET /v2/attributes/{uuid} -> 200 the attribute; 404."""
+    util.authorize(req, "cyborg:attribute:get_one")
+    util.query(req, schema.NO_QUERY)
+    return util.json_response(_attribute(req, inventory.get_attribute(util.state(req).db,
+                                                                      uuid)))
+
+
+def create_attribute(req: webob.Request) -> webob.Response:
+    """POST /v2/attributes {"deployable_id", "key", "value"} (bare, or wrapped in
+    "attribute" as openstacksdk sends it) -> 201 the attribute; 400 unknown deployable."""
+    util.authorize(req, "cyborg:attribute:create")
+    body = util.json_body(req, schema.ANY_JSON)
+    if isinstance(body, dict) and list(body) == ["attribute"]:
+        body = body["attribute"]
+    util.validate(body, schema.ATTRIBUTE, "body")
+    record = inventory.create_attribute(util.state(req).db, body["deployable_id"],
+                                        body["key"], body["value"])
+    return util.json_response(_attribute(req, record), status=201)
+
+
+def delete_attribute(req: webob.Request, uuid: str) -> webob.Response:
+    """DELETE /v2/attributes/{uuid} -> 204; 404."""
+    util.authorize(req, "cyborg:attribute:delete")
+    inventory.delete_attribute(util.state(req).db, uuid)
+    return util.empty_response(204)

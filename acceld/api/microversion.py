@@ -1,0 +1,112 @@
+"""Microversions of the Cyborg-compatible v2 API: the list, negotiation and headers.
+
+The client names a version with ``OpenStack-API-Version: accelerator X.Y`` (a bare
+``X.Y`` is still accepted, as Cyborg does, and logged as deprecated; ``latest`` means the
+maximum). No header means the minimum, 2.0, which is what Nova sends. Every response
+under ``/v2`` carries the range and the negotiated version (:func:`headers`), errors
+included; a version this service cannot serve is a 406 (:func:`negotiate`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import NamedTuple
+
+from acceld.api import errors
+
+LOG = logging.getLogger(__name__)
+
+SERVICE_TYPE = "accelerator"
+HEADER = "OpenStack-API-Version"
+ENV_KEY = "acceld.microversion"
+
+# One line per version: what a client gets from that version on. Append only.
+VERSIONS = [
+    "2.0",  # Ussuri: the v2 API (device_profiles, accelerator_requests, deployables, devices)
+    "2.1",  # Victoria: ARQ bind (PATCH) accepts /project_id
+    "2.2",  # Yoga: GET /v2/device_profiles/{name_or_uuid} accepts a name
+    "2.3",  # 2023.2: devices show "status"; POST /v2/devices/{uuid}/enable|disable
+]
+
+_VERSION_RE = re.compile(r"^(\d+)\.(\d+)$")
+
+
+class Version(NamedTuple):
+    major: int
+    minor: int
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+    @classmethod
+    def parse(cls, text: str) -> Version:
+        match = _VERSION_RE.match(text.strip())
+        if match is None:
+            raise ValueError(text)
+        return cls(int(match.group(1)), int(match.group(2)))
+
+
+MIN_VERSION = Version.parse(VERSIONS[0])
+MAX_VERSION = Version.parse(VERSIONS[-1])
+
+
+def _range_headers() -> dict[str, str]:
+    return {"OpenStack-API-Minimum-Version": str(MIN_VERSION),
+            "OpenStack-API-Maximum-Version": str(MAX_VERSION),
+            "Vary": HEADER}
+
+
+def headers(version: Version | None) -> dict[str, str]:
+    """The headers of every /v2 response (``version`` None: negotiation failed)."""
+    out = _range_headers()
+    if version is not None:
+        out[HEADER] = f"{SERVICE_TYPE} {version}"
+    return out
+
+
+def _requested(value: str | None) -> str | None:
+    """The accelerator entry of the header value, or None when it names no version."""
+    if value is None:
+        return None
+    for entry in value.split(","):
+        words = entry.split()
+        if len(words) == 2 and words[0].lower() == SERVICE_TYPE:
+            return words[1]
+        if len(words) == 1:
+            LOG.warning("Deprecated %s header without a service type: %r", HEADER, entry)
+            return words[0]
+    return None
+
+
+def _not_acceptable(detail: str) -> errors.HTTPError:
+    return errors.HTTPError(406, detail, "acceld.microversion", _range_headers())
+
+
+def negotiate(value: str | None) -> Version:
+    """The version to serve for the header ``value``; 406 (HTTPError) when there is none."""
+    requested = _requested(value)
+    if requested is None:
+        return MIN_VERSION
+    if requested.lower() == "latest":
+        return MAX_VERSION
+    try:
+        version = Version.parse(requested)
+    except ValueError:
+        raise _not_acceptable(f"Invalid value for {HEADER} header: {requested!r} is not "
+                              "'X.Y' or 'latest'.") from None
+    supported = f"The supported version range is: [{MIN_VERSION}, {MAX_VERSION}]."
+    if version.major != MAX_VERSION.major:
+        raise _not_acceptable(f"Mutually exclusive versions requested. Version {version} "
+                              f"requested but not supported by this service. {supported}")
+    if not MIN_VERSION <= version <= MAX_VERSION:
+        raise _not_acceptable(f"Version {version} was requested but the minor version is "
+                              f"not supported by this service. {supported}")
+    return version
+
+
+def of(environ: dict[str, object]) -> Version:
+    """The version the router negotiated for this request."""
+    version = environ.get(ENV_KEY)
+    assert isinstance(version, Version), "only /v2 routes have a microversion"
+    return version

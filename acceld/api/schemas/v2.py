@@ -1,0 +1,59 @@
+"""Schemas of the Cyborg-compatible v2 API (query strings and bodies).
+
+Every list takes ``limit`` and ``marker`` (openstacksdk sends them; Cyborg rejects them);
+any other unknown query parameter is a 400, as in Cyborg.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_UUID = {"type": "string", "format": "uuid",
+         "pattern": "^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?"
+                    "[0-9a-fA-F]{12}$"}
+_TEXT = {"type": "string", "minLength": 1, "maxLength": 255}
+_PAGE = {"limit": {"type": "string", "pattern": "^[1-9][0-9]{0,3}$"}, "marker": _UUID}
+
+
+def _query(**props: Any) -> dict[str, Any]:
+    return {"type": "object", "properties": dict(_PAGE, **props),
+            "additionalProperties": False}
+
+
+NO_QUERY = {"type": "object", "additionalProperties": False}
+LIST_QUERY = _query()
+DEVICE_LIST_QUERY = _query(type=_TEXT, vendor=_TEXT, hostname=_TEXT)
+ATTRIBUTE_LIST_QUERY = _query(deployable_id={"type": "string", "pattern": "^[0-9]{1,18}$"},
+                              key=_TEXT)
+PROFILE_LIST_QUERY = _query(name={"type": "string", "minLength": 1})
+PROFILE_DELETE_QUERY = {"type": "object", "properties": {"value": {"type": "string",
+                                                                    "minLength": 1}},
+                        "required": ["value"], "additionalProperties": False}
+
+ATTRIBUTE = {
+    "type": "object",
+    "properties": {"deployable_id": {"type": "integer", "minimum": 1},
+                   "key": _TEXT,
+                   "value": {"type": "string", "maxLength": 65535}},
+    "required": ["deployable_id", "key", "value"],
+    "additionalProperties": False,
+}
+# openstacksdk wraps the attribute in {"attribute": {...}}; Cyborg takes it bare.
+ANY_JSON: dict[str, Any] = {}
+
+# Cyborg takes a JSON list holding exactly one profile.
+PROFILE_LIST = {"type": "array"}
+PROFILE = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "minLength": 1, "maxLength": 255,
+                 "pattern": "^[a-zA-Z0-9-_]+$"},
+        "groups": {"type": "array", "minItems": 1,
+                   "items": {"type": "object", "minProperties": 1,
+                             "additionalProperties": {"type": ["string", "integer"]}}},
+        "description": {"type": ["string", "null"], "maxLength": 65535},
+        "uuid": _UUID,
+    },
+    "required": ["name", "groups"],
+    "additionalProperties": False,
+}

@@ -1,0 +1,180 @@
+"""The inventory as the Cyborg v2 API shows it: devices, deployables, attributes.
+
+Only devices an agent reported (``hostname IS NOT NULL``) are v2 devices; a v1 declared
+accelerator is not. Lists are ordered by id and paged with ``limit`` and a ``marker``
+uuid (an unknown marker is invalid input). Every public function is one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid as uuidlib
+from typing import Any
+
+from oslo_db import exception as db_exc
+from sqlalchemy import Select, delete, select, update
+from sqlalchemy.orm import Session
+
+from acceld import exception
+from acceld.db import models as m
+from acceld.db.api import Database
+
+DEVICE_STATUSES = ("enabled", "maintaining")
+
+
+def _page(s: Session, q: Select, model: type, limit: int | None,
+          marker: str | None) -> Select:
+    if marker is not None:
+        marker_id = s.execute(select(model.id).where(model.uuid == marker)).scalar()
+        if marker_id is None:
+            raise exception.InvalidInput(f"marker {marker} is not a known "
+                                         f"{model.__tablename__[:-1]}")
+        q = q.where(model.id > marker_id)
+    q = q.order_by(model.id)
+    return q.limit(limit) if limit is not None else q
+
+
+# -- devices ----------------------------------------------------------------------------------
+
+def _device(dev: m.Device) -> dict[str, Any]:
+    return {"uuid": dev.uuid, "type": dev.type, "vendor": dev.vendor, "model": dev.model,
+            "std_board_info": dev.std_board_info,
+            "vendor_board_info": dev.vendor_board_info, "hostname": dev.hostname,
+            "status": dev.status, "created_at": dev.created_at,
+            "updated_at": dev.updated_at}
+
+
+_REPORTED = m.Device.hostname.is_not(None)
+
+
+def list_devices(db: Database, *, type: str | None = None, vendor: str | None = None,
+                 hostname: str | None = None, limit: int | None = None,
+                 marker: str | None = None) -> list[dict[str, Any]]:
+    """Reported devices, with exact-match filters."""
+    with db.reader() as s:
+        q = select(m.Device).where(_REPORTED)
+        for column, value in ((m.Device.type, type), (m.Device.vendor, vendor),
+                              (m.Device.hostname, hostname)):
+            if value is not None:
+                q = q.where(column == value)
+        return [_device(d) for d in s.execute(_page(s, q, m.Device, limit, marker)).scalars()]
+
+
+def get_device(db: Database, uuid: str) -> dict[str, Any]:
+    with db.reader() as s:
+        dev = s.execute(select(m.Device).where(m.Device.uuid == uuid, _REPORTED)
+                        ).scalar_one_or_none()
+        if dev is None:
+            raise exception.NotFound(f"Device {uuid} could not be found.")
+        return _device(dev)
+
+
+def set_device_status(db: Database, uuid: str, status: str) -> str:
+    """Sets a reported device's ``status``; returns its host (whose Placement inventory
+    should now be synced: ``reserved`` follows the status)."""
+    if status not in DEVICE_STATUSES:
+        raise exception.InvalidInput(f"status must be one of {DEVICE_STATUSES}")
+    with db.writer() as s:
+        # No UPDATE ... RETURNING: MariaDB lacks it.
+        if s.execute(update(m.Device).where(m.Device.uuid == uuid, _REPORTED)
+                     .values(status=status)).rowcount == 0:
+            raise exception.NotFound(f"Device {uuid} could not be found.")
+        return s.execute(select(m.Device.hostname).where(m.Device.uuid == uuid)).scalar_one()
+
+
+# -- deployables ------------------------------------------------------------------------------
+
+def _deployable(dep: m.Deployable, attrs: list[tuple[str, str]]) -> dict[str, Any]:
+    return {"uuid": dep.uuid, "parent_id": dep.parent_id, "root_id": dep.root_id,
+            "name": dep.name, "num_accelerators": dep.num_accelerators,
+            "device_id": dep.device_id,
+            # Cyborg emits this as a JSON string of one-key objects, in row order.
+            "attributes_list": json.dumps([{k: v} for k, v in attrs]),
+            "rp_uuid": dep.rp_uuid, "driver_name": dep.driver_name,
+            "bitstream_id": dep.bitstream_id, "created_at": dep.created_at,
+            "updated_at": dep.updated_at}
+
+
+def _with_attributes(s: Session, deps: list[m.Deployable]) -> list[dict[str, Any]]:
+    attrs: dict[int, list[tuple[str, str]]] = {d.id: [] for d in deps}
+    if deps:
+        rows = s.execute(select(m.Attribute.deployable_id, m.Attribute.key,
+                                m.Attribute.value)
+                         .where(m.Attribute.deployable_id.in_(list(attrs)))
+                         .order_by(m.Attribute.id))
+        for dep_id, key, value in rows:
+            attrs[dep_id].append((key, value))
+    return [_deployable(d, attrs[d.id]) for d in deps]
+
+
+def list_deployables(db: Database, *, limit: int | None = None,
+                     marker: str | None = None) -> list[dict[str, Any]]:
+    with db.reader() as s:
+        q = select(m.Deployable)
+        deps = list(s.execute(_page(s, q, m.Deployable, limit, marker)).scalars())
+        return _with_attributes(s, deps)
+
+
+def get_deployable(db: Database, uuid: str) -> dict[str, Any]:
+    with db.reader() as s:
+        dep = s.execute(select(m.Deployable).where(m.Deployable.uuid == uuid)
+                        ).scalar_one_or_none()
+        if dep is None:
+            raise exception.NotFound(f"Deployable {uuid} could not be found.")
+        return _with_attributes(s, [dep])[0]
+
+
+# -- attributes -------------------------------------------------------------------------------
+
+def _attribute(attr: m.Attribute) -> dict[str, Any]:
+    return {"uuid": attr.uuid, "deployable_id": attr.deployable_id, "key": attr.key,
+            "value": attr.value, "created_at": attr.created_at,
+            "updated_at": attr.updated_at}
+
+
+def list_attributes(db: Database, *, deployable_id: int | None = None,
+                    key: str | None = None, limit: int | None = None,
+                    marker: str | None = None) -> list[dict[str, Any]]:
+    with db.reader() as s:
+        q = select(m.Attribute)
+        if deployable_id is not None:
+            q = q.where(m.Attribute.deployable_id == deployable_id)
+        if key is not None:
+            q = q.where(m.Attribute.key == key)
+        return [_attribute(a) for a in
+                s.execute(_page(s, q, m.Attribute, limit, marker)).scalars()]
+
+
+def get_attribute(db: Database, uuid: str) -> dict[str, Any]:
+    with db.reader() as s:
+        attr = s.execute(select(m.Attribute).where(m.Attribute.uuid == uuid)
+                         ).scalar_one_or_none()
+        if attr is None:
+            raise exception.NotFound(f"Attribute {uuid} could not be found.")
+        return _attribute(attr)
+
+
+def create_attribute(db: Database, deployable_id: int, key: str,
+                     value: str) -> dict[str, Any]:
+    """A new attribute of an existing deployable (not pushed to Placement, as in Cyborg)."""
+    with db.writer() as s:
+        exists = s.execute(select(m.Deployable.id).where(m.Deployable.id == deployable_id)
+                           ).scalar()
+        if exists is None:
+            raise exception.InvalidInput(f"deployable_id {deployable_id} is not a "
+                                         "deployable.")
+        attr = m.Attribute(uuid=str(uuidlib.uuid4()), deployable_id=deployable_id,
+                           key=key, value=value)
+        s.add(attr)
+        try:
+            s.flush()
+        except db_exc.DBReferenceError as exc:  # the deployable vanished meanwhile
+            raise exception.InvalidInput(f"deployable_id {deployable_id} is not a "
+                                         "deployable.") from exc
+        return _attribute(attr)
+
+
+def delete_attribute(db: Database, uuid: str) -> None:
+    with db.writer() as s:
+        if s.execute(delete(m.Attribute).where(m.Attribute.uuid == uuid)).rowcount == 0:
+            raise exception.NotFound(f"Attribute {uuid} could not be found.")

@@ -1,0 +1,80 @@
+"""Cyborg's v2 policy rules (names and base rules as upstream defines them).
+
+The defaults are Cyborg's *new* defaults, without the deprecated ``is_admin:True or
+project_id:%(project_id)s`` bridges that upstream still ORs in: inventory reads need the
+project manager role (or admin), device profile reads any project reader, and every write
+here needs admin. The legacy base rules are registered so that an operator's Cyborg policy
+file that refers to them keeps loading.
+"""
+
+from __future__ import annotations
+
+from oslo_policy import policy
+
+_IN_PROJECT = " and project_id:%(project_id)s"
+
+BASE_RULES = [
+    policy.RuleDefault("project_admin_api", "role:admin" + _IN_PROJECT,
+                       "An administrator of the project."),
+    policy.RuleDefault("project_manager_api", "role:manager" + _IN_PROJECT,
+                       "A manager of the project."),
+    policy.RuleDefault("project_member_or_admin", "rule:project_member_api or rule:admin_api",
+                       "Project member or administrator."),
+    policy.RuleDefault("project_manager_or_admin",
+                       "rule:project_manager_api or rule:admin_api",
+                       "Project manager or administrator."),
+    policy.RuleDefault("project_member_or_service",
+                       "rule:project_member_api or rule:service_api",
+                       "Project member or an OpenStack service."),
+    # Cyborg's legacy rules, for policy files written against them.
+    policy.RuleDefault("public_api", "is_public_api:True", "Internal flag for public API."),
+    policy.RuleDefault("allow", "@", "Always allowed."),
+    policy.RuleDefault("deny", "!", "Always denied."),
+    policy.RuleDefault("is_admin", "rule:admin_api", "Legacy: administrator."),
+    policy.RuleDefault("admin_or_owner", "is_admin:True or project_id:%(project_id)s",
+                       "Legacy: administrator or owner."),
+    policy.RuleDefault("admin_or_user", "is_admin:True or user_id:%(user_id)s",
+                       "Legacy: administrator or the user."),
+    policy.RuleDefault("default", "rule:admin_or_owner", "Legacy default rule."),
+]
+
+
+def _rule(name: str, check: str, desc: str,
+          *operations: tuple[str, str]) -> policy.DocumentedRuleDefault:
+    return policy.DocumentedRuleDefault(
+        name=name, check_str=check, description=desc,
+        operations=[{"method": method, "path": path} for method, path in operations],
+        scope_types=["project"])
+
+
+_MANAGER = "rule:project_manager_or_admin"
+_ADMIN = "rule:admin_api"
+
+RULES = [
+    _rule("cyborg:device:get_all", _MANAGER, "List devices.", ("GET", "/v2/devices")),
+    _rule("cyborg:device:get_one", _MANAGER, "Show a device.", ("GET", "/v2/devices/{uuid}")),
+    _rule("cyborg:device:enable", _ADMIN, "Enable a device (schedulable again).",
+          ("POST", "/v2/devices/{uuid}/enable")),
+    _rule("cyborg:device:disable", _ADMIN, "Disable a device (maintenance).",
+          ("POST", "/v2/devices/{uuid}/disable")),
+    _rule("cyborg:deployable:get_all", _MANAGER, "List deployables.",
+          ("GET", "/v2/deployables")),
+    _rule("cyborg:deployable:get_one", _MANAGER, "Show a deployable.",
+          ("GET", "/v2/deployables/{uuid}")),
+    _rule("cyborg:attribute:get_all", _MANAGER, "List attributes.", ("GET", "/v2/attributes")),
+    _rule("cyborg:attribute:get_one", _MANAGER, "Show an attribute.",
+          ("GET", "/v2/attributes/{uuid}")),
+    _rule("cyborg:attribute:create", _ADMIN, "Create an attribute.",
+          ("POST", "/v2/attributes")),
+    _rule("cyborg:attribute:delete", _ADMIN, "Delete an attribute.",
+          ("DELETE", "/v2/attributes/{uuid}")),
+    _rule("cyborg:device_profile:get_all", "rule:project_reader_or_admin",
+          "List device profiles.", ("GET", "/v2/device_profiles")),
+    _rule("cyborg:device_profile:get_one", "rule:project_reader_or_admin",
+          "Show a device profile by uuid (or by name from 2.2).",
+          ("GET", "/v2/device_profiles/{name_or_uuid}")),
+    _rule("cyborg:device_profile:create", _ADMIN, "Create a device profile.",
+          ("POST", "/v2/device_profiles")),
+    _rule("cyborg:device_profile:delete", _ADMIN, "Delete device profiles by uuid or names.",
+          ("DELETE", "/v2/device_profiles"), ("DELETE", "/v2/device_profiles/{name_or_uuid}")),
+]
