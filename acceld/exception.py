@@ -3,11 +3,15 @@
 Hierarchy::
 
     AccelDError
-    ├── NotFound            (AcceleratorNotFound, ServiceNotFound, DriverNotFound)
+    ├── NotFound            (AcceleratorNotFound, ServiceNotFound, DriverNotFound,
+    │                        ARQNotFound, NoFreeAttachHandle)
     ├── Conflict            (DuplicateName, RevisionConflict, InvalidStateTransition,
-    │                        AlreadyAttached, AllocationsExist, NotReady)
-    ├── InvalidInput
-    └── Unavailable         (HostUnreachable, OperationFailed)
+    │                        AlreadyAttached, AllocationsExist, NotReady, ARQBadState)
+    ├── InvalidInput        (InvalidReport)
+    ├── Forbidden           (a hard rule policy cannot relax: the service-token gate)
+    ├── NotResolved         (423: an instance's ARQs are not all resolved yet)
+    ├── Unavailable         (HostUnreachable)
+    └── OperationFailed
 
 Every exception takes a single message so that it survives oslo.messaging's remote
 error round trip (the class is rebuilt on the caller's side from ``acceld.exception``).
@@ -91,3 +95,32 @@ class HostUnreachable(Unavailable):
 
 class OperationFailed(AccelDError):
     code = "acceld.operation.failed"
+
+
+# -- accelerator requests (Cyborg v2) ---------------------------------------------------------
+# Appended after the hierarchy above: Forbidden and NotResolved are mapped to 403 and 423.
+
+class ARQNotFound(NotFound):
+    code = "acceld.arq.not_found"
+
+
+class ARQBadState(Conflict):
+    """An ARQ is not in a state the requested change may start from (Cyborg: 500)."""
+
+    code = "acceld.arq.bad_state"
+
+
+class NoFreeAttachHandle(NotFound):
+    code = "acceld.arq.no_attach_handle"
+
+
+class Forbidden(AccelDError):
+    """The caller may not do this whatever the policy says (the service-token gate)."""
+
+    code = "acceld.arq.service_token_required"
+
+
+class NotResolved(AccelDError):
+    """``bind_state=resolved`` for an instance whose ARQs are not all resolved (423)."""
+
+    code = "acceld.arq.not_resolved"

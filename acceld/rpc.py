@@ -12,7 +12,8 @@ RPC API versions (one line of history each; a test guards the list):
 
 * 1.0: initial: conductor report_inventory, heartbeat, operation_done,
   create_accelerator, set_state, attach, detach, discover, driver_action,
-  placement_sync, host_changed; agent discover_now, run_operation, driver_action, host_attachment.
+  placement_sync, host_changed; agent discover_now, run_operation, driver_action, host_attachment;
+  conductor arq_bind, arq_unbind (Cyborg v2 accelerator requests).
 """
 
 from __future__ import annotations
@@ -255,6 +256,13 @@ class ConductorClient:
 
     def placement_sync(self, host: str | None, dry_run: bool) -> list[dict[str, Any]]:
         return self._call("placement_sync", host=host, dry_run=dry_run)
+
+    def arq_bind(self, patch: dict[str, dict[str, str]], project_id: str | None) -> None:
+        """Bind ARQs: uuid -> {hostname, device_rp_uuid, instance_uuid, project_id}."""
+        self._call("arq_bind", patch=patch, project_id=project_id)
+
+    def arq_unbind(self, uuids: list[str], project_id: str | None) -> None:
+        self._call("arq_unbind", uuids=uuids, project_id=project_id)
 
 
 class AgentClient:

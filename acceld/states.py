@@ -71,3 +71,41 @@ def request_target(current: str, requested: str) -> str | None:
     if not can_transition(current, transient):
         raise ValueError(f"cannot go from {current!r} to {requested!r}")
     return transient
+
+
+# -- accelerator requests (Cyborg v2 ARQs) ---------------------------------------------------
+# Contract 3.1. Every ARQ state change is a compare-and-swap on the allowed-from set below
+# (``UPDATE ... WHERE state IN (...)``, row count checked). Unlike upstream, UnbindFailed
+# has a row (upstream's matrix lacks it, a KeyError when reached) and may be left by a
+# retried unbind or a delete.
+
+ARQ_INITIAL = "Initial"
+ARQ_BIND_STARTED = "BindStarted"
+ARQ_BOUND = "Bound"
+ARQ_UNBOUND = "Unbound"
+ARQ_BIND_FAILED = "BindFailed"
+ARQ_UNBIND_FAILED = "UnbindFailed"
+ARQ_DELETING = "Deleting"
+
+ARQ_STATES = (ARQ_INITIAL, ARQ_BIND_STARTED, ARQ_BOUND, ARQ_UNBOUND, ARQ_BIND_FAILED,
+              ARQ_UNBIND_FAILED, ARQ_DELETING)
+
+# target state -> states it may be entered from.
+ARQ_TRANSITIONS: dict[str, frozenset[str]] = {
+    ARQ_BIND_STARTED: frozenset({ARQ_INITIAL, ARQ_UNBOUND}),
+    ARQ_BOUND: frozenset({ARQ_BIND_STARTED}),
+    ARQ_BIND_FAILED: frozenset({ARQ_BIND_STARTED, ARQ_BOUND}),
+    ARQ_UNBOUND: frozenset({ARQ_INITIAL, ARQ_BIND_STARTED, ARQ_BOUND, ARQ_BIND_FAILED,
+                            ARQ_UNBIND_FAILED}),
+    ARQ_UNBIND_FAILED: frozenset({ARQ_BIND_STARTED, ARQ_BOUND, ARQ_BIND_FAILED}),
+    ARQ_DELETING: frozenset({ARQ_INITIAL, ARQ_BIND_STARTED, ARQ_BOUND, ARQ_UNBOUND,
+                             ARQ_BIND_FAILED, ARQ_UNBIND_FAILED}),
+}
+
+# What Nova treats as the end of a bind: Bound -> event "completed", the others "failed".
+ARQ_RESOLVED = frozenset({ARQ_BOUND, ARQ_BIND_FAILED, ARQ_DELETING})
+
+
+def arq_can_transition(current: str, target: str) -> bool:
+    """True when an ARQ may go from ``current`` to ``target``."""
+    return current in ARQ_TRANSITIONS.get(target, frozenset())

@@ -23,6 +23,8 @@ _STATUS = (
     (exception.InvalidInput, 400),
     (exception.HostUnreachable, 503),
     (exception.OperationFailed, 502),
+    (exception.Forbidden, 403),
+    (exception.NotResolved, 423),
 )
 
 

@@ -18,7 +18,14 @@ import routes
 import webob
 
 from acceld.api import errors, microversion, util
-from acceld.api.handlers import accelerators, device_profiles, operator, root, v2_inventory
+from acceld.api.handlers import (
+    accelerators,
+    arqs,
+    device_profiles,
+    operator,
+    root,
+    v2_inventory,
+)
 
 Handler = Callable[..., webob.Response]
 
@@ -54,6 +61,10 @@ ROUTES: dict[str, dict[str, Handler]] = {
                             "DELETE": device_profiles.delete_profiles},
     "/v2/device_profiles/{name_or_uuid}": {"GET": device_profiles.show_profile,
                                            "DELETE": device_profiles.delete_profile},
+    "/v2/accelerator_requests": {"GET": arqs.list_arqs, "POST": arqs.create_arqs,
+                                 "PATCH": arqs.update_arqs, "DELETE": arqs.delete_arqs},
+    "/v2/accelerator_requests/{uuid}": {"GET": arqs.show_arq, "PATCH": arqs.update_arqs,
+                                        "DELETE": arqs.delete_arq},
 }
 
 MOUNT_PREFIX = "/accelerator"

@@ -20,6 +20,7 @@ from oslo_config import cfg
 
 import acceld
 from acceld import exception, reports
+from acceld.conductor import binding
 from acceld.conductor.placement_apply import PlacementSyncer
 from acceld.db import models as m
 from acceld.db.api import Database
@@ -272,6 +273,17 @@ class ConductorManager:
             except exception.AccelDError as exc:
                 results.append({"host": h, "driver": name, "ok": False, "error": str(exc)})
         return results
+
+    # -- accelerator requests (Cyborg v2) ---------------------------------------------
+    def arq_bind(self, patch: dict[str, dict[str, str]],
+                 project_id: str | None = None) -> None:
+        """Bind ARQs (uuid -> hostname, device_rp_uuid, instance_uuid, project_id); raises
+        the first error after trying every ARQ. ``project_id`` None: any project's ARQs."""
+        binding.Binder(self._db).bind(patch, project_id)
+
+    def arq_unbind(self, uuids: list[str], project_id: str | None = None) -> None:
+        """Unbind ARQs (handles freed, host cleared); raises the first error."""
+        binding.Binder(self._db).unbind(uuids, project_id)
 
 
 def _identity_of(db: Database, uuid: str) -> str:

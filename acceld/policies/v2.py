@@ -2,9 +2,10 @@
 
 The defaults are Cyborg's *new* defaults, without the deprecated ``is_admin:True or
 project_id:%(project_id)s`` bridges that upstream still ORs in: inventory reads need the
-project manager role (or admin), device profile reads any project reader, and every write
-here needs admin. The legacy base rules are registered so that an operator's Cyborg policy
-file that refers to them keeps loading.
+project manager role (or admin), device profile reads any project reader, accelerator
+request reads any project reader and their writes a project member or a service, and every
+other write here needs admin. The legacy base rules are registered so that an operator's
+Cyborg policy file that refers to them keeps loading.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ def _rule(name: str, check: str, desc: str,
 
 _MANAGER = "rule:project_manager_or_admin"
 _ADMIN = "rule:admin_api"
+_MEMBER_OR_SERVICE = "rule:project_member_or_service"
 
 RULES = [
     _rule("cyborg:device:get_all", _MANAGER, "List devices.", ("GET", "/v2/devices")),
@@ -77,4 +79,17 @@ RULES = [
           ("POST", "/v2/device_profiles")),
     _rule("cyborg:device_profile:delete", _ADMIN, "Delete device profiles by uuid or names.",
           ("DELETE", "/v2/device_profiles"), ("DELETE", "/v2/device_profiles/{name_or_uuid}")),
+    # Accelerator requests: rows are scoped to the caller's project in the database layer;
+    # bind, unbind and instance deletes also need a service token (not a policy rule).
+    _rule("cyborg:arq:create", _MEMBER_OR_SERVICE, "Create accelerator requests from a "
+          "device profile.", ("POST", "/v2/accelerator_requests")),
+    _rule("cyborg:arq:get_all", "rule:project_reader_or_admin", "List accelerator requests.",
+          ("GET", "/v2/accelerator_requests")),
+    _rule("cyborg:arq:get_one", "rule:project_reader_or_admin", "Show an accelerator request.",
+          ("GET", "/v2/accelerator_requests/{uuid}")),
+    _rule("cyborg:arq:update", _MEMBER_OR_SERVICE, "Bind or unbind accelerator requests.",
+          ("PATCH", "/v2/accelerator_requests"), ("PATCH", "/v2/accelerator_requests/{uuid}")),
+    _rule("cyborg:arq:delete", _MEMBER_OR_SERVICE, "Delete accelerator requests.",
+          ("DELETE", "/v2/accelerator_requests"),
+          ("DELETE", "/v2/accelerator_requests/{uuid}")),
 ]

@@ -17,6 +17,11 @@ Fixtures (name them under ``fixtures:`` in a YAML file, StackFixture first):
 * :class:`AllocationFixture`: one device profile and one ``Bound`` accelerator request on
   the deployable of ``host2-fake-gpu-0``; exports ``ACCELD_ALLOCATED_UUID`` (that
   accelerator) and ``ACCELD_ALLOCATED_INSTANCE`` (the request's instance).
+* :class:`DeployableRPFixture`: exports the Placement resource provider uuid of every
+  reported deployable as ``ACCELD_<HOST>_<TYPE>_RP`` (``ACCELD_HOST1_QAT_RP``: the fake QAT
+  deployable on host1, four PCI attach handles; ``ACCELD_HOST1_GPU_RP``: one handle).
+* :class:`PendingBindFixture`: an ARQ of project ``proj1`` stuck in ``BindStarted`` for
+  instance ``ACCELD_PENDING_INSTANCE`` (a bind in progress: ``bind_state=resolved`` is 423).
 * :class:`FailInstallFixture`: the fake driver's control file makes every install fail.
 * :class:`AgentLoopsFixture`: runs the agents' report loops, so a driver action or
   ``POST /v1/discover`` leads to a report without a test calling ``report_all``.
@@ -187,6 +192,42 @@ class AllocationFixture(_EnvFixture):
             device_uuid = dev.uuid
         self.set_env({f"{ENV_PREFIX}ALLOCATED_UUID": device_uuid,
                       f"{ENV_PREFIX}ALLOCATED_INSTANCE": instance})
+
+    def stop_fixture(self) -> None:
+        self.restore_env()
+
+
+class DeployableRPFixture(_EnvFixture):
+    """``ACCELD_<HOST>_<TYPE>_RP`` -> rp_uuid of that device's deployable (ARQ binds)."""
+
+    def start_fixture(self) -> None:
+        with _stack().db.reader() as s:
+            rows = s.execute(select(m.Device.hostname, m.Device.type, m.Deployable.rp_uuid)
+                             .join(m.Deployable, m.Deployable.device_id == m.Device.id)
+                             .where(m.Deployable.rp_uuid.is_not(None))).all()
+        self.set_env({f"{ENV_PREFIX}{row.hostname.upper()}_{row.type}_RP": row.rp_uuid
+                      for row in rows})
+
+    def stop_fixture(self) -> None:
+        self.restore_env()
+
+
+class PendingBindFixture(_EnvFixture):
+    """A BindStarted ARQ of proj1 for a fresh instance (what a bind in progress looks like)."""
+
+    def start_fixture(self) -> None:
+        instance = str(uuidlib.uuid4())
+        with _stack().db.writer() as s:
+            profile = m.DeviceProfile(
+                uuid=str(uuidlib.uuid4()), name="gabbi-pending",
+                profile_json=json.dumps({"groups": [{"resources:CUSTOM_QAT": "1"}]}))
+            s.add(profile)
+            s.flush()
+            s.add(m.ExtendedAcceleratorRequest(
+                uuid=str(uuidlib.uuid4()), project_id="proj1", state="BindStarted",
+                device_profile_id=profile.id, device_profile_group_id=0, hostname="host1",
+                instance_uuid=instance, substate="Initial"))
+        self.set_env({f"{ENV_PREFIX}PENDING_INSTANCE": instance})
 
     def stop_fixture(self) -> None:
         self.restore_env()

@@ -79,6 +79,12 @@ ALLOWED: dict[str, set[str]] = {
     "cyborg:device_profile:get_one": {"admin", "member", "manager", "service", "reader"},
     "cyborg:device_profile:create": {"admin"},
     "cyborg:device_profile:delete": {"admin"},
+    # Accelerator requests: any project member or a service (readers may only read).
+    "cyborg:arq:create": {"admin", "member", "manager", "service"},
+    "cyborg:arq:get_all": {"admin", "member", "manager", "service", "reader"},
+    "cyborg:arq:get_one": {"admin", "member", "manager", "service", "reader"},
+    "cyborg:arq:update": {"admin", "member", "manager", "service"},
+    "cyborg:arq:delete": {"admin", "member", "manager", "service"},
 }
 
 

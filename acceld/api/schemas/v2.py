@@ -57,3 +57,39 @@ PROFILE = {
     "required": ["name", "groups"],
     "additionalProperties": False,
 }
+
+# -- accelerator requests ---------------------------------------------------------------------
+# POST: other keys are ignored, as in Cyborg.
+ARQ_CREATE = {
+    "type": "object",
+    "properties": {"device_profile_name": _TEXT},
+    "required": ["device_profile_name"],
+}
+ARQ_LIST_QUERY = _query(instance=_UUID, bind_state={"enum": ["resolved"]})
+ARQ_DELETE_QUERY = {
+    "type": "object",
+    "properties": {"arqs": {"type": "string", "minLength": 1}, "instance": _UUID},
+    "additionalProperties": False,
+}
+ARQ_PATCH_PATHS = ("/hostname", "/device_rp_uuid", "/instance_uuid", "/project_id")
+_UUID_PATHS = {"enum": ["/device_rp_uuid", "/instance_uuid"]}
+_PATCH_OP = {
+    "type": "object",
+    "properties": {"op": {"enum": ["add", "remove"]}, "path": {"enum": list(ARQ_PATCH_PATHS)},
+                   "value": {}},
+    "required": ["op", "path"],
+    "allOf": [
+        # Cyborg fails with a 500 on an add without a value and stores any value.
+        {"if": {"properties": {"op": {"const": "add"}}},
+         "then": {"required": ["value"], "properties": {"value": _TEXT}}},
+        {"if": {"properties": {"op": {"const": "add"}, "path": _UUID_PATHS}},
+         "then": {"properties": {"value": _UUID}}},
+    ],
+}
+# {arq_uuid: [json-patch op, ...], ...}
+ARQ_PATCH = {
+    "type": "object",
+    "minProperties": 1,
+    "propertyNames": {"pattern": _UUID["pattern"]},
+    "additionalProperties": {"type": "array", "minItems": 1, "items": _PATCH_OP},
+}

@@ -1,0 +1,171 @@
+"""Cyborg v2 accelerator requests (ARQs): ``/v2/accelerator_requests``.
+
+Contract: shared/docs/cyborg-v2-contract.md 1.3 rows 6-10, 1.4 and 3 (summary in
+docs/api-v2.md). Non-admins see only their project's ARQs. The API writes the ARQ rows of
+a create and a delete itself; binding and unbinding go to the conductor (one RPC for the
+whole request). Where Cyborg answers a client mistake with 500 (no profile name, a bad
+``bind_state``, both or neither of ``arqs``/``instance``, an add without a value, an ARQ in
+the wrong state) acceld answers 400 or 409 naming the problem.
+
+The service-token gate (CVE-2026-40214) cannot be relaxed by policy: bind, unbind,
+``DELETE ?instance=`` and deleting an ARQ tied to an instance need ``service`` among the
+service token's roles.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import webob
+
+from acceld.api import errors, microversion, util
+from acceld.api.handlers.v2_inventory import links
+from acceld.api.schemas import v2 as schema
+from acceld.objects import arqs as arq_objects
+
+PROJECT_ID_VERSION = microversion.Version(2, 1)
+SERVICE_ROLE = "service"
+BIND_FIELDS = ("hostname", "device_rp_uuid", "instance_uuid")
+
+
+def _present(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
+    return dict(record, links=links(req, "accelerator_requests", record["uuid"]))
+
+
+def _scope(req: webob.Request) -> str | None:
+    """The project whose ARQs the caller sees; None (every project) for an admin."""
+    ctx = req.environ["acceld.context"]
+    return None if ctx.is_admin else ctx.project_id
+
+
+def _has_service_token(req: webob.Request) -> bool:
+    return SERVICE_ROLE in (req.environ["acceld.context"].service_roles or [])
+
+
+def _require_service_token(req: webob.Request) -> None:
+    if not _has_service_token(req):
+        raise errors.HTTPError(403, "This operation requires a service token. Use the "
+                               "Compute API to manage instance accelerators.",
+                               "acceld.service_token_required")
+
+
+def parse_ops(uuid: str, ops: list[dict[str, Any]], version: microversion.Version,
+              is_admin: bool, project_id: str | None) -> dict[str, str] | None:
+    """One ARQ's patch (already schema-valid), checked in Cyborg's order: the bind fields
+    (an add), or None (a remove = unbind). Raises HTTPError 400/406/403."""
+    kinds = {op["op"] for op in ops}
+    if len(kinds) != 1:
+        raise errors.HTTPError(400, f"Patch of ARQ {uuid}: the operations must be all "
+                               "'add' (bind) or all 'remove' (unbind).", "acceld.invalid_input")
+    values = {op["path"][1:]: op.get("value") for op in ops}
+    if "project_id" in values:
+        if version < PROJECT_ID_VERSION:
+            raise errors.HTTPError(406, f"Patching /project_id needs microversion "
+                                   f"{PROJECT_ID_VERSION} or later.", "acceld.microversion")
+        if not is_admin:
+            raise errors.HTTPError(403, "Policy does not allow cyborg:arq:update to be "
+                                   "performed.", "acceld.forbidden")
+    if kinds == {"remove"}:
+        return None
+    absent = [f for f in BIND_FIELDS if f not in values]
+    if absent:
+        raise errors.HTTPError(400, f"Fields absent in patch of ARQ {uuid}: "
+                               f"{', '.join(absent)}.", "acceld.invalid_input")
+    fields = {f: values[f] for f in BIND_FIELDS}
+    fields["instance_uuid"] = util.canonical_uuid(fields["instance_uuid"])
+    fields["device_rp_uuid"] = util.canonical_uuid(fields["device_rp_uuid"])
+    fields["project_id"] = values.get("project_id") or project_id
+    return fields
+
+
+def create_arqs(req: webob.Request) -> webob.Response:
+    """POST /v2/accelerator_requests {"device_profile_name"} -> 201 {"arqs": [...]}, one
+    Initial ARQ per requested unit of each group; 400 no name; 404 unknown profile."""
+    util.authorize(req, "cyborg:arq:create")
+    util.query(req, schema.NO_QUERY)
+    body = util.json_body(req, schema.ARQ_CREATE)
+    records = arq_objects.create(util.state(req).db, body["device_profile_name"],
+                                 req.environ["acceld.context"].project_id)
+    return util.json_response({"arqs": [_present(req, r) for r in records]}, status=201)
+
+
+def list_arqs(req: webob.Request) -> webob.Response:
+    """GET /v2/accelerator_requests[?instance=<uuid>][&bind_state=resolved] -> 200
+    {"arqs": [...]}; 423 when an instance's ARQs are not all resolved; 400 bad query."""
+    util.authorize(req, "cyborg:arq:get_all")
+    q = util.query(req, schema.ARQ_LIST_QUERY)
+    instance = util.canonical_uuid(q["instance"]) if "instance" in q else None
+    records = arq_objects.list_arqs(util.state(req).db, project_id=_scope(req),
+                                    instance_uuid=instance)
+    if "bind_state" in q:
+        records = arq_objects.resolved(records, by_instance=instance is not None)
+    return util.json_response({"arqs": [_present(req, r) for r in records]})
+
+
+def show_arq(req: webob.Request, uuid: str) -> webob.Response:
+    """GET /v2/accelerator_requests/{uuid} -> 200 the bare ARQ; 404 (also another
+    project's)."""
+    util.authorize(req, "cyborg:arq:get_one")
+    util.query(req, schema.NO_QUERY)
+    record = arq_objects.get(util.state(req).db, uuid, project_id=_scope(req))
+    return util.json_response(_present(req, record))
+
+
+def update_arqs(req: webob.Request, uuid: str | None = None) -> webob.Response:
+    """PATCH /v2/accelerator_requests {arq_uuid: [json-patch ops]} -> 202 no body (a
+    trailing /{uuid} is ignored; the body wins). All adds bind, all removes unbind; 400
+    bad patch or instance already bound; 403 no service token; 404 unknown ARQ, deployable
+    or no free handle; 406 /project_id below 2.1; 409 ARQ in the wrong state."""
+    util.authorize(req, "cyborg:arq:update")
+    util.query(req, schema.NO_QUERY)
+    body = util.json_body(req, schema.ARQ_PATCH)
+    ctx = req.environ["acceld.context"]
+    version = microversion.of(req.environ)
+    patch = {util.canonical_uuid(u): parse_ops(u, ops, version, ctx.is_admin, ctx.project_id)
+             for u, ops in body.items()}
+    binds = {u: f for u, f in patch.items() if f is not None}
+    if binds and len(binds) != len(patch):
+        raise errors.HTTPError(400, "One request either binds or unbinds ARQs, not both.",
+                               "acceld.invalid_input")
+    _require_service_token(req)
+    conductor = util.state(req).conductor
+    if binds:
+        conductor.arq_bind(binds, _scope(req))
+    else:
+        conductor.arq_unbind(sorted(patch), _scope(req))
+    return util.empty_response(202)
+
+
+def delete_arqs(req: webob.Request) -> webob.Response:
+    """DELETE /v2/accelerator_requests?arqs=u1,u2 | ?instance=<uuid> -> 204 (unbinding
+    first). ``arqs``: all or nothing, 404 for a missing one, 403 without a service token
+    for one tied to an instance. ``instance``: idempotent, always needs a service token.
+    Both or neither: 400."""
+    util.authorize(req, "cyborg:arq:delete")
+    q = util.query(req, schema.ARQ_DELETE_QUERY)
+    if ("arqs" in q) == ("instance" in q):
+        raise errors.HTTPError(400, "Exactly one of the query parameters 'arqs' and "
+                               "'instance' is required.", "acceld.invalid_input")
+    if "instance" in q:
+        _require_service_token(req)
+        arq_objects.delete_by_instance(util.state(req).db, util.canonical_uuid(q["instance"]),
+                                       project_id=_scope(req))
+        return util.empty_response(204)
+    uuids = [util.canonical_uuid(u) for u in q["arqs"].split(",") if u]
+    return _delete_uuids(req, uuids)
+
+
+def _delete_uuids(req: webob.Request, uuids: list[str]) -> webob.Response:
+    if not uuids:
+        raise errors.HTTPError(400, "No ARQ named in 'arqs'.", "acceld.invalid_input")
+    # Freed handles need no host clean-up today (PCI only); see conductor/binding.HostWork.
+    arq_objects.delete_by_uuids(util.state(req).db, uuids, project_id=_scope(req),
+                                service=_has_service_token(req))
+    return util.empty_response(204)
+
+
+def delete_arq(req: webob.Request, uuid: str) -> webob.Response:
+    """DELETE /v2/accelerator_requests/{uuid} -> 204; as ``?arqs=<uuid>``."""
+    util.authorize(req, "cyborg:arq:delete")
+    util.query(req, schema.NO_QUERY)
+    return _delete_uuids(req, [uuid])
