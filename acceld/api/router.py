@@ -70,11 +70,23 @@ ROUTES: dict[str, dict[str, Handler]] = {
 MOUNT_PREFIX = "/accelerator"
 
 
-def _strip_mount_prefix(environ: dict[str, Any]) -> None:
+# The first segments of the v2 collections; Cyborg's root controller serves them without
+# the "/v2" (e.g. "/devices"), and the upstream CLI relies on that when it is pointed at
+# the unversioned endpoint.
+V2_COLLECTIONS = frozenset(path.split("/")[2] for path in ROUTES
+                           if path.startswith("/v2/"))
+
+
+def _normalise_path(environ: dict[str, Any]) -> None:
+    """Strip devstack's "/accelerator" mount and put a missing "/v2" back."""
     path = environ.get("PATH_INFO", "")
     if path == MOUNT_PREFIX or path.startswith(MOUNT_PREFIX + "/"):
-        environ["PATH_INFO"] = path[len(MOUNT_PREFIX):] or "/"
+        path = path[len(MOUNT_PREFIX):] or "/"
         environ["SCRIPT_NAME"] = environ.get("SCRIPT_NAME", "") + MOUNT_PREFIX
+    first = path.split("/", 2)[1] if path.startswith("/") and len(path) > 1 else ""
+    if first in V2_COLLECTIONS:
+        path = "/v2" + path
+    environ["PATH_INFO"] = path
 
 
 def _is_v2(path: str) -> bool:
@@ -91,7 +103,7 @@ class Router:
                 self._mapper.connect(path + "/", path_template=path)
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        _strip_mount_prefix(environ)
+        _normalise_path(environ)
         req = webob.Request(environ)
         v2 = _is_v2(req.path_info)
         try:

@@ -14,9 +14,11 @@ from oslo_config import cfg
 from acceld import rpc
 from acceld.agent.manager import AgentManager
 from acceld.api import deploy
+from acceld.clients import nova as nova_client
 from acceld.clients import placement as placement_client
 from acceld.conductor.manager import ConductorManager
 from acceld.conductor.placement_apply import PlacementSyncer
+from acceld.conf import nova as nova_conf
 from acceld.conf import placement as placement_conf
 from acceld.db import migration
 from acceld.db.api import Database, default_sqlite_url
@@ -44,10 +46,19 @@ def placement_syncer(conf: cfg.ConfigOpts, db: Database) -> PlacementSyncer | No
     return PlacementSyncer(conf, db, client)
 
 
+def nova_notifier(conf: cfg.ConfigOpts) -> nova_client.NovaClient | None:
+    """The client that tells Nova about resolved binds, or None when [nova] is not
+    configured (no events; Nova polls the ARQs)."""
+    if not nova_conf.enabled(conf):
+        return None
+    return nova_client.NovaClient(nova_client.make_adapter(conf))
+
+
 def start_conductor(conf: cfg.ConfigOpts, db: Database,
                     transport: rpc.Transport) -> tuple[ConductorManager, rpc.Server]:
     manager = ConductorManager(conf, db, rpc.AgentClient(transport, timeout=conf.rpc_timeout),
-                               placement=placement_syncer(conf, db))
+                               placement=placement_syncer(conf, db),
+                               nova=nova_notifier(conf))
     server = transport.serve(rpc.CONDUCTOR_TOPIC, conf.host, manager)
     manager.start()
     server.start()

@@ -5,17 +5,28 @@ No SQL here. A bind is ``begin_bind`` (BindStarted) -> ``claim_handle`` -> host 
 handle. Each ARQ of a request is bound on its own, so one bad ARQ does not stop the others;
 the first error is raised once every ARQ was tried (the API turns it into the response).
 
-Hook points (no driver needs them yet): :class:`HostWork` is where FPGA programming and
-mdev creation/removal on the ARQ's host belong, and :meth:`Binder.bind` is where Nova's
-``accelerator-request-bound`` external event (contract 3.2 step 3) would be sent.
+Hook point (no driver needs it yet): :class:`HostWork` is where FPGA programming and
+mdev creation/removal on the ARQ's host belong.
+
+Nova notification (contract 3.2 step 3): with a notifier (``[nova]`` configured), once
+every ARQ of an instance is resolved (Bound -> ``completed``; BindFailed, Deleting or gone
+-> ``failed``) one ``accelerator-request-bound`` request carries one event per ARQ. An
+instance whose binds have not resolved within ``bind_timeout`` is given up: its
+BindStarted ARQs become BindFailed and Nova is told ``failed`` for each ARQ that is not
+Bound, instead of being left to its own (longer) timeout. Each instance is notified at most
+once per bind; a failed notification is logged, never raised (Nova also polls the ARQs).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from typing import Any, Protocol
 
 from acceld import exception
+from acceld import states as st
+from acceld.clients import nova
 from acceld.db.api import Database
 from acceld.objects import arqs
 
@@ -41,24 +52,136 @@ class NoHostWork:
         return None
 
 
+class Notifier(Protocol):
+    """Nova's external-events API (``clients.nova.NovaClient``)."""
+
+    def send_external_events(self, events: list[nova.BoundEvent]) -> None: ...
+
+
 class Binder:
-    def __init__(self, db: Database, host_work: HostWork | None = None) -> None:
+    def __init__(self, db: Database, host_work: HostWork | None = None,
+                 notifier: Notifier | None = None, bind_timeout: float = 60.0) -> None:
         self._db = db
         self._host = host_work or NoHostWork()
+        self._notifier = notifier
+        self._bind_timeout = bind_timeout
+        # instance uuid -> (deadline, its ARQ uuids): binds Nova still waits to hear about
+        self._pending: dict[str, tuple[float, list[str]]] = {}
+        self._pending_lock = threading.Lock()
+        self._watch_stop = threading.Event()
+        self._watch: threading.Thread | None = None
 
     def bind(self, patch: dict[str, dict[str, str]], project_id: str | None) -> None:
         """``patch``: ARQ uuid -> {hostname, device_rp_uuid, instance_uuid, project_id}."""
         arqs.check_instances_unbound(self._db, {f["instance_uuid"] for f in patch.values()},
                                      project_id=project_id)
-        errors: list[exception.AccelDError] = []
+        by_instance: dict[str, list[str]] = {}
         for uuid, fields in patch.items():
-            try:
-                self._bind_one(uuid, fields, project_id)
-            except exception.AccelDError as exc:
-                LOG.warning("bind of ARQ %s failed: %s", uuid, exc)
-                errors.append(exc)
+            by_instance.setdefault(fields["instance_uuid"], []).append(uuid)
+        if self._notifier is not None:
+            deadline = time.monotonic() + self._bind_timeout
+            with self._pending_lock:
+                for instance, uuids in by_instance.items():
+                    self._pending[instance] = (deadline, uuids)
+        errors: list[exception.AccelDError] = []
+        try:
+            for uuid, fields in patch.items():
+                try:
+                    self._bind_one(uuid, fields, project_id)
+                except exception.AccelDError as exc:
+                    LOG.warning("bind of ARQ %s failed: %s", uuid, exc)
+                    errors.append(exc)
+        finally:
+            for instance in by_instance:
+                self._notify_if_resolved(instance)
         if errors:
             raise errors[0]
+
+    # -- Nova notification --------------------------------------------------------------
+    def _states(self, uuids: list[str]) -> dict[str, str | None]:
+        """Each ARQ's state now; None for one that is gone (deleted)."""
+        found = {a["uuid"]: a["state"] for uuid in uuids
+                 for a in _get_or_none(self._db, uuid)}
+        return {uuid: found.get(uuid) for uuid in uuids}
+
+    def _take(self, instance: str) -> list[str] | None:
+        with self._pending_lock:
+            entry = self._pending.pop(instance, None)
+        return None if entry is None else entry[1]
+
+    def _notify_if_resolved(self, instance: str) -> None:
+        with self._pending_lock:
+            entry = self._pending.get(instance)
+        if entry is None:
+            return
+        try:
+            states = self._states(entry[1])
+        except Exception:  # the timeout will tell Nova
+            LOG.exception("could not read the ARQs of instance %s", instance)
+            return
+        if any(s is not None and s not in st.ARQ_RESOLVED for s in states.values()):
+            return  # still binding (or unbound meanwhile): left to the timeout
+        if self._take(instance) is not None:
+            self._send(instance, states)
+
+    def expire_overdue(self, now: float | None = None) -> list[str]:
+        """Gives up on the binds past their deadline: BindStarted ARQs become BindFailed
+        and Nova hears ``failed`` for every ARQ not Bound. Returns those instances."""
+        now = time.monotonic() if now is None else now
+        with self._pending_lock:
+            overdue = [i for i, (deadline, _u) in self._pending.items() if deadline <= now]
+            entries = {i: self._pending.pop(i)[1] for i in overdue}
+        for instance, uuids in entries.items():
+            LOG.warning("binding of the ARQs of instance %s did not finish within %.1f s",
+                        instance, self._bind_timeout)
+            try:
+                for uuid, state in self._states(uuids).items():
+                    if state == st.ARQ_BIND_STARTED:
+                        # a late finish of the bind then fails its CAS, frees the handle
+                        arqs.fail_bind(self._db, uuid)
+                states = self._states(uuids)
+            except Exception:
+                LOG.exception("could not fail the binds of instance %s", instance)
+                states = {}
+            self._send(instance, {u: states.get(u) for u in uuids})
+        return overdue
+
+    def _send(self, instance: str, states: dict[str, str | None]) -> None:
+        assert self._notifier is not None
+        events = [nova.BoundEvent(server_uuid=instance, arq_uuid=uuid,
+                                  status=nova.COMPLETED if state == st.ARQ_BOUND
+                                  else nova.FAILED)
+                  for uuid, state in states.items()]
+        try:
+            self._notifier.send_external_events(events)
+        except nova.NovaError as exc:
+            LOG.warning("could not tell Nova that the ARQs of instance %s are resolved: %s",
+                        instance, exc)
+        except Exception:
+            LOG.exception("could not tell Nova that the ARQs of instance %s are resolved",
+                          instance)
+
+    def start_watch(self) -> None:
+        """A small thread that expires overdue binds (only when notifying Nova)."""
+        if self._notifier is None or self._watch is not None:
+            return
+        interval = min(1.0, self._bind_timeout / 4)
+
+        def loop() -> None:
+            while not self._watch_stop.wait(interval):
+                try:
+                    self.expire_overdue()
+                except Exception:
+                    LOG.exception("bind timeout check failed")
+
+        self._watch = threading.Thread(target=loop, name="bind-timeouts", daemon=True)
+        self._watch.start()
+
+    def stop_watch(self) -> None:
+        self._watch_stop.set()
+        if self._watch is not None:
+            self._watch.join(timeout=10)
+            self._watch = None
 
     def _bind_one(self, uuid: str, fields: dict[str, str], project_id: str | None) -> None:
         arqs.begin_bind(self._db, uuid, hostname=fields["hostname"],
@@ -95,3 +218,10 @@ class Binder:
             self._host.release(handle)
         except Exception:  # the handle row is free already; host clean-up is best effort
             LOG.exception("host clean-up of attach handle %s failed", handle["uuid"])
+
+
+def _get_or_none(db: Database, uuid: str) -> list[dict[str, Any]]:
+    try:
+        return [arqs.get(db, uuid, project_id=None)]
+    except exception.ARQNotFound:
+        return []

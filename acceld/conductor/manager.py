@@ -58,7 +58,8 @@ class HeartbeatBuffer:
 
 class ConductorManager:
     def __init__(self, conf: cfg.ConfigOpts, db: Database, agents: AgentClient,
-                 placement: PlacementSyncer | None = None) -> None:
+                 placement: PlacementSyncer | None = None,
+                 nova: binding.Notifier | None = None) -> None:
         self._conf = conf
         self._db = db
         self._agents = agents
@@ -72,6 +73,9 @@ class ConductorManager:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.on_inventory_changed: list[Any] = []   # hooks: (host, device uuids) -> None
+        # one Binder for every bind: it tracks the binds Nova waits on (None: no events)
+        self._binder = binding.Binder(db, notifier=nova,
+                                      bind_timeout=conf.nova.bind_timeout)
         if placement is not None:
             self.on_inventory_changed.append(lambda host, _uuids: placement.schedule(host))
 
@@ -82,9 +86,11 @@ class ConductorManager:
         self._thread = threading.Thread(target=self._periodic, name="conductor-periodic",
                                         daemon=True)
         self._thread.start()
+        self._binder.start_watch()
 
     def stop(self) -> None:
         self._stop.set()
+        self._binder.stop_watch()
         if self._thread is not None:
             self._thread.join(timeout=10)
         self.flush_heartbeats()
@@ -279,11 +285,11 @@ class ConductorManager:
                  project_id: str | None = None) -> None:
         """Bind ARQs (uuid -> hostname, device_rp_uuid, instance_uuid, project_id); raises
         the first error after trying every ARQ. ``project_id`` None: any project's ARQs."""
-        binding.Binder(self._db).bind(patch, project_id)
+        self._binder.bind(patch, project_id)
 
     def arq_unbind(self, uuids: list[str], project_id: str | None = None) -> None:
         """Unbind ARQs (handles freed, host cleared); raises the first error."""
-        binding.Binder(self._db).unbind(uuids, project_id)
+        self._binder.unbind(uuids, project_id)
 
 
 def _identity_of(db: Database, uuid: str) -> str:

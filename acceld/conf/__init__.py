@@ -13,9 +13,18 @@ from oslo_config import cfg
 from oslo_db import options as db_options
 
 import acceld.threading_backend  # noqa: F401 - must precede oslo.messaging
-from acceld.conf import agent, api, conductor, default, fake_driver, placement
+from acceld.conf import (
+    agent,
+    api,
+    conductor,
+    default,
+    fake_driver,
+    nova,
+    placement,
+    service_client,
+)
 
-_GROUP_MODULES = (default, api, agent, conductor, fake_driver, placement)
+_GROUP_MODULES = (default, api, agent, conductor, fake_driver, placement, nova)
 
 DEFAULT_CONFIG_FILE = "/etc/acceld/acceld.conf"
 
@@ -65,9 +74,11 @@ def load(args: list[str] | None = None, *, config_files: list[str] | None = None
     conf(args or [], project="acceld", default_config_files=config_files,
          validate_default_values=True)
     overrides = overrides or {}
-    auth_type = overrides.get("placement", {}).get("auth_type") or conf.placement.auth_type
-    if auth_type:  # the plugin's own options (endpoint, token, ...) exist only now
-        placement.register_plugin_opts(conf, auth_type)
+    for module in (placement, nova):
+        group = getattr(conf, module.GROUP)
+        auth_type = overrides.get(module.GROUP, {}).get("auth_type") or group.auth_type
+        if auth_type:  # the plugin's own options (endpoint, token, ...) exist only now
+            service_client.register_plugin_opts(conf, module.GROUP, auth_type)
     for group, values in overrides.items():
         for name, value in values.items():
             conf.set_override(name, value, group=None if group == "DEFAULT" else group)

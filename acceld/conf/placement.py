@@ -6,8 +6,9 @@ Placement sync is on when an auth plugin is configured (``auth_type``); with no
 
 from __future__ import annotations
 
-from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
+
+from acceld.conf import service_client
 
 GROUP = "placement"
 
@@ -27,29 +28,12 @@ OPTS = [
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
-    conf.register_opts(OPTS, group=GROUP)
-    ks_loading.register_session_conf_options(conf, GROUP)
-    ks_loading.register_auth_conf_options(conf, GROUP)
-    ks_loading.register_adapter_conf_options(conf, GROUP, include_deprecated=False)
-    conf.set_default("service_type", "placement", group=GROUP)
-    conf.set_default("valid_interfaces", ["internal", "public"], group=GROUP)
-
-
-def register_plugin_opts(conf: cfg.ConfigOpts, auth_type: str) -> None:
-    """Register the options of auth plugin ``auth_type`` (e.g. admin_token's endpoint)."""
-    for opt in ks_loading.get_auth_plugin_conf_options(auth_type):
-        try:
-            conf.register_opt(opt, group=GROUP)
-        except cfg.DuplicateOptError:
-            pass
+    service_client.register(conf, GROUP, "placement", OPTS)
 
 
 def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
-    auth = ks_loading.get_auth_common_conf_options()
-    adapter = ks_loading.get_adapter_conf_options(include_deprecated=False)
-    session = ks_loading.get_session_conf_options()
-    return [(GROUP, OPTS + session + auth + adapter)]
+    return service_client.list_opts(GROUP, OPTS)
 
 
 def enabled(conf: cfg.ConfigOpts) -> bool:
-    return bool(conf.placement.auth_type)
+    return service_client.enabled(conf, GROUP)

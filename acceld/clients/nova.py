@@ -1,0 +1,117 @@
+"""A typed client for the one Nova compute API call acceld makes, over a keystoneauth1
+adapter: ``POST /os-server-external-events`` (``accelerator-request-bound``, compute 2.82).
+
+Errors are typed::
+
+    NovaError
+    ├── ClientError    any 4xx (and a 207 with an entry other than 200/422)
+    └── ServerError    5xx, or Nova unreachable
+
+Nova answers 207 with a per-event code 422 when the instance has no host yet; that is
+normal (Nova then finds the ARQ states by polling) and is logged, not raised. Only ids
+(server and ARQ uuids) and status codes are ever logged; never tokens or bodies.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+from keystoneauth1 import adapter as ks_adapter
+from keystoneauth1 import exceptions as ks_exc
+from keystoneauth1 import loading as ks_loading
+from oslo_config import cfg
+
+LOG = logging.getLogger(__name__)
+
+MICROVERSION = "2.82"
+EVENT_NAME = "accelerator-request-bound"
+COMPLETED = "completed"
+FAILED = "failed"
+
+
+class NovaError(Exception):
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+class ClientError(NovaError):
+    pass
+
+
+class ServerError(NovaError):
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class BoundEvent:
+    """One ``accelerator-request-bound`` event: ARQ ``arq_uuid`` of ``server_uuid`` is
+    resolved, ``status`` completed (Bound) or failed."""
+    server_uuid: str
+    arq_uuid: str
+    status: str
+
+    def to_body(self) -> dict[str, str]:
+        return {"name": EVENT_NAME, "server_uuid": self.server_uuid, "tag": self.arq_uuid,
+                "status": self.status}
+
+
+def make_adapter(conf: cfg.ConfigOpts, group: str = "nova") -> ks_adapter.Adapter:
+    """A keystoneauth adapter from the ``[nova]`` session, auth and adapter options."""
+    auth = ks_loading.load_auth_from_conf_options(conf, group)
+    session = ks_loading.load_session_from_conf_options(conf, group, auth=auth)
+    return ks_loading.load_adapter_from_conf_options(conf, group, session=session, auth=auth)
+
+
+class NovaClient:
+    def __init__(self, adapter: ks_adapter.Adapter) -> None:
+        self._a = adapter
+
+    def send_external_events(self, events: list[BoundEvent]) -> None:
+        """One request carrying every event. 200: done; 207 whose failed entries are all
+        422 (no host yet): tolerated and logged; anything else: a NovaError."""
+        if not events:
+            return
+        ids = ", ".join(f"{e.arq_uuid}={e.status}" for e in events)
+        try:
+            resp = self._a.post("/os-server-external-events",
+                                json={"events": [e.to_body() for e in events]},
+                                microversion=MICROVERSION, raise_exc=False,
+                                headers={"Accept": "application/json"})
+        except (ks_exc.ConnectFailure, ks_exc.ConnectTimeout, ks_exc.DiscoveryFailure,
+                ks_exc.EndpointNotFound, ks_exc.RetriableConnectionFailure) as exc:
+            raise ServerError(f"Nova unreachable: {type(exc).__name__}") from exc
+        status = resp.status_code
+        if status == 200:
+            LOG.info("told Nova about server %s: %s", events[0].server_uuid, ids)
+            return
+        if status == 207:
+            self._check_multi_status(resp, events)
+            return
+        message = f"POST /os-server-external-events ({ids}): {status}"
+        if status >= 500:
+            raise ServerError(message, status)
+        raise ClientError(message, status)
+
+    @staticmethod
+    def _check_multi_status(resp: Any, events: list[BoundEvent]) -> None:
+        try:
+            answered = resp.json()["events"]
+            codes = {(e.get("server_uuid"), e.get("tag")): int(e.get("code", 0))
+                     for e in answered}
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ClientError("POST /os-server-external-events: 207 with an unreadable "
+                              "body", 207) from exc
+        bad = []
+        for ev in events:
+            code = codes.get((ev.server_uuid, ev.arq_uuid), 200)
+            if code == 422:
+                LOG.info("Nova did not take event for ARQ %s of server %s (422: no host "
+                         "yet); it will poll the ARQ", ev.arq_uuid, ev.server_uuid)
+            elif code != 200:
+                bad.append(f"{ev.arq_uuid}={code}")
+        if bad:
+            raise ClientError(f"POST /os-server-external-events: 207 with {', '.join(bad)}",
+                              207)

@@ -1,0 +1,41 @@
+"""keystoneauth option groups for the services acceld calls (Placement, Nova).
+
+Each such group has keystoneauth's session, auth and adapter options with a service type,
+and is switched on by setting ``auth_type``. The chosen plugin's own options (``endpoint``,
+``token``, ``password``, ...) exist only once ``auth_type`` is known, so ``acceld.conf.load``
+registers them then.
+"""
+
+from __future__ import annotations
+
+from keystoneauth1 import loading as ks_loading
+from oslo_config import cfg
+
+
+def register(conf: cfg.ConfigOpts, group: str, service_type: str,
+             extra: list[cfg.Opt]) -> None:
+    conf.register_opts(extra, group=group)
+    ks_loading.register_session_conf_options(conf, group)
+    ks_loading.register_auth_conf_options(conf, group)
+    ks_loading.register_adapter_conf_options(conf, group, include_deprecated=False)
+    conf.set_default("service_type", service_type, group=group)
+    conf.set_default("valid_interfaces", ["internal", "public"], group=group)
+
+
+def register_plugin_opts(conf: cfg.ConfigOpts, group: str, auth_type: str) -> None:
+    """Register the options of auth plugin ``auth_type`` (e.g. admin_token's endpoint)."""
+    for opt in ks_loading.get_auth_plugin_conf_options(auth_type):
+        try:
+            conf.register_opt(opt, group=group)
+        except cfg.DuplicateOptError:
+            pass
+
+
+def list_opts(group: str, extra: list[cfg.Opt]) -> list[tuple[str | None, list[cfg.Opt]]]:
+    return [(group, extra + ks_loading.get_session_conf_options()
+             + ks_loading.get_auth_common_conf_options()
+             + ks_loading.get_adapter_conf_options(include_deprecated=False))]
+
+
+def enabled(conf: cfg.ConfigOpts, group: str) -> bool:
+    return bool(getattr(conf, group).auth_type)
