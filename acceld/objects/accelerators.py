@@ -13,7 +13,7 @@ import uuid as uuidlib
 from typing import Any
 
 from oslo_db import exception as db_exc
-from sqlalchemy import func, select, update
+from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from acceld import exception, states
@@ -37,7 +37,10 @@ class Operation:
     operation: str           # install | uninstall
 
 
-def to_dict(dev: m.Device) -> dict[str, Any]:
+def to_dict(dev: m.Device, allocations: list[dict[str, str]] | None = None
+            ) -> dict[str, Any]:
+    """The v1 view. ``allocations`` are the v2 accelerator requests holding the device
+    (the seed's "allocation records"), so v1 and v2 always agree on who holds it."""
     attached = None
     if dev.attached_to is not None:
         attached = {"type": dev.attach_type, "id": dev.attached_to}
@@ -45,9 +48,35 @@ def to_dict(dev: m.Device) -> dict[str, Any]:
         "uuid": dev.uuid, "name": dev.name, "host": dev.hostname, "driver": dev.driver_name,
         "device_type": dev.type, "vendor_id": dev.vendor, "product_id": dev.model,
         "state": dev.state, "health": dev.health, "acc_specs": json.loads(dev.acc_specs),
-        "attached_to": attached, "revision": dev.revision, "last_error": dev.last_error,
+        "attached_to": attached, "allocations": allocations or [],
+        "revision": dev.revision, "last_error": dev.last_error,
         "created_at": dev.created_at, "updated_at": dev.updated_at,
     }
+
+
+def _allocated_arqs():  # noqa: ANN202 - a SQLAlchemy select
+    """(device id, ARQ uuid, instance uuid) of the ARQs holding a handle of a device."""
+    return (select(m.Deployable.device_id, m.ExtendedAcceleratorRequest.uuid,
+                   m.ExtendedAcceleratorRequest.instance_uuid)
+            .join(m.Deployable,
+                  m.Deployable.id == m.ExtendedAcceleratorRequest.deployable_id)
+            .where(m.ExtendedAcceleratorRequest.state.in_(_ALLOCATED_ARQ_STATES)))
+
+
+def _allocations(s: Session, dev_ids: list[int]) -> dict[int, list[dict[str, str]]]:
+    found: dict[int, list[dict[str, str]]] = {}
+    if dev_ids:
+        for dev_id, arq, instance in s.execute(
+                _allocated_arqs().where(m.Deployable.device_id.in_(dev_ids))
+                .order_by(m.ExtendedAcceleratorRequest.id)):
+            found.setdefault(dev_id, []).append({"accelerator_request": arq,
+                                                 "instance_uuid": instance})
+    return found
+
+
+def _with_allocations(s: Session, devs: list[m.Device]) -> list[dict[str, Any]]:
+    allocations = _allocations(s, [d.id for d in devs])
+    return [to_dict(d, allocations.get(d.id)) for d in devs]
 
 
 def list_accelerators(db: Database, *, host: str | None = None, state: str | None = None,
@@ -62,9 +91,12 @@ def list_accelerators(db: Database, *, host: str | None = None, state: str | Non
             q = q.where(m.Device.state == state)
         if device_type is not None:
             q = q.where(m.Device.type == device_type)
-        if instance_uuid is not None:
-            q = q.where(m.Device.attach_type == "instance",
-                        m.Device.attached_to == instance_uuid)
+        if instance_uuid is not None:  # attached through v1, or held through a v2 ARQ
+            held = _allocated_arqs().where(
+                m.ExtendedAcceleratorRequest.instance_uuid == instance_uuid).subquery()
+            q = q.where(or_(and_(m.Device.attach_type == "instance",
+                                 m.Device.attached_to == instance_uuid),
+                            m.Device.id.in_(select(held.c.device_id))))
         if marker is not None:
             marker_id = s.execute(select(m.Device.id).where(m.Device.uuid == marker)).scalar()
             if marker_id is None:
@@ -72,7 +104,7 @@ def list_accelerators(db: Database, *, host: str | None = None, state: str | Non
             q = q.where(m.Device.id > marker_id)
         if limit is not None:
             q = q.limit(limit)
-        return [to_dict(d) for d in s.execute(q).scalars()]
+        return _with_allocations(s, list(s.execute(q).scalars()))
 
 
 def _get(s: Session, uuid: str) -> m.Device:
@@ -84,7 +116,7 @@ def _get(s: Session, uuid: str) -> m.Device:
 
 def get_accelerator(db: Database, uuid: str) -> dict[str, Any]:
     with db.reader() as s:
-        return to_dict(_get(s, uuid))
+        return _with_allocations(s, [_get(s, uuid)])[0]
 
 
 def create_accelerator(db: Database, name: str, uuid: str | None = None) -> dict[str, Any]:
@@ -183,7 +215,15 @@ def touch_operation(db: Database, op_id: str) -> None:
                   .values(op_started_at=m.utcnow()))
 
 
+def _device_handles(dev_id: int):  # noqa: ANN202 - a SQLAlchemy clause
+    return m.AttachHandle.deployable_id.in_(
+        select(m.Deployable.id).where(m.Deployable.device_id == dev_id).scalar_subquery())
+
+
 def attach(db: Database, uuid: str, attach_type: str, target: str) -> dict[str, Any]:
+    """Attach to an instance or a host: a CAS on the attachment plus a claim of every
+    attach handle of the device (the same ``in_use`` claim a v2 bind makes), all or
+    nothing, so a device held through v2 cannot be attached through v1 and vice versa."""
     with db.writer() as s:
         res = s.execute(update(m.Device).where(
             m.Device.uuid == uuid, m.Device.attached_to.is_(None),
@@ -199,7 +239,17 @@ def attach(db: Database, uuid: str, attach_type: str, target: str) -> dict[str, 
             raise exception.NotReady(
                 f"Accelerator {uuid} is {dev.state} (health {dev.health}); only a ready, "
                 "healthy accelerator can be attached.")
-        return to_dict(dev)
+        total = s.execute(select(func.count()).select_from(m.AttachHandle)
+                          .where(_device_handles(dev.id))).scalar()
+        claimed = s.execute(update(m.AttachHandle)
+                            .where(_device_handles(dev.id), m.AttachHandle.in_use.is_(False))
+                            .values(in_use=True)
+                            .execution_options(synchronize_session=False)).rowcount
+        if claimed != total:  # raising rolls the whole transaction back
+            raise exception.AlreadyAttached(
+                f"Accelerator {uuid} is held by accelerator requests ({total - claimed} of "
+                f"its {total} attach handles are in use).")
+        return _with_allocations(s, [dev])[0]
 
 
 def attachment(db: Database, uuid: str) -> tuple[str | None, str | None, str | None]:
@@ -243,6 +293,9 @@ def detach(db: Database, uuid: str) -> None:
         s.execute(update(m.Device).where(m.Device.id == dev.id)
                   .values(attach_type=None, attached_to=None,
                           revision=m.Device.revision + 1, updated_at=m.utcnow()))
+        # No ARQ holds a handle (checked above), so every claimed handle is the v1 claim.
+        s.execute(update(m.AttachHandle).where(_device_handles(dev.id))
+                  .values(in_use=False).execution_options(synchronize_session=False))
         if dev.health == states.HEALTH_MISSING and dev.hostname:
             inventory.forget_digest(s, dev.hostname)
 

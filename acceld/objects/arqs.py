@@ -24,6 +24,7 @@ import uuid as uuidlib
 from collections.abc import Iterable
 from typing import Any
 
+from oslo_db import api as oslo_db_api
 from sqlalchemy import ColumnElement, delete, select, update
 from sqlalchemy.orm import Session
 
@@ -38,6 +39,12 @@ _NO_SYNC = {"synchronize_session": False}
 
 
 # -- pure helpers -----------------------------------------------------------------------------
+
+# Every public writer is one transaction, so a deadlock (MariaDB gap locks when binds,
+# unbinds and deletes race on the same rows) is retried as a whole.
+_retry_on_deadlock = oslo_db_api.wrap_db_retry(max_retries=10, retry_interval=0.02,
+                                               inc_retry_interval=True,
+                                               retry_on_deadlock=True)
 
 def units_per_group(groups: list[dict[str, str]]) -> list[int]:
     """How many ARQs each group of a profile asks for: the sum of its ``resources:*``.
@@ -115,6 +122,7 @@ def get(db: Database, uuid: str, *, project_id: str | None) -> dict[str, Any]:
 
 # -- create -----------------------------------------------------------------------------------
 
+@_retry_on_deadlock
 def create(db: Database, profile_name: str, project_id: str | None) -> list[dict[str, Any]]:
     """One Initial ARQ per requested unit of the named profile, all in one transaction."""
     with db.writer() as s:
@@ -157,6 +165,7 @@ def check_instances_unbound(db: Database, instance_uuids: Iterable[str], *,
                                          "Cannot bind additional ARQs.")
 
 
+@_retry_on_deadlock
 def begin_bind(db: Database, uuid: str, *, hostname: str, device_rp_uuid: str,
                instance_uuid: str, owner: str | None, project_id: str | None) -> None:
     """CAS Initial/Unbound -> BindStarted, recording where and for whom it binds."""
@@ -198,6 +207,7 @@ def _set_failed(s: Session, arq_id: int) -> None:
               .execution_options(**_NO_SYNC))
 
 
+@_retry_on_deadlock
 def claim_handle(db: Database, uuid: str) -> dict[str, Any]:
     """A free attach handle of the deployable whose ``rp_uuid`` is the ARQ's
     ``device_rp_uuid``, recorded on the BindStarted ARQ. No such deployable, or no free
@@ -229,6 +239,7 @@ def claim_handle(db: Database, uuid: str) -> dict[str, Any]:
     raise failure
 
 
+@_retry_on_deadlock
 def finish_bind(db: Database, uuid: str) -> None:
     """CAS BindStarted (with a handle) -> Bound. No row matching means an unbind or a
     delete took the ARQ meanwhile and freed its handle: ARQBadState or NotFound."""
@@ -252,6 +263,7 @@ def _free_handles(s: Session, arqs: list[_ARQ]) -> list[dict[str, Any]]:
     return [_handle_dict(h, held[h.id]) for h in handles]
 
 
+@_retry_on_deadlock
 def fail_bind(db: Database, uuid: str) -> list[dict[str, Any]]:
     """BindStarted/Bound -> BindFailed, its handle freed (host work failed); a no-op when
     the ARQ has left those states meanwhile. Returns the freed handle(s)."""
@@ -266,6 +278,7 @@ def fail_bind(db: Database, uuid: str) -> list[dict[str, Any]]:
 
 # -- unbind and delete ------------------------------------------------------------------------
 
+@_retry_on_deadlock
 def unbind(db: Database, uuid: str, *, project_id: str | None) -> list[dict[str, Any]]:
     """-> Unbound: handle freed, host/rp/instance cleared (idempotent on Unbound).
     Returns the freed handle(s) for host clean-up."""
@@ -299,6 +312,7 @@ def _delete_locked(s: Session, arqs: list[_ARQ]) -> list[dict[str, Any]]:
     return freed
 
 
+@_retry_on_deadlock
 def delete_by_uuids(db: Database, uuids: list[str], *, project_id: str | None,
                     service: bool) -> list[dict[str, Any]]:
     """Unbind and delete the ARQs, all or nothing: a missing one is NotFound and one tied
@@ -318,6 +332,7 @@ def delete_by_uuids(db: Database, uuids: list[str], *, project_id: str | None,
         return _delete_locked(s, arqs)
 
 
+@_retry_on_deadlock
 def delete_by_instance(db: Database, instance_uuid: str, *,
                        project_id: str | None) -> list[dict[str, Any]]:
     """Unbind and delete every visible ARQ of the instance (none is fine)."""
