@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
+import uuid as uuidlib
 from typing import Any
 
 from oslo_config import cfg
 
 from acceld import conf as config
+from acceld.db import models as m
+from acceld.db.api import Database
 
 
 def make_conf(**groups: dict[str, Any]) -> cfg.ConfigOpts:
@@ -22,3 +26,31 @@ def make_conf(**groups: dict[str, Any]) -> cfg.ConfigOpts:
 
 def state_dir(conf: cfg.ConfigOpts) -> str:
     return os.path.join(conf.state_path)
+
+
+def make_qat_inventory(db: Database, handles: int, units: int = 1) -> tuple[str, str]:
+    """Rows for one QAT-like device on host1 whose deployable has ``handles`` free PCI
+    attach handles, and a device profile asking ``units`` of it. Returns (rp_uuid,
+    profile name). For tests of binding that do not need an agent."""
+    rp_uuid = str(uuidlib.uuid4())
+    name = f"qat-{rp_uuid[:8]}"
+    with db.writer() as s:
+        dev = m.Device(uuid=str(uuidlib.uuid4()), name=f"dev-{rp_uuid[:8]}", hostname="host1",
+                       driver_name="fake", identity=rp_uuid, type="QAT")
+        s.add(dev)
+        s.flush()
+        cpid = m.ControlpathID(uuid=str(uuidlib.uuid4()), device_id=dev.id, cpid_type="PCI",
+                               cpid_info="{}")
+        dep = m.Deployable(uuid=str(uuidlib.uuid4()), name=f"dep-{rp_uuid[:8]}",
+                           num_accelerators=handles, device_id=dev.id, rp_uuid=rp_uuid)
+        s.add_all([cpid, dep])
+        s.flush()
+        s.add_all(m.AttachHandle(uuid=str(uuidlib.uuid4()), deployable_id=dep.id,
+                                 cpid_id=cpid.id, attach_type="PCI", in_use=False,
+                                 attach_info=json.dumps({"bus": "3d", "device": "00",
+                                                         "domain": "0000", "function": str(i)},
+                                                        sort_keys=True))
+                  for i in range(handles))
+        s.add(m.DeviceProfile(uuid=str(uuidlib.uuid4()), name=name, profile_json=json.dumps(
+            {"groups": [{"resources:CUSTOM_QAT": str(units)}]})))
+    return rp_uuid, name

@@ -8,7 +8,6 @@ with exactly one Bound and one BindFailed; a delete racing a bind never leaks a 
 
 from __future__ import annotations
 
-import json
 import threading
 import uuid as uuidlib
 from collections.abc import Callable
@@ -22,34 +21,9 @@ from acceld.conductor.binding import Binder
 from acceld.db import models as m
 from acceld.db.api import Database
 from acceld.objects import arqs
+from tests import helpers
 
 PROJECT = "proj1"
-
-
-def _inventory(db: Database, handles: int) -> str:
-    """A device whose deployable has ``handles`` free PCI handles; returns its rp_uuid."""
-    rp_uuid = str(uuidlib.uuid4())
-    with db.writer() as s:
-        dev = m.Device(uuid=str(uuidlib.uuid4()), name=f"dev-{rp_uuid[:8]}", hostname="host1",
-                       driver_name="fake", identity=rp_uuid, type="QAT")
-        s.add(dev)
-        s.flush()
-        cpid = m.ControlpathID(uuid=str(uuidlib.uuid4()), device_id=dev.id, cpid_type="PCI",
-                               cpid_info="{}")
-        dep = m.Deployable(uuid=str(uuidlib.uuid4()), name=f"dep-{rp_uuid[:8]}",
-                           num_accelerators=handles, device_id=dev.id, rp_uuid=rp_uuid)
-        s.add_all([cpid, dep])
-        s.flush()
-        s.add_all(m.AttachHandle(uuid=str(uuidlib.uuid4()), deployable_id=dep.id,
-                                 cpid_id=cpid.id, attach_type="PCI", in_use=False,
-                                 attach_info=json.dumps({"bus": "3d", "device": "00",
-                                                         "domain": "0000", "function": str(i)},
-                                                        sort_keys=True))
-                  for i in range(handles))
-        s.add(m.DeviceProfile(uuid=str(uuidlib.uuid4()), name="one-qat",
-                              profile_json=json.dumps({"groups": [{"resources:CUSTOM_QAT":
-                                                                   "1"}]})))
-    return rp_uuid
 
 
 def _fields(rp_uuid: str) -> dict[str, str]:
@@ -88,11 +62,11 @@ def _assert_no_leak(db: Database) -> None:
 
 
 def test_two_binds_race_for_the_last_free_handle(db: Database) -> None:
-    rp_uuid = _inventory(db, handles=1)
+    rp_uuid, profile = helpers.make_qat_inventory(db, handles=1)
     binder = Binder(db)
     for _ in range(3):
-        first, second = (a["uuid"] for a in arqs.create(db, "one-qat", PROJECT)
-                         + arqs.create(db, "one-qat", PROJECT))
+        first, second = (a["uuid"] for a in arqs.create(db, profile, PROJECT)
+                         + arqs.create(db, profile, PROJECT))
         errors = _race(lambda a=first: binder.bind({a: _fields(rp_uuid)}, PROJECT),
                        lambda b=second: binder.bind({b: _fields(rp_uuid)}, PROJECT))
         states = sorted(arqs.get(db, u, project_id=PROJECT)["state"] for u in (first, second))
@@ -106,10 +80,10 @@ def test_two_binds_race_for_the_last_free_handle(db: Database) -> None:
 
 @pytest.mark.parametrize("rounds", [10])
 def test_a_delete_racing_a_bind_leaks_no_handle(db: Database, rounds: int) -> None:
-    rp_uuid = _inventory(db, handles=1)
+    rp_uuid, profile = helpers.make_qat_inventory(db, handles=1)
     binder = Binder(db)
     for _ in range(rounds):
-        uuid = arqs.create(db, "one-qat", PROJECT)[0]["uuid"]
+        uuid = arqs.create(db, profile, PROJECT)[0]["uuid"]
         bind_error, delete_error = _race(
             lambda u=uuid: binder.bind({u: _fields(rp_uuid)}, PROJECT),
             lambda u=uuid: arqs.delete_by_uuids(db, [u], project_id=PROJECT, service=True))
@@ -120,11 +94,11 @@ def test_a_delete_racing_a_bind_leaks_no_handle(db: Database, rounds: int) -> No
 
 
 def test_concurrent_life_cycles_never_fail(db: Database) -> None:
-    rp_uuid = _inventory(db, handles=8)
+    rp_uuid, profile = helpers.make_qat_inventory(db, handles=8)
     binder = Binder(db)
 
     def life_cycle() -> None:
-        uuid = arqs.create(db, "one-qat", PROJECT)[0]["uuid"]
+        uuid = arqs.create(db, profile, PROJECT)[0]["uuid"]
         fields = _fields(rp_uuid)
         binder.bind({uuid: fields}, PROJECT)
         shown = arqs.get(db, uuid, project_id=PROJECT)

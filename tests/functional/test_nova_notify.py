@@ -25,7 +25,6 @@ with warnings.catch_warnings():  # nova's imports pull in eventlet (not patched:
 from acceld import exception
 from acceld.clients import nova
 from acceld.conductor.binding import Binder
-from acceld.db import models as m
 from acceld.db.api import Database
 from acceld.objects import arqs
 from tests import helpers
@@ -98,33 +97,6 @@ def _nova_conf(url: str, **extra: Any) -> dict[str, Any]:
     return {"auth_type": "admin_token", "endpoint": url, "token": "x", **extra}
 
 
-def _inventory(db: Database, handles: int, units: int) -> tuple[str, str]:
-    """A deployable with ``handles`` free PCI handles and a profile asking ``units`` of it;
-    returns (rp_uuid, profile name)."""
-    rp_uuid = str(uuidlib.uuid4())
-    name = f"qat-{rp_uuid[:8]}"
-    with db.writer() as s:
-        dev = m.Device(uuid=str(uuidlib.uuid4()), name=f"dev-{rp_uuid[:8]}", hostname="host1",
-                       driver_name="fake", identity=rp_uuid, type="QAT")
-        s.add(dev)
-        s.flush()
-        cpid = m.ControlpathID(uuid=str(uuidlib.uuid4()), device_id=dev.id, cpid_type="PCI",
-                               cpid_info="{}")
-        dep = m.Deployable(uuid=str(uuidlib.uuid4()), name=f"dep-{rp_uuid[:8]}",
-                           num_accelerators=handles, device_id=dev.id, rp_uuid=rp_uuid)
-        s.add_all([cpid, dep])
-        s.flush()
-        s.add_all(m.AttachHandle(uuid=str(uuidlib.uuid4()), deployable_id=dep.id,
-                                 cpid_id=cpid.id, attach_type="PCI", in_use=False,
-                                 attach_info=json.dumps({"bus": "3d", "device": "00",
-                                                         "domain": "0000", "function": str(i)}))
-                  for i in range(handles))
-        s.add(m.DeviceProfile(uuid=str(uuidlib.uuid4()), name=name,
-                              profile_json=json.dumps({"groups": [{"resources:CUSTOM_QAT":
-                                                                   str(units)}]})))
-    return rp_uuid, name
-
-
 def _patch(uuids: list[str], rp_uuid: str, instance: str) -> dict[str, dict[str, str]]:
     return {u: {"hostname": "host1", "device_rp_uuid": rp_uuid, "instance_uuid": instance,
                 "project_id": PROJECT} for u in uuids}
@@ -139,7 +111,7 @@ def test_all_bound_sends_one_request_completed_per_arq(db: Database,
                                                        receiver: Receiver) -> None:
     stack = _stack(db, receiver)
     try:
-        rp_uuid, profile = _inventory(db, handles=2, units=2)
+        rp_uuid, profile = helpers.make_qat_inventory(db, handles=2, units=2)
         uuids = [a["uuid"] for a in arqs.create(db, profile, PROJECT)]
         instance = str(uuidlib.uuid4())
         stack.conductor.arq_bind(_patch(uuids, rp_uuid, instance), PROJECT)
@@ -155,7 +127,7 @@ def test_all_bound_sends_one_request_completed_per_arq(db: Database,
 def test_one_bind_failed_is_failed(db: Database, receiver: Receiver) -> None:
     stack = _stack(db, receiver)
     try:
-        rp_uuid, profile = _inventory(db, handles=1, units=2)   # one handle short
+        rp_uuid, profile = helpers.make_qat_inventory(db, handles=1, units=2)   # one handle short
         uuids = [a["uuid"] for a in arqs.create(db, profile, PROJECT)]
         instance = str(uuidlib.uuid4())
         with pytest.raises(exception.NoFreeAttachHandle):
@@ -175,7 +147,7 @@ def test_multi_status_with_422_is_tolerated(db: Database, receiver: Receiver,
                                             caplog: pytest.LogCaptureFixture) -> None:
     stack = _stack(db, receiver)
     try:
-        rp_uuid, profile = _inventory(db, handles=2, units=2)
+        rp_uuid, profile = helpers.make_qat_inventory(db, handles=2, units=2)
         uuids = [a["uuid"] for a in arqs.create(db, profile, PROJECT)]
         instance = str(uuidlib.uuid4())
         receiver.reply = (207, {"events": [
@@ -234,7 +206,7 @@ def test_bind_timeout_sends_failed(db: Database, receiver: Receiver) -> None:
     binder = Binder(db, host_work=work, notifier=nova.NovaClient(nova.make_adapter(conf)),
                     bind_timeout=0.3)
     binder.start_watch()
-    rp_uuid, profile = _inventory(db, handles=1, units=1)
+    rp_uuid, profile = helpers.make_qat_inventory(db, handles=1, units=1)
     uuid = arqs.create(db, profile, PROJECT)[0]["uuid"]
     instance = str(uuidlib.uuid4())
     errors: list[BaseException] = []
@@ -268,7 +240,7 @@ def test_no_notification_without_nova(db: Database, receiver: Receiver) -> None:
     stack = _stack(db, None)
     try:
         assert not stack.conf.nova.auth_type
-        rp_uuid, profile = _inventory(db, handles=1, units=1)
+        rp_uuid, profile = helpers.make_qat_inventory(db, handles=1, units=1)
         uuids = [a["uuid"] for a in arqs.create(db, profile, PROJECT)]
         stack.conductor.arq_bind(_patch(uuids, rp_uuid, str(uuidlib.uuid4())), PROJECT)
         assert arqs.get(db, uuids[0], project_id=None)["state"] == "Bound"
