@@ -10,6 +10,7 @@ from oslo_config import cfg
 from oslo_policy import policy
 
 from acceld.policies import v2
+from acceld.policies.base import rule as _rule
 
 BASE_RULES = [
     policy.RuleDefault("admin_api", "role:admin", "Cloud administrator."),
@@ -23,39 +24,33 @@ BASE_RULES = [
 ]
 
 
-def _rule(name: str, check: str, desc: str, method: str, path: str) -> policy.DocumentedRuleDefault:
-    return policy.DocumentedRuleDefault(name=name, check_str=check, description=desc,
-                                        operations=[{"method": method, "path": path}],
-                                        scope_types=["project"])
-
-
 V1_RULES = [
     _rule("acceld:accelerator:get_all", "rule:project_reader_or_admin", "List accelerators.",
-          "GET", "/v1/accelerators"),
+          ("GET", "/v1/accelerators")),
     _rule("acceld:accelerator:get_one", "rule:project_reader_or_admin", "Show an accelerator.",
-          "GET", "/v1/accelerators/{uuid}"),
+          ("GET", "/v1/accelerators/{uuid}")),
     _rule("acceld:accelerator:create", "rule:admin_api", "Declare an accelerator.",
-          "POST", "/v1/accelerators"),
+          ("POST", "/v1/accelerators")),
     _rule("acceld:accelerator:update", "rule:admin_api", "Update an accelerator's specs.",
-          "PUT", "/v1/accelerators/{uuid}/acc_specs"),
+          ("PUT", "/v1/accelerators/{uuid}/acc_specs")),
     _rule("acceld:accelerator:set_state", "rule:admin_api",
-          "Mark an accelerator ready or inactive.", "PUT", "/v1/accelerators/{uuid}/state"),
+          "Mark an accelerator ready or inactive.", ("PUT", "/v1/accelerators/{uuid}/state")),
     _rule("acceld:accelerator:attach", "rule:admin_or_service",
-          "Attach an accelerator to an instance or a host.", "PUT", "/v1/accelerators/{uuid}"),
+          "Attach an accelerator to an instance or a host.", ("PUT", "/v1/accelerators/{uuid}")),
     _rule("acceld:accelerator:detach", "rule:admin_or_service", "Detach an accelerator.",
-          "DELETE", "/v1/accelerators/{uuid}"),
-    _rule("acceld:service:get_all", "rule:admin_api", "List services.", "GET", "/v1/services"),
+          ("DELETE", "/v1/accelerators/{uuid}")),
+    _rule("acceld:service:get_all", "rule:admin_api", "List services.", ("GET", "/v1/services")),
     _rule("acceld:driver:get_all", "rule:admin_api", "List drivers per host.",
-          "GET", "/v1/drivers"),
+          ("GET", "/v1/drivers")),
     _rule("acceld:driver:action", "rule:admin_api",
-          "Install, uninstall or update a driver on agents.", "POST",
-          "/v1/drivers/{name}/action"),
+          "Install, uninstall or update a driver on agents.",
+          ("POST", "/v1/drivers/{name}/action")),
     _rule("acceld:discover", "rule:admin_api", "Ask agents to rediscover now.",
-          "POST", "/v1/discover"),
+          ("POST", "/v1/discover")),
     _rule("acceld:placement:get", "rule:admin_api", "Show Placement sync state per host.",
-          "GET", "/v1/placement"),
+          ("GET", "/v1/placement")),
     _rule("acceld:placement:sync", "rule:admin_api",
-          "Plan (dry run) or run a Placement reconciliation.", "POST", "/v1/placement/sync"),
+          "Plan (dry run) or run a Placement reconciliation.", ("POST", "/v1/placement/sync")),
 ]
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from oslo_policy import policy
 
+from acceld.policies.base import rule as _rule
+
 _IN_PROJECT = " and project_id:%(project_id)s"
 
 BASE_RULES = [
@@ -38,14 +40,6 @@ BASE_RULES = [
                        "Legacy: administrator or the user."),
     policy.RuleDefault("default", "rule:admin_or_owner", "Legacy default rule."),
 ]
-
-
-def _rule(name: str, check: str, desc: str,
-          *operations: tuple[str, str]) -> policy.DocumentedRuleDefault:
-    return policy.DocumentedRuleDefault(
-        name=name, check_str=check, description=desc,
-        operations=[{"method": method, "path": path} for method, path in operations],
-        scope_types=["project"])
 
 
 _MANAGER = "rule:project_manager_or_admin"
