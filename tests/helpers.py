@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 import uuid as uuidlib
 from typing import Any
@@ -23,9 +22,6 @@ def make_conf(**groups: dict[str, Any]) -> cfg.ConfigOpts:
         overrides.setdefault(group, {}).update(values)
     return config.load([], config_files=[], overrides=overrides)
 
-
-def state_dir(conf: cfg.ConfigOpts) -> str:
-    return os.path.join(conf.state_path)
 
 
 def make_qat_inventory(db: Database, handles: int, units: int = 1) -> tuple[str, str]:

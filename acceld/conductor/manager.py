@@ -250,8 +250,9 @@ class ConductorManager:
         accelerators.detach(self._db, uuid)
 
     def _host_attachment(self, record: dict[str, Any], attach: bool) -> None:
-        result = self._agents.host_attachment(record["host"], record["driver"],
-                                              _identity_of(self._db, record["uuid"]), attach)
+        identity = accelerators.identity_of(self._db, record["uuid"])
+        result = self._agents.host_attachment(record["host"], record["driver"], identity,
+                                              attach)
         if not result.get("ok"):
             raise exception.OperationFailed(
                 f"host {'attach' if attach else 'detach'} of {record['uuid']} failed on "
@@ -292,8 +293,6 @@ class ConductorManager:
         self._binder.unbind(uuids, project_id)
 
 
-def _identity_of(db: Database, uuid: str) -> str:
-    return accelerators.identity_of(db, uuid)
 
 
 def _jsonable(record: dict[str, Any]) -> dict[str, Any]:

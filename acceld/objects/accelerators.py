@@ -299,9 +299,3 @@ def detach(db: Database, uuid: str) -> None:
         if dev.health == states.HEALTH_MISSING and dev.hostname:
             inventory.forget_digest(s, dev.hostname)
 
-
-def device_counts_by_host(db: Database) -> dict[str, int]:
-    with db.reader() as s:
-        return dict(s.execute(select(m.Device.hostname, func.count())
-                              .where(m.Device.hostname.is_not(None))
-                              .group_by(m.Device.hostname)).all())

@@ -92,12 +92,6 @@ def save_state(db: Database, host: str, *, compute_rp_uuid: str | None,
             s.execute(insert(m.PlacementSync).values(host=host, created_at=now, **values))
 
 
-def mark_dirty(db: Database, host: str) -> None:
-    """Force the next sync of ``host`` to read Placement instead of trusting digests."""
-    with db.writer() as s:
-        s.execute(update(m.PlacementSync).where(m.PlacementSync.host == host)
-                  .values(in_sync=False))
-
 
 def list_states(db: Database) -> list[dict[str, Any]]:
     with db.reader() as s:
