@@ -41,6 +41,23 @@ def _connect(url: str):
                              region_name="RegionOne")
 
 
+def test_sdk_lists_inventory_and_manages_device_profiles(served):  # noqa: F811
+    url, _proc, started = served
+    _wait_for_devices(url, started)
+    conn = _connect(url)
+    devices = list(conn.accelerator.devices())
+    assert sorted(d.type for d in devices) == ["FPGA", "GPU", "NIC", "QAT"]
+    assert {d.hostname for d in devices} == {"e2e-host"}
+    assert len(list(conn.accelerator.deployables())) == 4
+
+    groups = [{"resources:CUSTOM_QAT": "1", "trait:CUSTOM_QAT_FAKE_4XXX": "required"}]
+    dp = conn.accelerator.create_device_profile(name="sdk-profile", groups=groups)
+    assert dp.name == "sdk-profile" and dp.uuid
+    assert conn.accelerator.get_device_profile(dp.uuid).groups == groups
+    assert [p.name for p in conn.accelerator.device_profiles()] == ["sdk-profile"]
+    conn.accelerator.delete_device_profile(dp.uuid)
+    assert list(conn.accelerator.device_profiles()) == []
+
 def test_sdk_creates_lists_gets_and_deletes_accelerator_requests(served):  # noqa: F811
     url, _proc, started = served
     _wait_for_devices(url, started)
