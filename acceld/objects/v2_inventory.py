@@ -60,13 +60,17 @@ def list_devices(db: Database, *, type: str | None = None, vendor: str | None = 
         return [_device(d) for d in s.execute(_page(s, q, m.Device, limit, marker)).scalars()]
 
 
+def _one(s: Session, model: Any, uuid: str, label: str, *where: Any) -> Any:
+    """The row of ``model`` with ``uuid`` (and ``where``), or NotFound naming it."""
+    row = s.execute(select(model).where(model.uuid == uuid, *where)).scalar_one_or_none()
+    if row is None:
+        raise exception.NotFound(f"{label} {uuid} could not be found.")
+    return row
+
+
 def get_device(db: Database, uuid: str) -> dict[str, Any]:
     with db.reader() as s:
-        dev = s.execute(select(m.Device).where(m.Device.uuid == uuid, _REPORTED)
-                        ).scalar_one_or_none()
-        if dev is None:
-            raise exception.NotFound(f"Device {uuid} could not be found.")
-        return _device(dev)
+        return _device(_one(s, m.Device, uuid, "Device", _REPORTED))
 
 
 def set_device_status(db: Database, uuid: str, status: str) -> str:
@@ -117,11 +121,7 @@ def list_deployables(db: Database, *, limit: int | None = None,
 
 def get_deployable(db: Database, uuid: str) -> dict[str, Any]:
     with db.reader() as s:
-        dep = s.execute(select(m.Deployable).where(m.Deployable.uuid == uuid)
-                        ).scalar_one_or_none()
-        if dep is None:
-            raise exception.NotFound(f"Deployable {uuid} could not be found.")
-        return _with_attributes(s, [dep])[0]
+        return _with_attributes(s, [_one(s, m.Deployable, uuid, "Deployable")])[0]
 
 
 # -- attributes -------------------------------------------------------------------------------
@@ -147,11 +147,7 @@ def list_attributes(db: Database, *, deployable_id: int | None = None,
 
 def get_attribute(db: Database, uuid: str) -> dict[str, Any]:
     with db.reader() as s:
-        attr = s.execute(select(m.Attribute).where(m.Attribute.uuid == uuid)
-                         ).scalar_one_or_none()
-        if attr is None:
-            raise exception.NotFound(f"Attribute {uuid} could not be found.")
-        return _attribute(attr)
+        return _attribute(_one(s, m.Attribute, uuid, "Attribute"))
 
 
 def create_attribute(db: Database, deployable_id: int, key: str,
