@@ -19,12 +19,18 @@ from acceld.conf import (
     conductor,
     default,
     fake_driver,
+    fpga_driver,
+    generic_driver,
+    glance,
     nova,
+    nvidia_driver,
     placement,
     service_client,
+    sriov_driver,
 )
 
-_GROUP_MODULES = (default, api, agent, conductor, fake_driver, placement, nova)
+_GROUP_MODULES = (default, api, agent, conductor, fake_driver, generic_driver, nvidia_driver,
+                  sriov_driver, fpga_driver, glance, placement, nova)
 
 DEFAULT_CONFIG_FILE = "/etc/acceld/acceld.conf"
 

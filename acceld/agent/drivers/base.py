@@ -1,32 +1,97 @@
 """The driver protocol and its injected collaborators.
 
-A driver is small: ``discover()`` returns plain report data; ``install``/``uninstall``
-prepare a device for use (bind to vfio-pci, load firmware, ...) and reverse it;
-``attach_host``/``detach_host`` make a device usable by the host itself. Each operation is
+A driver is small. ``discover()`` returns plain report data and records why it found what
+it found (``explain()``); ``health()`` and ``stats()`` read the devices' condition;
+``install``/``uninstall`` prepare a device for use (bind to vfio-pci, create VFs, ...) and
+reverse it; ``attach_host``/``detach_host`` make a device usable by the host itself;
+``prepare``/``release`` do the host-side work of one attach handle for a bind (create an
+mdev, a vGPU, ...); ``program`` loads an image (FPGAs only). Every operation is
 idempotent: the agent may run it again after a crash.
+
+Drivers never import their collaborators globally: the sysfs root, the command runner,
+the NVML backend and the clock come in the :class:`DriverContext`, so tests hand them a
+fake kernel tree, a recording runner and a fake NVML, and a real host hands them ``/``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Protocol, runtime_checkable
+import time
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
 
 from oslo_config import cfg
 
 from acceld import reports
 
+# Health of one device, as drivers report it (worst first).
+HEALTH_FAILED = "failed"
+HEALTH_DEGRADED = "degraded"
+HEALTH_OK = "ok"
+HEALTH_STATES = (HEALTH_FAILED, HEALTH_DEGRADED, HEALTH_OK)
+
 
 @dataclasses.dataclass(frozen=True)
 class DriverContext:
-    """What a driver gets instead of globals."""
+    """What a driver gets instead of globals.
+
+    ``sysfs`` (an ``acceld.hw.sysfs.Sysfs``), ``runner`` (an ``acceld.hw.runner``
+    command runner) and ``nvml`` (an NVML backend, or None for "use the real library if
+    it loads") are optional so that the fake driver and old tests need none of them; a
+    driver that needs one and finds None builds the real one for ``/``.
+    """
 
     conf: cfg.ConfigOpts
     host: str
     state_dir: str        # a directory the driver may keep host-side state in
+    sysfs: Any = None
+    runner: Any = None
+    nvml: Any = None
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
 
 
 class DriverError(Exception):
     """A driver operation failed; the message says why, for the operator."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """One precondition a driver looked at during discovery (kernel driver loaded,
+    IOMMU on, vfio-pci available, ...)."""
+
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Skipped:
+    """A device the driver saw and did not report, and why."""
+
+    address: str
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Explanation:
+    """Why the last discovery found what it found: shown by ``driver-list --long``."""
+
+    checks: tuple[Check, ...] = ()
+    expected: int | None = None     # devices the configuration asks for, if it says
+    found: int = 0
+    skipped: tuple[Skipped, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"checks": [dataclasses.asdict(c) for c in self.checks],
+                "expected": self.expected, "found": self.found,
+                "skipped": [dataclasses.asdict(s) for s in self.skipped]}
+
+
+@dataclasses.dataclass(frozen=True)
+class Health:
+    status: str = HEALTH_OK             # one of HEALTH_STATES
+    reasons: tuple[str, ...] = ()
 
 
 @runtime_checkable
@@ -36,6 +101,12 @@ class Driver(Protocol):
 
     def discover(self) -> list[reports.Device]: ...
 
+    def explain(self) -> Explanation: ...
+
+    def health(self) -> dict[str, Health]: ...
+
+    def stats(self) -> dict[str, dict[str, float]]: ...
+
     def install(self, identity: str) -> None: ...
 
     def uninstall(self, identity: str) -> None: ...
@@ -43,3 +114,63 @@ class Driver(Protocol):
     def attach_host(self, identity: str) -> None: ...
 
     def detach_host(self, identity: str) -> None: ...
+
+    def prepare(self, identity: str, attach_info: dict[str, str]) -> dict[str, str]: ...
+
+    def release(self, identity: str, attach_info: dict[str, str]) -> None: ...
+
+
+ProgressFn = Callable[[int, str], None]    # (percent 0-100, message)
+
+
+@runtime_checkable
+class Programmable(Protocol):
+    """Drivers that load images (FPGAs) also have ``program``; it blocks until the
+    image is loaded or raises :class:`DriverError` and calls ``progress`` as it goes."""
+
+    def program(self, identity: str, image_path: str, *, progress: ProgressFn,
+                timeout: float) -> dict[str, str]: ...
+
+
+class BaseDriver:
+    """Defaults for the optional parts of the protocol: a driver overrides what applies.
+
+    ``explain`` returns what the last discovery recorded with :meth:`_explained`.
+    """
+
+    name = "base"
+    version = "0"
+
+    def __init__(self, ctx: DriverContext) -> None:
+        self.ctx = ctx
+        self._explanation = Explanation()
+
+    def _explained(self, explanation: Explanation) -> None:
+        self._explanation = explanation
+
+    def explain(self) -> Explanation:
+        return self._explanation
+
+    def health(self) -> dict[str, Health]:
+        return {}
+
+    def stats(self) -> dict[str, dict[str, float]]:
+        return {}
+
+    def install(self, identity: str) -> None:
+        return None
+
+    def uninstall(self, identity: str) -> None:
+        return None
+
+    def attach_host(self, identity: str) -> None:
+        return None
+
+    def detach_host(self, identity: str) -> None:
+        return None
+
+    def prepare(self, identity: str, attach_info: dict[str, str]) -> dict[str, str]:
+        return dict(attach_info)
+
+    def release(self, identity: str, attach_info: dict[str, str]) -> None:
+        return None

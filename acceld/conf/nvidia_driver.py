@@ -1,0 +1,17 @@
+"""[nvidia_driver] options: NVIDIA GPUs (whole GPUs, MIG, vGPU)."""
+
+from __future__ import annotations
+
+from oslo_config import cfg
+
+GROUP = "nvidia_driver"
+
+OPTS: list[cfg.Opt] = []
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_opts(OPTS, group=GROUP)
+
+
+def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
+    return [(GROUP, OPTS)]
