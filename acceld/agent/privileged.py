@@ -1,0 +1,170 @@
+"""The agent's only privileged code: sysfs writes and vendor tools, via oslo.privsep.
+
+Why a narrow surface: the agent runs unprivileged and asks a privsep daemon (started on
+the first call, through rootwrap/sudo as configured in ``[acceld_privileged]``) to do the
+few things that need root. Each entrypoint re-checks its arguments inside the daemon,
+because the daemon must not trust its caller:
+
+* :func:`sysfs_write` writes only to existing files under ``/sys`` (symlinks resolved,
+  ``..`` refused, nothing created);
+* :func:`execute` runs only programs on :data:`ALLOWED_PROGRAMS`, with an argv list and
+  never a shell.
+
+The checks are plain functions (:func:`check_sysfs_path`, :func:`check_argv`) so tests
+call them without starting a daemon; :func:`write_checked` and :func:`execute_checked`
+are the unprivileged bodies the entrypoints run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+# isort: split
+import acceld.threading_backend  # noqa: F401 - its warning filters cover privsep's eventlet
+
+# isort: split
+from oslo_privsep import capabilities as caps
+from oslo_privsep import priv_context
+
+# Tools the agent drives: OPAE and XRT FPGA programming, NVIDIA SR-IOV and nvidia-smi.
+ALLOWED_PROGRAMS = frozenset({"fpgaconf", "xbutil", "xbmgmt", "sriov-manage", "nvidia-smi"})
+
+MAX_VALUE_LENGTH = 4096
+MAX_OUTPUT = 4 * 1024 * 1024
+
+default = priv_context.PrivContext(
+    "acceld",
+    cfg_section="acceld_privileged",
+    pypath=__name__ + ".default",
+    # DAC_OVERRIDE: write root-owned sysfs attributes; SYS_ADMIN: attributes and vendor
+    # tools that check it (PCI config, FPGA reconfiguration, nvidia-smi settings);
+    # SYS_RAWIO: vendor tools that map device BARs.
+    capabilities=[caps.CAP_DAC_OVERRIDE, caps.CAP_DAC_READ_SEARCH, caps.CAP_SYS_ADMIN,
+                  caps.CAP_SYS_RAWIO],
+)
+
+
+def check_sysfs_path(path: str, sys_root: str = "/sys") -> str:
+    """The resolved path when ``path`` is an existing file under ``sys_root``.
+
+    Raises ValueError for relative paths, ``..`` components, NUL bytes, anything that
+    resolves (after symlinks) outside ``sys_root``, and directories.
+    """
+    if not isinstance(path, str) or "\0" in path:
+        raise ValueError("sysfs path must be a string without NUL bytes")
+    if not os.path.isabs(path):
+        raise ValueError(f"sysfs path must be absolute: {path!r}")
+    if ".." in path.split("/"):
+        raise ValueError(f"sysfs path must not contain '..': {path!r}")
+    root = os.path.realpath(sys_root)
+    resolved = os.path.realpath(path)
+    if os.path.commonpath([root, resolved]) != root or resolved == root:
+        raise ValueError(f"refusing to write outside {sys_root}: {path!r} -> {resolved!r}")
+    if os.path.isdir(resolved):
+        raise ValueError(f"refusing to write to a directory: {path!r}")
+    return resolved
+
+
+def check_value(value: str) -> str:
+    """A sysfs value: a short string without NUL bytes."""
+    if not isinstance(value, str) or "\0" in value or len(value) > MAX_VALUE_LENGTH:
+        raise ValueError("sysfs value must be a string without NUL, at most "
+                         f"{MAX_VALUE_LENGTH} characters")
+    return value
+
+
+def write_checked(path: str, value: str, sys_root: str = "/sys") -> None:
+    """Check, then write ``value`` in one write() call, as ``echo -n`` would; never
+    creates a file. OSError from the kernel (EBUSY, ERANGE, ...) propagates."""
+    resolved = check_sysfs_path(path, sys_root)
+    data = check_value(value).encode()
+    fd = os.open(resolved, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def check_argv(argv: list[str]) -> list[str]:
+    """The argv with its program resolved, when the program is allowed.
+
+    ``argv[0]`` is a bare name on :data:`ALLOWED_PROGRAMS` (looked up on PATH) or an
+    absolute path whose basename is on it (``/usr/lib/nvidia/sriov-manage``), owned by
+    root and writable by nobody else. Raises
+    ValueError otherwise, and for non-string or NUL-containing arguments.
+    """
+    if not isinstance(argv, (list, tuple)) or not argv:
+        raise ValueError("argv must be a non-empty list")
+    if not all(isinstance(a, str) and "\0" not in a for a in argv):
+        raise ValueError("every argument must be a string without NUL bytes")
+    program = argv[0]
+    name = os.path.basename(program)
+    if name not in ALLOWED_PROGRAMS:
+        raise ValueError(f"program not allowed: {program!r}")
+    if "/" in program:
+        if not os.path.isabs(program) or ".." in program.split("/"):
+            raise ValueError(f"program path must be absolute without '..': {program!r}")
+        _check_trusted(program)
+        resolved = program
+    else:
+        found = shutil.which(program)
+        if found is None:
+            raise FileNotFoundError(f"{program} not found on PATH")
+        resolved = found
+    return [resolved, *argv[1:]]
+
+
+def _check_trusted(program: str) -> None:
+    """An explicit program path must be a root-owned file nobody else can write, so a
+    caller cannot drop its own ``nvidia-smi`` into /tmp and have root run it."""
+    try:
+        st = os.stat(program)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{program} does not exist") from None
+    if st.st_uid != 0 or st.st_mode & 0o022:
+        raise ValueError(f"program must be owned by root and not group/world-writable: "
+                         f"{program!r}")
+
+
+def execute_checked(argv: list[str], timeout: float) -> tuple[int, str, str, bool]:
+    """Run an allowed program; returns ``(rc, stdout, stderr, timed_out)``.
+
+    No shell, stdin closed, output capped. rc 127 when the program does not exist.
+    """
+    if not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise ValueError("timeout must be a positive number of seconds")
+    try:
+        resolved = check_argv(argv)
+    except FileNotFoundError as exc:
+        return 127, "", str(exc), False
+    try:
+        proc = subprocess.run(resolved, shell=False, stdin=subprocess.DEVNULL,
+                              capture_output=True, timeout=timeout, check=False)
+    except FileNotFoundError as exc:
+        return 127, "", str(exc), False
+    except subprocess.TimeoutExpired as exc:
+        return (124, _text(exc.stdout), _text(exc.stderr)
+                + f"\ntimed out after {timeout}s", True)
+    return proc.returncode, _text(proc.stdout), _text(proc.stderr), False
+
+
+def _text(raw: bytes | str | None) -> str:
+    if raw is None:
+        return ""
+    if isinstance(raw, str):
+        return raw[:MAX_OUTPUT]
+    return raw[:MAX_OUTPUT].decode("utf-8", errors="replace")
+
+
+@default.entrypoint
+def sysfs_write(path: str, value: str) -> None:
+    """Privileged: write ``value`` to the sysfs attribute ``path`` (checked)."""
+    write_checked(path, value)
+
+
+@default.entrypoint
+def execute(argv: list[str], timeout: float) -> tuple[int, str, str, bool]:
+    """Privileged: run an allowed vendor tool (checked); see :func:`execute_checked`."""
+    return execute_checked(list(argv), timeout)

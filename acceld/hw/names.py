@@ -1,0 +1,70 @@
+"""Display names for PCI vendor and device ids, from the pci.ids database.
+
+Names are for people (reports, ``driver-list``), never for logic: drivers key on numeric
+ids and addresses. When no database is installed, or it does not know an id (Debian's
+pci.ids lags new hardware), the raw hex id is the name, so callers never get None.
+
+The file is parsed once per path and cached; tests pass their own small file.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+DEFAULT_PATHS = ("/usr/share/misc/pci.ids", "/usr/share/hwdata/pci.ids")
+
+
+@functools.lru_cache(maxsize=8)
+def _load(path: str) -> tuple[dict[str, str], dict[tuple[str, str], str]]:
+    """Vendors and devices of one pci.ids file (subsystem and class lines skipped)."""
+    vendors: dict[str, str] = {}
+    devices: dict[tuple[str, str], str] = {}
+    vendor: str | None = None
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if not line.strip() or line.startswith("#"):
+                    continue
+                if line.startswith("C "):  # class section: no more vendors
+                    break
+                if not line.startswith("\t"):
+                    code, _, name = line.rstrip("\n").partition("  ")
+                    vendor = code.strip().lower()
+                    vendors[vendor] = name.strip()
+                elif not line.startswith("\t\t") and vendor is not None:
+                    code, _, name = line.strip().partition("  ")
+                    devices[(vendor, code.strip().lower())] = name.strip()
+    except OSError:
+        return {}, {}
+    return vendors, devices
+
+
+class PciNames:
+    """Looks names up in the first existing file of ``paths``."""
+
+    def __init__(self, paths: tuple[str, ...] | list[str] | str = DEFAULT_PATHS) -> None:
+        candidates = (paths,) if isinstance(paths, str) else tuple(paths)
+        self.path = next((p for p in candidates if os.path.exists(p)), None)
+
+    def _tables(self) -> tuple[dict[str, str], dict[tuple[str, str], str]]:
+        return _load(self.path) if self.path else ({}, {})
+
+    def vendor(self, vendor_id: str) -> str:
+        """The vendor's name, or its hex id (``"8086"``) when unknown."""
+        vid = _norm(vendor_id)
+        return self._tables()[0].get(vid, vid)
+
+    def device(self, vendor_id: str, device_id: str) -> str:
+        """The device's name, or its hex id when unknown."""
+        did = _norm(device_id)
+        return self._tables()[1].get((_norm(vendor_id), did), did)
+
+
+def _norm(hex_id: str) -> str:
+    """``"0x8086"``/``"8086"``/``"8086 "`` -> ``"8086"`` (unparseable ids stay as given)."""
+    text = str(hex_id).strip().lower()
+    try:
+        return f"{int(text, 16):04x}"
+    except ValueError:
+        return text

@@ -1,0 +1,477 @@
+"""A small sysfs layer with an injectable root: the kernel ABI every driver reads.
+
+Why our own layer: sysfs is what lspci, libvirt, driverctl and mdevctl read; it needs no
+dependency, works without udevd and in containers, and a temp directory fakes it. Every
+path goes through :meth:`Sysfs.path` and every write through :meth:`Sysfs.write`, so a
+test hands the drivers ``FakeKernel(tmp_path)`` (``tests/fakes/kernel.py``), which reacts
+to writes as the kernel does, and a real host hands them ``Sysfs("/")``.
+
+Conventions of the API (stable; the NVIDIA and FPGA drivers build on it):
+
+* Paths given to methods are *host* paths (``/sys/bus/pci/devices/0000:3b:00.0/vendor``);
+  extra positional parts are joined on. :meth:`Sysfs.path` maps them under the root.
+* Reads return ``None`` for a missing file instead of raising: "not there" is a normal
+  answer (a device without SR-IOV, a host without IOMMU).
+* Writes go to an injected ``writer(real_path, value)``. With root ``/`` the default is the
+  privsep entrypoint ``acceld.agent.privileged.sysfs_write``; with any other root it is a
+  plain file write (a static tree, e.g. a umockdev testbed).
+* PCI addresses are accepted in any spelling and normalised with :mod:`acceld.hw.pci`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import os
+import re
+from collections.abc import Callable, Mapping
+
+from acceld.hw import pci
+
+Writer = Callable[[str, str], None]
+
+PCI_DEVICES = "/sys/bus/pci/devices"
+PCI_DRIVERS = "/sys/bus/pci/drivers"
+PCI_DRIVERS_PROBE = "/sys/bus/pci/drivers_probe"
+IOMMU_GROUPS = "/sys/kernel/iommu_groups"
+MDEV_BUS = "/sys/class/mdev_bus"
+MDEV_DEVICES = "/sys/bus/mdev/devices"
+MODULES = "/sys/module"
+
+_VIRTFN_RE = re.compile(r"^virtfn(\d+)$")
+
+
+class BindError(Exception):
+    """A driver (un)bind did not end with the device on the driver asked for."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MdevType:
+    """One entry of ``mdev_supported_types``; ``available_instances`` is None when the
+    file is missing or unreadable."""
+
+    type_id: str
+    name: str | None
+    available_instances: int | None
+    device_api: str | None
+    description: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class PciDevice:
+    """A snapshot of one PCI function's sysfs attributes.
+
+    IDs are lower-case hex without ``0x`` (vendor ``"8086"``, device ``"4940"``, class
+    ``"120000"``). ``numa_node`` is None for -1 (no affinity); ``iommu_group`` is None when
+    the IOMMU is off; the ``sriov_*`` fields are None for devices that are not SR-IOV
+    capable; ``physfn`` is the PF's address for a VF; ``virtfns`` the VFs' addresses in
+    index order. ``nvidia_creatable_vgpu_types`` / ``nvidia_current_vgpu_type`` are the raw
+    contents of the per-VF ``nvidia/`` files of NVIDIA's vendor-specific VFIO framework
+    (None when absent). ``mdev_supported_types`` maps type id -> :class:`MdevType`.
+    """
+
+    address: str
+    vendor: str
+    device: str
+    pci_class: str
+    subsystem_vendor: str | None = None
+    subsystem_device: str | None = None
+    numa_node: int | None = None
+    iommu_group: int | None = None
+    driver: str | None = None
+    driver_override: str | None = None
+    sriov_totalvfs: int | None = None
+    sriov_numvfs: int | None = None
+    sriov_drivers_autoprobe: bool | None = None
+    sriov_vf_device: str | None = None
+    physfn: str | None = None
+    virtfns: tuple[str, ...] = ()
+    mdev_supported_types: Mapping[str, MdevType] = dataclasses.field(default_factory=dict)
+    nvidia_creatable_vgpu_types: str | None = None
+    nvidia_current_vgpu_type: str | None = None
+
+    @property
+    def is_vf(self) -> bool:
+        return self.physfn is not None
+
+    @property
+    def sriov_capable(self) -> bool:
+        return self.sriov_totalvfs is not None
+
+    @property
+    def class_code(self) -> int:
+        return int(self.pci_class, 16)
+
+
+def _hex_id(raw: str | None, width: int) -> str | None:
+    """``"0x8086"`` -> ``"8086"``; None stays None."""
+    if raw is None:
+        return None
+    try:
+        return f"{int(raw, 16):0{width}x}"
+    except ValueError:
+        return None
+
+
+def _plain_writer(real_path: str, value: str) -> None:
+    """Write like ``echo -n value > path`` (for static trees that are not a kernel)."""
+    with open(real_path, "w", encoding="ascii") as f:
+        f.write(value)
+
+
+def _privsep_writer(real_path: str, value: str) -> None:
+    from acceld.agent import privileged  # lazy: importing privsep costs time
+
+    privileged.sysfs_write(real_path, value)
+
+
+class Sysfs:
+    """Reads and writes sysfs under ``root`` (``/`` on a real host)."""
+
+    def __init__(self, root: str = "/", writer: Writer | None = None) -> None:
+        self.root = os.path.abspath(root)
+        self._real_root = os.path.realpath(self.root)
+        if writer is None:
+            writer = _privsep_writer if self.root == "/" else _plain_writer
+        self._writer = writer
+
+    # -- paths and plain reads ---------------------------------------------------------
+    def path(self, host_path: str, *parts: str) -> str:
+        """The real filesystem path of a host path (``/sys/...``) under the root."""
+        joined = os.path.join(host_path, *parts)
+        if not joined.startswith("/"):
+            raise ValueError(f"host paths are absolute: {joined!r}")
+        return os.path.join(self.root, joined.lstrip("/"))
+
+    def host_path(self, real_path: str) -> str:
+        """The inverse of :meth:`path` for a resolved real path (``/tmp/x/sys/a`` ->
+        ``/sys/a``)."""
+        rel = os.path.relpath(os.path.realpath(real_path), self._real_root)
+        if rel.startswith(".."):
+            raise ValueError(f"{real_path!r} is outside the sysfs root {self.root!r}")
+        return "/" if rel == "." else "/" + rel
+
+    def realpath(self, host_path: str, *parts: str) -> str:
+        """The host path with every symlink resolved (e.g. the device directory behind
+        ``/sys/bus/pci/devices/<bdf>``)."""
+        return self.host_path(os.path.realpath(self.path(host_path, *parts)))
+
+    def exists(self, host_path: str, *parts: str) -> bool:
+        return os.path.exists(self.path(host_path, *parts))
+
+    def read(self, host_path: str, *parts: str) -> str | None:
+        """The stripped content of a file, or None when it is missing or unreadable
+        (e.g. a device removed while we look)."""
+        try:
+            with open(self.path(host_path, *parts), encoding="utf-8",
+                      errors="replace") as f:
+                return f.read().strip()
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError):
+            return None
+        except OSError as exc:
+            if exc.errno in (errno.ENODEV, errno.ENXIO, errno.EIO, errno.EINVAL):
+                return None
+            raise
+
+    def read_int(self, host_path: str, *parts: str) -> int | None:
+        """An integer attribute (decimal, or hex with ``0x``); None when missing or not
+        a number."""
+        raw = self.read(host_path, *parts)
+        if raw is None or raw == "":
+            return None
+        try:
+            return int(raw, 0) if raw.lower().startswith(("0x", "-0x")) else int(raw)
+        except ValueError:
+            return None
+
+    def readlink(self, host_path: str, *parts: str) -> str | None:
+        """The raw target of a symlink, or None when it is not a link."""
+        try:
+            return os.readlink(self.path(host_path, *parts))
+        except (FileNotFoundError, NotADirectoryError, OSError):
+            return None
+
+    def link_name(self, host_path: str, *parts: str) -> str | None:
+        """The basename of a symlink's target (a device's ``driver`` -> ``vfio-pci``)."""
+        target = self.readlink(host_path, *parts)
+        return os.path.basename(target.rstrip("/")) if target else None
+
+    def listdir(self, host_path: str, *parts: str) -> list[str]:
+        """Sorted entries of a directory; empty when it does not exist."""
+        try:
+            return sorted(os.listdir(self.path(host_path, *parts)))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def is_dir(self, host_path: str, *parts: str) -> bool:
+        return os.path.isdir(self.path(host_path, *parts))
+
+    def write(self, host_path: str, value: str) -> None:
+        """Write ``value`` to a sysfs attribute; raises OSError as the kernel would.
+
+        Everything that changes the host goes through here (FakeKernel overrides it)."""
+        self._writer(self.path(host_path), value)
+
+    # -- host facts ---------------------------------------------------------------------
+    def iommu_enabled(self) -> bool:
+        """True when the kernel created any IOMMU group (IOMMU on and in use)."""
+        return bool(self.listdir(IOMMU_GROUPS))
+
+    def iommu_group_devices(self, group: int) -> list[str]:
+        """The PCI addresses in one IOMMU group (all must go to vfio for passthrough)."""
+        return self.listdir(IOMMU_GROUPS, str(group), "devices")
+
+    def driver_loaded(self, name: str) -> bool:
+        """True when a PCI driver of that name is registered (``bus/pci/drivers/<name>``)."""
+        return self.is_dir(PCI_DRIVERS, name)
+
+    def module_loaded(self, name: str) -> bool:
+        """True when a kernel module (or built-in with parameters) is present; ``-`` and
+        ``_`` are the same to the kernel."""
+        return self.is_dir(MODULES, name.replace("-", "_"))
+
+    # -- PCI view -----------------------------------------------------------------------
+    def pci_addresses(self) -> list[str]:
+        """Every PCI function's canonical address, sorted."""
+        out = []
+        for entry in self.listdir(PCI_DEVICES):
+            if pci.is_address(entry):
+                out.append(pci.normalize(entry))
+        return sorted(out)
+
+    def pci_devices(self) -> list[PciDevice]:
+        """A snapshot of every PCI function (devices that vanish mid-scan are left out)."""
+        devices = []
+        for address in self.pci_addresses():
+            dev = self.pci_device(address)
+            if dev is not None:
+                devices.append(dev)
+        return devices
+
+    def device_path(self, address: str, *parts: str) -> str:
+        """The host path of a PCI device's attribute (``/sys/bus/pci/devices/<bdf>/...``)."""
+        return os.path.join(PCI_DEVICES, pci.normalize(address), *parts)
+
+    def pci_device(self, address: str) -> PciDevice | None:
+        """A snapshot of one PCI function, or None when it does not exist."""
+        addr = pci.normalize(address)
+        base = self.device_path(addr)
+        vendor = _hex_id(self.read(base, "vendor"), 4)
+        device = _hex_id(self.read(base, "device"), 4)
+        if vendor is None or device is None:
+            return None
+        numa = self.read_int(base, "numa_node")
+        group = self.link_name(base, "iommu_group")
+        override = self.read(base, "driver_override")
+        autoprobe = self.read_int(base, "sriov_drivers_autoprobe")
+        physfn = self.link_name(base, "physfn")
+        return PciDevice(
+            address=addr, vendor=vendor, device=device,
+            pci_class=_hex_id(self.read(base, "class"), 6) or "000000",
+            subsystem_vendor=_hex_id(self.read(base, "subsystem_vendor"), 4),
+            subsystem_device=_hex_id(self.read(base, "subsystem_device"), 4),
+            numa_node=None if numa is None or numa < 0 else numa,
+            iommu_group=int(group) if group and group.isdigit() else None,
+            driver=self.link_name(base, "driver"),
+            driver_override=None if override in (None, "", "(null)") else override,
+            sriov_totalvfs=self.read_int(base, "sriov_totalvfs"),
+            sriov_numvfs=self.read_int(base, "sriov_numvfs"),
+            sriov_drivers_autoprobe=None if autoprobe is None else bool(autoprobe),
+            sriov_vf_device=_hex_id(self.read(base, "sriov_vf_device"), 4),
+            physfn=pci.normalize(physfn) if physfn and pci.is_address(physfn) else None,
+            virtfns=tuple(self.virtfns(addr)),
+            mdev_supported_types=self.mdev_types_at(base),
+            nvidia_creatable_vgpu_types=self.read(base, "nvidia", "creatable_vgpu_types"),
+            nvidia_current_vgpu_type=self.read(base, "nvidia", "current_vgpu_type"),
+        )
+
+    def virtfns(self, pf: str) -> list[str]:
+        """The PF's VF addresses, ordered by VF index (virtfn0, virtfn1, ...)."""
+        base = self.device_path(pf)
+        found = []
+        for entry in self.listdir(base):
+            m = _VIRTFN_RE.match(entry)
+            target = self.link_name(base, entry) if m else None
+            if m and target and pci.is_address(target):
+                found.append((int(m.group(1)), pci.normalize(target)))
+        return [addr for _, addr in sorted(found)]
+
+    def driver_of(self, address: str) -> str | None:
+        """The name of the driver bound to a device, None when unbound."""
+        return self.link_name(self.device_path(address, "driver"))
+
+    def aer_fatal_count(self, address: str) -> int | None:
+        """The TOTAL_ERR_FATAL counter of ``aer_dev_fatal``; None when there is no AER."""
+        raw = self.read(self.device_path(address, "aer_dev_fatal"))
+        if raw is None:
+            return None
+        for line in raw.splitlines():
+            fields = line.split()
+            if len(fields) == 2 and fields[0] == "TOTAL_ERR_FATAL" and fields[1].isdigit():
+                return int(fields[1])
+        return None
+
+    # -- mdev view ----------------------------------------------------------------------
+    def mdev_types_at(self, parent_path: str) -> dict[str, MdevType]:
+        """``mdev_supported_types`` under a parent device's host path."""
+        types_dir = os.path.join(parent_path, "mdev_supported_types")
+        out = {}
+        for type_id in self.listdir(types_dir):
+            tdir = os.path.join(types_dir, type_id)
+            out[type_id] = MdevType(
+                type_id=type_id, name=self.read(tdir, "name"),
+                available_instances=self.read_int(tdir, "available_instances"),
+                device_api=self.read(tdir, "device_api"),
+                description=self.read(tdir, "description"))
+        return out
+
+    def mdev_parents(self) -> list[str]:
+        """Names in ``/sys/class/mdev_bus`` (PCI addresses for PCI parents)."""
+        return self.listdir(MDEV_BUS)
+
+    def mdev_types(self, parent: str) -> dict[str, MdevType]:
+        """The mdev types of a parent listed in ``/sys/class/mdev_bus``."""
+        return self.mdev_types_at(os.path.join(MDEV_BUS, _mdev_parent_name(parent)))
+
+    def mdev_exists(self, uuid: str) -> bool:
+        return self.exists(MDEV_DEVICES, uuid.lower())
+
+    def mdev_type_of(self, uuid: str) -> str | None:
+        """The type id an existing mdev was created with."""
+        return self.link_name(MDEV_DEVICES, uuid.lower(), "mdev_type")
+
+    def mdev_parent_of(self, uuid: str) -> str | None:
+        """The name of the parent device of an existing mdev."""
+        if not self.mdev_exists(uuid):
+            return None
+        return os.path.basename(os.path.dirname(self.realpath(MDEV_DEVICES, uuid.lower())))
+
+    def mdev_devices(self, parent: str, type_id: str) -> list[str]:
+        """UUIDs of the mdevs of one type on one parent."""
+        return self.listdir(MDEV_BUS, _mdev_parent_name(parent), "mdev_supported_types",
+                            type_id, "devices")
+
+    # -- operations ---------------------------------------------------------------------
+    def set_numvfs(self, pf: str, count: int, *, autoprobe: bool | None = None) -> None:
+        """Set a PF's VF count.
+
+        The kernel refuses N -> M with both non-zero (EBUSY), so a change between two
+        non-zero counts goes through 0. With ``autoprobe`` given, ``sriov_drivers_autoprobe``
+        is written first (False keeps the PF's VF driver off VFs meant for vfio-pci).
+        OSError from the kernel propagates (ERANGE above totalvfs, EBUSY while VFs are in
+        use).
+        """
+        base = self.device_path(pf)
+        current = self.read_int(base, "sriov_numvfs")
+        if current is None:
+            raise OSError(errno.ENOTSUP, f"{pci.normalize(pf)} is not SR-IOV capable")
+        if autoprobe is not None:
+            wanted = "1" if autoprobe else "0"
+            if self.read(base, "sriov_drivers_autoprobe") != wanted:
+                self.write(os.path.join(base, "sriov_drivers_autoprobe"), wanted)
+        if current == count:
+            return
+        if current and count:
+            self.write(os.path.join(base, "sriov_numvfs"), "0")
+        self.write(os.path.join(base, "sriov_numvfs"), str(count))
+
+    def unbind(self, address: str) -> None:
+        """Unbind a device from its driver (no-op when unbound)."""
+        addr = pci.normalize(address)
+        driver = self.driver_of(addr)
+        if driver is not None:
+            self.write(os.path.join(PCI_DRIVERS, driver, "unbind"), addr)
+
+    def set_driver_override(self, address: str, driver: str | None) -> None:
+        """Set or clear (None) ``driver_override``; the kernel reads back ``(null)``."""
+        self.write(self.device_path(address, "driver_override"), driver or "\n")
+
+    def bind_driver(self, address: str, driver: str) -> None:
+        """Bind a device to ``driver`` the way driverctl does: driver_override, unbind,
+        drivers_probe, then check. The override stays set so that a later reprobe (or
+        the PF's VF driver) does not take the device back. Idempotent.
+
+        Raises BindError when the device did not end on ``driver`` (driver not loaded,
+        probe refused) and OSError from the writes.
+        """
+        addr = pci.normalize(address)
+        if not self.exists(self.device_path(addr)):
+            raise OSError(errno.ENODEV, f"PCI device {addr} does not exist")
+        current = self.driver_of(addr)
+        override = self.read(self.device_path(addr, "driver_override"))
+        if current == driver and override == driver:
+            return
+        self.set_driver_override(addr, driver)
+        if current == driver:
+            return
+        self.unbind(addr)
+        self.write(PCI_DRIVERS_PROBE, addr)
+        bound = self.driver_of(addr)
+        if bound != driver:
+            raise BindError(f"{addr} is bound to {bound or 'no driver'} after probing "
+                            f"for {driver}")
+
+    def restore_driver(self, address: str, original: str | None) -> None:
+        """Give a device back to ``original`` (None: leave it unbound) and clear the
+        override, so that the host's normal driver matching applies again. Idempotent."""
+        addr = pci.normalize(address)
+        if not self.exists(self.device_path(addr)):
+            raise OSError(errno.ENODEV, f"PCI device {addr} does not exist")
+        if original is None:
+            self.unbind(addr)
+        elif self.driver_of(addr) != original:
+            self.bind_driver(addr, original)
+        if self.read(self.device_path(addr, "driver_override")) not in (None, "(null)", ""):
+            self.set_driver_override(addr, None)
+
+    def reprobe(self, address: str) -> str | None:
+        """Hand a device back to the kernel's own driver matching (``driverctl
+        unset-override``): clear the override, unbind, ``drivers_probe``. Returns the
+        driver the kernel chose (None when no loaded driver claims it)."""
+        addr = pci.normalize(address)
+        if not self.exists(self.device_path(addr)):
+            raise OSError(errno.ENODEV, f"PCI device {addr} does not exist")
+        if self.read(self.device_path(addr, "driver_override")) not in (None, "(null)", ""):
+            self.set_driver_override(addr, None)
+        self.unbind(addr)
+        self.write(PCI_DRIVERS_PROBE, addr)
+        return self.driver_of(addr)
+
+    def mdev_create(self, parent: str, type_id: str, uuid: str) -> bool:
+        """Create an mdev; True when created, False when that UUID already existed
+        (EEXIST from the kernel counts as done: the call is idempotent)."""
+        uuid = uuid.lower()
+        if self.mdev_exists(uuid):
+            return False
+        path = os.path.join(MDEV_BUS, _mdev_parent_name(parent), "mdev_supported_types",
+                            type_id, "create")
+        try:
+            self.write(path, uuid)
+        except OSError as exc:
+            if exc.errno == errno.EEXIST:
+                return False
+            raise
+        return True
+
+    def mdev_remove(self, uuid: str) -> bool:
+        """Remove an mdev; False when it was already gone."""
+        uuid = uuid.lower()
+        if not self.mdev_exists(uuid):
+            return False
+        try:
+            self.write(os.path.join(MDEV_DEVICES, uuid, "remove"), "1")
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ENODEV):
+                return False
+            raise
+        return True
+
+    def set_current_vgpu_type(self, vf: str, type_id: int) -> None:
+        """NVIDIA vendor-specific VFIO framework: create (type id) or destroy (0) the vGPU
+        of a VF by writing ``nvidia/current_vgpu_type``."""
+        self.write(self.device_path(vf, "nvidia", "current_vgpu_type"), str(int(type_id)))
+
+
+def _mdev_parent_name(parent: str) -> str:
+    """PCI parents are listed under their canonical address; others (mtty) by name."""
+    return pci.normalize(parent) if pci.is_address(parent) else parent
