@@ -1,0 +1,607 @@
+"""The NVIDIA GPU driver: whole GPUs, MIG instances and vGPUs (both sysfs layouts).
+
+Inventory comes from NVML (:mod:`acceld.hw.nvml`) joined with sysfs by PCI address:
+NVML knows what a GPU is (UUID, MIG state, memory, health), sysfs knows where it sits
+(NUMA node when NVML cannot tell, IOMMU group, VFs, mdev types). Each GPU is one device
+whose identity is its normalised PCI address and which carries exactly one kind of
+deployable, chosen in this order:
+
+1. vGPU, when ``[nvidia_driver] vgpu_types`` enables a type the GPU can create: one
+   ``VGPU`` deployable per type. The layout is probed per GPU: the legacy mdev layout
+   (``mdev_supported_types`` on the PF or its VFs) gives MDEV handles
+   ``{parent, type, uuid}`` whose UUID is derived from host, parent, type and slot, so
+   it is the same on every discovery and after a crash; NVIDIA's vendor-specific VFIO
+   framework (``nvidia/creatable_vgpu_types`` on each VF, no mdev) gives PCI handles of
+   the VFs plus ``vgpu_type``, because the guest gets the VF itself.
+2. MIG, when MIG mode is on: one ``CUSTOM_NVIDIA_MIG_<PROFILE>`` deployable per GPU
+   instance profile, one MDEV-typed handle per MIG device keyed by its MIG UUID.
+3. Otherwise the whole GPU: resource class ``PGPU`` with one PCI handle.
+
+A GPU whose MIG mode change waits for a reset is skipped (and flagged in health) until
+the reset, because neither layout is true for it yet. Without NVML the driver reports
+nothing and :meth:`explain` says why; that is a normal state, not an error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import logging
+import re
+import uuid as uuidlib
+from typing import Any
+
+from acceld import reports
+from acceld.agent.drivers.base import (
+    HEALTH_DEGRADED,
+    HEALTH_FAILED,
+    HEALTH_OK,
+    BaseDriver,
+    Check,
+    DriverContext,
+    DriverError,
+    Explanation,
+    Health,
+    Skipped,
+)
+from acceld.hw import nvml as nvmlmod
+from acceld.hw import pci
+from acceld.hw.sysfs import PciDevice, Sysfs
+
+LOG = logging.getLogger(__name__)
+
+VENDOR = "10de"
+_DISPLAY_CLASS = 0x03            # PCI base class of VGA/3D controllers
+_GIB = 1024 ** 3
+# Namespace of the mdev UUIDs this driver derives (fixed forever: changing it would
+# orphan every mdev created before).
+_MDEV_NAMESPACE = uuidlib.UUID("5b0e3a52-8f0c-4c55-9d51-64a3f7f0c2d1")
+_VGPU_LINE = re.compile(r"^\s*(\d+)\s*:\s*(.+?)\s*$")
+_TYPE_ID = re.compile(r"^(?:nvidia-)?(\d+)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Known:
+    """What the last discovery learnt, for health, stats, prepare and release."""
+
+    gpus: dict[str, nvmlmod.GpuInfo] = dataclasses.field(default_factory=dict)
+    migs: dict[str, list[nvmlmod.MigInfo]] = dataclasses.field(default_factory=dict)
+    pending: dict[str, nvmlmod.GpuInfo] = dataclasses.field(default_factory=dict)
+    vanished: dict[str, reports.Device] = dataclasses.field(default_factory=dict)
+    devices: dict[str, reports.Device] = dataclasses.field(default_factory=dict)
+
+
+def parse_vgpu_types(text: str | None) -> dict[int, str]:
+    """Type id -> name from NVIDIA's ``creatable_vgpu_types`` table (``ID : Name``)."""
+    out: dict[int, str] = {}
+    for line in (text or "").splitlines():
+        m = _VGPU_LINE.match(line)
+        if m:
+            out[int(m.group(1))] = m.group(2)
+    return out
+
+
+def vgpu_type_id(spec: str) -> int | None:
+    """``"nvidia-471"`` or ``"471"`` -> 471; None for anything else."""
+    m = _TYPE_ID.match(spec.strip().lower())
+    return int(m.group(1)) if m else None
+
+
+def mig_resource_class(profile_name: str, profile_id: int) -> str:
+    """``1g.10gb`` -> ``CUSTOM_NVIDIA_MIG_1G_10GB``; unnamed profiles by id (-1:
+    NVML could not tell the profile)."""
+    if not profile_name:
+        return (f"CUSTOM_NVIDIA_MIG_PROFILE_{profile_id}" if profile_id >= 0
+                else "CUSTOM_NVIDIA_MIG_UNKNOWN")
+    return "CUSTOM_NVIDIA_MIG_" + re.sub(r"[^A-Z0-9]+", "_", profile_name.upper()).strip("_")
+
+
+class NvidiaDriver(BaseDriver):
+    name = "nvidia_gpu"
+    version = "1.0.0"
+
+    def __init__(self, ctx: DriverContext) -> None:
+        super().__init__(ctx)
+        self._conf = ctx.conf.nvidia_driver
+        self._sysfs: Sysfs = ctx.sysfs if ctx.sysfs is not None else Sysfs("/")
+        self._nvml: Any = ctx.nvml if ctx.nvml is not None else nvmlmod.NvmlBackend()
+        self._known = _Known()
+        self._events: dict[str, tuple[float, str]] = {}   # identity -> (when, reason)
+
+    # -- discovery ---------------------------------------------------------------------
+
+    def discover(self) -> list[reports.Device]:
+        checks = self._host_checks()
+        skipped: list[Skipped] = []
+        if not self._nvml.start():
+            checks.insert(0, Check("nvml", False, self._nvml.reason or "NVML unavailable"))
+            skipped += self._unmanaged(set(), "NVML is unavailable")
+            self._known = _Known()
+            self._explained(Explanation(tuple(checks), self._conf.expected_devices, 0,
+                                        tuple(skipped)))
+            return []
+        checks.insert(0, Check("nvml", True, self._nvml_detail()))
+        checks.append(self._driver_version_check())
+        enabled, bad = self._enabled_vgpu_types()
+        known = self._scan(enabled, checks, skipped)
+        self._known = known
+        if enabled or bad:
+            checks.append(self._vgpu_types_check(enabled, bad, known))
+        devices = [*known.devices.values(), *known.vanished.values()]
+        self._explained(Explanation(tuple(checks), self._conf.expected_devices,
+                                    len(devices), tuple(skipped)))
+        return devices
+
+    def _scan(self, enabled: set[int], checks: list[Check],
+              skipped: list[Skipped]) -> _Known:
+        known = _Known()
+        seen: set[str] = set()
+        for index in range(self._nvml.gpu_count()):
+            try:
+                gpu = self._nvml.gpu(index)
+            except nvmlmod.NvmlError as exc:
+                skipped.append(Skipped(f"nvml-index-{index}", str(exc)))
+                continue
+            seen.add(gpu.address)
+            reason = self._skip_reason(gpu)
+            if reason:
+                skipped.append(Skipped(gpu.address, reason))
+                if gpu.mig_change_pending:
+                    known.pending[gpu.address] = gpu
+                continue
+            try:
+                known.devices[gpu.address] = self._device(gpu, enabled, known, checks)
+            except nvmlmod.NvmlError as exc:
+                known.migs.pop(gpu.address, None)
+                skipped.append(Skipped(gpu.address, f"NVML failed while reading it: {exc}"))
+                continue
+            known.gpus[gpu.address] = gpu
+        skipped += self._unmanaged(seen, "not visible to NVML")
+        previous = {**self._known.vanished, **self._known.devices}
+        for address, device in previous.items():
+            if address not in seen and self._still_on_nvidia(address):
+                known.vanished[address] = device   # keep it so health can fail it
+        return known
+
+    def _skip_reason(self, gpu: nvmlmod.GpuInfo) -> str | None:
+        if self._conf.address and not any(pci.matches(spec, gpu.address)
+                                          for spec in self._conf.address):
+            return "excluded by [nvidia_driver] address"
+        if gpu.mig_change_pending:
+            return (f"MIG mode change pending (current "
+                    f"{_onoff(gpu.mig_current)}, pending {_onoff(gpu.mig_pending)}): "
+                    "reset the GPU to apply it")
+        return None
+
+    def _still_on_nvidia(self, address: str) -> bool:
+        """A GPU that left NVML but is still bound to nvidia in sysfs has failed; one
+        that left sysfs or went to another driver is gone from this driver's view."""
+        return self._sysfs.driver_of(address) == "nvidia"
+
+    def _unmanaged(self, seen: set[str], why: str) -> list[Skipped]:
+        """NVIDIA GPUs (PFs of display class) in sysfs that NVML did not report."""
+        out = []
+        for dev in self._nvidia_functions():
+            if dev.address not in seen and not dev.is_vf:
+                bound = dev.driver or "no driver"
+                out.append(Skipped(dev.address, f"{why} (bound to {bound})"))
+        return out
+
+    def _nvidia_functions(self) -> list[PciDevice]:
+        found = []
+        for address in self._sysfs.pci_addresses():
+            vendor = self._sysfs.read(self._sysfs.device_path(address, "vendor"))
+            if vendor and vendor.lower().removeprefix("0x") == VENDOR:
+                dev = self._sysfs.pci_device(address)
+                if dev is not None and dev.class_code >> 16 == _DISPLAY_CLASS:
+                    found.append(dev)
+        return found
+
+    # -- checks ------------------------------------------------------------------------
+
+    def _host_checks(self) -> list[Check]:
+        module = self._sysfs.module_loaded("nvidia")
+        iommu = self._sysfs.iommu_enabled()
+        return [
+            Check("kernel_module", module,
+                  "nvidia is loaded" if module else "/sys/module/nvidia is missing: the "
+                  "nvidia kernel module is not loaded"),
+            Check("iommu", iommu,
+                  "IOMMU groups present" if iommu else "no IOMMU groups: passthrough and "
+                  "vGPU need the IOMMU on (intel_iommu=on / amd_iommu=on)"),
+        ]
+
+    def _nvml_detail(self) -> str:
+        version = self._nvml.driver_version()
+        cuda = self._nvml.cuda_driver_version()
+        return f"driver {version or 'unknown'}" + (f", CUDA {cuda}" if cuda else "")
+
+    def _driver_version_check(self) -> Check:
+        version = self._nvml.driver_version() or ""
+        wanted = self._conf.min_driver_version
+        if not wanted:
+            return Check("driver_version", bool(version), version or "unknown")
+        ok = bool(version) and _version_tuple(version) >= _version_tuple(wanted)
+        return Check("driver_version", ok,
+                     f"{version or 'unknown'} (at least {wanted} wanted)")
+
+    def _enabled_vgpu_types(self) -> tuple[set[int], list[str]]:
+        enabled: set[int] = set()
+        bad = []
+        for spec in self._conf.vgpu_types:
+            type_id = vgpu_type_id(spec)
+            if type_id is None:
+                bad.append(spec)
+            else:
+                enabled.add(type_id)
+        return enabled, bad
+
+    def _vgpu_types_check(self, enabled: set[int], bad: list[str], known: _Known) -> Check:
+        """Are the configured vGPU types real on this host, by NVML's list?"""
+        supported: dict[int, str] = {}
+        for gpu in known.gpus.values():
+            try:
+                supported.update(self._nvml.vgpu_types(gpu.uuid))
+            except nvmlmod.NvmlError:
+                continue
+        parts = [f"{t} ({supported[t]})" for t in sorted(enabled) if t in supported]
+        unknown = [str(t) for t in sorted(enabled) if t not in supported]
+        detail = "enabled: " + (", ".join(parts) or "none")
+        if unknown:
+            detail += "; no GPU here supports: " + ", ".join(unknown)
+            if not supported:
+                detail += " (NVML lists no vGPU types: is the vGPU host driver installed?)"
+        if bad:
+            detail += "; not vGPU type ids, ignored: " + ", ".join(bad)
+        return Check("vgpu_types", not unknown and not bad, detail)
+
+    # -- building the report -----------------------------------------------------------
+
+    def _device(self, gpu: nvmlmod.GpuInfo, enabled: set[int], known: _Known,
+                checks: list[Check]) -> reports.Device:
+        sysdev = self._sysfs.pci_device(gpu.address)
+        deployables = self._vgpu_deployables(gpu, sysdev, enabled, checks)
+        if not deployables and gpu.mig_current:
+            known.migs[gpu.address] = self._nvml.mig_devices(gpu.uuid)
+            deployables = self._mig_deployables(gpu, known.migs[gpu.address])
+        if not deployables and not gpu.mig_current:
+            deployables = [self._pgpu_deployable(gpu)]
+        numa = gpu.numa_node if gpu.numa_node is not None else (
+            sysdev.numa_node if sysdev is not None else None)
+        std = {"vendor_id": VENDOR, "product_id": gpu.device_id}
+        if sysdev is not None:
+            std["class"] = sysdev.pci_class
+        if numa is not None:
+            std["numa_node"] = str(numa)
+        vendor_info = {"uuid": gpu.uuid, "product_name": gpu.name,
+                       "subsystem_id": gpu.subsystem_id,
+                       "mig": _onoff(gpu.mig_current) if gpu.mig_current is not None
+                       else "unsupported"}
+        if gpu.serial:
+            vendor_info["serial"] = gpu.serial
+        if gpu.memory_total is not None:
+            vendor_info["memory_mib"] = str(gpu.memory_total // (1024 * 1024))
+        return reports.make_device(
+            identity=gpu.address, type="GPU", vendor=VENDOR, model=gpu.device_id,
+            name=f"{self.ctx.host}_nvidia_{gpu.address}", std_board_info=std,
+            vendor_board_info=vendor_info,
+            controlpath={"type": "PCI", "info": pci.to_attach_info(gpu.address)},
+            deployables=deployables)
+
+    def _base_traits(self, gpu: nvmlmod.GpuInfo) -> list[str]:
+        return [f"CUSTOM_NVIDIA_{gpu.device_id.upper()}"]
+
+    def _pgpu_deployable(self, gpu: nvmlmod.GpuInfo) -> dict[str, Any]:
+        traits = self._base_traits(gpu)
+        if gpu.memory_total:
+            traits.append(f"CUSTOM_NVIDIA_GPU_MEMORY_{round(gpu.memory_total / _GIB)}GB")
+        return {"name": f"{self.ctx.host}_{gpu.address}", "num_accelerators": 1,
+                "attributes": _attributes("PGPU", traits),
+                "attach_handles": [{"attach_type": "PCI",
+                                    "attach_info": pci.to_attach_info(gpu.address)}]}
+
+    def _mig_deployables(self, gpu: nvmlmod.GpuInfo,
+                         migs: list[nvmlmod.MigInfo]) -> list[dict[str, Any]]:
+        by_profile: dict[int, list[nvmlmod.MigInfo]] = {}
+        for mig in migs:
+            by_profile.setdefault(mig.profile_id, []).append(mig)
+        out = []
+        for profile_id, members in sorted(by_profile.items()):
+            rc = mig_resource_class(members[0].profile_name, profile_id)
+            traits = self._base_traits(gpu)
+            if profile_id >= 0:
+                traits.append(f"CUSTOM_NVIDIA_MIG_PROFILE_{profile_id}")
+            handles = [{"attach_type": "MDEV",
+                        "attach_info": {"parent": gpu.address, "mig_uuid": m.uuid}}
+                       for m in sorted(members, key=lambda m: m.uuid)]
+            suffix = str(profile_id) if profile_id >= 0 else "unknown"
+            out.append({"name": f"{self.ctx.host}_{gpu.address}_mig_{suffix}",
+                        "num_accelerators": len(handles),
+                        "attributes": _attributes(rc, traits), "attach_handles": handles})
+        return out
+
+    # -- vGPU --------------------------------------------------------------------------
+
+    def _vgpu_deployables(self, gpu: nvmlmod.GpuInfo, sysdev: PciDevice | None,
+                          enabled: set[int], checks: list[Check]) -> list[dict[str, Any]]:
+        if sysdev is None:
+            return []
+        vfs = [d for d in (self._sysfs.pci_device(a) for a in sysdev.virtfns) if d]
+        layout = _vgpu_layout(sysdev, vfs)
+        if layout is None:
+            return []
+        if layout == "mdev":
+            handles = self._mdev_handles([sysdev, *vfs], enabled)
+        else:
+            handles = self._vf_handles(vfs, enabled)
+        offered = _offered_types([sysdev, *vfs], layout)
+        checks.append(Check(f"vgpu {gpu.address}", bool(handles),
+                            f"{layout} layout; creatable types: "
+                            + (", ".join(f"{t} ({n})" for t, n in sorted(offered.items()))
+                               or "none")
+                            + ("" if enabled else "; none enabled in [nvidia_driver] "
+                               "vgpu_types")))
+        traits = self._base_traits(gpu)
+        return [{"name": f"{self.ctx.host}_{gpu.address}_vgpu_{type_id}",
+                 "num_accelerators": len(type_handles),
+                 "attributes": _attributes("VGPU",
+                                           [*traits, f"CUSTOM_NVIDIA_VGPU_{type_id}"]),
+                 "attach_handles": type_handles}
+                for type_id, type_handles in sorted(handles.items()) if type_handles]
+
+    def _mdev_handles(self, parents: list[PciDevice],
+                      enabled: set[int]) -> dict[int, list[dict[str, Any]]]:
+        """One handle per instance this driver may create (free + already ours)."""
+        out: dict[int, list[dict[str, Any]]] = {}
+        for parent in parents:
+            for type_name, mtype in sorted(parent.mdev_supported_types.items()):
+                type_id = vgpu_type_id(type_name)
+                if type_id not in enabled:
+                    continue
+                for uuid in self._mdev_slots(parent.address, type_name,
+                                             mtype.available_instances or 0):
+                    out.setdefault(type_id, []).append({"attach_type": "MDEV", "attach_info": {
+                        "parent": parent.address, "type": type_name, "uuid": uuid}})
+        return out
+
+    def _mdev_slots(self, parent: str, type_name: str, available: int) -> list[str]:
+        """The UUIDs of the slots to offer: every existing mdev of ours (so a handle in
+        use never disappears) plus as many unused slots as the kernel has free."""
+        existing = set(self._sysfs.mdev_devices(parent, type_name))
+        candidates = [self._mdev_uuid(parent, type_name, slot)
+                      for slot in range(max(0, available) + len(existing))]
+        ours = [u for u in candidates if u in existing]
+        unused = [u for u in candidates if u not in existing][:max(0, available)]
+        return [u for u in candidates if u in ours or u in unused]
+
+    def _vf_handles(self, vfs: list[PciDevice],
+                    enabled: set[int]) -> dict[int, list[dict[str, Any]]]:
+        """A VF offers a type when it is free and can create it, or already has it."""
+        out: dict[int, list[dict[str, Any]]] = {}
+        for vf in vfs:
+            creatable = parse_vgpu_types(vf.nvidia_creatable_vgpu_types)
+            current = _int(vf.nvidia_current_vgpu_type)
+            for type_id in sorted(enabled):
+                if current == type_id or (current == 0 and type_id in creatable):
+                    info = {**pci.to_attach_info(vf.address), "vgpu_type": str(type_id)}
+                    out.setdefault(type_id, []).append({"attach_type": "PCI",
+                                                        "attach_info": info})
+        return out
+
+    def _mdev_uuid(self, parent: str, type_name: str, slot: int) -> str:
+        """Deterministic: the same handle always names the same mdev."""
+        key = f"{self.ctx.host}|{pci.normalize(parent)}|{type_name}|{slot}"
+        return str(uuidlib.uuid5(_MDEV_NAMESPACE, key))
+
+    # -- prepare / release -------------------------------------------------------------
+
+    def prepare(self, identity: str, attach_info: dict[str, str]) -> dict[str, str]:
+        """Create what the handle names (mdev or per-VF vGPU); idempotent."""
+        if "mig_uuid" in attach_info:
+            self._check_mig(identity, attach_info["mig_uuid"])
+            return dict(attach_info)
+        if "vgpu_type" in attach_info:
+            self._set_vf_vgpu(identity, attach_info)
+            return dict(attach_info)
+        if "type" in attach_info:
+            return self._create_mdev(identity, attach_info)
+        return dict(attach_info)
+
+    def release(self, identity: str, attach_info: dict[str, str]) -> None:
+        """Destroy what :meth:`prepare` created; a missing mdev or free VF is fine."""
+        if "vgpu_type" in attach_info:
+            vf = self._own_parent(identity, str(pci.from_attach_info(attach_info)))
+            current = _int(self._sysfs.read(self._sysfs.device_path(
+                vf, "nvidia", "current_vgpu_type")))
+            if current == int(attach_info["vgpu_type"]):
+                self._sysfs_op(lambda: self._sysfs.set_current_vgpu_type(vf, 0), vf)
+            return
+        if "type" in attach_info:
+            uuid = self._handle_uuid(identity, attach_info)
+            self._sysfs_op(lambda: self._sysfs.mdev_remove(uuid), uuid)
+
+    def _check_mig(self, identity: str, mig_uuid: str) -> None:
+        if not self._nvml.start():
+            raise DriverError(f"NVML unavailable: {self._nvml.reason}")
+        gpu = self._known.gpus.get(pci.normalize(identity))
+        try:
+            uuids = {m.uuid for m in self._nvml.mig_devices(gpu.uuid)} if gpu else set()
+        except nvmlmod.NvmlError as exc:
+            raise DriverError(f"{identity}: cannot list MIG devices: {exc}") from exc
+        if mig_uuid not in uuids:
+            raise DriverError(f"MIG device {mig_uuid} does not exist on {identity}")
+
+    def _set_vf_vgpu(self, identity: str, attach_info: dict[str, str]) -> None:
+        vf = self._own_parent(identity, str(pci.from_attach_info(attach_info)))
+        wanted = int(attach_info["vgpu_type"])
+        current = _int(self._sysfs.read(self._sysfs.device_path(
+            vf, "nvidia", "current_vgpu_type")))
+        if current == wanted:
+            return
+        if current != 0:
+            raise DriverError(f"VF {vf} already has vGPU type {current}, not {wanted}")
+        self._sysfs_op(lambda: self._sysfs.set_current_vgpu_type(vf, wanted), vf)
+
+    def _create_mdev(self, identity: str, attach_info: dict[str, str]) -> dict[str, str]:
+        parent = self._own_parent(identity, attach_info["parent"])
+        type_name = attach_info["type"]
+        uuid = self._handle_uuid(identity, attach_info)
+        if self._sysfs.mdev_exists(uuid):
+            have = (self._sysfs.mdev_parent_of(uuid), self._sysfs.mdev_type_of(uuid))
+            if have != (parent, type_name):
+                raise DriverError(f"mdev {uuid} exists as {have[1]} on {have[0]}, not "
+                                  f"{type_name} on {parent}")
+        else:
+            self._sysfs_op(lambda: self._sysfs.mdev_create(parent, type_name, uuid), uuid)
+        return {**attach_info, "uuid": uuid}
+
+    def _handle_uuid(self, identity: str, attach_info: dict[str, str]) -> str:
+        if attach_info.get("uuid"):
+            return str(uuidlib.UUID(attach_info["uuid"]))
+        parent = self._own_parent(identity, attach_info["parent"])
+        return self._mdev_uuid(parent, attach_info["type"], int(attach_info.get("slot", 0)))
+
+    def _own_parent(self, identity: str, address: str) -> str:
+        """``address`` normalised, when it is the GPU ``identity`` or one of its VFs."""
+        gpu, parent = pci.normalize(identity), pci.normalize(address)
+        if parent != gpu and self._sysfs.link_name(
+                self._sysfs.device_path(parent, "physfn")) != gpu:
+            raise DriverError(f"{parent} is neither {gpu} nor one of its VFs")
+        return parent
+
+    @staticmethod
+    def _sysfs_op(op: Any, what: str) -> None:
+        try:
+            op()
+        except OSError as exc:
+            hint = {errno.ENOSPC: "no free vGPU instance",
+                    errno.EBUSY: "in use", errno.EINVAL: "type not creatable now"}
+            raise DriverError(f"{what}: {hint.get(exc.errno or 0, 'sysfs write failed')} "
+                              f"({exc.strerror or exc})") from exc
+
+    # -- health and stats --------------------------------------------------------------
+
+    def health(self) -> dict[str, Health]:
+        known = self._known
+        if not (known.gpus or known.pending or known.vanished) or not self._nvml.start():
+            return {}
+        self._collect_events(known)
+        out = {address: self._gpu_health(address, gpu) for address, gpu in known.gpus.items()}
+        for address, gpu in known.pending.items():
+            out[address] = Health(HEALTH_DEGRADED, (
+                f"MIG mode change pending (pending {_onoff(gpu.mig_pending)}): reset the "
+                "GPU to apply it",))
+        for address in known.vanished:
+            out[address] = Health(HEALTH_FAILED, ("no longer visible to NVML while bound "
+                                                  "to nvidia (fell off the bus?)",))
+        return out
+
+    def _gpu_health(self, address: str, gpu: nvmlmod.GpuInfo) -> Health:
+        failed: list[str] = []
+        degraded: list[str] = []
+        try:
+            cond = self._nvml.condition(gpu.uuid)
+        except nvmlmod.GpuLost:
+            return Health(HEALTH_FAILED, ("GPU is lost (NVML): it fell off the bus or "
+                                          "stopped answering; reset or reboot needed",))
+        except nvmlmod.NvmlError as exc:
+            return Health(HEALTH_DEGRADED, (f"cannot read health: {exc}",))
+        if cond.ecc_uncorrected_volatile:
+            text = f"{cond.ecc_uncorrected_volatile} uncorrected ECC errors since driver load"
+            (failed if self._conf.ecc_uncorrected_status == HEALTH_FAILED
+             else degraded).append(text)
+        if cond.remap_failed:
+            failed.append("row remapping failed: the GPU needs service")
+        if cond.remap_pending:
+            degraded.append("row remapping pending: reset the GPU")
+        if cond.retired_pages_pending:
+            degraded.append("page retirement pending: reset the GPU")
+        event = self._events.get(address)
+        if event is not None:
+            failed.append(event[1])
+        if failed:
+            return Health(HEALTH_FAILED, tuple(failed + degraded))
+        return Health(HEALTH_DEGRADED, tuple(degraded)) if degraded else Health(HEALTH_OK)
+
+    def _collect_events(self, known: _Known) -> None:
+        """Drain NVML events (bounded wait) and expire old ones."""
+        by_uuid = {gpu.uuid: address for address, gpu in known.gpus.items()}
+        now = self.ctx.clock()
+        try:
+            events = self._nvml.wait_events(sorted(by_uuid), self._conf.event_wait_ms)
+        except nvmlmod.NvmlError as exc:
+            LOG.warning("NVML event wait failed: %s", exc)
+            events = []
+        ignored = set(self._conf.ignored_xids)
+        for event in events:
+            address = by_uuid.get(event.gpu_uuid)
+            if address is None or (event.kind == "xid" and event.data in ignored):
+                continue
+            reason = {"xid": f"critical XID {event.data}",
+                      "dbe": "double-bit ECC error event",
+                      "unavailable": "GPU unavailable event"}[event.kind]
+            LOG.warning("GPU %s: %s", address, reason)
+            self._events[address] = (now, reason)
+        hold = self._conf.xid_hold_seconds
+        if hold:
+            self._events = {a: e for a, e in self._events.items() if now - e[0] < hold}
+
+    def stats(self) -> dict[str, dict[str, float]]:
+        """Per GPU (by address) and per MIG device (by MIG UUID); what NVML supports."""
+        known = self._known
+        if not known.gpus or not self._nvml.start():
+            return {}
+        out: dict[str, dict[str, float]] = {}
+        targets = [(a, g.uuid) for a, g in known.gpus.items()]
+        targets += [(m.uuid, m.uuid) for migs in known.migs.values() for m in migs]
+        for key, uuid in targets:
+            try:
+                values = self._nvml.stats(uuid)
+            except nvmlmod.NvmlError:
+                continue
+            if values:
+                out[key] = values
+        return out
+
+
+def _vgpu_layout(pf: PciDevice, vfs: list[PciDevice]) -> str | None:
+    """"mdev" (legacy), "vfio" (NVIDIA's per-VF framework) or None, by probing sysfs."""
+    if pf.mdev_supported_types or any(vf.mdev_supported_types for vf in vfs):
+        return "mdev"
+    if any(vf.nvidia_creatable_vgpu_types is not None for vf in vfs):
+        return "vfio"
+    return None
+
+
+def _offered_types(devices: list[PciDevice], layout: str) -> dict[str, str]:
+    """Type -> name for the explanation."""
+    out: dict[str, str] = {}
+    for dev in devices:
+        if layout == "mdev":
+            for type_name, mtype in dev.mdev_supported_types.items():
+                out[type_name] = mtype.name or "?"
+        else:
+            for type_id, name in parse_vgpu_types(dev.nvidia_creatable_vgpu_types).items():
+                out[str(type_id)] = name
+    return out
+
+
+def _attributes(rc: str, traits: list[str]) -> dict[str, str]:
+    attrs = {"rc": rc}
+    attrs.update({f"trait{i}": t for i, t in enumerate(traits)})
+    return attrs
+
+
+def _onoff(value: bool | None) -> str:
+    return "on" if value else "off"
+
+
+def _int(text: str | None) -> int:
+    try:
+        return int((text or "0").strip())
+    except ValueError:
+        return 0
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", version))
