@@ -80,7 +80,7 @@ def load(args: list[str] | None = None, *, config_files: list[str] | None = None
     conf(args or [], project="acceld", default_config_files=config_files,
          validate_default_values=True)
     overrides = overrides or {}
-    for module in (placement, nova):
+    for module in (placement, nova, glance):
         group = getattr(conf, module.GROUP)
         auth_type = overrides.get(module.GROUP, {}).get("auth_type") or group.auth_type
         if auth_type:  # the plugin's own options (endpoint, token, ...) exist only now

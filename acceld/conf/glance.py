@@ -1,17 +1,36 @@
-"""[glance] options: where the agent fetches FPGA images from."""
+"""[glance] options: where the agent fetches FPGA images from.
+
+keystoneauth session, auth and adapter options (service type ``image``) like
+``[placement]`` and ``[nova]``, plus the download tuning below. Glance image references
+work once ``auth_type`` is set; without it only local image paths
+(``[fpga_driver] local_image_dirs``) can be programmed.
+"""
 
 from __future__ import annotations
 
 from oslo_config import cfg
 
+from acceld.conf import service_client
+
 GROUP = "glance"
 
-OPTS: list[cfg.Opt] = []
+OPTS: list[cfg.Opt] = [
+    cfg.IntOpt("download_chunk_bytes", default=1024 * 1024, min=4096,
+               help="Bytes read from Glance per chunk while an image is streamed to disk "
+                    "(and hashed)."),
+    cfg.FloatOpt("download_timeout", default=300.0, min=1,
+                 help="Seconds without any data from Glance after which a download is "
+                      "abandoned (the socket read timeout, not the whole transfer)."),
+]
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
-    conf.register_opts(OPTS, group=GROUP)
+    service_client.register(conf, GROUP, "image", OPTS)
 
 
 def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
-    return [(GROUP, OPTS)]
+    return service_client.list_opts(GROUP, OPTS)
+
+
+def enabled(conf: cfg.ConfigOpts) -> bool:
+    return service_client.enabled(conf, GROUP)

@@ -1,0 +1,674 @@
+"""The FPGA driver: Intel cards through the kernel's DFL layout, Xilinx/AMD Alveo cards
+through XRT, and programming through the vendors' tools.
+
+Discovery
+    *Intel (DFL).* Every PCI function bound to ``dfl-pci`` has an FPGA region
+    (``/sys/class/fpga_region/regionX``) holding its feature devices: the PF's region
+    has the FME (``dfl-fme.N``: ``ports_num``, ``bitstream_id``, ``errors/*``, ``hwmon``)
+    and the ports not released; after a port is released and SR-IOV is on, each VF
+    carries one port (``dfl-port.M``, whose ``afu_id`` names the loaded accelerator).
+    A card is its PF; its attach handles are the port VFs when there are any, else the
+    PF itself.
+
+    *Xilinx (XRT).* An Alveo card shows two functions of vendor ``10ee`` on one slot:
+    function 0 for management (``xclmgmt``) and function 1 for the user (``xocl``). The
+    card is its user function: that is what ``xbutil`` addresses, what gets programmed
+    and what a guest gets. The loaded xclbin comes from
+    ``xbutil examine -d <bdf> -r all -f JSON -o <file>``, read on these keys (every
+    value is a string, as boost's JSON writer emits them; an empty list is ``""``):
+    ``devices[].device_id`` (the BDF, selects the card), ``devices[].device_status``
+    (``HEALTHY``/``HANG``/``UNKNOWN``), ``devices[].dynamic_regions[].xclbin_uuid``
+    (the loaded function), ``devices[].platforms[0].static_region.{vbnv,logic_uuid,
+    fpga_name}`` (display only), ``devices[].platforms[0].status.mig_calibrated``,
+    ``devices[].thermals[].{is_present,temp_C}`` and
+    ``devices[].electrical.power_consumption_watts``.
+
+Each card is one FPGA device with one deployable (resource class ``FPGA``, trait
+``CUSTOM_FPGA_<VENDOR>_<MODEL>`` from the numeric PCI ids, and one
+``CUSTOM_FPGA_FUNCTION_ID_<id>`` trait per loaded AFU / xclbin), so after programming
+the function trait changes and Placement sees the new function.
+
+While a port VF or a user function belongs to a guest (bound to ``vfio-pci``) the host
+cannot read what is loaded; the driver then reports the function it last saw, kept in
+``<state_dir>/fpga-functions.json``, so a device in use keeps its traits.
+
+Programming runs ``fpgaconf`` (OPAE) or ``xbutil program`` (XRT) through the command
+runner (argv lists, privileged), after checking that the file is a green bitstream or
+an xclbin, and reads the function back from the hardware to confirm it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import struct
+import tempfile
+import threading
+import uuid as uuidlib
+from collections.abc import Callable
+from typing import Any
+
+from acceld import reports
+from acceld.agent import fileutil
+from acceld.agent.drivers.base import (
+    HEALTH_DEGRADED,
+    HEALTH_FAILED,
+    HEALTH_OK,
+    BaseDriver,
+    Check,
+    DriverContext,
+    DriverError,
+    Explanation,
+    Health,
+    ProgressFn,
+    Skipped,
+)
+from acceld.hw import pci
+from acceld.hw.runner import SubprocessRunner
+from acceld.hw.sysfs import PciDevice, Sysfs
+
+FPGA_REGIONS = "/sys/class/fpga_region"
+PLATFORM_DEVICES = "/sys/bus/platform/devices"
+
+KIND_DFL = "dfl"
+KIND_XRT = "xrt"
+
+VENDOR_INTEL = "8086"
+VENDOR_XILINX = "10ee"
+VENDOR_SILICOM = "1c2c"
+
+# Trait names from numeric ids (never from display names).
+_VENDOR_TRAIT = {VENDOR_INTEL: "INTEL", VENDOR_XILINX: "XILINX", VENDOR_SILICOM: "SILICOM"}
+_MODEL_TRAIT = {
+    (VENDOR_INTEL, "09c4"): "PAC_A10", (VENDOR_INTEL, "0b2b"): "PAC_D5005",
+    (VENDOR_INTEL, "0b30"): "PAC_N3000", (VENDOR_SILICOM, "1000"): "N5010",
+    (VENDOR_SILICOM, "1001"): "N5011",
+    (VENDOR_XILINX, "5000"): "U200", (VENDOR_XILINX, "5001"): "U200",
+    (VENDOR_XILINX, "5004"): "U250", (VENDOR_XILINX, "5005"): "U250",
+    (VENDOR_XILINX, "500c"): "U280", (VENDOR_XILINX, "500d"): "U280",
+    (VENDOR_XILINX, "5020"): "U50", (VENDOR_XILINX, "5021"): "U50",
+}
+# PCI ids dfl-pci binds (drivers/fpga/dfl-pci.c): PFs, then VFs.
+_DFL_PF_IDS = frozenset({(VENDOR_INTEL, d) for d in ("bcbd", "bcc0", "09c4", "0b30", "0b2b",
+                                                     "bcce", "af00")}
+                        | {(VENDOR_SILICOM, "1000"), (VENDOR_SILICOM, "1001")})
+_DFL_VF_IDS = frozenset({(VENDOR_INTEL, d) for d in ("bcbf", "bcc1", "09c5", "0b31", "0b2c",
+                                                     "bccf", "af01")})
+
+XRT_USER_FUNCTION = 1
+XRT_MGMT_FUNCTION = 0
+
+# FME/port error files that are not error bits: the AER-style revision, the write-only
+# clear, the injection register, and the logs of the first/next error (they repeat
+# what the error registers already say).
+_NOT_ERROR_BITS = frozenset({"revision", "clear", "inject_errors", "first_error",
+                             "next_error", "first_malformed_req"})
+_FATAL_ERRORS = frozenset({"catfatal_errors"})
+
+GBS_GUID = uuidlib.UUID("58656f6e-4650-4741-b747-425376303031").bytes
+XCLBIN_MAGIC = b"xclbin2\0"
+_XCLBIN_UUID_AT = 304 + 112     # struct axlf: m_header at 304; its uuid at 112
+_MAX_GBS_METADATA = 1024 * 1024
+
+_EXAMINE_TTL = 5.0             # seconds an examine answers discover/health/stats alike
+_TAIL = 600
+_HEX32 = re.compile(r"^[0-9a-f]{32}$")
+_STATE_FILE = "fpga-functions.json"
+
+
+def function_id(raw: str | None) -> str | None:
+    """An AFU id / xclbin UUID as 32 lower-case hex digits; None for nothing loaded
+    (missing, malformed or all zero)."""
+    text = (raw or "").strip().lower().replace("-", "").removeprefix("0x")
+    if not _HEX32.match(text) or not int(text, 16):
+        return None
+    return text
+
+
+def function_trait(fid: str) -> str:
+    return f"CUSTOM_FPGA_FUNCTION_ID_{fid.upper()}"
+
+
+def model_trait(vendor: str, device: str) -> str:
+    vname = _VENDOR_TRAIT.get(vendor, vendor.upper())
+    model = _MODEL_TRAIT.get((vendor, device), device.upper())
+    return f"CUSTOM_FPGA_{vname}_{model}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Card:
+    """One FPGA as discovery saw it."""
+
+    kind: str                           # KIND_DFL or KIND_XRT
+    identity: str                       # DFL: the PF; XRT: the user function
+    vendor: str
+    device: str
+    control: str                        # controlpath: the PF / the management function
+    handles: tuple[str, ...]            # PCI attach handles
+    functions: tuple[str, ...]          # loaded function ids
+    live: bool                          # functions read from the hardware just now
+    numa_node: int | None = None
+    fme: str | None = None              # DFL: dfl-fme.N
+    ports: tuple[str, ...] = ()         # DFL: ports on the PF (programmable)
+    vf_ports: tuple[str, ...] = ()      # DFL: ports the host sees on VFs
+    driver: str | None = None           # XRT: the user function's driver
+    examine: dict[str, Any] | None = dataclasses.field(default=None, compare=False)
+    problem: str | None = None          # why the card could not be fully read
+    board: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False)
+
+
+@dataclasses.dataclass
+class _Scan:
+    cards: dict[str, Card] = dataclasses.field(default_factory=dict)
+    checks: list[Check] = dataclasses.field(default_factory=list)
+    skipped: list[Skipped] = dataclasses.field(default_factory=list)
+
+
+class FpgaDriver(BaseDriver):
+    name = "fpga"
+    version = "1.0.0"
+
+    def __init__(self, ctx: DriverContext, *,
+                 which: Callable[[str], str | None] | None = None) -> None:
+        super().__init__(ctx)
+        self.conf = ctx.conf.fpga_driver
+        self.sysfs: Sysfs = ctx.sysfs if ctx.sysfs is not None else Sysfs("/")
+        self.runner = ctx.runner if ctx.runner is not None else SubprocessRunner()
+        self._which = which or shutil.which
+        self._state_file = os.path.join(ctx.state_dir, _STATE_FILE)
+        self._examined: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+
+    # -- the protocol ------------------------------------------------------------------
+    def discover(self) -> list[reports.Device]:
+        scan = self._scan()
+        self._remember({c.identity: list(c.functions) for c in scan.cards.values()
+                        if c.live})
+        self._explained(Explanation(checks=tuple(scan.checks),
+                                    expected=self.conf.expected_devices,
+                                    found=len(scan.cards), skipped=tuple(scan.skipped)))
+        return [self._report(card) for card in scan.cards.values()]
+
+    def health(self) -> dict[str, Health]:
+        return {card.identity: self._health(card) for card in self._scan().cards.values()}
+
+    def stats(self) -> dict[str, dict[str, float]]:
+        out = {}
+        for card in self._scan().cards.values():
+            values = self._dfl_stats(card) if card.kind == KIND_DFL else _xrt_stats(card)
+            if values:
+                out[card.identity] = values
+        return out
+
+    def program(self, identity: str, image_path: str, *, progress: ProgressFn,
+                timeout: float) -> dict[str, str]:
+        """Load ``image_path`` into the card ``identity``; returns the new function id.
+
+        Steps (percent): 0 start, 10 image checked, 50 tool started, 90 read back,
+        100 done. Raises DriverError for an unknown card, a wrong image type, a missing
+        tool, the tool's failure (with its stderr tail) or timeout, and a read-back that
+        does not show the image's function.
+        """
+        addr = _address(identity)
+        with self._lock(addr):
+            progress(0, f"programming {addr} with {os.path.basename(image_path)}")
+            card = self._scan().cards.get(addr)
+            if card is None:
+                raise DriverError(f"no FPGA {addr} on this host")
+            if card.kind == KIND_DFL:
+                fid = self._program_dfl(card, image_path, progress, timeout)
+            else:
+                fid = self._program_xrt(card, image_path, progress, timeout)
+            self._remember({addr: [fid]})
+            progress(100, f"{addr} now runs function {fid}")
+            return {"function_id": fid, "trait": function_trait(fid)}
+
+    # -- scanning ----------------------------------------------------------------------
+    def _scan(self) -> _Scan:
+        scan = _Scan()
+        devices = {d.address: d for d in self.sysfs.pci_devices()}
+        self._scan_dfl(devices, scan)
+        self._scan_xrt(devices, scan)
+        if not scan.checks:
+            scan.checks.append(Check("fpga devices", False,
+                                     "no Intel DFL (dfl-pci) or Xilinx (10ee) PCI functions "
+                                     "on this host"))
+        return scan
+
+    def _tool(self, configured: str) -> str | None:
+        return self._which(configured)
+
+    def _tool_check(self, configured: str, needed_for: str) -> Check:
+        found = self._tool(configured)
+        return Check(os.path.basename(configured), found is not None,
+                     found or f"{configured} not found (needed to {needed_for})")
+
+    # DFL --------------------------------------------------------------------------------
+    def _regions(self) -> dict[str, tuple[list[str], list[str]]]:
+        """PCI address -> (FMEs, ports) of its FPGA region(s)."""
+        out: dict[str, tuple[list[str], list[str]]] = {}
+        for region in self.sysfs.listdir(FPGA_REGIONS):
+            addr = _pci_parent(self.sysfs.realpath(FPGA_REGIONS, region))
+            if addr is None:
+                continue
+            entries = self.sysfs.listdir(FPGA_REGIONS, region)
+            fmes, ports = out.setdefault(addr, ([], []))
+            fmes.extend(e for e in entries if e.startswith("dfl-fme."))
+            ports.extend(e for e in entries if e.startswith("dfl-port."))
+        return out
+
+    def _scan_dfl(self, devices: dict[str, PciDevice], scan: _Scan) -> None:
+        regions = self._regions()
+        candidates = [d for d in devices.values()
+                      if (d.vendor, d.device) in _DFL_PF_IDS or d.driver == "dfl-pci"]
+        if not regions and not candidates:
+            return
+        scan.checks.append(Check("dfl-pci", self.sysfs.driver_loaded("dfl-pci"),
+                                 "kernel DFL driver for Intel FPGA cards"))
+        scan.checks.append(self._tool_check(self.conf.fpgaconf_path,
+                                            "program Intel DFL cards"))
+        vf_ports: dict[str, list[str]] = {}
+        for addr, (fmes, ports) in regions.items():
+            dev = devices.get(addr)
+            if fmes or dev is None:
+                continue
+            if dev.physfn is None:
+                scan.skipped.append(Skipped(addr, "FPGA region without FME on a function "
+                                                  "that is not a VF"))
+            else:
+                vf_ports.setdefault(dev.physfn, []).extend(ports)
+        for addr, (fmes, ports) in sorted(regions.items()):
+            if fmes and addr in devices:
+                scan.cards[addr] = self._dfl_card(devices[addr], fmes[0], ports,
+                                                  vf_ports.get(addr, []))
+        for dev in candidates:
+            if dev.address in scan.cards or dev.is_vf:
+                continue
+            if dev.driver == "dfl-pci":
+                reason = "bound to dfl-pci but has no FPGA region (DFL enumeration failed?)"
+            else:
+                reason = f"Intel DFL FPGA bound to {dev.driver or 'no driver'}, not dfl-pci"
+            scan.skipped.append(Skipped(dev.address, reason))
+
+    def _dfl_card(self, pf: PciDevice, fme: str, ports: list[str],
+                  vf_ports: list[str]) -> Card:
+        afus = [function_id(self.sysfs.read(PLATFORM_DEVICES, p, "afu_id"))
+                for p in [*ports, *vf_ports]]
+        seen = sorted({a for a in afus if a})
+        total = self.sysfs.read_int(PLATFORM_DEVICES, fme, "ports_num")
+        live = total is None or len(afus) >= total
+        functions = tuple(seen) if live else tuple(self._recalled(pf.address) or seen)
+        board = {k: v for k in ("bitstream_id", "bitstream_metadata", "socket_id")
+                 if (v := self.sysfs.read(PLATFORM_DEVICES, fme, k)) is not None}
+        return Card(kind=KIND_DFL, identity=pf.address, vendor=pf.vendor, device=pf.device,
+                    control=pf.address, handles=tuple(pf.virtfns) or (pf.address,),
+                    functions=functions, live=live, numa_node=pf.numa_node, fme=fme,
+                    ports=tuple(sorted(ports, key=self._port_id)),
+                    vf_ports=tuple(vf_ports), board=board)
+
+    def _port_id(self, port: str) -> int:
+        value = self.sysfs.read_int(PLATFORM_DEVICES, port, "id")
+        return value if value is not None else 1 << 16
+
+    # XRT --------------------------------------------------------------------------------
+    def _scan_xrt(self, devices: dict[str, PciDevice], scan: _Scan) -> None:
+        slots: dict[tuple[int, int, int], dict[int, PciDevice]] = {}
+        for dev in devices.values():
+            if dev.vendor == VENDOR_XILINX:
+                a = pci.parse(dev.address)
+                slots.setdefault((a.domain, a.bus, a.device), {})[a.function] = dev
+        if not slots and not self.sysfs.driver_loaded("xocl"):
+            return
+        scan.checks.append(Check("xocl", self.sysfs.driver_loaded("xocl"),
+                                 "XRT user-function driver for Xilinx/AMD Alveo cards"))
+        xbutil = self._tool(self.conf.xbutil_path)
+        scan.checks.append(self._tool_check(self.conf.xbutil_path,
+                                            "examine and program Xilinx/AMD Alveo cards"))
+        for functions in (slots[k] for k in sorted(slots)):
+            user = functions.get(XRT_USER_FUNCTION)
+            mgmt = functions.get(XRT_MGMT_FUNCTION)
+            if user is None:
+                for dev in functions.values():
+                    scan.skipped.append(Skipped(dev.address, "Xilinx function without a "
+                                                             "user function 1 on its slot"))
+                continue
+            if user.driver not in ("xocl", "vfio-pci"):
+                scan.skipped.append(Skipped(user.address, f"user function bound to "
+                                            f"{user.driver or 'no driver'}, not xocl"))
+                continue
+            scan.cards[user.address] = self._xrt_card(user, mgmt, xbutil)
+
+    def _xrt_card(self, user: PciDevice, mgmt: PciDevice | None, xbutil: str | None) -> Card:
+        examine, problem = None, None
+        if user.driver != "xocl":
+            problem = None      # handed to a guest: nothing to ask the host driver
+        elif xbutil is None:
+            problem = f"{self.conf.xbutil_path} not found: cannot examine the card"
+        else:
+            try:
+                examine = self._examine(xbutil, user.address)
+            except DriverError as exc:
+                problem = str(exc)
+        if examine is not None:
+            functions = tuple(sorted({f for r in _as_list(examine.get("dynamic_regions"))
+                                      if (f := function_id(_get(r, "xclbin_uuid")))}))
+        else:
+            functions = tuple(self._recalled(user.address))
+        static = _get(_first(examine, "platforms"), "static_region") or {}
+        board = {k: str(v) for k in ("vbnv", "logic_uuid", "fpga_name")
+                 if isinstance(static, dict) and (v := static.get(k))}
+        return Card(kind=KIND_XRT, identity=user.address, vendor=user.vendor,
+                    device=user.device, control=mgmt.address if mgmt else user.address,
+                    handles=(user.address,), functions=functions, live=examine is not None,
+                    numa_node=user.numa_node, driver=user.driver, examine=examine,
+                    problem=problem, board=board)
+
+    def _examine(self, xbutil: str, bdf: str, *, fresh: bool = False) -> dict[str, Any]:
+        """The card's entry of ``xbutil examine -r all -f JSON`` (cached briefly, so one
+        agent cycle's discover/health/stats share a run)."""
+        now = self.ctx.clock()
+        cached = self._examined.get(bdf)
+        if cached and not fresh and now - cached[0] < _EXAMINE_TTL:
+            return cached[1]
+        os.makedirs(self.ctx.state_dir, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="xbutil-", dir=self.ctx.state_dir) as tmp:
+            out = os.path.join(tmp, "examine.json")
+            argv = [xbutil, "examine", "-d", bdf, "-r", "all", "-f", "JSON", "-o", out]
+            result = self.runner.run(argv, self.conf.examine_timeout, privileged=False)
+            if result.timed_out:
+                raise DriverError(f"xbutil examine of {bdf} timed out after "
+                                  f"{self.conf.examine_timeout:g} s")
+            if result.rc != 0:
+                raise DriverError(f"xbutil examine of {bdf} failed (rc {result.rc}): "
+                                  f"{_tail(result.stderr or result.stdout)}")
+            try:
+                with open(out, encoding="utf-8") as f:
+                    data = json.load(f)
+            except (OSError, ValueError) as exc:
+                raise DriverError(f"xbutil examine of {bdf} wrote no readable JSON: "
+                                  f"{exc}") from exc
+        entry = _examine_entry(data, bdf)
+        if entry is None:
+            raise DriverError(f"xbutil examine of {bdf} did not report that device")
+        self._examined[bdf] = (now, entry)
+        return entry
+
+    # -- the report --------------------------------------------------------------------
+    def _report(self, card: Card) -> reports.Device:
+        attributes = {"rc": "FPGA", "trait0": model_trait(card.vendor, card.device)}
+        for i, fid in enumerate(card.functions, start=1):
+            attributes[f"trait{i}"] = function_trait(fid)
+        slug = card.identity.replace(":", "_").replace(".", "_")
+        std = {"vendor_id": card.vendor, "device_id": card.device, "kind": card.kind}
+        if card.numa_node is not None:
+            std["numa_node"] = card.numa_node
+        return reports.make_device(
+            identity=card.identity, type="FPGA", vendor=card.vendor, model=card.device,
+            name=f"{self.ctx.host}_fpga_{slug}", std_board_info=std,
+            vendor_board_info=dict(card.board),
+            controlpath={"type": "PCI", "info": pci.to_attach_info(card.control)},
+            deployables=[{"name": f"{self.ctx.host}_fpga_{slug}",
+                          "num_accelerators": len(card.handles),
+                          "attributes": attributes,
+                          "attach_handles": [{"attach_type": "PCI",
+                                              "attach_info": pci.to_attach_info(h)}
+                                             for h in card.handles]}])
+
+    # -- health and stats --------------------------------------------------------------
+    def _health(self, card: Card) -> Health:
+        failed: list[str] = []
+        degraded: list[str] = []
+        if card.kind == KIND_DFL:
+            self._dfl_errors(card, failed, degraded)
+        else:
+            _xrt_problems(card, failed, degraded)
+        if failed:
+            return Health(HEALTH_FAILED, tuple(failed + degraded))
+        if degraded:
+            return Health(HEALTH_DEGRADED, tuple(degraded))
+        return Health(HEALTH_OK)
+
+    def _dfl_errors(self, card: Card, failed: list[str], degraded: list[str]) -> None:
+        for dev in filter(None, (card.fme, *card.ports, *card.vf_ports)):
+            for name in self.sysfs.listdir(PLATFORM_DEVICES, dev, "errors"):
+                if name in _NOT_ERROR_BITS:
+                    continue
+                value = self.sysfs.read_int(PLATFORM_DEVICES, dev, "errors", name)
+                if value:
+                    reason = f"{dev} errors/{name} = {value:#x}"
+                    (failed if name in _FATAL_ERRORS else degraded).append(reason)
+        temp, crit = self._hwmon(card, "temp1_input"), self._hwmon(card, "temp1_crit")
+        if temp is not None and crit and temp >= crit:
+            degraded.append(f"{card.fme} temperature {temp / 1000:g} C at or above the "
+                            f"critical {crit / 1000:g} C")
+
+    def _hwmon(self, card: Card, attribute: str) -> int | None:
+        """The first hwmon device of the FME that has ``attribute`` (the DFL FME has one
+        for thermal and one for power)."""
+        if card.fme is None:
+            return None
+        for hw in self.sysfs.listdir(PLATFORM_DEVICES, card.fme, "hwmon"):
+            value = self.sysfs.read_int(PLATFORM_DEVICES, card.fme, "hwmon", hw, attribute)
+            if value is not None:
+                return value
+        return None
+
+    def _dfl_stats(self, card: Card) -> dict[str, float]:
+        out = {}
+        temp = self._hwmon(card, "temp1_input")         # millidegrees Celsius
+        power = self._hwmon(card, "power1_input")       # microwatts
+        if temp is not None:
+            out["temperature_c"] = temp / 1000.0
+        if power is not None:
+            out["power_w"] = power / 1_000_000.0
+        out["functions_loaded"] = float(len(card.functions))
+        return out
+
+    # -- programming -------------------------------------------------------------------
+    def _program_dfl(self, card: Card, image: str, progress: ProgressFn,
+                     timeout: float) -> str:
+        expected = gbs_function(image)
+        progress(10, f"image is a green bitstream for AFU {expected}")
+        if not card.ports:
+            raise DriverError(f"{card.identity} has no port on its PF: ports released to "
+                              f"VFs cannot be reprogrammed; disable SR-IOV and assign the "
+                              f"port back first")
+        tool = self._require_tool(self.conf.fpgaconf_path)
+        a = pci.parse(card.identity)
+        argv = [tool]
+        if a.domain:
+            argv += ["--segment", f"{a.domain:#06x}"]
+        argv += ["-B", f"{a.bus:#04x}", "-D", f"{a.device:#04x}", "-F", f"{a.function:#x}",
+                 image]
+        self._run_tool(argv, "fpgaconf", progress, timeout)
+        progress(90, "reading the AFU id back")
+        loaded = function_id(self.sysfs.read(PLATFORM_DEVICES, card.ports[0], "afu_id"))
+        if loaded != expected:
+            raise DriverError(f"fpgaconf finished but {card.ports[0]} reports AFU "
+                              f"{loaded or 'none'}, the image declares {expected}")
+        return loaded
+
+    def _program_xrt(self, card: Card, image: str, progress: ProgressFn,
+                     timeout: float) -> str:
+        expected = xclbin_function(image)
+        progress(10, f"image is an xclbin with UUID {expected}")
+        if card.driver != "xocl":
+            raise DriverError(f"{card.identity} is bound to {card.driver or 'no driver'}, "
+                              f"not xocl (assigned to a guest?): it cannot be programmed")
+        tool = self._require_tool(self.conf.xbutil_path)
+        self._run_tool([tool, "program", "-d", card.identity, "-u", image],
+                       "xbutil program", progress, timeout)
+        progress(90, "reading the xclbin UUID back")
+        entry = self._examine(tool, card.identity, fresh=True)
+        loaded = {f for r in _as_list(entry.get("dynamic_regions"))
+                  if (f := function_id(_get(r, "xclbin_uuid")))}
+        if expected not in loaded:
+            raise DriverError(f"xbutil program finished but {card.identity} reports "
+                              f"{', '.join(sorted(loaded)) or 'no xclbin'}, the image is "
+                              f"{expected}")
+        return expected
+
+    def _require_tool(self, configured: str) -> str:
+        tool = self._tool(configured)
+        if tool is None:
+            raise DriverError(f"{configured} not found: install the vendor tools or set "
+                              f"[fpga_driver] {os.path.basename(configured)}_path")
+        return tool
+
+    def _run_tool(self, argv: list[str], what: str, progress: ProgressFn,
+                  timeout: float) -> None:
+        progress(50, f"{what} started")
+        result = self.runner.run(argv, timeout, privileged=True)
+        if result.timed_out:
+            raise DriverError(f"programming timed out after {timeout:g} s ({what})")
+        if result.rc != 0:
+            raise DriverError(f"{what} failed (rc {result.rc}): "
+                              f"{_tail(result.stderr or result.stdout)}")
+
+    def _lock(self, identity: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(identity, threading.Lock())
+
+    # -- remembered functions ----------------------------------------------------------
+    def _recalled(self, identity: str) -> list[str]:
+        state = fileutil.read_json(self._state_file) or {}
+        return [f for f in state.get(identity, []) if function_id(f)]
+
+    def _remember(self, functions: dict[str, list[str]]) -> None:
+        """Record what is loaded where (only when it changed: discovery runs often)."""
+        if not functions:
+            return
+        state = fileutil.read_json(self._state_file) or {}
+        merged = {**state, **functions}
+        if merged != state:
+            fileutil.write_json_atomic(self._state_file, merged)
+
+
+# -- image checks ------------------------------------------------------------------------
+
+
+def gbs_function(path: str) -> str:
+    """The AFU id an OPAE green bitstream declares (GBS GUID, u32 length, JSON metadata
+    ``afu-image.accelerator-clusters[0].accelerator-type-uuid``)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(20)
+            if len(head) < 20 or head[:16] != GBS_GUID:
+                raise DriverError(f"{path} is not an OPAE green bitstream (.gbs)")
+            (length,) = struct.unpack("<I", head[16:20])
+            if length > _MAX_GBS_METADATA:
+                raise DriverError(f"{path}: implausible GBS metadata length {length}")
+            meta = json.loads(f.read(length))
+    except OSError as exc:
+        raise DriverError(f"cannot read image {path}: {exc}") from exc
+    except ValueError as exc:
+        raise DriverError(f"{path}: GBS metadata is not JSON: {exc}") from exc
+    try:
+        raw = meta["afu-image"]["accelerator-clusters"][0]["accelerator-type-uuid"]
+    except (KeyError, IndexError, TypeError) as exc:
+        raise DriverError(f"{path}: GBS metadata names no accelerator-type-uuid") from exc
+    fid = function_id(raw)
+    if fid is None:
+        raise DriverError(f"{path}: GBS accelerator-type-uuid {raw!r} is not a UUID")
+    return fid
+
+
+def xclbin_function(path: str) -> str:
+    """The UUID an xclbin carries (``struct axlf``: magic ``xclbin2``, header uuid)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_XCLBIN_UUID_AT + 16)
+    except OSError as exc:
+        raise DriverError(f"cannot read image {path}: {exc}") from exc
+    if len(head) < _XCLBIN_UUID_AT + 16 or head[:8] != XCLBIN_MAGIC:
+        raise DriverError(f"{path} is not an xclbin (no xclbin2 magic)")
+    fid = function_id(head[_XCLBIN_UUID_AT:_XCLBIN_UUID_AT + 16].hex())
+    if fid is None:
+        raise DriverError(f"{path}: the xclbin has no UUID")
+    return fid
+
+
+# -- small helpers -----------------------------------------------------------------------
+
+
+def _address(identity: str) -> str:
+    try:
+        return pci.normalize(identity)
+    except ValueError:
+        raise DriverError(f"{identity!r} is not an FPGA identity (a PCI address)") from None
+
+
+def _pci_parent(host_path: str) -> str | None:
+    """The PCI function a region lives under (``.../0000:3b:00.0/fpga_region/region0``)."""
+    for part in reversed(host_path.split("/")):
+        if pci.is_address(part):
+            return pci.normalize(part)
+    return None
+
+
+def _tail(text: str) -> str:
+    text = (text or "").strip()
+    return text[-_TAIL:] if text else "no output"
+
+
+def _as_list(value: Any) -> list[Any]:
+    """boost's JSON writer emits an empty list as ``""``."""
+    return value if isinstance(value, list) else []
+
+
+def _get(value: Any, key: str) -> Any:
+    return value.get(key) if isinstance(value, dict) else None
+
+
+def _first(entry: dict[str, Any] | None, key: str) -> Any:
+    items = _as_list(_get(entry, key))
+    return items[0] if items else None
+
+
+def _examine_entry(data: Any, bdf: str) -> dict[str, Any] | None:
+    for entry in _as_list(_get(data, "devices")):
+        raw = _get(entry, "device_id")
+        if isinstance(raw, str) and pci.is_address(raw) and pci.normalize(raw) == bdf:
+            return entry
+    return None
+
+
+def _float(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _xrt_problems(card: Card, failed: list[str], degraded: list[str]) -> None:
+    if card.problem:
+        degraded.append(card.problem)
+    entry = card.examine
+    if entry is None:
+        return
+    status = _get(entry, "device_status")
+    if status == "HANG":
+        failed.append(f"xbutil reports device_status {status}")
+    mig = _get(_get(_first(entry, "platforms"), "status"), "mig_calibrated")
+    if mig == "false":
+        degraded.append("memory controllers not calibrated (mig_calibrated false)")
+
+
+def _xrt_stats(card: Card) -> dict[str, float]:
+    entry = card.examine
+    if entry is None:
+        return {}
+    out = {}
+    temps = [t for s in _as_list(entry.get("thermals"))
+             if _get(s, "is_present") == "true" and (t := _float(_get(s, "temp_C"))) is not None]
+    if temps:
+        out["temperature_c"] = max(temps)
+    power = _float(_get(_get(entry, "electrical"), "power_consumption_watts"))
+    if power is not None:
+        out["power_w"] = power
+    out["functions_loaded"] = float(len(card.functions))
+    return out
