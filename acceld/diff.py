@@ -9,6 +9,7 @@ Nothing here does I/O, so every rule of the reconciliation is tested directly:
   an attach handle is its canonical ``attach_info`` JSON within the deployable;
 * a driver that failed marks its devices ``unknown`` and changes nothing else; a driver the
   operator uninstalled reports no devices, so its devices go the way of vanished ones;
+* a reported device takes the health its driver reports (``ok``, ``degraded``, ``failed``);
 * a device that vanished is deleted, unless it is held (attached or allocated), in which
   case it is kept and marked ``missing``; it becomes ``ok`` again when it comes back;
 * ``in_use`` of a handle is never overwritten by a report;
@@ -62,6 +63,8 @@ class CurrentDriver:
     state: str
     error: str | None
     device_count: int
+    explanation: str | None = None               # canonical JSON, as stored
+    capabilities: str | None = None              # canonical JSON list, as stored
 
 
 @dataclasses.dataclass
@@ -105,7 +108,18 @@ def device_fields(dev: reports.Device) -> dict[str, Any]:
         "vendor_board_info": canonical_json(dict(dev.vendor_board_info)),
         "cpid_type": dev.controlpath_type,
         "cpid_info": canonical_json(dict(dev.controlpath_info)),
+        "health_reasons": canonical_json(list(dev.health_reasons)),
     }
+
+
+def driver_fields(drv: reports.DriverReport) -> dict[str, Any]:
+    """The ``driver_states`` columns a report determines, in their stored form."""
+    return {"version": drv.version, "state": drv.state, "error": drv.error,
+            "device_count": len(drv.devices),
+            "explanation": None if drv.explanation is None
+            else canonical_json(dict(drv.explanation)),
+            "capabilities": canonical_json(sorted(drv.capabilities))
+            if drv.capabilities else None}
 
 
 def diff(current: HostInventory, report: reports.InventoryReport) -> Plan:
@@ -144,8 +158,7 @@ def _diff_drivers(current: HostInventory, reported: dict[str, reports.DriverRepo
                   plan: Plan) -> None:
     for name, drv in reported.items():
         have = current.drivers.get(name)
-        if have is None or (have.version, have.state, have.error, have.device_count) != (
-                drv.version, drv.state, drv.error, len(drv.devices)):
+        if have is None or dataclasses.asdict(have) != driver_fields(drv):
             plan.upsert_drivers.append(drv)
     plan.delete_drivers.extend(sorted(set(current.drivers) - set(reported)))
 
@@ -155,8 +168,8 @@ def _diff_device(existing: CurrentDevice, dev: reports.Device, plan: Plan) -> No
     changed = {k: v for k, v in wanted.items() if existing.fields.get(k) != v}
     if changed:
         plan.update_devices.append((existing.id, changed))
-    if existing.health != states.HEALTH_OK:
-        plan.set_health.append((existing.id, states.HEALTH_OK))
+    if existing.health != dev.health:
+        plan.set_health.append((existing.id, dev.health))
     reported = {dep.name: dep for dep in dev.deployables}
     for name, dep in reported.items():
         have = existing.deployables.get(name)

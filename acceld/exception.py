@@ -4,9 +4,10 @@ Hierarchy::
 
     AccelDError
     ├── NotFound            (AcceleratorNotFound, ServiceNotFound, DriverNotFound,
-    │                        ARQNotFound, NoFreeAttachHandle)
+    │                        ARQNotFound, NoFreeAttachHandle, ProgramNotFound)
     ├── Conflict            (DuplicateName, RevisionConflict, InvalidStateTransition,
-    │                        AlreadyAttached, AllocationsExist, NotReady, ARQBadState)
+    │                        AlreadyAttached, AllocationsExist, NotReady, ARQBadState,
+    │                        ProgramInProgress, NotProgrammable, DeployableInUse)
     ├── InvalidInput        (InvalidReport)
     ├── Forbidden           (a hard rule policy cannot relax: the service-token gate)
     ├── NotResolved         (423: an instance's ARQs are not all resolved yet)
@@ -124,3 +125,28 @@ class NotResolved(AccelDError):
     """``bind_state=resolved`` for an instance whose ARQs are not all resolved (423)."""
 
     code = "acceld.arq.not_resolved"
+
+
+# -- FPGA programming -------------------------------------------------------------------------
+
+class ProgramNotFound(NotFound):
+    code = "acceld.program.not_found"
+
+
+class ProgramInProgress(Conflict):
+    """Another program operation of the same deployable is queued or running."""
+
+    code = "acceld.program.in_progress"
+
+
+class NotProgrammable(Conflict):
+    """The deployable's device is on no host, or its driver cannot program devices."""
+
+    code = "acceld.program.not_programmable"
+
+
+class DeployableInUse(Conflict):
+    """An instance or the host holds the deployable: loading another image would pull it
+    from under them."""
+
+    code = "acceld.program.in_use"

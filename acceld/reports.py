@@ -8,6 +8,9 @@ Schema versions (one line of history each; a test guards the list):
 
 * 1: initial: host, epoch, seq, drivers[name, version, state, error, devices[...]]
 * 2: adds provider_name, the name of the host's compute node provider in Placement
+* 3: adds per driver ``explanation`` (checks, expected/found, skipped devices) and
+  ``capabilities`` (``host_work``: its handles need prepare/release at bind; ``program``),
+  and per device ``health`` {status ok|degraded|failed, reasons}
 """
 
 from __future__ import annotations
@@ -22,10 +25,18 @@ import jsonschema
 
 from acceld import exception, states
 
-SCHEMA_VERSIONS = (1, 2)
+SCHEMA_VERSIONS = (1, 2, 3)
 SCHEMA_VERSION = SCHEMA_VERSIONS[-1]
 
 _STR_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
+_REASON = {"type": "string", "maxLength": 1000}
+
+# Device health as drivers report it (acceld.agent.drivers.base.HEALTH_STATES).
+DEVICE_HEALTH = (states.HEALTH_OK, states.HEALTH_DEGRADED, states.HEALTH_FAILED)
+# What a driver may declare it does beyond discovery.
+CAP_HOST_WORK = "host_work"      # attach handles need prepare/release on the host at bind
+CAP_PROGRAM = "program"          # devices can be loaded with an image (FPGAs)
+CAPABILITIES = (CAP_HOST_WORK, CAP_PROGRAM)
 
 _HANDLE = {
     "type": "object",
@@ -61,6 +72,28 @@ _DEVICE = {
                         "properties": {"type": {"type": "string"}, "info": _STR_MAP},
                         "additionalProperties": False},
         "deployables": {"type": "array", "items": _DEPLOYABLE},
+        "health": {"type": "object", "required": ["status"], "additionalProperties": False,
+                   "properties": {"status": {"enum": list(DEVICE_HEALTH)},
+                                  "reasons": {"type": "array", "items": _REASON,
+                                              "maxItems": 50}}},
+    },
+}
+_EXPLANATION = {
+    "type": "object",
+    "required": ["checks", "found", "skipped"],
+    "additionalProperties": False,
+    "properties": {
+        "checks": {"type": "array", "maxItems": 200, "items": {
+            "type": "object", "required": ["name", "ok"], "additionalProperties": False,
+            "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 255},
+                           "ok": {"type": "boolean"}, "detail": _REASON}}},
+        "expected": {"type": ["integer", "null"], "minimum": 0},
+        "found": {"type": "integer", "minimum": 0},
+        "skipped": {"type": "array", "maxItems": 1000, "items": {
+            "type": "object", "required": ["address", "reason"],
+            "additionalProperties": False,
+            "properties": {"address": {"type": "string", "maxLength": 255},
+                           "reason": _REASON}}},
     },
 }
 _DRIVER = {
@@ -73,6 +106,9 @@ _DRIVER = {
         "state": {"type": "string", "enum": list(states.DRIVER_STATES)},
         "error": {"type": ["string", "null"], "maxLength": 2000},
         "devices": {"type": "array", "items": _DEVICE},
+        "explanation": {"oneOf": [{"type": "null"}, _EXPLANATION]},
+        "capabilities": {"type": "array", "uniqueItems": True,
+                         "items": {"enum": list(CAPABILITIES)}},
     },
 }
 REPORT_SCHEMA = {
@@ -127,6 +163,8 @@ class Device:
     std_board_info: tuple[tuple[str, Any], ...] = ()
     vendor_board_info: tuple[tuple[str, Any], ...] = ()
     deployables: tuple[Deployable, ...] = ()
+    health: str = states.HEALTH_OK             # one of DEVICE_HEALTH
+    health_reasons: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,6 +174,9 @@ class DriverReport:
     state: str = states.DRIVER_INSTALLED
     error: str | None = None
     devices: tuple[Device, ...] = ()
+    # Explanation.to_dict() of the last discovery (None: the driver explains nothing)
+    explanation: Mapping[str, Any] | None = dataclasses.field(default=None, hash=False)
+    capabilities: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -186,7 +227,9 @@ class InventoryReport:
 
 def _driver_to_dict(d: DriverReport) -> dict[str, Any]:
     return {"name": d.name, "version": d.version, "state": d.state, "error": d.error,
-            "devices": [_device_to_dict(dev) for dev in d.devices]}
+            "devices": [_device_to_dict(dev) for dev in d.devices],
+            "explanation": None if d.explanation is None else dict(d.explanation),
+            "capabilities": list(d.capabilities)}
 
 
 def _device_to_dict(dev: Device) -> dict[str, Any]:
@@ -202,20 +245,26 @@ def _device_to_dict(dev: Device) -> dict[str, Any]:
                                  "attach_info": dict(h.attach_info)}
                                 for h in dep.attach_handles]}
             for dep in dev.deployables],
+        "health": {"status": dev.health, "reasons": list(dev.health_reasons)},
     }
 
 
 def _driver_from_dict(d: Mapping[str, Any]) -> DriverReport:
     return DriverReport(name=d["name"], version=d["version"], state=d["state"],
                         error=d.get("error"),
-                        devices=tuple(make_device(**dev) for dev in d["devices"]))
+                        devices=tuple(make_device(**dev) for dev in d["devices"]),
+                        explanation=d.get("explanation"),
+                        capabilities=tuple(d.get("capabilities", ())))
 
 
 def make_device(*, identity: str, type: str, vendor: str, model: str,
                 controlpath: Mapping[str, Any], deployables: list[Mapping[str, Any]] = (),
                 name: str = "", std_board_info: Mapping[str, Any] | None = None,
-                vendor_board_info: Mapping[str, Any] | None = None) -> Device:
-    """Build a Device from plain data (what drivers and the wire both use)."""
+                vendor_board_info: Mapping[str, Any] | None = None,
+                health: Mapping[str, Any] | None = None) -> Device:
+    """Build a Device from plain data (what drivers and the wire both use); ``health`` is
+    ``{"status", "reasons"}`` (the agent fills it from the driver's ``health()``)."""
+    health = health or {}
     return Device(
         identity=identity, type=type, vendor=vendor, model=model, name=name,
         controlpath_type=controlpath["type"],
@@ -229,4 +278,6 @@ def make_device(*, identity: str, type: str, vendor: str, model: str,
                            AttachHandle(h["attach_type"], _frozen_map(h["attach_info"]))
                            for h in dep.get("attach_handles", ())))
             for dep in deployables),
+        health=health.get("status", states.HEALTH_OK),
+        health_reasons=tuple(health.get("reasons", ())),
     )

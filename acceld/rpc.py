@@ -14,6 +14,9 @@ RPC API versions (one line of history each; a test guards the list):
   create_accelerator, set_state, attach, detach, discover, driver_action,
   placement_sync, host_changed; agent discover_now, run_operation, driver_action, host_attachment;
   conductor arq_bind, arq_unbind (Cyborg v2 accelerator requests).
+* 1.1: host work and FPGA programming: agent prepare_handle, release_handle, run_program,
+  device_stats; conductor program_deployable, program_progress, program_done,
+  device_stats.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from acceld import exception
 
 LOG = logging.getLogger(__name__)
 
-RPC_API_VERSIONS = ("1.0",)
+RPC_API_VERSIONS = ("1.0", "1.1")
 RPC_API_VERSION = RPC_API_VERSIONS[-1]
 CONDUCTOR_TOPIC = "acceld-conductor"
 AGENT_TOPIC = "acceld-agent"
@@ -264,6 +267,27 @@ class ConductorClient:
     def arq_unbind(self, uuids: list[str], project_id: str | None) -> None:
         self._call("arq_unbind", uuids=uuids, project_id=project_id)
 
+    def program_deployable(self, deployable_uuid: str, image_ref: str,
+                           image_sha256: str) -> dict[str, Any]:
+        """Queue an FPGA program operation; returns the operation (state ``queued``)."""
+        return self._call("program_deployable", deployable_uuid=deployable_uuid,
+                          image_ref=image_ref, image_sha256=image_sha256)
+
+    def program_progress(self, op_id: str, progress: int, message: str) -> None:
+        """A cast: progress is advisory (a lost one is overtaken by the next, or by the
+        journaled outcome)."""
+        try:
+            self._t.cast(CONDUCTOR_TOPIC, None, "program_progress",
+                         {"op_id": op_id, "progress": progress, "message": message})
+        except exception.HostUnreachable:
+            LOG.debug("progress of program %s not delivered: conductor unreachable", op_id)
+
+    def program_done(self, op_id: str, ok: bool, error: str | None) -> dict[str, Any]:
+        return self._call("program_done", op_id=op_id, ok=ok, error=error)
+
+    def device_stats(self, uuid: str) -> dict[str, Any]:
+        return self._call("device_stats", uuid=uuid)
+
 
 class AgentClient:
     """What the conductor may ask of the agent on one host."""
@@ -287,3 +311,26 @@ class AgentClient:
         return self._t.call(AGENT_TOPIC, host, "host_attachment",
                             {"driver": driver, "identity": identity, "attach": attach},
                             self._timeout)
+
+    def prepare_handle(self, host: str, driver: str, identity: str,
+                       attach_info: dict[str, str], handle_uuid: str) -> dict[str, Any]:
+        """The host-side work of binding one attach handle ({"ok", "error",
+        "attach_info"})."""
+        return self._t.call(AGENT_TOPIC, host, "prepare_handle",
+                            {"driver": driver, "identity": identity,
+                             "attach_info": attach_info, "handle_uuid": handle_uuid},
+                            self._timeout)
+
+    def release_handle(self, host: str, driver: str, identity: str,
+                       attach_info: dict[str, str], handle_uuid: str) -> dict[str, Any]:
+        return self._t.call(AGENT_TOPIC, host, "release_handle",
+                            {"driver": driver, "identity": identity,
+                             "attach_info": attach_info, "handle_uuid": handle_uuid},
+                            self._timeout)
+
+    def run_program(self, host: str, op: dict[str, Any]) -> None:
+        self._t.cast(AGENT_TOPIC, host, "run_program", {"op": op})
+
+    def device_stats(self, host: str, driver: str, identity: str) -> dict[str, float]:
+        return self._t.call(AGENT_TOPIC, host, "device_stats",
+                            {"driver": driver, "identity": identity}, self._timeout)

@@ -5,9 +5,12 @@ operator asks for ``ready``, the conductor moves it to ``installing`` and asks t
 run the driver's install step; the device becomes ``ready`` only when that succeeds,
 ``error`` otherwise. Asking for ``inactive`` runs the uninstall step the same way.
 
-Health is orthogonal to the life cycle: ``unknown`` while the device's driver fails,
+Health is orthogonal to the life cycle. The driver reports ``ok``, ``degraded`` (usable,
+with warnings such as corrected memory errors) or ``failed`` (unusable: uncorrectable
+errors, a lost GPU); the conductor adds ``unknown`` while the device's driver fails and
 ``missing`` when the device vanished from its host but is still held (attached or
-allocated) so its row may not be deleted.
+allocated) so its row may not be deleted. Only ``ok`` and ``degraded`` devices may be
+attached or scheduled (:data:`USABLE_HEALTH`).
 """
 
 from __future__ import annotations
@@ -40,7 +43,10 @@ TRANSIENT_OPERATION = {INSTALLING: "install", UNINSTALLING: "uninstall"}
 HEALTH_OK = "ok"
 HEALTH_UNKNOWN = "unknown"
 HEALTH_MISSING = "missing"
-HEALTH_STATES = (HEALTH_OK, HEALTH_UNKNOWN, HEALTH_MISSING)
+HEALTH_DEGRADED = "degraded"
+HEALTH_FAILED = "failed"
+HEALTH_STATES = (HEALTH_OK, HEALTH_UNKNOWN, HEALTH_MISSING, HEALTH_DEGRADED, HEALTH_FAILED)
+USABLE_HEALTH = (HEALTH_OK, HEALTH_DEGRADED)
 
 DRIVER_INSTALLED = "installed"
 DRIVER_UNINSTALLED = "uninstalled"
@@ -48,6 +54,20 @@ DRIVER_FAILED = "failed"
 DRIVER_STATES = (DRIVER_INSTALLED, DRIVER_UNINSTALLED, DRIVER_FAILED)
 
 DEVICE_TYPES = ("GPU", "FPGA", "AICHIP", "QAT", "NIC", "SSD", "CRYPTO", "OTHER")
+
+# -- FPGA program operations (PATCH /v2/deployables/{uuid}/program) --------------------------
+PROGRAM_QUEUED = "queued"
+PROGRAM_RUNNING = "running"
+PROGRAM_DONE = "done"
+PROGRAM_FAILED = "failed"
+PROGRAM_STATES = (PROGRAM_QUEUED, PROGRAM_RUNNING, PROGRAM_DONE, PROGRAM_FAILED)
+PROGRAM_ACTIVE = (PROGRAM_QUEUED, PROGRAM_RUNNING)
+# target state -> states it may be entered from (a finished operation never changes again)
+PROGRAM_TRANSITIONS: dict[str, frozenset[str]] = {
+    PROGRAM_RUNNING: frozenset({PROGRAM_QUEUED, PROGRAM_RUNNING}),
+    PROGRAM_DONE: frozenset({PROGRAM_QUEUED, PROGRAM_RUNNING}),
+    PROGRAM_FAILED: frozenset({PROGRAM_QUEUED, PROGRAM_RUNNING}),
+}
 
 
 def can_transition(current: str, target: str) -> bool:

@@ -20,8 +20,14 @@ from tests import helpers
 
 
 class Stack:
+    """``agent_collaborators`` go to every agent: the drivers' ``sysfs``, ``runner``,
+    ``nvml``, ``clock``, ``sleep`` and the ``fetch_image`` of FPGA programming (a
+    callable: host -> that host's dict, or one dict for all hosts)."""
+
     def __init__(self, db: Database, hosts: tuple[str, ...] = ("host1",),
-                 device_count: int = 4, **conf_groups: dict[str, Any]) -> None:
+                 device_count: int = 4, agent_collaborators: Any = None,
+                 **conf_groups: dict[str, Any]) -> None:
+        self._collaborators = agent_collaborators or {}
         groups: dict[str, dict[str, Any]] = {
             "agent": {"report_interval": 3600.0, "retry_interval": 0.05},
             "conductor": {"save_interval": 3600.0, "periodic_interval": 3600.0,
@@ -45,8 +51,11 @@ class Stack:
         self.app = deploy.make_app(self.conf, db, rpc.ConductorClient(self.transport))
 
     def add_agent(self, host: str) -> AgentManager:
+        collaborators = (self._collaborators(host) if callable(self._collaborators)
+                         else self._collaborators)
         mgr = AgentManager(self.conf, rpc.ConductorClient(self.transport), host=host,
-                           journal_dir=os.path.join(self.conf.state_path, f"agent-{host}"))
+                           journal_dir=os.path.join(self.conf.state_path, f"agent-{host}"),
+                           **collaborators)
         server = self.transport.serve(rpc.AGENT_TOPIC, host, mgr)
         server.start()
         self.agents[host], self._agent_servers[host] = mgr, server
@@ -60,6 +69,13 @@ class Stack:
     def start_agent_loops(self) -> None:
         for agent in self.agents.values():
             agent.start()
+
+    def restart_agent(self, host: str) -> AgentManager:
+        """A new agent over the same journal (an in-process restart: the old manager is
+        abandoned, not stopped, as after a crash); its loops are not started."""
+        self._agent_servers.pop(host).stop()
+        self.agents.pop(host)
+        return self.add_agent(host)
 
     def stop_conductor(self) -> None:
         self._cond_server.stop()

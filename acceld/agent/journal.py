@@ -4,8 +4,11 @@ It holds what must survive a crash or an absent conductor:
 
 * ``epoch`` and ``seq``: report numbering (a new journal gets a new epoch, so the conductor
   never mistakes a fresh agent's reports for stale ones);
-* ``inflight``: operations started and not finished; at restart they run again (every
-  driver operation is idempotent), so a crash mid-operation is detected and completed;
+* ``inflight``: operations started and not finished, each with a ``kind``; at restart the
+  agent finishes them (see ``AgentManager.start``): a life cycle ``transition``
+  (install/uninstall) and a handle ``release`` run again (every driver operation is
+  idempotent), a handle ``prepare`` is rolled back (its bind failed when the agent died
+  without answering), a ``program`` is reported failed (the card's state is unknown);
 * ``results``: outcomes not yet acknowledged by the conductor, delivered until it has them;
 * ``done``: recently acknowledged operation ids, so a re-sent operation is not re-run;
 * ``drivers``: operator overrides from install-driver / uninstall-driver.
@@ -13,6 +16,8 @@ It holds what must survive a crash or an absent conductor:
 Journal format versions (one line of history each; a test guards the list):
 
 * 1: initial.
+* 2: operations carry a ``kind`` (``transition``, ``prepare``, ``release``, ``program``);
+  a version 1 journal is read as version 2 with every operation a ``transition``.
 """
 
 from __future__ import annotations
@@ -28,9 +33,30 @@ from acceld.agent import fileutil
 
 LOG = logging.getLogger(__name__)
 
-JOURNAL_VERSIONS = (1,)
+JOURNAL_VERSIONS = (1, 2)
 JOURNAL_VERSION = JOURNAL_VERSIONS[-1]
 _DONE_KEEP = 512
+
+KIND_TRANSITION = "transition"
+KIND_PREPARE = "prepare"
+KIND_RELEASE = "release"
+KIND_PROGRAM = "program"
+KINDS = (KIND_TRANSITION, KIND_PREPARE, KIND_RELEASE, KIND_PROGRAM)
+
+
+def kind_of(op: dict[str, Any]) -> str:
+    return op.get("kind", KIND_TRANSITION)
+
+
+def _upgrade(data: dict[str, Any]) -> dict[str, Any]:
+    """A version 1 journal as version 2: its operations are all transitions."""
+    if data["version"] == 1:
+        for section in ("inflight", "results"):
+            for entry in data[section].values():
+                op = entry if section == "inflight" else entry["op"]
+                op.setdefault("kind", KIND_TRANSITION)
+        data["version"] = 2
+    return data
 
 
 class Journal:
@@ -45,6 +71,9 @@ class Journal:
             fileutil.write_json_atomic(self.path, data)
         elif data.get("version") not in JOURNAL_VERSIONS:
             raise RuntimeError(f"journal {self.path} has unknown version {data.get('version')}")
+        elif data["version"] != JOURNAL_VERSION:
+            data = _upgrade(data)
+            fileutil.write_json_atomic(self.path, data)
         self._data = data
 
     def _save(self) -> None:
@@ -94,6 +123,22 @@ class Journal:
             self._data["inflight"].pop(op["op_id"], None)
             self._data["results"][op["op_id"]] = {"op": op, "ok": ok, "error": error}
             self._save()
+
+    def finish_if_inflight(self, op: dict[str, Any], ok: bool, error: str | None) -> bool:
+        """Like :meth:`finish`, but only for an operation still in flight: of a program
+        and its watchdog, whichever finishes first wins and the other changes nothing."""
+        with self._lock:
+            if op["op_id"] not in self._data["inflight"]:
+                return False
+            self.finish(op, ok, error)
+            return True
+
+    def drop(self, op_id: str) -> None:
+        """Forget an in-flight operation whose outcome went back to its caller directly
+        (handle prepare/release answer the conductor's call; nothing to deliver)."""
+        with self._lock:
+            if self._data["inflight"].pop(op_id, None) is not None:
+                self._save()
 
     def delivered(self, op_id: str) -> None:
         with self._lock:

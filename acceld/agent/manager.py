@@ -6,45 +6,115 @@ latest report, operation outcomes) stays in the journal and is delivered every
 ``[agent] retry_interval`` seconds until the conductor is back; because reports are full
 snapshots with increasing sequence numbers and outcomes carry operation ids, catching up
 neither loses nor duplicates anything.
+
+Drivers get their collaborators in one :class:`DriverContext`: the sysfs layer at
+``[agent] sysfs_root``, the command runner, the NVML backend (None: the driver loads the
+real library if it can) and the clock; tests hand the agent fakes of each instead.
+
+Every host-touching step is journaled before it runs: life cycle transitions
+(install/uninstall), the prepare/release of an attach handle at bind/unbind (the
+conductor's ``AgentHostWork``), and FPGA programming (``acceld.agent.programming``).
+What :meth:`AgentManager.start` does with each kind found in flight after a crash is
+described in ``acceld.agent.journal``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
+import uuid as uuidlib
 from typing import Any
 
 from oslo_config import cfg
 
 import acceld
 from acceld import exception, reports, states
+from acceld.agent import journal as jmod
+from acceld.agent import programming
 from acceld.agent.drivers import registry
-from acceld.agent.drivers.base import Driver, DriverContext
+from acceld.agent.drivers.base import BaseDriver, Driver, DriverContext, Programmable
 from acceld.agent.journal import Journal
 from acceld.rpc import ConductorClient
 
 LOG = logging.getLogger(__name__)
 
 
+def _real_sysfs(conf: cfg.ConfigOpts) -> Any:
+    from acceld.hw.sysfs import Sysfs  # lazy: the fake driver alone needs no hw layer
+
+    return Sysfs(conf.agent.sysfs_root)
+
+
+def _real_runner() -> Any:
+    from acceld.hw.runner import SubprocessRunner
+
+    return SubprocessRunner()
+
+
+def make_context(conf: cfg.ConfigOpts, host: str, state_dir: str,
+                 **collaborators: Any) -> DriverContext:
+    """The drivers' context with the real collaborators, except those given (tests pass
+    ``sysfs=FakeKernel(tree)``, ``runner=FakeRunner()``, ``nvml=FakeNvml()``, ...)."""
+    if collaborators.get("sysfs") is None:
+        collaborators["sysfs"] = _real_sysfs(conf)
+    if collaborators.get("runner") is None:
+        collaborators["runner"] = _real_runner()
+    fields = {f.name for f in dataclasses.fields(DriverContext)}
+    unknown = set(collaborators) - fields
+    if unknown:
+        raise TypeError(f"unknown driver collaborators: {sorted(unknown)}")
+    return DriverContext(conf=conf, host=host, state_dir=state_dir,
+                         **{k: v for k, v in collaborators.items() if v is not None})
+
+
+def capabilities(drv: Any) -> tuple[str, ...]:
+    """What a driver does beyond discovery, as the conductor needs to know it: whether
+    binding its handles needs host work (it overrides prepare or release) and whether it
+    can program devices."""
+    caps = []
+    if isinstance(drv, BaseDriver) and (type(drv).prepare is not BaseDriver.prepare
+                                        or type(drv).release is not BaseDriver.release):
+        caps.append(reports.CAP_HOST_WORK)
+    if isinstance(drv, Programmable):
+        caps.append(reports.CAP_PROGRAM)
+    return tuple(caps)
+
+
 class AgentManager:
     def __init__(self, conf: cfg.ConfigOpts, conductor: ConductorClient,
-                 host: str | None = None, journal_dir: str | None = None) -> None:
+                 host: str | None = None, journal_dir: str | None = None,
+                 **collaborators: Any) -> None:
+        """``collaborators`` replace the real ones of the drivers' context (``sysfs``,
+        ``runner``, ``nvml``, ``clock``, ``sleep``) and ``fetch_image`` the image fetcher
+        of FPGA programming."""
         self._conf = conf
         self.host = host or conf.host
         self._conductor = conductor
         directory = journal_dir or conf.agent.journal_dir or os.path.join(
             conf.state_path, f"agent-{self.host}")
         self.journal = Journal(directory)
-        self._ctx = DriverContext(conf=conf, host=self.host,
-                                  state_dir=os.path.join(directory, "drivers"))
+        fetch = collaborators.pop("fetch_image", None)
+        self._ctx = make_context(conf, self.host, os.path.join(directory, "drivers"),
+                                 **collaborators)
         self._lock = threading.RLock()          # drivers and report building
         self._drivers: dict[str, Driver | None] = {}
         self._load_errors: dict[str, str] = {}
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        # one lock per attach handle: a release never overtakes the prepare it undoes
+        self._handle_locks: dict[str, threading.Lock] = {}
+        self._handle_locks_guard = threading.Lock()
+        self._programmer = programming.Programmer(
+            conf, self.journal, conductor, self._driver, self._program_finished,
+            directory, fetch=fetch)
         self._load_drivers()
+
+    @property
+    def context(self) -> DriverContext:
+        return self._ctx
 
     # -- drivers -----------------------------------------------------------------------
     def _wanted_drivers(self) -> list[str]:
@@ -90,19 +160,30 @@ class AgentManager:
                         name=name, version="", state=state,
                         error=self._load_errors.get(name)))
                     continue
-                try:
-                    devices = tuple(drv.discover())
-                    drivers.append(reports.DriverReport(name=name, version=drv.version,
-                                                        devices=devices))
-                except Exception as exc:
-                    LOG.warning("driver %s discovery failed: %s", name, exc)
-                    drivers.append(reports.DriverReport(name=name, version=drv.version,
-                                                        state=states.DRIVER_FAILED,
-                                                        error=str(exc)[:2000]))
+                drivers.append(self._driver_report(name, drv))
         return reports.InventoryReport(
             host=self.host, epoch=self.journal.epoch, seq=self.journal.next_seq(),
             drivers=tuple(drivers), agent_version=acceld.__version__,
             provider_name=self._conf.agent.resource_provider_name or self.host)
+
+    def _driver_report(self, name: str, drv: Driver) -> reports.DriverReport:
+        """Discovery, the driver's explanation of it and the devices' health.
+
+        Stats are not part of a report: they change all the time, and a report that
+        changes nothing must stay byte-identical (the conductor skips it by digest);
+        they are read on demand (:meth:`device_stats`)."""
+        caps = capabilities(drv)
+        try:
+            devices = tuple(drv.discover())
+        except Exception as exc:
+            LOG.warning("driver %s discovery failed: %s", name, exc)
+            return reports.DriverReport(name=name, version=drv.version,
+                                        state=states.DRIVER_FAILED, error=str(exc)[:2000],
+                                        explanation=_explanation(drv), capabilities=caps)
+        health = _health(name, drv)
+        devices = tuple(_with_health(dev, health.get(dev.identity)) for dev in devices)
+        return reports.DriverReport(name=name, version=drv.version, devices=devices,
+                                    explanation=_explanation(drv), capabilities=caps)
 
     def report_once(self) -> bool:
         """Discover and send a full report; True when the conductor took it."""
@@ -120,8 +201,11 @@ class AgentManager:
         for item in self.journal.results():
             op = item["op"]
             try:
-                self._conductor.operation_done(op["op_id"], op["device_uuid"], item["ok"],
-                                               item["error"])
+                if jmod.kind_of(op) == jmod.KIND_PROGRAM:
+                    self._conductor.program_done(op["op_id"], item["ok"], item["error"])
+                else:
+                    self._conductor.operation_done(op["op_id"], op["device_uuid"],
+                                                   item["ok"], item["error"])
             except exception.HostUnreachable:
                 return False
             self.journal.delivered(op["op_id"])
@@ -129,20 +213,46 @@ class AgentManager:
 
     # -- loop ------------------------------------------------------------------------------
     def start(self) -> None:
-        for op in self.journal.inflight():
-            LOG.warning("operation %s was in flight at the last stop; running it again",
-                        op["op_id"])
-            self._execute(op)
+        self.recover()
         for target, name in ((self._loop, "agent-loop"), (self._heartbeat, "agent-heartbeat")):
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
+
+    def recover(self) -> None:
+        """Finish what a crash left in flight (before the first report, so the report
+        shows the host as it ends up)."""
+        for op in self.journal.inflight():
+            kind = jmod.kind_of(op)
+            if kind == jmod.KIND_TRANSITION:
+                LOG.warning("operation %s was in flight at the last stop; running it again",
+                            op["op_id"])
+                self._execute(op)
+            elif kind == jmod.KIND_PROGRAM:
+                self._programmer.recover(op)
+                self._wake.set()              # rediscover: what is loaded now?
+            else:
+                self._recover_handle(op)
+
+    def _recover_handle(self, op: dict[str, Any]) -> None:
+        """An interrupted prepare is undone: the conductor's call died with the agent, so
+        its bind failed and freed the handle. An interrupted release is finished."""
+        LOG.warning("%s of attach handle %s was in flight at the last stop; %s",
+                    op["kind"], op["handle_uuid"],
+                    "rolling it back" if op["kind"] == jmod.KIND_PREPARE else "finishing it")
+        try:
+            self._driver(op["driver"]).release(op["identity"], op["attach_info"])
+        except Exception as exc:  # logged; a later bind of the handle prepares it again
+            LOG.error("release of attach handle %s at restart failed: %s",
+                      op["handle_uuid"], exc)
+        self.journal.drop(op["op_id"])
 
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
         for thread in self._threads:
             thread.join(timeout=30)
+        self._programmer.join(timeout=5)
 
     def _heartbeat(self) -> None:
         """Liveness independent of discovery, so a hung driver does not look like a dead
@@ -210,5 +320,98 @@ class AgentManager:
             drv = self._driver(driver)
             (drv.attach_host if attach else drv.detach_host)(identity)
         except Exception as exc:
-            return {"ok": False, "error": str(exc)}
+            LOG.warning("host %s of %s (%s) failed: %s", "attach" if attach else "detach",
+                        identity, driver, exc)
+            return {"ok": False, "error": str(exc)[:2000] or exc.__class__.__name__}
+        self._wake.set()          # the device changed hands: report its new view soon
         return {"ok": True, "error": None}
+
+    # -- host work of binds: prepare/release of one attach handle ---------------------------
+    def prepare_handle(self, driver: str, identity: str, attach_info: dict[str, str],
+                       handle_uuid: str) -> dict[str, Any]:
+        """Journaled, then the driver's ``prepare`` (create the mdev, set the vGPU type,
+        bind the VF to vfio-pci, ...). Returns {"ok", "error", "attach_info"}."""
+        return self._handle_work(jmod.KIND_PREPARE, driver, identity, attach_info,
+                                 handle_uuid)
+
+    def release_handle(self, driver: str, identity: str, attach_info: dict[str, str],
+                       handle_uuid: str) -> dict[str, Any]:
+        return self._handle_work(jmod.KIND_RELEASE, driver, identity, attach_info,
+                                 handle_uuid)
+
+    def _handle_work(self, kind: str, driver: str, identity: str,
+                     attach_info: dict[str, str], handle_uuid: str) -> dict[str, Any]:
+        op = {"op_id": str(uuidlib.uuid4()), "kind": kind, "driver": driver,
+              "identity": identity, "attach_info": dict(attach_info),
+              "handle_uuid": handle_uuid}
+        with self._handle_locks_guard:
+            lock = self._handle_locks.setdefault(handle_uuid, threading.Lock())
+        with lock:
+            self.journal.begin(op)
+            try:
+                drv = self._driver(driver)
+                if kind == jmod.KIND_PREPARE:
+                    info = drv.prepare(identity, dict(attach_info))
+                else:
+                    drv.release(identity, dict(attach_info))
+                    info = dict(attach_info)
+            except Exception as exc:
+                error = str(exc)[:2000] or exc.__class__.__name__
+                LOG.warning("%s of attach handle %s (%s %s) failed: %s", kind, handle_uuid,
+                            driver, identity, error)
+                return {"ok": False, "error": error, "attach_info": dict(attach_info)}
+            finally:
+                self.journal.drop(op["op_id"])
+        LOG.info("%s of attach handle %s (%s %s) done", kind, handle_uuid, driver, identity)
+        return {"ok": True, "error": None, "attach_info": dict(info or attach_info)}
+
+    # -- FPGA programming ------------------------------------------------------------------
+    def run_program(self, op: dict[str, Any]) -> None:
+        """Journal a program operation, then run it in a worker thread (a cast: the
+        outcome is delivered with ``program_done``)."""
+        op = dict(op, kind=jmod.KIND_PROGRAM)
+        if not self.journal.begin(op):
+            LOG.info("program %s seen before; re-delivering its outcome", op["op_id"])
+            self._wake.set()
+            return
+        self._programmer.start(op)
+
+    def _program_finished(self) -> None:
+        self.deliver_results()
+        self._wake.set()          # the function loaded changes the device's traits
+
+    # -- stats on demand -----------------------------------------------------------------
+    def device_stats(self, driver: str, identity: str) -> dict[str, float]:
+        """The driver's current numbers for one device (utilisation, memory, ...)."""
+        stats = self._driver(driver).stats()
+        return {k: float(v) for k, v in stats.get(identity, {}).items()}
+
+
+def _explanation(drv: Driver) -> dict[str, Any] | None:
+    explain = getattr(drv, "explain", None)
+    if explain is None:
+        return None
+    try:
+        return explain().to_dict()
+    except Exception:  # an explanation must never cost the report
+        LOG.exception("driver %s could not explain its discovery", drv.name)
+        return None
+
+
+def _health(name: str, drv: Driver) -> dict[str, Any]:
+    health = getattr(drv, "health", None)
+    if health is None:
+        return {}
+    try:
+        return dict(health())
+    except Exception as exc:  # health unknown is not a failed discovery
+        LOG.warning("driver %s could not read device health: %s", name, exc)
+        return {}
+
+
+def _with_health(dev: reports.Device, health: Any) -> reports.Device:
+    if health is None:
+        return dev
+    status = health.status if health.status in reports.DEVICE_HEALTH else states.HEALTH_FAILED
+    return dataclasses.replace(dev, health=status,
+                               health_reasons=tuple(str(r)[:1000] for r in health.reasons))

@@ -145,6 +145,10 @@ class Client:
         """POST ``body`` to ``path`` and return the whole response."""
         return self.request("POST", path, body=body)
 
+    def patch(self, path: str, body: Any) -> Response:
+        """PATCH ``body`` to ``path`` and return the whole response."""
+        return self.request("PATCH", path, body=body)
+
     def delete(self, path: str) -> None:
         """DELETE ``path``."""
         self.request("DELETE", path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from typing import Any
 from urllib.parse import quote
 
@@ -20,6 +21,10 @@ DRIVER_COLUMNS = ("host", "name", "version", "state", "device_count")
 SERVICE_COLUMNS = ("host", "binary", "version", "last_seen_at", "alive")
 RESULT_COLUMNS = ("host", "driver", "ok", "error")
 PLACEMENT_COLUMNS = ("host", "in_sync", "last_synced_at", "compute_rp_uuid")
+BACKEND_COLUMNS = ("host", "driver", "backend", "services", "devices")
+PROGRAM_COLUMNS = ("uuid", "state", "progress", "message", "image_ref", "host",
+                   "started_at", "finished_at")
+PROGRAM_FINISHED = ("done", "failed")
 
 
 def _acc_path(uuid: str, suffix: str = "") -> str:
@@ -139,11 +144,35 @@ def acc_detach(client: Client, args: argparse.Namespace) -> int:
 
 
 def driver_list(client: Client, args: argparse.Namespace) -> int:
-    """GET /v1/drivers."""
-    rows = _list_key(client.get("/v1/drivers", {"host": args.host}), "drivers")
+    """GET /v1/drivers; --long adds the error column and each driver's explanation of its
+    last discovery (checks, expected versus found, skipped devices)."""
+    params = {"host": args.host, "long": "true" if args.long else None}
+    rows = _list_key(client.get("/v1/drivers", params), "drivers")
     columns = DRIVER_COLUMNS + ("error",) if args.long else DRIVER_COLUMNS
     print_list(rows, columns, args.format)
+    if args.long and args.format != "json":
+        for row in rows:
+            _print_explanation(row)
     return 0
+
+
+def _print_explanation(row: dict[str, Any]) -> None:
+    """A driver's explanation as text: what it checked and what it left out, and why."""
+    explanation = row.get("explanation")
+    caps = ", ".join(row.get("capabilities") or []) or "none"
+    print(f"\n{row.get('host')} / {row.get('name')} (capabilities: {caps})")
+    if not explanation:
+        print("  no explanation reported")
+        return
+    expected = explanation.get("expected")
+    print(f"  found {explanation.get('found')} device(s), expected "
+          f"{'unknown' if expected is None else expected}")
+    for check in explanation.get("checks") or []:
+        mark = "ok  " if check.get("ok") else "FAIL"
+        detail = f": {check['detail']}" if check.get("detail") else ""
+        print(f"  [{mark}] {check.get('name')}{detail}")
+    for skipped in explanation.get("skipped") or []:
+        print(f"  skipped {skipped.get('address')}: {skipped.get('reason')}")
 
 
 def service_list(client: Client, args: argparse.Namespace) -> int:
@@ -186,14 +215,68 @@ def placement_sync(client: Client, args: argparse.Namespace) -> int:
 
 
 def discover_services(client: Client, args: argparse.Namespace) -> int:
-    """POST /v1/discover."""
+    """POST /v1/discover, then GET /v1/backends: the hosts asked to rediscover and the
+    services of each backend as the drivers last reported them (a rediscovery shows up
+    with the host's next report, seconds later)."""
     body: dict[str, Any] = {"host": args.host} if args.host else {}
     resp = client.post("/v1/discover", body)
     hosts = _list_key(resp.body, "hosts")
+    backends = _list_key(client.get("/v1/backends", {"host": args.host}), "backends")
     if args.format == "json":
-        print_json(hosts)
+        print_json({"hosts": hosts, "backends": backends})
     else:
         print_list([{"host": h} for h in hosts], ("host",), "table")
+        print_list(backends, BACKEND_COLUMNS, "table",
+                   {"services": lambda v: ", ".join(v or [])})
+    return 0
+
+
+# --- FPGA programming and device stats ---------------------------------------------
+
+
+def _program_path(uuid: str) -> str:
+    return f"/v2/deployables/{quote(uuid, safe='')}/program"
+
+
+def deployable_program(client: Client, args: argparse.Namespace) -> int:
+    """PATCH /v2/deployables/UUID/program; with --wait, poll until it is done or failed."""
+    image: dict[str, str] = {"image_sha256": args.sha256}
+    if args.image_uuid:
+        image["image_uuid"] = args.image_uuid
+    else:
+        image["image_path"] = args.image_path
+    patch = [{"op": "replace", "path": "/program", "value": [image]}]
+    operation = client.patch(_program_path(args.uuid), patch).body.get("program") or {}
+    if args.wait:
+        deadline = time.monotonic() + args.wait
+        while operation.get("state") not in PROGRAM_FINISHED and time.monotonic() < deadline:
+            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+            operation = client.get(_program_path(args.uuid)).get("program") or {}
+    print_object(operation, args.format)
+    if operation.get("state") == "failed":
+        print(f"ERROR: programming {args.uuid} failed: {operation.get('message')}",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def deployable_program_status(client: Client, args: argparse.Namespace) -> int:
+    """GET /v2/deployables/UUID/program: the newest program operation."""
+    operation = client.get(_program_path(args.uuid)).get("program")
+    if operation is None:
+        raise CliError(f"deployable {args.uuid} was never programmed through acceld")
+    print_object(operation, args.format)
+    return 0
+
+
+def acc_stats(client: Client, args: argparse.Namespace) -> int:
+    """GET /v1/accelerators/UUID/stats (read from the device's agent now)."""
+    body = client.get(_acc_path(args.uuid, "/stats"))
+    if args.format == "json":
+        print_json(body)
+    else:
+        print_list([{"name": k, "value": v} for k, v in sorted(body["stats"].items())],
+                   ("name", "value"), "table")
     return 0
 
 

@@ -151,19 +151,40 @@ def _add_accelerator_verbs(subparsers: Any) -> None:
     p = _verb(acc_sub, "detach", commands.acc_detach, "detach an accelerator")
     p.add_argument("uuid", metavar="UUID")
 
+    p = _verb(acc_sub, "stats", commands.acc_stats,
+              "current statistics of an accelerator (read from its agent)")
+    p.add_argument("uuid", metavar="UUID")
+
 
 def _add_seed_verbs(subparsers: Any) -> None:
     p = _verb(subparsers, "driver-list", commands.driver_list, "list drivers per host")
     p.add_argument("--host")
-    p.add_argument("--long", action="store_true", help="also show the error column")
+    p.add_argument("--long", action="store_true",
+                   help="also show errors and why discovery found what it found")
 
     _verb(subparsers, "service-list", commands.service_list, "list acceld services")
 
     p = _verb(
         subparsers, "discover-services", commands.discover_services,
-        "ask agents to rediscover devices",
+        "ask agents to rediscover devices and list the services of each backend",
     )
     p.add_argument("--host")
+
+    p = _verb(subparsers, "deployable-program", commands.deployable_program,
+              "load an image into a deployable (an FPGA)")
+    p.add_argument("uuid", metavar="DEPLOYABLE_UUID")
+    image = p.add_mutually_exclusive_group(required=True)
+    image.add_argument("--image-uuid", help="Glance image id")
+    image.add_argument("--image-path",
+                       help="absolute path on the agent's host ([fpga_driver] "
+                            "local_image_dirs)")
+    p.add_argument("--sha256", required=True, help="SHA-256 of the image (64 hex digits)")
+    p.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
+                   help="wait up to this long for the programming to finish")
+
+    p = _verb(subparsers, "deployable-program-status", commands.deployable_program_status,
+              "show the newest program operation of a deployable")
+    p.add_argument("uuid", metavar="DEPLOYABLE_UUID")
 
     for name, handler in (
         ("install-driver", commands.install_driver),

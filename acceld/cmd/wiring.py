@@ -66,8 +66,11 @@ def start_conductor(conf: cfg.ConfigOpts, db: Database,
 
 
 def start_agent(conf: cfg.ConfigOpts, transport: rpc.Transport,
-                host: str | None = None) -> tuple[AgentManager, rpc.Server]:
-    manager = AgentManager(conf, rpc.ConductorClient(transport), host=host)
+                host: str | None = None, **collaborators: Any) -> tuple[AgentManager,
+                                                                         rpc.Server]:
+    """The agent with its RPC server; ``collaborators`` replace the drivers' real sysfs,
+    command runner, NVML, ... (tests and demos on fake hosts)."""
+    manager = AgentManager(conf, rpc.ConductorClient(transport), host=host, **collaborators)
     server = transport.serve(rpc.AGENT_TOPIC, manager.host, manager)
     server.start()
     manager.start()

@@ -5,8 +5,9 @@ No SQL here. A bind is ``begin_bind`` (BindStarted) -> ``claim_handle`` -> host 
 handle. Each ARQ of a request is bound on its own, so one bad ARQ does not stop the others;
 the first error is raised once every ARQ was tried (the API turns it into the response).
 
-Hook point (no driver needs it yet): :class:`HostWork` is where FPGA programming and
-mdev creation/removal on the ARQ's host belong.
+Host work: :class:`HostWork` runs on the ARQ's host between the claim and Bound, and
+after a handle is freed; the conductor gives the Binder
+``conductor.hostwork.AgentHostWork`` (the driver's prepare/release through the agent).
 
 Nova notification (contract 3.2 step 3): with a notifier (``[nova]`` configured), once
 every ARQ of an instance is resolved (Bound -> ``completed``; BindFailed, Deleting or gone
@@ -43,7 +44,7 @@ class HostWork(Protocol):
 
 
 class NoHostWork:
-    """PCI handles (all that the drivers report today) need nothing on the host."""
+    """Nothing on the host (a Binder without agents: tests of the binding itself)."""
 
     def prepare(self, handle: dict[str, Any]) -> None:
         return None

@@ -5,6 +5,11 @@ agent journals it, runs it, and reports the outcome with ``operation_done`` (ret
 its journal until the conductor has it). The operation id makes the outcome idempotent.
 A periodic task sends again any operation an agent has not answered in time, so nothing
 is lost when the agent or the bus is away, and flushes coalesced heartbeats.
+
+FPGA programming follows the same pattern: ``program_deployable`` records a queued
+operation (``objects.program``) and casts it to the agent; progress arrives as casts and
+the outcome as ``program_done`` from the agent's journal. The host side of ARQ binds goes
+through ``conductor.hostwork.AgentHostWork``.
 """
 
 from __future__ import annotations
@@ -21,11 +26,13 @@ from oslo_config import cfg
 import acceld
 from acceld import exception, reports
 from acceld.conductor import binding
+from acceld.conductor.hostwork import AgentHostWork
 from acceld.conductor.placement_apply import PlacementSyncer
 from acceld.db import models as m
 from acceld.db.api import Database
 from acceld.objects import accelerators, inventory, services
 from acceld.objects import placement as placement_objects
+from acceld.objects import program as program_objects
 from acceld.rpc import AgentClient
 
 LOG = logging.getLogger(__name__)
@@ -74,8 +81,8 @@ class ConductorManager:
         self._thread: threading.Thread | None = None
         self.on_inventory_changed: list[Any] = []   # hooks: (host, device uuids) -> None
         # one Binder for every bind: it tracks the binds Nova waits on (None: no events)
-        self._binder = binding.Binder(db, notifier=nova,
-                                      bind_timeout=conf.nova.bind_timeout)
+        self._binder = binding.Binder(db, host_work=AgentHostWork(db, agents),
+                                      notifier=nova, bind_timeout=conf.nova.bind_timeout)
         if placement is not None:
             self.on_inventory_changed.append(lambda host, _uuids: placement.schedule(host))
 
@@ -231,6 +238,50 @@ class ConductorManager:
                      op.device_uuid)
             accelerators.touch_operation(self._db, op.op_id)
             self._dispatch(op)
+        for prog in program_objects.stalled(self._db, cutoff):
+            LOG.info("sending program operation %s (%s) again", prog["op_id"],
+                     prog["deployable_uuid"])
+            program_objects.touch(self._db, prog["op_id"])
+            self._dispatch_program(prog)
+
+    # -- FPGA programming ---------------------------------------------------------------
+    def program_deployable(self, deployable_uuid: str, image_ref: str,
+                           image_sha256: str) -> dict[str, Any]:
+        """Queue a program operation and send it to the device's agent (asynchronous:
+        the answer is the queued operation; the agent reports progress and outcome)."""
+        record = program_objects.begin(self._db, deployable_uuid, image_ref, image_sha256)
+        op = record.pop("agent_op")
+        LOG.info("program operation %s: deployable %s on %s, image %s", op["op_id"],
+                 deployable_uuid, op["host"], image_ref)
+        self._dispatch_program(op)
+        return _jsonable(record)
+
+    def _dispatch_program(self, op: dict[str, Any]) -> None:
+        try:
+            self._agents.run_program(op["host"], op)
+        except exception.HostUnreachable:
+            LOG.warning("agent on %s unreachable; program %s will be sent again",
+                        op["host"], op["op_id"])
+
+    def program_progress(self, op_id: str, progress: int, message: str) -> None:
+        program_objects.progress(self._db, op_id, progress, message)
+
+    def program_done(self, op_id: str, ok: bool, error: str | None) -> dict[str, Any]:
+        recorded = program_objects.finish(self._db, op_id, ok, error)
+        if recorded:
+            LOG.info("program operation %s %s%s", op_id, "succeeded" if ok else "failed",
+                     "" if ok else f": {error}")
+        return {"recorded": recorded}
+
+    # -- stats on demand ------------------------------------------------------------------
+    def device_stats(self, uuid: str) -> dict[str, Any]:
+        """The current numbers of one device, read from its agent now."""
+        record = accelerators.get_accelerator(self._db, uuid)
+        if not record["host"] or not record["driver"]:
+            raise exception.NotReady(f"Accelerator {uuid} is not on any host.")
+        stats = self._agents.device_stats(record["host"], record["driver"],
+                                          accelerators.identity_of(self._db, uuid))
+        return {"uuid": uuid, "host": record["host"], "stats": stats}
 
     def attach(self, uuid: str, attach_type: str, target: str) -> dict[str, Any]:
         record = accelerators.attach(self._db, uuid, attach_type, target)
@@ -293,11 +344,9 @@ class ConductorManager:
         self._binder.unbind(uuids, project_id)
 
 
-
-
 def _jsonable(record: dict[str, Any]) -> dict[str, Any]:
     out = dict(record)
-    for key in ("created_at", "updated_at"):
-        if isinstance(out.get(key), datetime.datetime):
-            out[key] = out[key].replace(tzinfo=datetime.UTC).isoformat()
+    for key, value in out.items():
+        if isinstance(value, datetime.datetime):
+            out[key] = value.replace(tzinfo=datetime.UTC).isoformat()
     return out

@@ -16,6 +16,10 @@ OPTS = [
     cfg.StrOpt("resource_provider_name",
                help="Name of this host's compute node provider in Placement (what Nova "
                     "registered; often the FQDN). Default: [DEFAULT] host."),
+    cfg.StrOpt("sysfs_root", default="/",
+               help="Root under which the hardware drivers find /sys (a real host: `/`; "
+                    "a recorded or fake tree for tests and demos: its directory). Writes "
+                    "under `/` go through the privileged helper."),
     cfg.FloatOpt("retry_interval", default=2.0, min=0.01,
                  help="Seconds between two attempts to deliver journaled results while the "
                       "conductor is unreachable."),

@@ -83,6 +83,10 @@ class DriverState(_Timestamps, Base):
     state: Mapped[str] = mapped_column(String(16))
     error: Mapped[str | None] = mapped_column(Text)
     device_count: Mapped[int] = mapped_column(Integer, default=0)
+    # JSON: the driver's explanation of its last discovery (checks, expected/found,
+    # skipped devices) and what it can do beyond discovery (host_work, program)
+    explanation: Mapped[str | None] = mapped_column(Text)
+    capabilities: Mapped[str | None] = mapped_column(Text)
 
 
 class Device(_Timestamps, Base):
@@ -109,6 +113,7 @@ class Device(_Timestamps, Base):
     status: Mapped[str] = mapped_column(String(16), default="enabled")
     state: Mapped[str] = mapped_column(String(16), default="inactive")
     health: Mapped[str] = mapped_column(String(16), default="ok")
+    health_reasons: Mapped[str | None] = mapped_column(Text)   # JSON list from the driver
     acc_specs: Mapped[str] = mapped_column(Text, default="{}")
     revision: Mapped[int] = mapped_column(Integer, default=1)
     attach_type: Mapped[str | None] = mapped_column(String(16))
@@ -216,6 +221,38 @@ class ExtendedAcceleratorRequest(_Timestamps, Base):
     deployable_id: Mapped[int | None] = mapped_column(ForeignKey("deployables.id",
                                                                  ondelete="RESTRICT"))
     substate: Mapped[str] = mapped_column(String(16), default="Initial")
+
+
+class ProgramOperation(_Timestamps, Base):
+    """One FPGA program request (``PATCH /v2/deployables/{uuid}/program``) and its progress.
+
+    ``active_key`` holds the deployable uuid while the operation is queued or running and
+    is NULL afterwards; its unique constraint makes "one program at a time per deployable"
+    a property of the insert itself (NULLs never collide on any backend).
+    """
+
+    __tablename__ = "program_operations"
+    __table_args__ = (
+        UniqueConstraint("uuid", name="uniq_program_operations0uuid"),
+        UniqueConstraint("active_key", name="uniq_program_operations0active_key"),
+        Index("program_operations_deployable_uuid_idx", "deployable_uuid"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uuid: Mapped[str] = mapped_column(String(36))
+    deployable_uuid: Mapped[str] = mapped_column(String(36))
+    device_uuid: Mapped[str] = mapped_column(String(36))
+    host: Mapped[str] = mapped_column(String(255))
+    driver_name: Mapped[str] = mapped_column(String(64))
+    identity: Mapped[str] = mapped_column(String(255))
+    image_ref: Mapped[str] = mapped_column(String(1024))       # Glance id or local path
+    image_sha256: Mapped[str] = mapped_column(String(64))
+    state: Mapped[str] = mapped_column(String(16))
+    progress: Mapped[int] = mapped_column(Integer, default=0)
+    message: Mapped[str | None] = mapped_column(Text)
+    active_key: Mapped[str | None] = mapped_column(String(36))
+    started_at: Mapped[datetime.datetime | None] = mapped_column(DateTime)
+    finished_at: Mapped[datetime.datetime | None] = mapped_column(DateTime)
 
 
 INVENTORY_TABLES = ("devices", "controlpath_ids", "deployables", "attributes",

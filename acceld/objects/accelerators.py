@@ -47,7 +47,9 @@ def to_dict(dev: m.Device, allocations: list[dict[str, str]] | None = None
     return {
         "uuid": dev.uuid, "name": dev.name, "host": dev.hostname, "driver": dev.driver_name,
         "device_type": dev.type, "vendor_id": dev.vendor, "product_id": dev.model,
-        "state": dev.state, "health": dev.health, "acc_specs": json.loads(dev.acc_specs),
+        "state": dev.state, "health": dev.health,
+        "health_reasons": json.loads(dev.health_reasons or "[]"),
+        "acc_specs": json.loads(dev.acc_specs),
         "attached_to": attached, "allocations": allocations or [],
         "revision": dev.revision, "last_error": dev.last_error,
         "created_at": dev.created_at, "updated_at": dev.updated_at,
@@ -227,7 +229,7 @@ def attach(db: Database, uuid: str, attach_type: str, target: str) -> dict[str, 
     with db.writer() as s:
         res = s.execute(update(m.Device).where(
             m.Device.uuid == uuid, m.Device.attached_to.is_(None),
-            m.Device.state == states.READY, m.Device.health == states.HEALTH_OK)
+            m.Device.state == states.READY, m.Device.health.in_(states.USABLE_HEALTH))
             .values(attach_type=attach_type, attached_to=target,
                     revision=m.Device.revision + 1, updated_at=m.utcnow()))
         dev = _get(s, uuid)

@@ -108,13 +108,15 @@ def load_host(s: Session, host: str) -> inv.HostInventory:
                   "std_board_info": dev.std_board_info,
                   "vendor_board_info": dev.vendor_board_info,
                   "cpid_type": cpid.cpid_type if cpid else None,
-                  "cpid_info": cpid.cpid_info if cpid else None}
+                  "cpid_info": cpid.cpid_info if cpid else None,
+                  "health_reasons": dev.health_reasons}
         my_deps = deps.get(dev.id, {})
         devices[(dev.driver_name, dev.identity)] = inv.CurrentDevice(
             id=dev.id, driver=dev.driver_name, identity=dev.identity, fields=fields,
             health=dev.health, cpid_id=cpid.id if cpid else 0, deployables=my_deps,
             held=dev.attached_to is not None or any(d.held for d in my_deps.values()))
-    drivers = {d.name: inv.CurrentDriver(d.version, d.state, d.error, d.device_count)
+    drivers = {d.name: inv.CurrentDriver(d.version, d.state, d.error, d.device_count,
+                                         d.explanation, d.capabilities)
                for d in s.execute(select(m.DriverState).where(m.DriverState.host == host))
                .scalars()}
     return inv.HostInventory(host=host, devices=devices, drivers=drivers)
@@ -202,14 +204,14 @@ def _add_devices(s: Session, host: str,
         row = taken.get(name)
         if row is not None and row.hostname is None:
             s.execute(update(m.Device).where(m.Device.id == row.id)
-                      .values(health=states.HEALTH_OK, **base))
+                      .values(health=dev.health, **base))
             cpid_rows.append((row.uuid, cp))
             continue
         dev_uuid = identity.device_uuid(host, drv, dev.identity)
         if row is not None:
             name = f"{name}-{dev_uuid[:8]}"
         new_rows.append(dict(uuid=dev_uuid, name=name, state=states.INACTIVE,
-                             health=states.HEALTH_OK, acc_specs=_initial_specs(dev),
+                             health=dev.health, acc_specs=_initial_specs(dev),
                              revision=1, created_at=m.utcnow(), **base))
         cpid_rows.append((dev_uuid, cp))
     if new_rows:
@@ -288,8 +290,7 @@ def _write_drivers(s: Session, host: str, plan: inv.Plan) -> None:
         s.execute(delete(m.DriverState).where(m.DriverState.host == host,
                                               m.DriverState.name.in_(plan.delete_drivers)))
     for drv in plan.upsert_drivers:
-        values = dict(version=drv.version, state=drv.state, error=drv.error,
-                      device_count=len(drv.devices))
+        values = inv.driver_fields(drv)
         res = s.execute(update(m.DriverState).where(m.DriverState.host == host,
                                                     m.DriverState.name == drv.name)
                         .values(**values))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -50,14 +51,73 @@ def list_services(db: Database, down_time: int) -> list[dict[str, Any]]:
                 for r in rows]
 
 
-def list_driver_states(db: Database, host: str | None = None) -> list[dict[str, Any]]:
+def list_driver_states(db: Database, host: str | None = None,
+                       long: bool = False) -> list[dict[str, Any]]:
+    """Drivers per host; ``long`` adds what each explained about its last discovery
+    (checks, expected vs found, skipped devices) and its capabilities."""
     with db.reader() as s:
         q = select(m.DriverState).order_by(m.DriverState.host, m.DriverState.name)
         if host is not None:
             q = q.where(m.DriverState.host == host)
-        return [{"host": r.host, "name": r.name, "version": r.version, "state": r.state,
-                 "device_count": r.device_count, "error": r.error}
-                for r in s.execute(q).scalars()]
+        return [_driver_state(r, long) for r in s.execute(q).scalars()]
+
+
+def _driver_state(r: m.DriverState, long: bool) -> dict[str, Any]:
+    out = {"host": r.host, "name": r.name, "version": r.version, "state": r.state,
+           "device_count": r.device_count, "error": r.error}
+    if long:
+        out["explanation"] = json.loads(r.explanation) if r.explanation else None
+        out["capabilities"] = json.loads(r.capabilities) if r.capabilities else []
+    return out
+
+
+# Deployable attributes through which a driver names a device's backend and the services
+# it offers there (the generic driver: the configured device spec's backend).
+BACKEND_KEY = "backend"
+SERVICES_KEY = "services"
+
+
+def list_backends(db: Database, host: str | None = None) -> list[dict[str, Any]]:
+    """Per host, driver and backend: the services its devices offer and how many devices
+    and deployables serve it (from the last applied reports)."""
+    with db.reader() as s:
+        attrs = (select(m.Device.hostname, m.Device.driver_name, m.Device.id,
+                        m.Attribute.deployable_id, m.Attribute.key, m.Attribute.value)
+                 .join(m.Deployable, m.Deployable.id == m.Attribute.deployable_id)
+                 .join(m.Device, m.Device.id == m.Deployable.device_id)
+                 .where(m.Attribute.key.in_((BACKEND_KEY, SERVICES_KEY)),
+                        m.Device.hostname.is_not(None)))
+        if host is not None:
+            attrs = attrs.where(m.Device.hostname == host)
+        rows = s.execute(attrs).all()
+    by_dep: dict[int, dict[str, Any]] = {}
+    for r in rows:
+        entry = by_dep.setdefault(r.deployable_id, {"host": r.hostname,
+                                                    "driver": r.driver_name,
+                                                    "device": r.id})
+        entry[r.key] = r.value
+    backends: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for entry in by_dep.values():
+        name = entry.get(BACKEND_KEY) or "default"
+        out = backends.setdefault((entry["host"], entry["driver"], name), {
+            "host": entry["host"], "driver": entry["driver"], "backend": name,
+            "services": set(), "devices": set(), "deployables": 0})
+        out["services"].update(_split_services(entry.get(SERVICES_KEY, "")))
+        out["devices"].add(entry["device"])
+        out["deployables"] += 1
+    return [dict(b, services=sorted(b["services"]), devices=len(b["devices"]))
+            for _key, b in sorted(backends.items())]
+
+
+def _split_services(value: str) -> list[str]:
+    """``"sym;asym"``, ``"sym,asym"`` or a JSON list -> ``["asym", "sym"]``."""
+    value = value.strip()
+    if value.startswith("["):
+        try:
+            return [str(v) for v in json.loads(value)]
+        except ValueError:
+            pass
+    return [v.strip() for v in value.replace(";", ",").split(",") if v.strip()]
 
 
 def agent_hosts(db: Database) -> list[str]:

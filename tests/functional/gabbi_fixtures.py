@@ -25,10 +25,16 @@ Fixtures (name them under ``fixtures:`` in a YAML file, StackFixture first):
 * :class:`FailInstallFixture`: the fake driver's control file makes every install fail.
 * :class:`AgentLoopsFixture`: runs the agents' report loops, so a driver action or
   ``POST /v1/discover`` leads to a report without a test calling ``report_all``.
+* :class:`ProgramStackFixture`: StackFixture (instead of it) whose agents may program
+  images from a local directory; exports ``ACCELD_IMAGE_PATH`` and
+  ``ACCELD_IMAGE_SHA256`` (an image loading function ``AES256``), ``ACCELD_BAD_SHA256``
+  (a digest the image does not have), ``ACCELD_<HOST>_<TYPE>_DEP`` (deployable uuids)
+  and makes every programming take ``PROGRAM_SECONDS``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -143,6 +149,36 @@ class StackFixture(_EnvFixture):
         HOLDER.stack, HOLDER.app = None, None
         self.restore_env()
         self.running.stop()
+
+
+class ProgramStackFixture(StackFixture):
+    """Programming through the fake driver, from a local image directory."""
+
+    PROGRAM_SECONDS = 1.0
+
+    def start_fixture(self) -> None:
+        self.images = tempfile.mkdtemp(prefix="acceld-gabbi-images-")
+        data = b"function: AES256\n" + bytes(range(256)) * 8
+        path = os.path.join(self.images, "aes.gbs")
+        with open(path, "wb") as f:
+            f.write(data)
+        self.conf_groups = {"fpga_driver": {"local_image_dirs": [self.images],
+                                            "program_timeout": 30.0}}
+        super().start_fixture()
+        with open(self.running.stack.control_file, "w", encoding="utf-8") as f:
+            json.dump({"program_seconds": self.PROGRAM_SECONDS}, f)
+        with self.running.db.reader() as s:
+            rows = s.execute(select(m.Device.hostname, m.Device.type, m.Deployable.uuid)
+                             .join(m.Deployable, m.Deployable.device_id == m.Device.id)).all()
+        self.set_env({f"{ENV_PREFIX}{row.hostname.upper()}_{row.type}_DEP": row.uuid
+                      for row in rows})
+        self.set_env({f"{ENV_PREFIX}IMAGE_PATH": path,
+                      f"{ENV_PREFIX}IMAGE_SHA256": hashlib.sha256(data).hexdigest(),
+                      f"{ENV_PREFIX}BAD_SHA256": "deadbeef" * 8})
+
+    def stop_fixture(self) -> None:
+        super().stop_fixture()
+        shutil.rmtree(self.images, ignore_errors=True)
 
 
 class AgentDownStackFixture(StackFixture):

@@ -62,6 +62,22 @@ class FakeApi:
             {"host": "host1", "binary": "acceld-agent", "version": "0.1.0",
              "last_seen_at": "2026-11-22T10:00:00+00:00", "alive": True},
         ]
+        self.explanations = {
+            "host1": {"checks": [{"name": "vfio-pci loaded", "ok": True, "detail": ""},
+                                 {"name": "IOMMU on", "ok": False,
+                                  "detail": "no /sys/kernel/iommu_groups"}],
+                      "expected": 3, "found": 2,
+                      "skipped": [{"address": "0000:5e:00.0",
+                                   "reason": "bound to a host driver in use"}]},
+            "host2": None,
+        }
+        self.backends = [
+            {"host": "host1", "driver": "generic", "backend": "crypto",
+             "services": ["asym", "sym"], "devices": 1, "deployables": 4},
+            {"host": "host2", "driver": "generic", "backend": "net",
+             "services": ["physnet1"], "devices": 1, "deployables": 1},
+        ]
+        self.programs: dict[str, list[dict[str, Any]]] = {}
         self.log: list[dict[str, Any]] = []
         self.bump_after_get = False
         self.lock = threading.Lock()
@@ -121,6 +137,9 @@ def _handle(api: FakeApi, method: str, path: str, query: dict[str, list[str]],
             acc["acc_specs"] = body["acc_specs"]
             acc["revision"] += 1
             return 200, acc, {}
+        if len(parts) == 4 and parts[3] == "stats" and method == "GET":
+            return 200, {"uuid": uuid, "host": acc["host"],
+                         "stats": {"utilization_percent": 40.0, "memory_used_bytes": 1.0}}, {}
         if len(parts) == 4 and parts[3] == "state" and method == "PUT":
             acc["state"] = body["state"]
             acc["revision"] += 1
@@ -139,10 +158,19 @@ def _handle(api: FakeApi, method: str, path: str, query: dict[str, list[str]],
             acc["revision"] += 1
             return 204, None, {}
     if parts == ["v1", "drivers"] and method == "GET":
-        rows = api.drivers
+        rows = copy.deepcopy(api.drivers)
         if "host" in query:
             rows = [d for d in rows if d["host"] == query["host"][0]]
+        if query.get("long") == ["true"]:
+            for row in rows:
+                row["explanation"] = api.explanations[row["host"]]
+                row["capabilities"] = ["host_work"] if row["host"] == "host1" else []
         return 200, {"drivers": rows}, {}
+    if parts == ["v1", "backends"] and method == "GET":
+        rows = [b for b in api.backends if b["host"] == query.get("host", [b["host"]])[0]]
+        return 200, {"backends": rows}, {}
+    if parts[:2] == ["v2", "deployables"] and len(parts) == 4 and parts[3] == "program":
+        return _program(api, method, parts[2], body)
     if len(parts) == 4 and parts[:2] == ["v1", "drivers"] and parts[3] == "action":
         hosts = [body["host"]] if body.get("host") else ["host1", "host2"]
         results = [{"host": h, "driver": parts[2],
@@ -156,6 +184,29 @@ def _handle(api: FakeApi, method: str, path: str, query: dict[str, list[str]],
     if parts == ["v1", "discover"] and method == "POST":
         return 202, {"hosts": [body["host"]] if body.get("host") else ["host1", "host2"]}, {}
     return (*_error(404, "Not Found", f"No route {method} {path}."), {})
+
+
+def _program(api: FakeApi, method: str, uuid: str,
+             body: Any) -> tuple[int, Any, dict[str, str]]:
+    """A fake deployable whose program operation advances one step per status read and
+    fails when the image's digest starts with "bad"."""
+    ops = api.programs.setdefault(uuid, [])
+    if method == "PATCH":
+        image = body[0]["value"][0]
+        op = {"uuid": f"op-{len(ops)}", "state": "queued", "progress": 0,
+              "message": None, "image_ref": image.get("image_uuid") or image["image_path"],
+              "fail": image["image_sha256"].startswith("bad")}
+        ops.append(op)
+        return 202, {"uuid": uuid, "program": op}, {}
+    if not ops:
+        return 200, {"uuid": uuid, "program": None}, {}
+    op = ops[-1]
+    if op["state"] in ("queued", "running"):
+        op["progress"] = min(100, op["progress"] + 50)
+        op["state"] = "running" if op["progress"] < 100 else (
+            "failed" if op["fail"] else "done")
+        op["message"] = "boom" if op["state"] == "failed" else f"{op['progress']}%"
+    return 200, {"uuid": uuid, "program": op}, {}
 
 
 def _make_handler(api: FakeApi) -> type[BaseHTTPRequestHandler]:
@@ -194,7 +245,7 @@ def _make_handler(api: FakeApi) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(payload)
 
-        do_GET = do_POST = do_PUT = do_DELETE = _serve
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
     return Handler
 
@@ -439,6 +490,24 @@ def test_driver_list_table_and_long(fake, capsys):
     assert run(url, "driver-list", "--long", "--host", "host2") == 0
     out = capsys.readouterr().out
     assert "nvidia-smi not found" in out and "host1" not in out
+    assert "no explanation reported" in out
+
+
+def test_driver_list_long_explains_discovery(fake, capsys):
+    url, api = fake
+    assert run(url, "driver-list", "--long", "--host", "host1") == 0
+    assert api.log[-1]["query"] == {"host": ["host1"], "long": ["true"]}
+    out = capsys.readouterr().out
+    assert "host1 / fake (capabilities: host_work)" in out
+    assert "found 2 device(s), expected 3" in out
+    assert "[ok  ] vfio-pci loaded" in out
+    assert "[FAIL] IOMMU on: no /sys/kernel/iommu_groups" in out
+    assert "skipped 0000:5e:00.0: bound to a host driver in use" in out
+    assert run(url, "driver-list", "--long", "-f", "json") == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0]["explanation"]["skipped"][0]["address"] == "0000:5e:00.0"
+    assert run(url, "driver-list") == 0
+    assert "long" not in api.log[-1]["query"]
 
 
 def test_service_list_json(fake, capsys):
@@ -452,12 +521,63 @@ def test_service_list_json(fake, capsys):
 def test_discover_services(fake, capsys):
     url, api = fake
     assert run(url, "discover-services", "--host", "host2", "-f", "json") == 0
-    assert json.loads(capsys.readouterr().out) == ["host2"]
-    assert api.log[-1]["body"] == {"host": "host2"}
+    out = json.loads(capsys.readouterr().out)
+    assert out == {"hosts": ["host2"], "backends": [api.backends[1]]}
+    assert [(e["method"], e["path"], e["body"]) for e in api.log[-2:]] == [
+        ("POST", "/v1/discover", {"host": "host2"}), ("GET", "/v1/backends", None)]
+    assert api.log[-1]["query"] == {"host": ["host2"]}
     assert run(url, "discover-services") == 0
-    assert api.log[-1]["body"] == {}
+    assert api.log[-2]["body"] == {}
     out = capsys.readouterr().out
     assert "host1" in out and "host2" in out
+    assert "| crypto " in out and "asym, sym" in out and "physnet1" in out
+
+
+# --- FPGA programming and stats ----------------------------------------------------
+
+DEPLOYABLE = "dddddddd-0000-4000-8000-000000000001"
+SHA = "ab" * 32
+
+
+def test_deployable_program_waits_until_done(fake, capsys):
+    url, api = fake
+    assert run(url, "deployable-program", DEPLOYABLE, "--image-uuid", INSTANCE,
+               "--sha256", SHA, "--wait", "10", "-f", "json") == 0
+    patch = next(e for e in api.log if e["method"] == "PATCH")
+    assert patch["path"] == f"/v2/deployables/{DEPLOYABLE}/program"
+    assert patch["body"] == [{"op": "replace", "path": "/program",
+                              "value": [{"image_uuid": INSTANCE, "image_sha256": SHA}]}]
+    assert json.loads(capsys.readouterr().out)["state"] == "done"
+    assert run(url, "deployable-program-status", DEPLOYABLE, "-f", "json") == 0
+    assert json.loads(capsys.readouterr().out)["progress"] == 100
+
+
+def test_deployable_program_failure_is_exit_1(fake, capsys):
+    url, _ = fake
+    assert run(url, "deployable-program", DEPLOYABLE, "--image-path", "/img/a.gbs",
+               "--sha256", "bad" + SHA[3:], "--wait", "10") == 1
+    err = capsys.readouterr().err
+    assert f"ERROR: programming {DEPLOYABLE} failed: boom" in err
+
+
+def test_deployable_program_without_wait_shows_the_queued_operation(fake, capsys):
+    url, _ = fake
+    assert run(url, "deployable-program", DEPLOYABLE, "--image-path", "/img/a.gbs",
+               "--sha256", SHA, "-f", "json") == 0
+    assert json.loads(capsys.readouterr().out)["state"] == "queued"
+
+
+def test_deployable_program_needs_one_image_and_a_digest(fake, capsys):
+    url, api = fake
+    assert run(url, "deployable-program", DEPLOYABLE, "--sha256", SHA) == 2
+    assert run(url, "deployable-program", DEPLOYABLE, "--image-path", "/a") == 2
+    assert api.log == []
+
+
+def test_program_status_of_a_never_programmed_deployable(fake, capsys):
+    url, _ = fake
+    assert run(url, "deployable-program-status", DEPLOYABLE) == 1
+    assert "never programmed" in capsys.readouterr().err
 
 
 def test_install_driver_ok(fake, capsys):
@@ -513,3 +633,12 @@ def test_keystone_failure_is_reported(capsys, monkeypatch):
     err = capsys.readouterr().err
     assert err.startswith(f"ERROR: keystone authentication at http://127.0.0.1:{port}/v3 failed")
     assert "Traceback" not in err and "pw-not-shown" not in err
+
+
+def test_accelerator_stats(fake, capsys):
+    url, api = fake
+    assert run(url, "accelerator", "stats", ACC_A) == 0
+    assert api.log[-1]["path"] == f"/v1/accelerators/{ACC_A}/stats"
+    out = capsys.readouterr().out
+    assert "utilization_percent" in out and "40.0" in out
+    assert run(url, "accelerator", "stats", MISSING) == 1

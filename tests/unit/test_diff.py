@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from acceld import diff, reports, states
 
 
@@ -77,6 +79,36 @@ def test_recovered_device_is_ok_again():
     cur = _current(_device("a"), health=states.HEALTH_UNKNOWN)
     plan = diff.diff(cur, _report(_device("a")))
     assert plan.set_health == [(cur.devices[("fake", "a")].id, states.HEALTH_OK)]
+
+
+def test_reported_health_and_reasons_are_stored():
+    cur = _current(_device("a"), _device("b"))
+    sick = dataclasses.replace(_device("a"), health=states.HEALTH_FAILED,
+                               health_reasons=("XID 79: fell off the bus",))
+    plan = diff.diff(cur, _report(sick, _device("b")))
+    dev_id = cur.devices[("fake", "a")].id
+    assert plan.set_health == [(dev_id, states.HEALTH_FAILED)]
+    assert plan.update_devices == [(dev_id, {"health_reasons":
+                                             '["XID 79: fell off the bus"]'})]
+    # degraded -> ok clears the reasons too
+    cur = _current(sick, health=states.HEALTH_FAILED)
+    plan = diff.diff(cur, _report(_device("a")))
+    assert plan.set_health == [(cur.devices[("fake", "a")].id, states.HEALTH_OK)]
+    assert plan.update_devices == [(cur.devices[("fake", "a")].id, {"health_reasons": "[]"})]
+
+
+def test_a_changed_explanation_or_capability_rewrites_the_driver_row():
+    cur = _current(_device("a"))
+    base = _report(_device("a")).drivers[0]
+    assert diff.diff(cur, _report(_device("a"))).upsert_drivers == []
+    explained = dataclasses.replace(base, explanation={"checks": [], "expected": None,
+                                                       "found": 1, "skipped": []})
+    capable = dataclasses.replace(base, capabilities=(reports.CAP_PROGRAM,))
+    for drv in (explained, capable):
+        report = reports.InventoryReport(host="h", epoch="e", seq=1, drivers=(drv,))
+        assert [d.name for d in diff.diff(cur, report).upsert_drivers] == ["fake"]
+    fields = diff.driver_fields(capable)
+    assert fields["capabilities"] == '["program"]' and fields["explanation"] is None
 
 
 def test_uninstalled_driver_removes_its_unheld_devices():

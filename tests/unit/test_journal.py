@@ -17,7 +17,7 @@ def _op(op_id: str = "op-1") -> dict:
 
 
 def test_versions_are_guarded():
-    assert jmod.JOURNAL_VERSIONS == (1,)
+    assert jmod.JOURNAL_VERSIONS == (1, 2)
     for version in jmod.JOURNAL_VERSIONS:
         assert f"* {version}:" in jmod.__doc__
 
@@ -66,3 +66,41 @@ def test_unknown_version_is_refused(tmp_path):
     (tmp_path / "journal.json").write_text(json.dumps({"version": 99}))
     with pytest.raises(RuntimeError, match="unknown version"):
         Journal(str(tmp_path))
+
+
+def test_a_version_1_journal_is_upgraded_in_place(tmp_path):
+    j = Journal(str(tmp_path))
+    j.begin(_op("inflight"))
+    j.begin(_op("finished"))
+    j.finish(_op("finished"), ok=True, error=None)
+    with open(j.path) as f:
+        data = json.load(f)
+    data["version"] = 1
+    for op in data["inflight"].values():
+        op.pop("kind", None)
+    (tmp_path / "journal.json").write_text(json.dumps(data))
+    upgraded = Journal(str(tmp_path))
+    assert [jmod.kind_of(op) for op in upgraded.inflight()] == [jmod.KIND_TRANSITION]
+    assert upgraded.results()[0]["op"]["kind"] == jmod.KIND_TRANSITION
+    with open(j.path) as f:
+        assert json.load(f)["version"] == jmod.JOURNAL_VERSION
+    assert upgraded.epoch == j.epoch
+
+
+def test_drop_forgets_an_operation_without_a_result(tmp_path):
+    j = Journal(str(tmp_path))
+    op = dict(_op("h1"), kind=jmod.KIND_PREPARE)
+    j.begin(op)
+    assert Journal(str(tmp_path)).inflight() == [op]
+    j.drop("h1")
+    assert Journal(str(tmp_path)).inflight() == [] and j.results() == []
+    j.drop("h1")        # idempotent
+
+
+def test_finish_if_inflight_lets_the_first_finisher_win(tmp_path):
+    j = Journal(str(tmp_path))
+    op = dict(_op("p1"), kind=jmod.KIND_PROGRAM)
+    j.begin(op)
+    assert j.finish_if_inflight(op, False, "watchdog")
+    assert not j.finish_if_inflight(op, True, None)
+    assert [(r["ok"], r["error"]) for r in j.results()] == [(False, "watchdog")]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 
 import pytest
@@ -21,7 +22,7 @@ def _fake_report(host: str = "h1", count: int = 4, seq: int = 1) -> reports.Inve
 
 def test_schema_versions_are_guarded():
     # Adding a version means adding a line to the module docstring's history too.
-    assert reports.SCHEMA_VERSIONS == (1, 2)
+    assert reports.SCHEMA_VERSIONS == (1, 2, 3)
     for version in reports.SCHEMA_VERSIONS:
         assert f"* {version}:" in reports.__doc__
 
@@ -56,6 +57,59 @@ def test_fake_driver_is_deterministic_per_host():
 ])
 def test_invalid_reports_are_rejected_naming_the_field(mutate, where):
     data = _fake_report().to_dict()
+    mutate(data)
+    with pytest.raises(exception.InvalidReport, match=where):
+        reports.InventoryReport.from_dict(data)
+
+
+def _v3_report() -> reports.InventoryReport:
+    report = _fake_report()
+    drv = report.drivers[0]
+    sick = dataclasses.replace(drv.devices[0], health="degraded",
+                               health_reasons=("3 retired pages",))
+    drv = dataclasses.replace(
+        drv, devices=(sick, *drv.devices[1:]), capabilities=(reports.CAP_HOST_WORK,),
+        explanation={"checks": [{"name": "IOMMU on", "ok": False, "detail": "no groups"}],
+                     "expected": 5, "found": 4,
+                     "skipped": [{"address": "0000:5e:00.0", "reason": "in use by host"}]})
+    return dataclasses.replace(report, drivers=(drv,))
+
+
+def test_v3_health_explanation_and_capabilities_round_trip():
+    report = _v3_report()
+    data = report.to_dict()
+    assert data["drivers"][0]["devices"][0]["health"] == {"status": "degraded",
+                                                           "reasons": ["3 retired pages"]}
+    assert data["drivers"][0]["capabilities"] == ["host_work"]
+    assert reports.InventoryReport.from_dict(data) == report
+    assert report.content_digest() != _fake_report().content_digest()
+
+
+def test_a_version_2_report_without_the_new_fields_is_still_accepted():
+    data = _fake_report().to_dict()
+    data["schema_version"] = 2
+    for drv in data["drivers"]:
+        drv.pop("explanation")
+        drv.pop("capabilities")
+        for dev in drv["devices"]:
+            dev.pop("health")
+    parsed = reports.InventoryReport.from_dict(data)
+    assert parsed.drivers[0].devices[0].health == "ok"
+    assert parsed.drivers[0].explanation is None and parsed.drivers[0].capabilities == ()
+
+
+@pytest.mark.parametrize("mutate,where", [
+    (lambda d: d["drivers"][0]["devices"][0]["health"].update(status="sad"),
+     "drivers/0/devices/0/health/status"),
+    (lambda d: d["drivers"][0]["devices"][0]["health"].pop("status"),
+     "drivers/0/devices/0/health"),
+    (lambda d: d["drivers"][0].update(capabilities=["teleport"]), "drivers/0/capabilities/0"),
+    (lambda d: d["drivers"][0]["explanation"].pop("found"), "drivers/0/explanation"),
+    (lambda d: d["drivers"][0]["explanation"]["checks"][0].update(ok="yes"),
+     "drivers/0/explanation"),
+])
+def test_invalid_v3_fields_are_rejected(mutate, where):
+    data = _v3_report().to_dict()
     mutate(data)
     with pytest.raises(exception.InvalidReport, match=where):
         reports.InventoryReport.from_dict(data)

@@ -4,9 +4,16 @@ Devices are seeded by the host name, so every run on a host finds the same devic
 the same identities; types cycle GPU, FPGA, QAT, NIC. ``[fake_driver] control_file`` (read
 at every discovery) lets a demo or a test change the host while the agent runs:
 ``device_count``, ``vf_count`` (handles of the QAT and NIC functions), ``fpga_function``
-(the function loaded on the FPGAs, shown as a trait), ``fail`` (discovery fails) and
-``fail_install``. Install state lives in a JSON file under the driver's
-state directory, written atomically, so install/uninstall are idempotent across restarts.
+(the function loaded on the FPGAs, shown as a trait), ``fail`` (discovery fails),
+``fail_install``, ``health`` ({identity: {"status", "reasons"}}), ``skipped``
+([{"address", "reason"}], shown in the explanation), ``program_fail`` (programming fails)
+and ``program_seconds`` (how long programming takes; past the timeout it fails).
+
+Install state and the function each FPGA was programmed with live in a JSON file under
+the driver's state directory, written atomically, so every step is idempotent across
+restarts. A programmed function overrides ``fpga_function`` for that FPGA; an image
+names its function on a first line ``function: NAME`` (otherwise the function is the
+first eight hex digits of the image's SHA-256).
 """
 
 from __future__ import annotations
@@ -15,11 +22,21 @@ import hashlib
 import json
 import os
 import random
+import re
 from typing import Any
 
 from acceld import reports
 from acceld.agent import fileutil
-from acceld.agent.drivers.base import DriverContext, DriverError
+from acceld.agent.drivers.base import (
+    BaseDriver,
+    Check,
+    DriverContext,
+    DriverError,
+    Explanation,
+    Health,
+    ProgressFn,
+    Skipped,
+)
 
 _KINDS = (
     # type, vendor, product, resource class, trait, handles
@@ -28,13 +45,16 @@ _KINDS = (
     ("QAT", "8086", "4941", "CUSTOM_QAT", "CUSTOM_QAT_FAKE_4XXX", 4),
     ("NIC", "15b3", "101e", "CUSTOM_NIC", "CUSTOM_NIC_FAKE_CX6", 2),
 )
+_FUNCTION_LINE = re.compile(rb"^function:\s*([A-Za-z0-9_]{1,64})\s*$")
+_PROGRAM_STEPS = 10
 
 
-class FakeDriver:
+class FakeDriver(BaseDriver):
     name = "fake"
     version = "1.0.0"
 
     def __init__(self, ctx: DriverContext) -> None:
+        super().__init__(ctx)
         self._host = ctx.host
         self._count = ctx.conf.fake_driver.device_count
         self._control_file = ctx.conf.fake_driver.control_file
@@ -53,17 +73,27 @@ class FakeDriver:
         count = int(control.get("device_count", self._count))
         seed = int.from_bytes(hashlib.sha256(self._host.encode()).digest()[:8], "big")
         rng = random.Random(seed)
-        return [self._device(i, rng, control) for i in range(count)]
+        programmed = self._state().get("programmed", {})
+        devices = [self._device(i, rng, control, programmed) for i in range(count)]
+        self._explained(Explanation(
+            checks=(Check("control file", True,
+                          self._control_file or "none configured: defaults"),),
+            expected=self._count, found=len(devices),
+            skipped=tuple(Skipped(s["address"], s["reason"])
+                          for s in control.get("skipped", ()))))
+        return devices
 
-    def _device(self, index: int, rng: random.Random,
-                control: dict[str, Any]) -> reports.Device:
+    def _device(self, index: int, rng: random.Random, control: dict[str, Any],
+                programmed: dict[str, str]) -> reports.Device:
         dtype, vendor, product, rc, trait, nhandles = _KINDS[index % len(_KINDS)]
         if nhandles > 1 and "vf_count" in control:
             nhandles = max(1, int(control["vf_count"]))
         attributes = {"rc": rc, "trait0": trait}
-        if dtype == "FPGA" and control.get("fpga_function"):
-            attributes["trait1"] = f"CUSTOM_FPGA_FUNCTION_ID_FAKE_{control['fpga_function']}"
         bus = f"{0x3b + index:02x}"
+        identity = f"0000:{bus}:00.0"
+        function = programmed.get(identity) or control.get("fpga_function")
+        if dtype == "FPGA" and function:
+            attributes["trait1"] = f"CUSTOM_FPGA_FUNCTION_ID_FAKE_{function}"
         serial = f"FAKE{rng.randrange(16**8):08X}"
         handles = [{"attach_type": "PCI",
                     "attach_info": {"domain": "0000", "bus": bus, "device": "00",
@@ -73,7 +103,7 @@ class FakeDriver:
             for h in handles:
                 h["attach_info"]["physical_network"] = "physnet1"
         return reports.make_device(
-            identity=f"0000:{bus}:00.0", type=dtype, vendor=vendor, model=product,
+            identity=identity, type=dtype, vendor=vendor, model=product,
             name=f"{self._host}-fake-{dtype.lower()}-{index}",
             std_board_info={"product_id": product, "class": "fake"},
             vendor_board_info={"serial": serial},
@@ -83,7 +113,18 @@ class FakeDriver:
                           "attributes": attributes,
                           "attach_handles": handles}])
 
-    def _state(self) -> dict[str, list[str]]:
+    def health(self) -> dict[str, Health]:
+        return {identity: Health(h.get("status", "ok"), tuple(h.get("reasons", ())))
+                for identity, h in self._control().get("health", {}).items()}
+
+    def stats(self) -> dict[str, dict[str, float]]:
+        """Fixed numbers per device (a demo of the stats path, not a measurement)."""
+        count = int(self._control().get("device_count", self._count))
+        return {f"0000:{0x3b + i:02x}:00.0": {"utilization_percent": float(10 * (i % 10)),
+                                              "memory_used_bytes": float(i << 20)}
+                for i in range(count)}
+
+    def _state(self) -> dict[str, Any]:
         return fileutil.read_json(self._state_file) or {"installed": [], "host_attached": []}
 
     def _set_member(self, key: str, identity: str, present: bool) -> None:
@@ -115,3 +156,41 @@ class FakeDriver:
     def installed(self) -> list[str]:
         """Identities the fake host has installed (for tests and demos)."""
         return list(self._state().get("installed", []))
+
+    def host_attached(self) -> list[str]:
+        """Identities the fake host uses itself (for tests and demos)."""
+        return list(self._state().get("host_attached", []))
+
+    # -- programming (the fake FPGAs) ------------------------------------------------------
+    def program(self, identity: str, image_path: str, *, progress: ProgressFn,
+                timeout: float) -> dict[str, str]:
+        """Load ``image_path`` into the fake FPGA ``identity`` in ten steps."""
+        if not any(d.identity == identity and d.type == "FPGA" for d in self.discover()):
+            raise DriverError(f"{identity} is not a fake FPGA of {self._host}")
+        control = self._control()
+        function = _image_function(image_path)
+        step = float(control.get("program_seconds", 0)) / _PROGRAM_STEPS
+        started = self.ctx.clock()
+        for i in range(_PROGRAM_STEPS):
+            if self.ctx.clock() - started > timeout:
+                raise DriverError(f"programming {identity} timed out after {timeout:.0f} s")
+            if control.get("program_fail") and i == _PROGRAM_STEPS // 2:
+                raise DriverError(f"fake programming of {identity} failed (control file)")
+            progress(i * 100 // _PROGRAM_STEPS, f"writing block {i + 1}/{_PROGRAM_STEPS}")
+            if step:
+                self.ctx.sleep(step)
+        state = self._state()
+        state.setdefault("programmed", {})[identity] = function
+        fileutil.write_json_atomic(self._state_file, state)
+        progress(100, f"function {function} loaded")
+        return {"function": function}
+
+
+def _image_function(path: str) -> str:
+    with open(path, "rb") as f:
+        data = f.read()
+    first = data.split(b"\n", 1)[0]
+    match = _FUNCTION_LINE.match(first)
+    if match:
+        return match.group(1).decode().upper()
+    return hashlib.sha256(data).hexdigest()[:8].upper()

@@ -1,4 +1,5 @@
-"""Operator endpoints behind the seed's CLI verbs: services, drivers, discovery."""
+"""Operator endpoints behind the seed's CLI verbs: services, drivers, backends, discovery,
+device stats."""
 
 from __future__ import annotations
 
@@ -37,11 +38,32 @@ def placement_sync(req: webob.Request) -> webob.Response:
 
 
 def list_drivers(req: webob.Request) -> webob.Response:
-    """GET /v1/drivers[?host=] -> 200 {"drivers": [...]} per host."""
+    """GET /v1/drivers[?host=&long=true] -> 200 {"drivers": [...]} per host; ``long``
+    adds each driver's ``explanation`` (checks, expected vs found, skipped devices with
+    the reason) and ``capabilities``."""
     util.authorize(req, "acceld:driver:get_all")
     q = util.query(req, schema.DRIVER_QUERY)
-    return util.json_response({"drivers": services.list_driver_states(util.state(req).db,
-                                                                      q.get("host"))})
+    long = q.get("long", "false").lower() in ("true", "1")
+    return util.json_response({"drivers": services.list_driver_states(
+        util.state(req).db, q.get("host"), long=long)})
+
+
+def list_backends(req: webob.Request) -> webob.Response:
+    """GET /v1/backends[?host=] -> 200 {"backends": [{"host", "driver", "backend",
+    "services", "devices", "deployables"}]}: the services each backend offers, as the
+    drivers last reported them (``discover-services``)."""
+    util.authorize(req, "acceld:backend:get_all")
+    q = util.query(req, schema.BACKEND_QUERY)
+    return util.json_response({"backends": services.list_backends(util.state(req).db,
+                                                                  q.get("host"))})
+
+
+def device_stats(req: webob.Request, uuid: str) -> webob.Response:
+    """GET /v1/accelerators/{uuid}/stats -> 200 {"uuid", "host", "stats": {name: number}}
+    read from the device's agent now; 404, 409 not on a host, 503 agent unreachable."""
+    util.authorize(req, "acceld:accelerator:stats")
+    util.query(req, schema.NO_QUERY)
+    return util.json_response(util.state(req).conductor.device_stats(uuid))
 
 
 def driver_action(req: webob.Request, name: str) -> webob.Response:

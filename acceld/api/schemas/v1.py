@@ -56,8 +56,11 @@ LIST_QUERY = {
 
 NO_QUERY = {"type": "object", "additionalProperties": False}
 
-DRIVER_QUERY = {"type": "object", "properties": {"host": _HOST},
+_BOOL_QUERY = {"type": "string", "enum": ["true", "false", "True", "False", "1", "0"]}
+DRIVER_QUERY = {"type": "object", "properties": {"host": _HOST, "long": _BOOL_QUERY},
                 "additionalProperties": False}
+BACKEND_QUERY = {"type": "object", "properties": {"host": _HOST},
+                 "additionalProperties": False}
 
 DRIVER_ACTION = {
     "type": "object",

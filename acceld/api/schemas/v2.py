@@ -93,3 +93,30 @@ ARQ_PATCH = {
     "propertyNames": {"pattern": _UUID["pattern"]},
     "additionalProperties": {"type": "array", "minItems": 1, "items": _PATCH_OP},
 }
+
+# -- FPGA programming (contract 1.4 "Deployables") ---------------------------------------------
+# [{"op": "replace", "path": "/program", "value": [{"image_uuid": ..., "image_sha256": ...}]}]
+# acceld requires the image's SHA-256 (what is loaded must be what the operator approved)
+# and also takes ``image_path`` (an absolute path in the agent's
+# ``[fpga_driver] local_image_dirs``) instead of a Glance ``image_uuid``.
+_SHA256 = {"type": "string", "pattern": "^[0-9a-fA-F]{64}$"}
+_IMAGE = {
+    "type": "object",
+    "properties": {"image_uuid": _UUID, "image_sha256": _SHA256,
+                   "image_path": {"type": "string", "pattern": "^/", "maxLength": 1024}},
+    "required": ["image_sha256"],
+    "additionalProperties": False,
+}
+PROGRAM_PATCH = {
+    "type": "array",
+    "minItems": 1,
+    "maxItems": 1,
+    "items": {
+        "type": "object",
+        "properties": {"op": {"enum": ["add", "replace"]}, "path": {"const": "/program"},
+                       "value": {"type": "array", "minItems": 1, "maxItems": 1,
+                                 "items": _IMAGE}},
+        "required": ["op", "path", "value"],
+        "additionalProperties": False,
+    },
+}

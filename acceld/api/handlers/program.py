@@ -1,0 +1,67 @@
+"""FPGA programming: ``PATCH /v2/deployables/{uuid}/program`` and its operation's status.
+
+Contract 1.4 ("Deployables"): the body is a JSON-patch list replacing ``/program`` with one
+image. Unlike Cyborg (a synchronous RPC that answers 200 or 500 after the card is
+programmed), acceld queues an operation and answers 202 at once with the deployable and
+the operation; ``GET /v2/deployables/{uuid}/program`` shows the newest operation of the
+deployable (state queued/running/done/failed, progress in percent, message).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import webob
+
+from acceld.api import errors, util
+from acceld.api.handlers import v2_inventory
+from acceld.api.schemas import v2 as schema
+from acceld.objects import program as program_objects
+from acceld.objects import v2_inventory as inventory
+
+
+def image_ref(image: dict[str, str]) -> str:
+    """The one image reference of a program request: a Glance ``image_uuid`` or a local
+    ``image_path`` (exactly one of them)."""
+    given = [key for key in ("image_uuid", "image_path") if key in image]
+    if len(given) != 1:
+        raise errors.HTTPError(400, "Invalid body field '0/value/0': give exactly one of "
+                               "'image_uuid' and 'image_path'.", "acceld.invalid_input")
+    value = image[given[0]]
+    return util.canonical_uuid(value) if given[0] == "image_uuid" else value
+
+
+def _view(req: webob.Request, deployable: dict[str, Any],
+          operation: dict[str, Any] | None) -> dict[str, Any]:
+    return dict(deployable, links=v2_inventory.links(req, "deployables", deployable["uuid"],
+                                                     bookmark=True),
+                program=operation)
+
+
+def program_deployable(req: webob.Request, uuid: str) -> webob.Response:
+    """PATCH /v2/deployables/{uuid}/program [{"op": "replace", "path": "/program",
+    "value": [{"image_uuid"|"image_path", "image_sha256"}]}] -> 202 the deployable with
+    ``program`` (the queued operation) and ``Location`` of its status; 400 bad body (the
+    field named), 404 unknown deployable, 409 not programmable, in use, or a program
+    already in progress."""
+    util.authorize(req, "cyborg:deployable:program")
+    util.query(req, schema.NO_QUERY)
+    body = util.json_body(req, schema.PROGRAM_PATCH)
+    image = body[0]["value"][0]
+    st = util.state(req)
+    operation = st.conductor.program_deployable(uuid, image_ref(image),
+                                                image["image_sha256"].lower())
+    deployable = inventory.get_deployable(st.db, uuid)
+    location = f"{util.base_url(req)}/v2/deployables/{uuid}/program"
+    return util.json_response(_view(req, deployable, operation), status=202,
+                              headers={"Location": location})
+
+
+def show_program(req: webob.Request, uuid: str) -> webob.Response:
+    """GET /v2/deployables/{uuid}/program -> 200 the deployable with ``program``: its
+    newest program operation, or null; 404 unknown deployable."""
+    util.authorize(req, "acceld:deployable:program_status")
+    util.query(req, schema.NO_QUERY)
+    db = util.state(req).db
+    operation = program_objects.latest(db, uuid)
+    return util.json_response(_view(req, inventory.get_deployable(db, uuid), operation))

@@ -1,0 +1,68 @@
+"""``binding.HostWork`` through the agents: the host side of a bind and an unbind.
+
+For each attach handle a bind claims, the agent of the handle's host runs its driver's
+``prepare`` (create the mdev, set the vGPU type, bind the VF to vfio-pci, ...); for each
+handle an unbind frees, ``release``. Only handles that need it go to the agent: MDEV
+handles always, other handles when their driver declared ``host_work`` in its report
+(it overrides prepare or release). Plain PCI passthrough of a driver that does nothing at
+bind costs no RPC and does not depend on the agent being up.
+
+The agent journals each step before running it; a crash mid-way is resolved at its
+restart (see ``acceld.agent.journal``). A failure here is an ``AccelDError``, so the
+Binder fails the ARQ and frees the handle.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from acceld import exception
+from acceld.db.api import Database
+from acceld.objects import hostwork
+from acceld.rpc import AgentClient
+
+LOG = logging.getLogger(__name__)
+
+ALWAYS = frozenset({"MDEV"})     # attach types whose handles always need host work
+
+
+class AgentHostWork:
+    def __init__(self, db: Database, agents: AgentClient) -> None:
+        self._db = db
+        self._agents = agents
+
+    def _target(self, handle: dict[str, Any]) -> hostwork.HandleTarget | None:
+        target = hostwork.handle_target(self._db, handle["uuid"])
+        if target is None:
+            return None
+        if handle.get("attach_type") in ALWAYS or target.host_work:
+            return target
+        return None
+
+    def prepare(self, handle: dict[str, Any]) -> None:
+        target = self._target(handle)
+        if target is None:
+            return
+        result = self._agents.prepare_handle(target.host, target.driver, target.identity,
+                                             handle["attach_info"], handle["uuid"])
+        if not result.get("ok"):
+            raise exception.OperationFailed(
+                f"preparing attach handle {handle['uuid']} on {target.host} failed: "
+                f"{result.get('error')}")
+        if result.get("attach_info") != handle["attach_info"]:
+            # The handle's identity is its attach_info: drivers fix it at discovery
+            # (e.g. a deterministic mdev uuid), so prepare must not change it.
+            LOG.warning("driver %s changed the attach_info of handle %s at prepare; "
+                        "keeping the reported one", target.driver, handle["uuid"])
+
+    def release(self, handle: dict[str, Any]) -> None:
+        target = self._target(handle)
+        if target is None:
+            return
+        result = self._agents.release_handle(target.host, target.driver, target.identity,
+                                             handle["attach_info"], handle["uuid"])
+        if not result.get("ok"):
+            raise exception.OperationFailed(
+                f"releasing attach handle {handle['uuid']} on {target.host} failed: "
+                f"{result.get('error')}")

@@ -1,0 +1,44 @@
+"""Where the host-side work of an attach handle runs: its device's host, driver, identity.
+
+Read by the conductor's ``AgentHostWork`` for each handle a bind claims or an unbind
+frees; one query.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from sqlalchemy import and_, select
+
+from acceld import reports
+from acceld.db import models as m
+from acceld.db.api import Database
+
+
+@dataclasses.dataclass(frozen=True)
+class HandleTarget:
+    host: str
+    driver: str
+    identity: str
+    host_work: bool          # the driver declared that its handles need prepare/release
+
+
+def handle_target(db: Database, handle_uuid: str) -> HandleTarget | None:
+    """None when the handle, or its device's host, is gone (nothing to do on a host)."""
+    with db.reader() as s:
+        row = s.execute(
+            select(m.Device.hostname, m.Device.driver_name, m.Device.identity,
+                   m.DriverState.capabilities)
+            .select_from(m.AttachHandle)
+            .join(m.Deployable, m.Deployable.id == m.AttachHandle.deployable_id)
+            .join(m.Device, m.Device.id == m.Deployable.device_id)
+            .outerjoin(m.DriverState, and_(m.DriverState.host == m.Device.hostname,
+                                           m.DriverState.name == m.Device.driver_name))
+            .where(m.AttachHandle.uuid == handle_uuid)).one_or_none()
+    if row is None or row.hostname is None or row.driver_name is None:
+        return None
+    caps = json.loads(row.capabilities or "[]")
+    return HandleTarget(host=row.hostname, driver=row.driver_name,
+                        identity=row.identity or "",
+                        host_work=reports.CAP_HOST_WORK in caps)

@@ -1,0 +1,184 @@
+"""FPGA program operations: queued by the API (through the conductor), advanced by the
+agent's progress, finished by its journaled outcome.
+
+One operation at a time per deployable is a property of the insert itself: ``active_key``
+holds the deployable uuid while the operation is queued or running (unique), and is set
+to NULL by the compare-and-swap that finishes it. Every state change is a CAS on the
+allowed-from states of ``states.PROGRAM_TRANSITIONS``, so a late progress cast can never
+reopen a finished operation and a duplicate outcome changes nothing.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import uuid as uuidlib
+from typing import Any
+
+from oslo_db import exception as db_exc
+from sqlalchemy import func, or_, select, update
+from sqlalchemy.orm import Session
+
+from acceld import exception, reports, states
+from acceld.db import models as m
+from acceld.db.api import Database
+
+_OP = m.ProgramOperation
+
+
+def to_dict(op: m.ProgramOperation) -> dict[str, Any]:
+    """The API view of an operation."""
+    return {"uuid": op.uuid, "deployable_uuid": op.deployable_uuid,
+            "device_uuid": op.device_uuid, "host": op.host, "image_ref": op.image_ref,
+            "image_sha256": op.image_sha256, "state": op.state, "progress": op.progress,
+            "message": op.message, "created_at": op.created_at,
+            "updated_at": op.updated_at, "started_at": op.started_at,
+            "finished_at": op.finished_at}
+
+
+def agent_op(op: dict[str, Any] | m.ProgramOperation) -> dict[str, Any]:
+    """What the agent needs to run an operation (plain data for the bus)."""
+    row = op if isinstance(op, dict) else {
+        "uuid": op.uuid, "deployable_uuid": op.deployable_uuid,
+        "device_uuid": op.device_uuid, "host": op.host, "driver": op.driver_name,
+        "identity": op.identity, "image_ref": op.image_ref,
+        "image_sha256": op.image_sha256}
+    return {"op_id": row["uuid"], "deployable_uuid": row["deployable_uuid"],
+            "device_uuid": row["device_uuid"], "host": row["host"],
+            "driver": row["driver"], "identity": row["identity"],
+            "image_ref": row["image_ref"], "image_sha256": row["image_sha256"]}
+
+
+def _target(s: Session, deployable_uuid: str) -> tuple[m.Deployable, m.Device]:
+    row = s.execute(select(m.Deployable, m.Device)
+                    .join(m.Device, m.Device.id == m.Deployable.device_id)
+                    .where(m.Deployable.uuid == deployable_uuid)).one_or_none()
+    if row is None:
+        raise exception.NotFound(f"Deployable {deployable_uuid} could not be found.")
+    return row[0], row[1]
+
+
+def _check_programmable(s: Session, dep: m.Deployable, dev: m.Device) -> None:
+    if dev.hostname is None or dev.driver_name is None:
+        raise exception.NotProgrammable(f"Deployable {dep.uuid} is on no host.")
+    caps = s.execute(select(m.DriverState.capabilities).where(
+        m.DriverState.host == dev.hostname, m.DriverState.name == dev.driver_name)).scalar()
+    if reports.CAP_PROGRAM not in json.loads(caps or "[]"):
+        raise exception.NotProgrammable(
+            f"Deployable {dep.uuid} cannot be programmed: driver {dev.driver_name} on "
+            f"{dev.hostname} does not program devices.")
+    in_use = s.execute(select(func.count()).select_from(m.AttachHandle).where(
+        m.AttachHandle.deployable_id == dep.id, m.AttachHandle.in_use.is_(True))).scalar()
+    if in_use or dev.attached_to is not None:
+        raise exception.DeployableInUse(
+            f"Deployable {dep.uuid} is in use ({in_use} attach handle(s) held"
+            f"{', device attached' if dev.attached_to else ''}); release it before "
+            "programming.")
+
+
+def begin(db: Database, deployable_uuid: str, image_ref: str,
+          image_sha256: str) -> dict[str, Any]:
+    """Queue a program operation; returns it with what the agent needs (``agent_op``)."""
+    try:
+        with db.writer() as s:
+            dep, dev = _target(s, deployable_uuid)
+            _check_programmable(s, dep, dev)
+            op = _OP(uuid=str(uuidlib.uuid4()), deployable_uuid=dep.uuid,
+                     device_uuid=dev.uuid, host=dev.hostname, driver_name=dev.driver_name,
+                     identity=dev.identity or "", image_ref=image_ref,
+                     image_sha256=image_sha256.lower(), state=states.PROGRAM_QUEUED,
+                     progress=0, active_key=dep.uuid)
+            s.add(op)
+            s.flush()
+            return dict(to_dict(op), **{"agent_op": agent_op(op)})
+    except db_exc.DBDuplicateEntry as exc:
+        raise exception.ProgramInProgress(_in_progress(db, deployable_uuid)) from exc
+
+
+def _in_progress(db: Database, deployable_uuid: str) -> str:
+    with db.reader() as s:
+        other = s.execute(select(_OP.uuid, _OP.state)
+                          .where(_OP.active_key == deployable_uuid)).one_or_none()
+    which = f" ({other.uuid} is {other.state})" if other else ""
+    return (f"Deployable {deployable_uuid} has a program operation in progress{which}; "
+            "wait for it to finish.")
+
+
+def latest(db: Database, deployable_uuid: str) -> dict[str, Any] | None:
+    """The newest operation of a deployable (None: never programmed through acceld)."""
+    with db.reader() as s:
+        _target(s, deployable_uuid)
+        op = s.execute(select(_OP).where(_OP.deployable_uuid == deployable_uuid)
+                       .order_by(_OP.id.desc()).limit(1)).scalar_one_or_none()
+        return None if op is None else to_dict(op)
+
+
+def get(db: Database, op_uuid: str) -> dict[str, Any]:
+    with db.reader() as s:
+        op = s.execute(select(_OP).where(_OP.uuid == op_uuid)).scalar_one_or_none()
+        if op is None:
+            raise exception.ProgramNotFound(f"Program operation {op_uuid} not found.")
+        return to_dict(op)
+
+
+def progress(db: Database, op_uuid: str, percent: int, message: str) -> bool:
+    """Queued/running -> running at ``percent``; never backwards, never after the end."""
+    now = m.utcnow()
+    with db.writer() as s:
+        res = s.execute(update(_OP).where(
+            _OP.uuid == op_uuid,
+            _OP.state.in_(states.PROGRAM_TRANSITIONS[states.PROGRAM_RUNNING]),
+            _OP.progress <= percent)
+            .values(state=states.PROGRAM_RUNNING, progress=percent, message=message,
+                    started_at=func.coalesce(_OP.started_at, now), updated_at=now))
+        return res.rowcount == 1
+
+
+def finish(db: Database, op_uuid: str, ok: bool, error: str | None) -> bool:
+    """Record the outcome; False when it was recorded before (a duplicate delivery).
+
+    A success also records the image on the deployable (``bitstream_id``) when it is a
+    Glance image id, as Cyborg does after a program at bind."""
+    target = states.PROGRAM_DONE if ok else states.PROGRAM_FAILED
+    now = m.utcnow()
+    with db.writer() as s:
+        values: dict[str, Any] = dict(state=target, active_key=None, finished_at=now,
+                                      updated_at=now,
+                                      message="programmed" if ok else (error or "failed"))
+        if ok:
+            values["progress"] = 100
+        res = s.execute(update(_OP).where(
+            _OP.uuid == op_uuid, _OP.state.in_(states.PROGRAM_TRANSITIONS[target]))
+            .values(**values))
+        if res.rowcount != 1:
+            return False
+        if ok:
+            op = s.execute(select(_OP.deployable_uuid, _OP.image_ref)
+                           .where(_OP.uuid == op_uuid)).one()
+            if _is_uuid(op.image_ref):
+                s.execute(update(m.Deployable).where(m.Deployable.uuid == op.deployable_uuid)
+                          .values(bitstream_id=op.image_ref))
+        return True
+
+
+def stalled(db: Database, older_than: datetime.datetime) -> list[dict[str, Any]]:
+    """Unfinished operations not heard of since ``older_than``: to be sent again (the
+    agent's journal makes a second delivery harmless)."""
+    with db.reader() as s:
+        rows = s.execute(select(_OP).where(
+            _OP.state.in_(states.PROGRAM_ACTIVE),
+            or_(_OP.updated_at < older_than,
+                _OP.updated_at.is_(None) & (_OP.created_at < older_than)))).scalars()
+        return [agent_op(op) for op in rows]
+
+
+def touch(db: Database, op_uuid: str) -> None:
+    with db.writer() as s:
+        s.execute(update(_OP).where(_OP.uuid == op_uuid).values(updated_at=m.utcnow()))
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        return str(uuidlib.UUID(value)) == value.lower()
+    except ValueError:
+        return False
