@@ -176,7 +176,7 @@ handles = 16
             log = open(os.path.join(self.workdir, name + ".log"), "w")  # noqa: SIM115
             self.procs[name] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                                 env=env, start_new_session=True)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 150
         while time.monotonic() < deadline:
             st, data = http("GET", self.url + "/v2/deployables")
             if st == 200 and any(d.get("rp_uuid") for d in json.loads(data)["deployables"]):
@@ -378,7 +378,7 @@ def main() -> int:
                             f"{n}|GET {path} x{a.client_procs} procs|c=4", []).append(res)
                 print(f"  done multi-process GET {path}", flush=True)
     finally:
-        for n, (dp, dp_uuid, _h) in setup.items():
+        for n, (_dp, dp_uuid, _h) in setup.items():
             load.CYBORG = sides[n]
             load.call(sides[n], "DELETE", f"/v2/device_profiles/{dp_uuid}")
         acceld.stop()
