@@ -12,7 +12,7 @@ import uuid as uuidlib
 from typing import Any
 
 from oslo_db import exception as db_exc
-from sqlalchemy import Select, delete, select, update
+from sqlalchemy import Connection, Select, delete, select, update
 from sqlalchemy.orm import Session
 
 from acceld import exception
@@ -22,7 +22,7 @@ from acceld.db.api import Database
 DEVICE_STATUSES = ("enabled", "maintaining")
 
 
-def _page(s: Session, q: Select, model: type, limit: int | None,
+def _page(s: Session | Connection, q: Select, model: type, limit: int | None,
           marker: str | None) -> Select:
     if marker is not None:
         marker_id = s.execute(select(model.id).where(model.uuid == marker)).scalar()
@@ -57,8 +57,8 @@ def list_devices(db: Database, *, type: str | None = None, vendor: str | None = 
                  hostname: str | None = None, limit: int | None = None,
                  marker: str | None = None) -> list[dict[str, Any]]:
     """Reported devices, with exact-match filters."""
-    with db.reader() as s:
-        # Plain columns, not ORM entities: lists are the hot read path.
+    with db.rows() as s:
+        # Plain columns on a Core connection, no ORM: lists are the hot read path.
         q = select(*_DEVICE_COLUMNS).where(_REPORTED)
         for column, value in ((m.Device.type, type), (m.Device.vendor, vendor),
                               (m.Device.hostname, hostname)):
@@ -106,7 +106,7 @@ def _deployable(dep: Any, attrs: list[tuple[str, str]]) -> dict[str, Any]:
             "updated_at": dep.updated_at}
 
 
-def _with_attributes(s: Session, deps: list[Any]) -> list[dict[str, Any]]:
+def _with_attributes(s: Session | Connection, deps: list[Any]) -> list[dict[str, Any]]:
     attrs: dict[int, list[tuple[str, str]]] = {d.id: [] for d in deps}
     if deps:
         rows = s.execute(select(m.Attribute.deployable_id, m.Attribute.key,
@@ -120,7 +120,7 @@ def _with_attributes(s: Session, deps: list[Any]) -> list[dict[str, Any]]:
 
 def list_deployables(db: Database, *, limit: int | None = None,
                      marker: str | None = None) -> list[dict[str, Any]]:
-    with db.reader() as s:
+    with db.rows() as s:
         q = select(m.Deployable.__table__)      # rows, not ORM entities (hot read path)
         deps = list(s.execute(_page(s, q, m.Deployable, limit, marker)))
         return _with_attributes(s, deps)
