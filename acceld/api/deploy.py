@@ -6,10 +6,10 @@ from collections.abc import Callable
 from typing import Any
 
 from oslo_config import cfg
-from oslo_middleware import http_proxy_to_wsgi, request_id
+from oslo_middleware import http_proxy_to_wsgi
 
 from acceld import policies
-from acceld.api import auth, router, util
+from acceld.api import auth, request_id, router, util
 from acceld.db.api import Database
 from acceld.rpc import ConductorClient
 
@@ -29,6 +29,10 @@ def make_app(conf: cfg.ConfigOpts, db: Database, conductor: ConductorClient) -> 
     app: Any = router.Router()
     app = auth.wrap(app, conf)
     app = _Inject(app, state)
-    app = http_proxy_to_wsgi.HTTPProxyToWSGI(app, conf)
+    # The proxy-header middleware does nothing unless enabled; it is webob-based and
+    # costs a little on every request, so it is only in the pipeline when it acts.
+    conf.register_opts(http_proxy_to_wsgi.OPTS, group="oslo_middleware")
+    if conf.oslo_middleware.enable_proxy_headers_parsing:
+        app = http_proxy_to_wsgi.HTTPProxyToWSGI(app, conf)
     app = request_id.RequestId(app)
     return app

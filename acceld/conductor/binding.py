@@ -42,9 +42,15 @@ class HostWork(Protocol):
 
     def release(self, handle: dict[str, Any]) -> None: ...
 
+    # Optional: ``needs(handle) -> bool``. False lets the bind go from Initial to Bound in
+    # one transaction; an implementation without it gets the three-step bind every time.
+
 
 class NoHostWork:
     """Nothing on the host (a Binder without agents: tests of the binding itself)."""
+
+    def needs(self, handle: dict[str, Any]) -> bool:
+        return False
 
     def prepare(self, handle: dict[str, Any]) -> None:
         return None
@@ -184,12 +190,19 @@ class Binder:
             self._watch.join(timeout=10)
             self._watch = None
 
+    def _needs_host_work(self, handle: dict[str, Any]) -> bool:
+        needs = getattr(self._host, "needs", None)
+        return True if needs is None else bool(needs(handle))
+
     def _bind_one(self, uuid: str, fields: dict[str, str], project_id: str | None) -> None:
-        arqs.begin_bind(self._db, uuid, hostname=fields["hostname"],
-                        device_rp_uuid=fields["device_rp_uuid"],
-                        instance_uuid=fields["instance_uuid"], owner=fields["project_id"],
-                        project_id=project_id)
-        handle = arqs.claim_handle(self._db, uuid)
+        handle, bound = arqs.bind(self._db, uuid, hostname=fields["hostname"],
+                                  device_rp_uuid=fields["device_rp_uuid"],
+                                  instance_uuid=fields["instance_uuid"],
+                                  owner=fields["project_id"], project_id=project_id,
+                                  needs_host_work=self._needs_host_work)
+        if bound:
+            LOG.info("ARQ %s bound to %s on %s", uuid, handle["uuid"], fields["hostname"])
+            return
         try:
             self._host.prepare(handle)
         except Exception:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import uuid as uuidlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from oslo_db import api as oslo_db_api
@@ -235,6 +235,58 @@ def claim_handle(db: Database, uuid: str) -> dict[str, Any]:
                       .values(attach_handle_id=handle.id, deployable_id=dep_ids[0])
                       .execution_options(**_NO_SYNC))
             return _handle_dict(handle, arq)
+    assert failure is not None
+    raise failure
+
+
+@_retry_on_deadlock
+def bind(db: Database, uuid: str, *, hostname: str, device_rp_uuid: str, instance_uuid: str,
+         owner: str | None, project_id: str | None,
+         needs_host_work: Callable[[dict[str, Any]], bool]) -> tuple[dict[str, Any], bool]:
+    """:func:`begin_bind` and :func:`claim_handle` in one transaction, and straight on to
+    Bound when the claimed handle needs no host work (``needs_host_work(handle)`` false;
+    a PCI function handed over as it is). Returns ``(handle, bound)``; when ``bound`` is
+    false the ARQ is BindStarted with the handle recorded, and the caller does the host
+    work and then :func:`finish_bind` or :func:`fail_bind`. No deployable behind
+    ``device_rp_uuid`` or no free handle: BindFailed is committed and the error raised.
+    The same CAS guards as the three-step path hold (state filter, ``in_use`` false ->
+    true), so racing binds, unbinds and deletes see the same outcomes, one fewer
+    round trip each."""
+    failure: exception.AccelDError | None = None
+    with db.writer() as s:
+        done = s.execute(
+            update(_ARQ).where(_ARQ.uuid == uuid,
+                               _ARQ.state.in_(st.ARQ_TRANSITIONS[st.ARQ_BIND_STARTED]),
+                               *_scope(project_id))
+            .values(state=st.ARQ_BIND_STARTED, hostname=hostname,
+                    device_rp_uuid=device_rp_uuid, instance_uuid=instance_uuid,
+                    project_id=owner)
+            .execution_options(**_NO_SYNC)).rowcount
+        if done != 1:
+            raise _bad_state(s, uuid, project_id, st.ARQ_BIND_STARTED)
+        arq = _lock(s, _ARQ.uuid == uuid)[0]
+        dep_ids = s.execute(select(m.Deployable.id)
+                            .where(m.Deployable.rp_uuid == device_rp_uuid)).scalars().all()
+        handle = _claim_free(s, dep_ids[0]) if len(dep_ids) == 1 else None
+        if len(dep_ids) != 1:
+            failure = exception.NotFound(f"No deployable with rp_uuid {device_rp_uuid} "
+                                         f"for ARQ {uuid}.")
+        elif handle is None:
+            failure = exception.NoFreeAttachHandle(
+                f"No free attach handle on the deployable of resource provider "
+                f"{device_rp_uuid} for ARQ {uuid}.")
+        if failure is not None:
+            _set_failed(s, arq.id)
+        else:
+            info = _handle_dict(handle, arq)
+            bound = not needs_host_work(info)
+            values: dict[str, Any] = {"attach_handle_id": handle.id,
+                                      "deployable_id": dep_ids[0]}
+            if bound:
+                values["state"] = st.ARQ_BOUND
+            s.execute(update(_ARQ).where(_ARQ.id == arq.id).values(**values)
+                      .execution_options(**_NO_SYNC))
+            return info, bound
     assert failure is not None
     raise failure
 

@@ -12,7 +12,7 @@ import uuid as uuidlib
 from typing import Any
 
 from oslo_db import exception as db_exc
-from sqlalchemy import Select, delete, select, update
+from sqlalchemy import Connection, Select, delete, select, update
 from sqlalchemy.orm import Session
 
 from acceld import exception
@@ -22,7 +22,7 @@ from acceld.db.api import Database
 DEVICE_STATUSES = ("enabled", "maintaining")
 
 
-def _page(s: Session, q: Select, model: type, limit: int | None,
+def _page(s: Session | Connection, q: Select, model: type, limit: int | None,
           marker: str | None) -> Select:
     if marker is not None:
         marker_id = s.execute(select(model.id).where(model.uuid == marker)).scalar()
@@ -36,7 +36,13 @@ def _page(s: Session, q: Select, model: type, limit: int | None,
 
 # -- devices ----------------------------------------------------------------------------------
 
-def _device(dev: m.Device) -> dict[str, Any]:
+_DEVICE_COLUMNS = (m.Device.uuid, m.Device.type, m.Device.vendor, m.Device.model,
+                   m.Device.std_board_info, m.Device.vendor_board_info, m.Device.hostname,
+                   m.Device.status, m.Device.created_at, m.Device.updated_at)
+
+
+def _device(dev: Any) -> dict[str, Any]:
+    """The API view of a device row (an ORM object or a row of ``_DEVICE_COLUMNS``)."""
     return {"uuid": dev.uuid, "type": dev.type, "vendor": dev.vendor, "model": dev.model,
             "std_board_info": dev.std_board_info,
             "vendor_board_info": dev.vendor_board_info, "hostname": dev.hostname,
@@ -51,13 +57,14 @@ def list_devices(db: Database, *, type: str | None = None, vendor: str | None = 
                  hostname: str | None = None, limit: int | None = None,
                  marker: str | None = None) -> list[dict[str, Any]]:
     """Reported devices, with exact-match filters."""
-    with db.reader() as s:
-        q = select(m.Device).where(_REPORTED)
+    with db.rows() as s:
+        # Plain columns on a Core connection, no ORM: lists are the hot read path.
+        q = select(*_DEVICE_COLUMNS).where(_REPORTED)
         for column, value in ((m.Device.type, type), (m.Device.vendor, vendor),
                               (m.Device.hostname, hostname)):
             if value is not None:
                 q = q.where(column == value)
-        return [_device(d) for d in s.execute(_page(s, q, m.Device, limit, marker)).scalars()]
+        return [_device(d) for d in s.execute(_page(s, q, m.Device, limit, marker))]
 
 
 def _one(s: Session, model: Any, uuid: str, label: str, *where: Any) -> Any:
@@ -88,7 +95,7 @@ def set_device_status(db: Database, uuid: str, status: str) -> str:
 
 # -- deployables ------------------------------------------------------------------------------
 
-def _deployable(dep: m.Deployable, attrs: list[tuple[str, str]]) -> dict[str, Any]:
+def _deployable(dep: Any, attrs: list[tuple[str, str]]) -> dict[str, Any]:
     return {"uuid": dep.uuid, "parent_id": dep.parent_id, "root_id": dep.root_id,
             "name": dep.name, "num_accelerators": dep.num_accelerators,
             "device_id": dep.device_id,
@@ -99,7 +106,7 @@ def _deployable(dep: m.Deployable, attrs: list[tuple[str, str]]) -> dict[str, An
             "updated_at": dep.updated_at}
 
 
-def _with_attributes(s: Session, deps: list[m.Deployable]) -> list[dict[str, Any]]:
+def _with_attributes(s: Session | Connection, deps: list[Any]) -> list[dict[str, Any]]:
     attrs: dict[int, list[tuple[str, str]]] = {d.id: [] for d in deps}
     if deps:
         rows = s.execute(select(m.Attribute.deployable_id, m.Attribute.key,
@@ -113,9 +120,9 @@ def _with_attributes(s: Session, deps: list[m.Deployable]) -> list[dict[str, Any
 
 def list_deployables(db: Database, *, limit: int | None = None,
                      marker: str | None = None) -> list[dict[str, Any]]:
-    with db.reader() as s:
-        q = select(m.Deployable)
-        deps = list(s.execute(_page(s, q, m.Deployable, limit, marker)).scalars())
+    with db.rows() as s:
+        q = select(m.Deployable.__table__)      # rows, not ORM entities (hot read path)
+        deps = list(s.execute(_page(s, q, m.Deployable, limit, marker)))
         return _with_attributes(s, deps)
 
 

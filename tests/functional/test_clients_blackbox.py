@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import time
+import types
 import uuid
 
 import openstack
@@ -195,7 +196,7 @@ def _nova_cyborg_client(url: str, with_service_token: bool):
     return client
 
 
-def test_nova_cyborg_client_boot_and_delete_flow(served):  # noqa: F811
+def test_nova_cyborg_client_boot_rebuild_evacuate_and_delete_flow(served):  # noqa: F811
     pytest.importorskip(
         "nova.accelerator.cyborg",
         reason="the `nova` package (nova==34.0.0) is not installed in this venv")
@@ -250,6 +251,32 @@ def test_nova_cyborg_client_boot_and_delete_flow(served):  # noqa: F811
     assert {"domain", "bus", "device", "function"} <= set(info)
     assert all(isinstance(info[k], str) for k in ("domain", "bus", "device", "function"))
     assert client.get_arq_by_uuid(arq["uuid"])["state"] == "Bound"
+
+    # Rebuild on the same host: the conductor passes the bound ARQs' uuids to the
+    # compute, which reads them again (nova/conductor/manager.py rebuild_instance,
+    # compute _get_bound_arq_resources).
+    server = types.SimpleNamespace(uuid=instance)
+    assert client.get_arq_uuids_for_instance(server) == [arq["uuid"]]
+    (again,) = client.get_arqs_for_instance(instance, only_resolved=True)
+    assert again["attach_handle_uuid"] == bound["attach_handle_uuid"]
+
+    # Evacuate: the ARQs are deleted and created and bound again for the new host.
+    client.delete_arqs_for_instance(instance)
+    with pytest.raises(nova_exc.AcceleratorRequestOpFailed):  # Nova's "none left"
+        client.get_arq_uuids_for_instance(server)
+    (arq2,) = client.create_arqs_and_match_resource_providers(
+        "nova-qat", {"device_profile_0": [qat_rp]})
+    client.bind_arqs({arq2["uuid"]: {"hostname": "e2e-host-2", "device_rp_uuid": qat_rp,
+                                     "instance_uuid": instance}})
+    deadline = time.monotonic() + 10
+    resolved = client.get_arqs_for_instance(instance, only_resolved=True)
+    while not resolved and time.monotonic() < deadline:
+        time.sleep(0.1)
+        resolved = client.get_arqs_for_instance(instance, only_resolved=True)
+    (moved,) = resolved
+    assert (moved["uuid"], moved["state"], moved["hostname"]) == (
+        arq2["uuid"], "Bound", "e2e-host-2")
+    assert client.get_arq_uuids_for_instance(server) == [arq2["uuid"]]
 
     # Delete the server: unbind and delete by instance, twice (idempotent).
     client.delete_arqs_for_instance(instance)

@@ -57,6 +57,9 @@ class FakeDriver(BaseDriver):
         super().__init__(ctx)
         self._host = ctx.host
         self._count = ctx.conf.fake_driver.device_count
+        self._kinds = [k for t in ctx.conf.fake_driver.device_types
+                       for k in _KINDS if k[0] == t] or list(_KINDS)
+        self._handles = ctx.conf.fake_driver.handles
         self._control_file = ctx.conf.fake_driver.control_file
         self._state_file = os.path.join(ctx.state_dir, "fake-driver-state.json")
 
@@ -85,7 +88,9 @@ class FakeDriver(BaseDriver):
 
     def _device(self, index: int, rng: random.Random, control: dict[str, Any],
                 programmed: dict[str, str]) -> reports.Device:
-        dtype, vendor, product, rc, trait, nhandles = _KINDS[index % len(_KINDS)]
+        dtype, vendor, product, rc, trait, nhandles = self._kinds[index % len(self._kinds)]
+        if self._handles:
+            nhandles = self._handles
         if nhandles > 1 and "vf_count" in control:
             nhandles = max(1, int(control["vf_count"]))
         attributes = {"rc": rc, "trait0": trait}
