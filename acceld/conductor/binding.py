@@ -42,14 +42,15 @@ class HostWork(Protocol):
 
     def release(self, handle: dict[str, Any]) -> None: ...
 
-    # Optional: ``needs(handle) -> bool``. False lets the bind go from Initial to Bound in
-    # one transaction; an implementation without it gets the three-step bind every time.
+    # Optional: ``needs(handle, session) -> bool``, asked inside the bind's transaction
+    # (``session``; no second transaction there). False lets the bind go from Initial to
+    # Bound in one transaction; without it every bind takes the three steps.
 
 
 class NoHostWork:
     """Nothing on the host (a Binder without agents: tests of the binding itself)."""
 
-    def needs(self, handle: dict[str, Any]) -> bool:
+    def needs(self, handle: dict[str, Any], session: Any = None) -> bool:
         return False
 
     def prepare(self, handle: dict[str, Any]) -> None:
@@ -190,9 +191,9 @@ class Binder:
             self._watch.join(timeout=10)
             self._watch = None
 
-    def _needs_host_work(self, handle: dict[str, Any]) -> bool:
+    def _needs_host_work(self, session: Any, handle: dict[str, Any]) -> bool:
         needs = getattr(self._host, "needs", None)
-        return True if needs is None else bool(needs(handle))
+        return True if needs is None else bool(needs(handle, session=session))
 
     def _bind_one(self, uuid: str, fields: dict[str, str], project_id: str | None) -> None:
         handle, bound = arqs.bind(self._db, uuid, hostname=fields["hostname"],

@@ -15,12 +15,15 @@ Binder fails the ARQ and frees the handle.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from acceld import exception
 from acceld.db.api import Database
 from acceld.objects import hostwork
 from acceld.rpc import AgentClient
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 LOG = logging.getLogger(__name__)
 
@@ -32,13 +35,21 @@ class AgentHostWork:
         self._db = db
         self._agents = agents
 
-    def _target(self, handle: dict[str, Any]) -> hostwork.HandleTarget | None:
-        target = hostwork.handle_target(self._db, handle["uuid"])
+    def _target(self, handle: dict[str, Any],
+                session: Session | None = None) -> hostwork.HandleTarget | None:
+        target = (hostwork.handle_target(self._db, handle["uuid"]) if session is None
+                  else hostwork.handle_target_in(session, handle["uuid"]))
         if target is None:
             return None
         if handle.get("attach_type") in ALWAYS or target.host_work:
             return target
         return None
+
+    def needs(self, handle: dict[str, Any], session: Session | None = None) -> bool:
+        """Whether a bind of ``handle`` goes to the agent; when not, the Binder binds in
+        one transaction (binding.HostWork). ``session``: the bind's own transaction."""
+        return handle.get("attach_type") in ALWAYS or self._target(handle,
+                                                                   session) is not None
 
     def prepare(self, handle: dict[str, Any]) -> None:
         target = self._target(handle)

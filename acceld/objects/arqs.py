@@ -242,12 +242,14 @@ def claim_handle(db: Database, uuid: str) -> dict[str, Any]:
 @_retry_on_deadlock
 def bind(db: Database, uuid: str, *, hostname: str, device_rp_uuid: str, instance_uuid: str,
          owner: str | None, project_id: str | None,
-         needs_host_work: Callable[[dict[str, Any]], bool]) -> tuple[dict[str, Any], bool]:
+         needs_host_work: Callable[[Session, dict[str, Any]], bool],
+         ) -> tuple[dict[str, Any], bool]:
     """:func:`begin_bind` and :func:`claim_handle` in one transaction, and straight on to
     Bound when the claimed handle needs no host work (``needs_host_work(handle)`` false;
     a PCI function handed over as it is). Returns ``(handle, bound)``; when ``bound`` is
     false the ARQ is BindStarted with the handle recorded, and the caller does the host
-    work and then :func:`finish_bind` or :func:`fail_bind`. No deployable behind
+    work and then :func:`finish_bind` or :func:`fail_bind`. ``needs_host_work`` gets this
+    transaction's session: it must read through it, not open another. No deployable behind
     ``device_rp_uuid`` or no free handle: BindFailed is committed and the error raised.
     The same CAS guards as the three-step path hold (state filter, ``in_use`` false ->
     true), so racing binds, unbinds and deletes see the same outcomes, one fewer
@@ -279,7 +281,7 @@ def bind(db: Database, uuid: str, *, hostname: str, device_rp_uuid: str, instanc
             _set_failed(s, arq.id)
         else:
             info = _handle_dict(handle, arq)
-            bound = not needs_host_work(info)
+            bound = not needs_host_work(s, info)
             values: dict[str, Any] = {"attach_handle_id": handle.id,
                                       "deployable_id": dep_ids[0]}
             if bound:

@@ -10,6 +10,7 @@ import dataclasses
 import json
 
 from sqlalchemy import and_, select
+from sqlalchemy.orm import Session
 
 from acceld import reports
 from acceld.db import models as m
@@ -27,15 +28,21 @@ class HandleTarget:
 def handle_target(db: Database, handle_uuid: str) -> HandleTarget | None:
     """None when the handle, or its device's host, is gone (nothing to do on a host)."""
     with db.reader() as s:
-        row = s.execute(
-            select(m.Device.hostname, m.Device.driver_name, m.Device.identity,
-                   m.DriverState.capabilities)
-            .select_from(m.AttachHandle)
-            .join(m.Deployable, m.Deployable.id == m.AttachHandle.deployable_id)
-            .join(m.Device, m.Device.id == m.Deployable.device_id)
-            .outerjoin(m.DriverState, and_(m.DriverState.host == m.Device.hostname,
-                                           m.DriverState.name == m.Device.driver_name))
-            .where(m.AttachHandle.uuid == handle_uuid)).one_or_none()
+        return handle_target_in(s, handle_uuid)
+
+
+def handle_target_in(s: Session, handle_uuid: str) -> HandleTarget | None:
+    """:func:`handle_target` inside the caller's transaction (a bind asks while it holds
+    the write lock; a second transaction there would wait for itself on SQLite)."""
+    row = s.execute(
+        select(m.Device.hostname, m.Device.driver_name, m.Device.identity,
+               m.DriverState.capabilities)
+        .select_from(m.AttachHandle)
+        .join(m.Deployable, m.Deployable.id == m.AttachHandle.deployable_id)
+        .join(m.Device, m.Device.id == m.Deployable.device_id)
+        .outerjoin(m.DriverState, and_(m.DriverState.host == m.Device.hostname,
+                                       m.DriverState.name == m.Device.driver_name))
+        .where(m.AttachHandle.uuid == handle_uuid)).one_or_none()
     if row is None or row.hostname is None or row.driver_name is None:
         return None
     caps = json.loads(row.capabilities or "[]")
