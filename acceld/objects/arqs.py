@@ -165,21 +165,27 @@ def check_instances_unbound(db: Database, instance_uuids: Iterable[str], *,
                                          "Cannot bind additional ARQs.")
 
 
+def _begin(s: Session, uuid: str, *, hostname: str, device_rp_uuid: str,
+           instance_uuid: str, owner: str | None, project_id: str | None) -> None:
+    done = s.execute(
+        update(_ARQ).where(_ARQ.uuid == uuid,
+                           _ARQ.state.in_(st.ARQ_TRANSITIONS[st.ARQ_BIND_STARTED]),
+                           *_scope(project_id))
+        .values(state=st.ARQ_BIND_STARTED, hostname=hostname,
+                device_rp_uuid=device_rp_uuid, instance_uuid=instance_uuid,
+                project_id=owner)
+        .execution_options(**_NO_SYNC)).rowcount
+    if done != 1:
+        raise _bad_state(s, uuid, project_id, st.ARQ_BIND_STARTED)
+
+
 @_retry_on_deadlock
 def begin_bind(db: Database, uuid: str, *, hostname: str, device_rp_uuid: str,
                instance_uuid: str, owner: str | None, project_id: str | None) -> None:
     """CAS Initial/Unbound -> BindStarted, recording where and for whom it binds."""
     with db.writer() as s:
-        done = s.execute(
-            update(_ARQ).where(_ARQ.uuid == uuid,
-                               _ARQ.state.in_(st.ARQ_TRANSITIONS[st.ARQ_BIND_STARTED]),
-                               *_scope(project_id))
-            .values(state=st.ARQ_BIND_STARTED, hostname=hostname,
-                    device_rp_uuid=device_rp_uuid, instance_uuid=instance_uuid,
-                    project_id=owner)
-            .execution_options(**_NO_SYNC)).rowcount
-        if done != 1:
-            raise _bad_state(s, uuid, project_id, st.ARQ_BIND_STARTED)
+        _begin(s, uuid, hostname=hostname, device_rp_uuid=device_rp_uuid,
+               instance_uuid=instance_uuid, owner=owner, project_id=project_id)
 
 
 def _lock(s: Session, *where: ColumnElement[bool]) -> list[_ARQ]:
@@ -207,36 +213,54 @@ def _set_failed(s: Session, arq_id: int) -> None:
               .execution_options(**_NO_SYNC))
 
 
+def _claim(s: Session, arq: _ARQ, uuid: str) -> tuple[_AH, int]:
+    """Claims a free handle of the deployable behind the locked BindStarted ``arq``'s
+    ``device_rp_uuid``. No such deployable or no free handle: the ARQ is set BindFailed
+    in this transaction and :class:`_ClaimFailed` raised; the caller catches it inside
+    the transaction so that BindFailed commits, then raises its ``error``."""
+    dep_ids = s.execute(select(m.Deployable.id)
+                        .where(m.Deployable.rp_uuid == arq.device_rp_uuid)).scalars().all()
+    if len(dep_ids) != 1:
+        _set_failed(s, arq.id)
+        raise _ClaimFailed(exception.NotFound(
+            f"No deployable with rp_uuid {arq.device_rp_uuid} for ARQ {uuid}."))
+    handle = _claim_free(s, dep_ids[0])
+    if handle is None:
+        _set_failed(s, arq.id)
+        raise _ClaimFailed(exception.NoFreeAttachHandle(
+            f"No free attach handle on the deployable of resource provider "
+            f"{arq.device_rp_uuid} for ARQ {uuid}."))
+    return handle, dep_ids[0]
+
+
+class _ClaimFailed(Exception):
+    """Carries a claim's error out of the transaction, which commits (BindFailed)."""
+
+    def __init__(self, error: exception.AccelDError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 @_retry_on_deadlock
 def claim_handle(db: Database, uuid: str) -> dict[str, Any]:
     """A free attach handle of the deployable whose ``rp_uuid`` is the ARQ's
     ``device_rp_uuid``, recorded on the BindStarted ARQ. No such deployable, or no free
     handle: the ARQ becomes BindFailed (committed) and NotFound is raised."""
-    failure: exception.AccelDError | None = None
     with db.writer() as s:
         arqs = _lock(s, _ARQ.uuid == uuid, _ARQ.state == st.ARQ_BIND_STARTED)
         if not arqs:
             raise _bad_state(s, uuid, None, st.ARQ_BOUND)
         arq = arqs[0]
-        dep_ids = s.execute(select(m.Deployable.id)
-                            .where(m.Deployable.rp_uuid == arq.device_rp_uuid)).scalars().all()
-        handle = _claim_free(s, dep_ids[0]) if len(dep_ids) == 1 else None
-        if len(dep_ids) != 1:
-            failure = exception.NotFound(f"No deployable with rp_uuid {arq.device_rp_uuid} "
-                                         f"for ARQ {uuid}.")
-        elif handle is None:
-            failure = exception.NoFreeAttachHandle(
-                f"No free attach handle on the deployable of resource provider "
-                f"{arq.device_rp_uuid} for ARQ {uuid}.")
-        if failure is not None:
-            _set_failed(s, arq.id)
+        try:
+            handle, dep_id = _claim(s, arq, uuid)
+        except _ClaimFailed as failed:
+            failure = failed        # leave the block normally: BindFailed commits
         else:
             s.execute(update(_ARQ).where(_ARQ.id == arq.id)
-                      .values(attach_handle_id=handle.id, deployable_id=dep_ids[0])
+                      .values(attach_handle_id=handle.id, deployable_id=dep_id)
                       .execution_options(**_NO_SYNC))
             return _handle_dict(handle, arq)
-    assert failure is not None
-    raise failure
+    raise failure.error
 
 
 @_retry_on_deadlock
@@ -254,43 +278,24 @@ def bind(db: Database, uuid: str, *, hostname: str, device_rp_uuid: str, instanc
     The same CAS guards as the three-step path hold (state filter, ``in_use`` false ->
     true), so racing binds, unbinds and deletes see the same outcomes, one fewer
     round trip each."""
-    failure: exception.AccelDError | None = None
     with db.writer() as s:
-        done = s.execute(
-            update(_ARQ).where(_ARQ.uuid == uuid,
-                               _ARQ.state.in_(st.ARQ_TRANSITIONS[st.ARQ_BIND_STARTED]),
-                               *_scope(project_id))
-            .values(state=st.ARQ_BIND_STARTED, hostname=hostname,
-                    device_rp_uuid=device_rp_uuid, instance_uuid=instance_uuid,
-                    project_id=owner)
-            .execution_options(**_NO_SYNC)).rowcount
-        if done != 1:
-            raise _bad_state(s, uuid, project_id, st.ARQ_BIND_STARTED)
+        _begin(s, uuid, hostname=hostname, device_rp_uuid=device_rp_uuid,
+               instance_uuid=instance_uuid, owner=owner, project_id=project_id)
         arq = _lock(s, _ARQ.uuid == uuid)[0]
-        dep_ids = s.execute(select(m.Deployable.id)
-                            .where(m.Deployable.rp_uuid == device_rp_uuid)).scalars().all()
-        handle = _claim_free(s, dep_ids[0]) if len(dep_ids) == 1 else None
-        if len(dep_ids) != 1:
-            failure = exception.NotFound(f"No deployable with rp_uuid {device_rp_uuid} "
-                                         f"for ARQ {uuid}.")
-        elif handle is None:
-            failure = exception.NoFreeAttachHandle(
-                f"No free attach handle on the deployable of resource provider "
-                f"{device_rp_uuid} for ARQ {uuid}.")
-        if failure is not None:
-            _set_failed(s, arq.id)
+        try:
+            handle, dep_id = _claim(s, arq, uuid)
+        except _ClaimFailed as failed:
+            failure = failed
         else:
             info = _handle_dict(handle, arq)
             bound = not needs_host_work(s, info)
-            values: dict[str, Any] = {"attach_handle_id": handle.id,
-                                      "deployable_id": dep_ids[0]}
+            values: dict[str, Any] = {"attach_handle_id": handle.id, "deployable_id": dep_id}
             if bound:
                 values["state"] = st.ARQ_BOUND
             s.execute(update(_ARQ).where(_ARQ.id == arq.id).values(**values)
                       .execution_options(**_NO_SYNC))
             return info, bound
-    assert failure is not None
-    raise failure
+    raise failure.error
 
 
 @_retry_on_deadlock
