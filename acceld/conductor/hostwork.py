@@ -51,29 +51,29 @@ class AgentHostWork:
         return handle.get("attach_type") in ALWAYS or self._target(handle,
                                                                    session) is not None
 
-    def prepare(self, handle: dict[str, Any]) -> None:
+    def _run(self, verb: str, handle: dict[str, Any]) -> dict[str, Any] | None:
+        """``prepare``/``release`` of ``handle`` on its host's agent; None when the handle
+        needs no host work. A failure the agent reports is OperationFailed."""
         target = self._target(handle)
         if target is None:
-            return
-        result = self._agents.prepare_handle(target.host, target.driver, target.identity,
-                                             handle["attach_info"], handle["uuid"])
+            return None
+        call = self._agents.prepare_handle if verb == "prepare" else \
+            self._agents.release_handle
+        result = call(target.host, target.driver, target.identity, handle["attach_info"],
+                      handle["uuid"])
         if not result.get("ok"):
             raise exception.OperationFailed(
-                f"preparing attach handle {handle['uuid']} on {target.host} failed: "
+                f"{verb} of attach handle {handle['uuid']} on {target.host} failed: "
                 f"{result.get('error')}")
-        if result.get("attach_info") != handle["attach_info"]:
+        return {**result, "driver": target.driver}
+
+    def prepare(self, handle: dict[str, Any]) -> None:
+        result = self._run("prepare", handle)
+        if result is not None and result.get("attach_info") != handle["attach_info"]:
             # The handle's identity is its attach_info: drivers fix it at discovery
             # (e.g. a deterministic mdev uuid), so prepare must not change it.
             LOG.warning("driver %s changed the attach_info of handle %s at prepare; "
-                        "keeping the reported one", target.driver, handle["uuid"])
+                        "keeping the reported one", result["driver"], handle["uuid"])
 
     def release(self, handle: dict[str, Any]) -> None:
-        target = self._target(handle)
-        if target is None:
-            return
-        result = self._agents.release_handle(target.host, target.driver, target.identity,
-                                             handle["attach_info"], handle["uuid"])
-        if not result.get("ok"):
-            raise exception.OperationFailed(
-                f"releasing attach handle {handle['uuid']} on {target.host} failed: "
-                f"{result.get('error')}")
+        self._run("release", handle)
