@@ -17,7 +17,7 @@ import webob
 from oslo_config import cfg
 from oslo_policy import policy
 
-from acceld.api import errors
+from acceld.api import errors, listcache
 from acceld.db.api import Database
 from acceld.rpc import ConductorClient
 
@@ -30,6 +30,7 @@ class AppState:
     db: Database
     conductor: ConductorClient
     enforcer: policy.Enforcer
+    lists: listcache.ListCache = dataclasses.field(default_factory=listcache.ListCache)
 
 
 def state(req: webob.Request) -> AppState:
@@ -211,10 +212,20 @@ def _default(value: Any) -> Any:
     raise TypeError(f"cannot serialize {type(value).__name__}")
 
 
+def json_bytes(data: Any) -> bytes:
+    return json.dumps(data, default=_default).encode("utf-8")
+
+
 def json_response(data: Any, status: int = 200,
                   headers: dict[str, str] | None = None) -> webob.Response:
-    resp = webob.Response(status=status, content_type="application/json", charset="utf-8")
-    resp.text = json.dumps(data, default=_default)
+    return body_response(json_bytes(data), status, headers)
+
+
+def body_response(body: bytes, status: int = 200,
+                  headers: dict[str, str] | None = None) -> webob.Response:
+    """A response carrying ``body``, JSON already encoded."""
+    resp = webob.Response(body=body, status=status, content_type="application/json",
+                          charset="utf-8")
     for key, value in (headers or {}).items():
         resp.headers[key] = value
     return resp

@@ -23,6 +23,8 @@ from oslo_db.sqlalchemy import enginefacade
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
+from acceld.db import generations
+
 _MODE = threading.local()
 
 
@@ -86,6 +88,7 @@ class Database:
         engine_options.setdefault("thread_checkin", False)
         self._ctx.configure(connection=connection, sqlite_fk=True, **engine_options)
         self._engine: sqlalchemy.engine.Engine | None = None
+        self._generations: generations.Reader | None = None
         self._lock = threading.Lock()
 
     @property
@@ -97,6 +100,7 @@ class Database:
                     if _is_sqlite(self.url):
                         _install_sqlite_hooks(engine)
                         _pool_sqlite_connections(engine)
+                    generations.install(engine)
                     self._engine = engine
         return self._engine
 
@@ -130,7 +134,17 @@ class Database:
         with self.engine.connect() as conn:
             yield conn
 
+    def generation(self, view: str) -> int | None:
+        """``view``'s change counter now (``acceld.db.generations``)."""
+        reader = self._generations
+        if reader is None:
+            reader = self._generations = generations.Reader(self.engine)
+        return reader.read(view)
+
     def dispose(self) -> None:
+        if self._generations is not None:
+            self._generations.close()
+            self._generations = None
         if self._engine is not None:
             self._engine.dispose()
 

@@ -255,5 +255,16 @@ class ProgramOperation(_Timestamps, Base):
     finished_at: Mapped[datetime.datetime | None] = mapped_column(DateTime)
 
 
+class Generation(Base):
+    """A counter per cached view (``acceld.db.generations``): bumped in the same
+    transaction as every write to the tables the view reads, so a reader that sees the
+    same value as when it filled its cache knows the cache is still exact."""
+
+    __tablename__ = "generations"
+
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    value: Mapped[int] = mapped_column(Integer, default=0)
+
+
 INVENTORY_TABLES = ("devices", "controlpath_ids", "deployables", "attributes",
                     "attach_handles", "driver_states")

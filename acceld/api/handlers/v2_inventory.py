@@ -6,12 +6,14 @@ carry Cyborg's hard-coded ``/accelerator`` segment after the public URL.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import webob
 
 from acceld.api import errors, microversion, util
 from acceld.api.schemas import v2 as schema
+from acceld.db import generations
 from acceld.objects import v2_inventory as inventory
 
 STATUS_VERSION = microversion.Version(2, 3)
@@ -38,6 +40,20 @@ def page(req: webob.Request, q: dict[str, str]) -> dict[str, Any]:
     return {"limit": limit, "marker": marker}
 
 
+def _cached_list(req: webob.Request, q: dict[str, str], variant: Any,
+                 render: Callable[[], Any]) -> webob.Response:
+    """A list body from the process's cache while the inventory generation is unchanged
+    (``acceld.api.listcache``), else ``render()``-ed and kept. The key holds everything
+    the bytes depend on besides the rows: the path, the query, ``variant`` (what the
+    microversion changes) and the public URL the links are built from."""
+    st = util.state(req)
+    public = st.conf.api.public_endpoint or req.host_url
+    key = (req.path_info.rstrip("/"), tuple(sorted(q.items())), variant, public)
+    generation = st.db.generation(generations.INVENTORY)
+    return util.body_response(st.lists.body(key, generation,
+                                            lambda: util.json_bytes(render())))
+
+
 # -- devices ----------------------------------------------------------------------------------
 
 def _device(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
@@ -51,10 +67,14 @@ def list_devices(req: webob.Request) -> webob.Response:
     """GET /v2/devices[?type=&vendor=&hostname=&limit=&marker=] -> 200 {"devices": [...]}."""
     util.authorize(req, "cyborg:device:get_all")
     q = util.query(req, schema.DEVICE_LIST_QUERY)
-    records = inventory.list_devices(util.state(req).db, type=q.get("type"),
-                                     vendor=q.get("vendor"), hostname=q.get("hostname"),
-                                     **page(req, q))
-    return util.json_response({"devices": [_device(req, r) for r in records]})
+
+    def render() -> dict[str, Any]:
+        records = inventory.list_devices(util.state(req).db, type=q.get("type"),
+                                         vendor=q.get("vendor"), hostname=q.get("hostname"),
+                                         **page(req, q))
+        return {"devices": [_device(req, r) for r in records]}
+
+    return _cached_list(req, q, microversion.of(req.environ) >= STATUS_VERSION, render)
 
 
 def show_device(req: webob.Request, uuid: str) -> webob.Response:
@@ -95,8 +115,12 @@ def list_deployables(req: webob.Request) -> webob.Response:
     """GET /v2/deployables[?limit=&marker=] -> 200 {"deployables": [...]}."""
     util.authorize(req, "cyborg:deployable:get_all")
     q = util.query(req, schema.LIST_QUERY)
-    records = inventory.list_deployables(util.state(req).db, **page(req, q))
-    return util.json_response({"deployables": [_deployable(req, r) for r in records]})
+
+    def render() -> dict[str, Any]:
+        records = inventory.list_deployables(util.state(req).db, **page(req, q))
+        return {"deployables": [_deployable(req, r) for r in records]}
+
+    return _cached_list(req, q, None, render)
 
 
 def show_deployable(req: webob.Request, uuid: str) -> webob.Response:

@@ -1,0 +1,133 @@
+"""Change counters that let the API serve inventory lists from memory, never stale.
+
+A *generation* is one row of ``generations``. Every transaction that writes one of the
+tables a view reads (``WATCHED``) bumps that view's row just before it commits, on the
+same connection, so the bump and the writes become visible together. A reader first
+reads the generation, then (on a cache miss) the rows: rows read after the generation
+are at least as new as it, so a cache entry filed under a generation is never older than
+the data that generation stands for, on any isolation level. Caches live in each API
+process (``acceld.api.listcache``); the database row is what ties them together, across
+processes and hosts.
+
+Writes are recognised on the engine (every INSERT, UPDATE or DELETE statement names its
+table first), not at each call site, so a new write path cannot forget to invalidate.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import sqlalchemy
+from sqlalchemy import event
+
+INVENTORY = "inventory"
+
+# view -> the tables its lists read
+WATCHED: dict[str, tuple[str, ...]] = {
+    INVENTORY: ("devices", "deployables", "attributes"),
+}
+
+_WRITE = re.compile(
+    r"\s*(?:INSERT\s+(?:(?:OR\s+\w+|IGNORE)\s+)?INTO|REPLACE\s+INTO|UPDATE|DELETE\s+FROM)\s+"
+    r"[`\"]?(\w+)", re.IGNORECASE)
+_VIEWS_OF: dict[str, tuple[str, ...]] = {}
+for _view, _tables in WATCHED.items():
+    for _table in _tables:
+        _VIEWS_OF[_table] = (*_VIEWS_OF.get(_table, ()), _view)
+
+_DIRTY = "acceld.dirty_views"
+_BUMP = "UPDATE generations SET value = value + 1 WHERE name = '{}'"
+_READ = "SELECT value FROM generations WHERE name = '{}'"
+
+
+def views_written(statement: str) -> tuple[str, ...]:
+    """The views whose tables ``statement`` writes (none for a read)."""
+    if statement[:6].upper() in ("SELECT", "BEGIN", "SAVEPO", "RELEAS", "PRAGMA"):
+        return ()
+    match = _WRITE.match(statement)
+    return _VIEWS_OF.get(match.group(1).lower(), ()) if match else ()
+
+
+def install(engine: sqlalchemy.engine.Engine) -> None:
+    """Bump the generations of the views a transaction wrote, at its commit."""
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _note(conn: Any, cursor: Any, statement: str, params: Any, context: Any,
+              executemany: bool) -> None:
+        views = views_written(statement)
+        if views:
+            conn.info.setdefault(_DIRTY, set()).update(views)
+
+    @event.listens_for(engine, "commit")
+    def _bump(conn: Any) -> None:
+        views = conn.info.pop(_DIRTY, None)
+        if views:
+            # The DBAPI cursor of the committing transaction: the bump commits with it.
+            cursor = conn.connection.dbapi_connection.cursor()
+            try:
+                for view in sorted(views):   # one order everywhere: no lock cycles
+                    cursor.execute(_BUMP.format(view))
+            finally:
+                cursor.close()
+
+    @event.listens_for(engine, "rollback")
+    def _forget(conn: Any) -> None:
+        conn.info.pop(_DIRTY, None)
+
+
+class Reader:
+    """Reads generations on a few connections kept out of the pool.
+
+    The read is a primary-key lookup on every cached API request; a pool checkout and
+    checkin (with its reset rollback) cost more than the lookup itself. Connections are
+    detached from the pool (their connect-time set-up done) and kept on a free list, one
+    per concurrent reader (threads come and go: the embedded server starts one per
+    request). Every read ends with a rollback, so none sits in a transaction; a
+    connection that fails is closed and the next read opens another. :meth:`close`
+    closes the idle ones (the database's ``dispose``).
+    """
+
+    MAX_IDLE = 16
+
+    def __init__(self, engine: sqlalchemy.engine.Engine) -> None:
+        self._engine = engine
+        self._idle: list[Any] = []
+
+    def _connection(self) -> Any:
+        try:
+            return self._idle.pop()          # atomic: no lock needed
+        except IndexError:
+            raw = self._engine.raw_connection()
+            raw.detach()
+            return raw
+
+    def close(self) -> None:
+        while self._idle:
+            _close(self._idle.pop())
+
+    def read(self, view: str) -> int | None:
+        """The view's generation now; None where the row is missing (schema made
+        without the migrations), which callers treat as "do not cache"."""
+        raw = self._connection()
+        try:
+            cursor = raw.cursor()
+            cursor.execute(_READ.format(view))
+            row = cursor.fetchone()
+            cursor.close()
+            raw.rollback()
+        except Exception:
+            _close(raw)
+            raise
+        if len(self._idle) < self.MAX_IDLE:
+            self._idle.append(raw)
+        else:
+            _close(raw)
+        return None if row is None else int(row[0])
+
+
+def _close(raw: Any) -> None:
+    try:
+        raw.close()
+    except Exception:  # noqa: BLE001, S110 - it is being thrown away
+        pass
