@@ -49,19 +49,18 @@ class NoAuth:
         self._app = app
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        req = webob.Request(environ)
-        token = req.headers.get("X-Auth-Token")
+        token = environ.get("HTTP_X_AUTH_TOKEN")
         if token in (None, "", "admin"):
             user, project, roles = "admin", DEFAULT_PROJECT, ["admin", "member", "reader"]
         elif ":" in token and all(token.split(":", 1)):
             user, project = token.split(":", 1)
             roles = ["member", "reader"]
         else:
-            resp = errors.render(req, 401, "noauth expects X-Auth-Token 'admin' or "
-                                 "'<user>:<project>'.", "acceld.unauthorized")
+            resp = errors.render(webob.Request(environ), 401, "noauth expects X-Auth-Token "
+                                 "'admin' or '<user>:<project>'.", "acceld.unauthorized")
             return resp(environ, start_response)
-        service_roles = ["service"] if req.headers.get("X-Service-Token") else []
-        _set_context(environ, user, project, roles + _split_roles(req.headers.get("X-Roles")),
+        service_roles = ["service"] if environ.get("HTTP_X_SERVICE_TOKEN") else []
+        _set_context(environ, user, project, roles + _split_roles(environ.get("HTTP_X_ROLES")),
                      service_roles)
         return self._app(environ, start_response)
 

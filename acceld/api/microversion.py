@@ -65,6 +65,18 @@ def headers(version: Version | None) -> dict[str, str]:
     return out
 
 
+HEADER_NAMES = frozenset(name.lower() for name in headers(MIN_VERSION))
+_HEADER_ITEMS: dict[Version | None, list[tuple[str, str]]] = {}
+
+
+def header_items(version: Version | None) -> list[tuple[str, str]]:
+    """:func:`headers` as WSGI header tuples, built once per version."""
+    items = _HEADER_ITEMS.get(version)
+    if items is None:
+        items = _HEADER_ITEMS[version] = list(headers(version).items())
+    return list(items)
+
+
 def _requested(value: str | None) -> str | None:
     """The accelerator entry of the header value, or None when it names no version."""
     if value is None:
@@ -83,8 +95,22 @@ def _not_acceptable(detail: str) -> errors.HTTPError:
     return errors.HTTPError(406, detail, "acceld.microversion", _range_headers())
 
 
+_NEGOTIATED: dict[str | None, Version] = {}
+
+
 def negotiate(value: str | None) -> Version:
-    """The version to serve for the header ``value``; 406 (HTTPError) when there is none."""
+    """The version to serve for the header ``value``; 406 (HTTPError) when there is none.
+    Answers are kept per header value (a few distinct ones in practice, bounded)."""
+    version = _NEGOTIATED.get(value)
+    if version is None:
+        version = _negotiate(value)
+        if len(_NEGOTIATED) >= 256:
+            _NEGOTIATED.clear()
+        _NEGOTIATED[value] = version
+    return version
+
+
+def _negotiate(value: str | None) -> Version:
     requested = _requested(value)
     if requested is None:
         return MIN_VERSION

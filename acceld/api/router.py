@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import routes
 import webob
 
 from acceld.api import errors, microversion, util
@@ -98,36 +97,87 @@ def _is_v2(path: str) -> bool:
     return path == "/v2" or path.startswith("/v2/")
 
 
+class _Template:
+    """One route path: literal segments and ``{name}`` segments (one non-empty segment
+    each, as the ``routes`` library matched them)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.segments = tuple(
+            (True, seg[1:-1]) if seg.startswith("{") and seg.endswith("}") else (False, seg)
+            for seg in path.strip("/").split("/") if seg)
+
+    def match(self, parts: list[str]) -> dict[str, str] | None:
+        params: dict[str, str] = {}
+        for (is_param, word), part in zip(self.segments, parts, strict=True):
+            if is_param:
+                if not part:
+                    return None
+                params[word] = part
+            elif part != word:
+                return None
+        return params
+
+
 class Router:
     def __init__(self, table: dict[str, dict[str, Handler]] = ROUTES) -> None:
         self._table = table
-        self._mapper = routes.Mapper()
+        # Literal paths are one dict lookup; the others are tried in table order among
+        # the templates with as many segments (a literal segment listed first wins,
+        # e.g. ".../state" before ".../{acc_spec}").
+        self._static: dict[str, str] = {}
+        self._by_length: dict[int, list[_Template]] = {}
         for path in table:
-            self._mapper.connect(path, path_template=path)
-            if path != "/":
-                self._mapper.connect(path + "/", path_template=path)
+            template = _Template(path)
+            if any(is_param for is_param, _ in template.segments):
+                self._by_length.setdefault(len(template.segments), []).append(template)
+            else:
+                self._static[path.rstrip("/") or "/"] = path
+
+    def match(self, path: str) -> tuple[str, dict[str, str]] | None:
+        """(route path, parameters) for a request path; one trailing slash is allowed."""
+        if path.endswith("/") and path != "/":
+            path = path[:-1]
+        static = self._static.get(path or "/")
+        if static is not None:
+            return static, {}
+        parts = path.strip("/").split("/")
+        for template in self._by_length.get(len(parts), ()):
+            params = template.match(parts)
+            if params is not None:
+                return template.path, params
+        return None
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         _normalise_path(environ)
         req = webob.Request(environ)
-        v2 = _is_v2(req.path_info)
+        v2 = _is_v2(environ["PATH_INFO"])
         try:
             if v2:
-                req.environ[microversion.ENV_KEY] = microversion.negotiate(
-                    req.headers.get(microversion.HEADER))
+                environ[microversion.ENV_KEY] = microversion.negotiate(
+                    environ.get("HTTP_OPENSTACK_API_VERSION"))
             resp = self._dispatch(req)
         except Exception as exc:  # noqa: BLE001 - the one place errors become responses
             resp = errors.from_exception(req, exc)
-        if v2:
-            resp.headers.update(microversion.headers(req.environ.get(microversion.ENV_KEY)))
-        return resp(environ, start_response)
+        if not v2:
+            return resp(environ, start_response)
+        extra = microversion.header_items(environ.get(microversion.ENV_KEY))
+        names = microversion.HEADER_NAMES
+
+        def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            # an error may carry the range headers already: one copy of each
+            kept = [h for h in headers if h[0].lower() not in names]
+            return start_response(status, kept + extra, exc_info)
+
+        return resp(environ, start)
 
     def _dispatch(self, req: webob.Request) -> webob.Response:
-        match = self._mapper.match(req.path_info or "/")
-        if match is None:
+        found = self.match(req.path_info or "/")
+        if found is None:
             raise errors.HTTPError(404, f"The resource {req.path_info} could not be found.",
                                    "acceld.not_found")
-        methods = self._table[match.pop("path_template")]
+        path, match = found
+        methods = self._table[path]
         if "uuid" in match:  # one spelling of a UUID everywhere below the router
             match["uuid"] = util.canonical_uuid(match["uuid"])
         method = "GET" if req.method == "HEAD" else req.method

@@ -64,8 +64,9 @@ class _PolicyDecisions:
         self._checked = 0.0
         self._decisions: dict[Any, bool] = {}
 
-    def allowed(self, enforcer: policy.Enforcer, rule: str, target: dict[str, Any],
-                creds: Any, creds_key: tuple[Any, ...]) -> bool:
+    def allowed(self, enforcer: policy.Enforcer, rule: str, ctx: Any) -> bool:
+        """``rule`` for the caller ``ctx`` on its own project (the target every acceld
+        handler checks)."""
         now = time.monotonic()
         if now - self._checked > self.RECHECK_S or self._rules is None:
             enforcer.load_rules()
@@ -74,10 +75,12 @@ class _PolicyDecisions:
                 if enforcer.rules is not self._rules:
                     self._rules = enforcer.rules
                     self._decisions = {}
-        key = (rule, _frozen(target), creds_key)
+        key = (rule, _creds_key(ctx))
         decision = self._decisions.get(key)
         if decision is None:
-            decision = bool(enforcer.authorize(rule, target, creds, do_raise=False))
+            target = {"project_id": ctx.project_id, "user_id": ctx.user_id}
+            decision = bool(enforcer.authorize(rule, target, ctx.to_policy_values(),
+                                               do_raise=False))
             with self._lock:
                 if len(self._decisions) >= self.MAX:
                     self._decisions = {}
@@ -99,7 +102,15 @@ def _decisions_for(enforcer: policy.Enforcer) -> _PolicyDecisions:
 
 
 def _creds_key(ctx: Any) -> tuple[Any, ...]:
-    """Everything of a RequestContext that ``to_policy_values`` exposes to a rule."""
+    """Everything of a RequestContext that ``to_policy_values`` exposes to a rule (the
+    target is the caller's own project and user, also in here); kept on the context."""
+    key = ctx.__dict__.get("_acceld_policy_key")
+    if key is None:
+        key = ctx.__dict__["_acceld_policy_key"] = _policy_fields(ctx)
+    return key
+
+
+def _policy_fields(ctx: Any) -> tuple[Any, ...]:
     return (_frozen(ctx.roles), ctx.project_id, ctx.user_id, ctx.domain_id,
             ctx.user_domain_id, ctx.project_domain_id, ctx.system_scope,
             _frozen(ctx.service_roles), ctx.service_user_id, ctx.service_project_id,
@@ -109,10 +120,8 @@ def _creds_key(ctx: Any) -> tuple[Any, ...]:
 
 def authorize(req: webob.Request, rule: str) -> None:
     ctx = req.environ["acceld.context"]
-    target = {"project_id": ctx.project_id, "user_id": ctx.user_id}
-    creds = ctx.to_policy_values()
     enforcer = state(req).enforcer
-    if not _decisions_for(enforcer).allowed(enforcer, rule, target, creds, _creds_key(ctx)):
+    if not _decisions_for(enforcer).allowed(enforcer, rule, ctx):
         raise errors.HTTPError(403, f"Policy does not allow {rule} to be performed.",
                                "acceld.forbidden")
 

@@ -127,6 +127,20 @@ class Database:
             yield session
 
     @contextlib.contextmanager
+    def write_rows(self) -> Iterator[sqlalchemy.engine.Connection]:
+        """A plain Core connection in one read-write transaction: commit on success,
+        rollback on error, ``BEGIN IMMEDIATE`` on SQLite like :meth:`writer`, and the same
+        oslo.db error translation (it is registered on the engine). For short hot writes
+        that need no ORM unit of work."""
+        engine = self.engine
+        _MODE.writer = True
+        try:
+            with engine.begin() as conn:
+                yield conn
+        finally:
+            _MODE.writer = False
+
+    @contextlib.contextmanager
     def rows(self) -> Iterator[sqlalchemy.engine.Connection]:
         """A plain Core connection for read-only statements: no ORM session around it
         (a third cheaper for the hot list reads). Ends with a rollback; never write

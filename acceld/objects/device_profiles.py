@@ -9,12 +9,13 @@ conflict (Cyborg answers with the database's error, a 500).
 from __future__ import annotations
 
 import json
+import types
 import uuid as uuidlib
+from collections.abc import Callable
 from typing import Any
 
 from oslo_db import exception as db_exc
-from sqlalchemy import delete, func, select
-from sqlalchemy.orm import Session
+from sqlalchemy import delete, func, insert, select
 
 from acceld import exception
 from acceld.db import models as m
@@ -70,37 +71,35 @@ def normalise_groups(groups: list[dict[str, Any]]) -> list[dict[str, str]]:
     return out
 
 
-def _to_dict(dp: m.DeviceProfile) -> dict[str, Any]:
+def _to_dict(dp: Any) -> dict[str, Any]:
+    """The API view of a profile (an ORM object or a row with the same columns)."""
     return {"uuid": dp.uuid, "name": dp.name, "description": dp.description,
             "groups": json.loads(dp.profile_json)["groups"],
             "created_at": dp.created_at, "updated_at": dp.updated_at}
 
 
-def _taken(s: Session, name: str, uuid: str) -> str | None:
-    for column, value in ((m.DeviceProfile.name, name), (m.DeviceProfile.uuid, uuid)):
-        if s.execute(select(m.DeviceProfile.id).where(column == value)).scalar() is not None:
-            return f"A device_profile with {column.key} {value} already exists."
-    return None
-
-
 def create(db: Database, name: str, groups: list[dict[str, Any]],
            description: str | None = None, uuid: str | None = None) -> dict[str, Any]:
-    """A new profile; InvalidInput for bad groups, Conflict for a taken name or uuid."""
+    """A new profile; InvalidInput for bad groups, Conflict for a taken name or uuid.
+
+    One INSERT: the unique constraints on name and uuid decide, also between racing
+    creates, and oslo.db names the column that collided."""
     normal = normalise_groups(groups)
-    uuid = uuid or str(uuidlib.uuid4())
+    row = {"uuid": uuid or str(uuidlib.uuid4()), "name": name, "description": description,
+           "profile_json": json.dumps({"groups": normal}),
+           # whole seconds: what every backend stores, so a later GET shows the same
+           "created_at": m.utcnow().replace(microsecond=0), "updated_at": None}
     try:
-        with db.writer() as s:
-            taken = _taken(s, name, uuid)
-            if taken:
-                raise exception.Conflict(taken)
-            dp = m.DeviceProfile(uuid=uuid, name=name, description=description,
-                                 profile_json=json.dumps({"groups": normal}))
-            s.add(dp)
-            s.flush()
-            return _to_dict(dp)
-    except db_exc.DBDuplicateEntry as exc:  # a concurrent create won the race
-        raise exception.Conflict(f"A device_profile with name {name} or uuid {uuid} "
-                                 "already exists.") from exc
+        with db.write_rows() as conn:
+            conn.execute(insert(m.DeviceProfile.__table__).values(**row))
+    except db_exc.DBDuplicateEntry as exc:
+        column = next((c for c in ("name", "uuid") if c in (exc.columns or ())), None)
+        if column is None:
+            raise exception.Conflict(f"A device_profile with name {name} or uuid "
+                                     f"{row['uuid']} already exists.") from exc
+        raise exception.Conflict(f"A device_profile with {column} {row[column]} already "
+                                 "exists.") from exc
+    return _to_dict(types.SimpleNamespace(**row))
 
 
 def list_profiles(db: Database, *, names: list[str] | None = None, limit: int | None = None,
@@ -132,40 +131,51 @@ def get(db: Database, *, uuid: str | None = None, name: str | None = None) -> di
         return _to_dict(dp)
 
 
-def _delete(s: Session, rows: list[m.DeviceProfile]) -> None:
-    ids = [dp.id for dp in rows]
-    used = dict(s.execute(select(m.ExtendedAcceleratorRequest.device_profile_id,
-                                 func.count())
-                          .where(m.ExtendedAcceleratorRequest.device_profile_id.in_(ids))
-                          .group_by(m.ExtendedAcceleratorRequest.device_profile_id)).all())
-    for dp in rows:
-        if used.get(dp.id):
-            raise exception.Conflict(f"Device profile {dp.name} ({dp.uuid}) is used by "
-                                     f"{used[dp.id]} accelerator request(s).")
+_DP = m.DeviceProfile.__table__
+
+
+def _delete(db: Database, where: Any, missing: Callable[[set[str], set[str]], str | None]
+            ) -> None:
+    """Deletes the profiles ``where`` selects, all or nothing. ``missing(names, uuids)``
+    (of the rows found) words the NotFound, or is None when all were found. A profile
+    that accelerator requests use stops the delete (the foreign key decides, also
+    against a racing ARQ create); the Conflict then names it and the count."""
     try:
-        s.execute(delete(m.DeviceProfile).where(m.DeviceProfile.id.in_(ids)))
-        s.flush()
-    except db_exc.DBReferenceError as exc:  # an ARQ was created meanwhile
-        raise exception.Conflict("A device profile being deleted is used by an accelerator "
-                                 "request.") from exc
+        with db.write_rows() as conn:
+            rows = conn.execute(select(_DP.c.id, _DP.c.name, _DP.c.uuid).where(where)).all()
+            absent = missing({r.name for r in rows}, {r.uuid for r in rows})
+            if absent:
+                raise exception.NotFound(absent)
+            conn.execute(delete(_DP).where(_DP.c.id.in_([r.id for r in rows])))
+    except db_exc.DBReferenceError as exc:
+        raise _in_use(db, where) from exc
+
+
+def _in_use(db: Database, where: Any) -> exception.Conflict:
+    with db.rows() as conn:
+        used = conn.execute(
+            select(_DP.c.name, _DP.c.uuid, func.count())
+            .join(m.ExtendedAcceleratorRequest.__table__,
+                  m.ExtendedAcceleratorRequest.device_profile_id == _DP.c.id)
+            .where(where).group_by(_DP.c.id, _DP.c.name, _DP.c.uuid)
+            .order_by(_DP.c.id)).first()
+    if used is None:   # the ARQs went away meanwhile
+        return exception.Conflict("A device profile being deleted is used by an "
+                                  "accelerator request.")
+    return exception.Conflict(f"Device profile {used[0]} ({used[1]}) is used by "
+                              f"{used[2]} accelerator request(s).")
 
 
 def delete_by_uuid(db: Database, uuid: str) -> None:
-    with db.writer() as s:
-        dp = s.execute(select(m.DeviceProfile).where(m.DeviceProfile.uuid == uuid)
-                       ).scalar_one_or_none()
-        if dp is None:
-            raise exception.NotFound(f"Device Profile not found with uuid={uuid}")
-        _delete(s, [dp])
+    _delete(db, _DP.c.uuid == uuid,
+            lambda names, uuids: None if uuids else
+            f"Device Profile not found with uuid={uuid}")
 
 
 def delete_by_names(db: Database, names: list[str]) -> None:
     """All or nothing: a missing name is NotFound before anything is deleted."""
-    with db.writer() as s:
-        rows = list(s.execute(select(m.DeviceProfile)
-                              .where(m.DeviceProfile.name.in_(names))).scalars())
-        found = {dp.name for dp in rows}
-        for name in names:
-            if name not in found:
-                raise exception.NotFound(f"Device Profile not found with name={name}")
-        _delete(s, rows)
+    def missing(found: set[str], _uuids: set[str]) -> str | None:
+        absent = [n for n in names if n not in found]
+        return f"Device Profile not found with name={absent[0]}" if absent else None
+
+    _delete(db, _DP.c.name.in_(names), missing)
