@@ -1,13 +1,16 @@
 """Binding and unbinding accelerator requests: thin orchestration over ``objects.arqs``.
 
-No SQL here. A bind is ``begin_bind`` (BindStarted) -> ``claim_handle`` -> host work ->
-``finish_bind`` (Bound); a failure of the host work makes the ARQ BindFailed and frees its
-handle. Each ARQ of a request is bound on its own, so one bad ARQ does not stop the others;
-the first error is raised once every ARQ was tried (the API turns it into the response).
+No SQL here. A bind is ``arqs.bind`` (a handle claimed: Bound at once when the handle
+needs no host work, else BindStarted) -> host work -> ``finish_bind`` (Bound); a failure
+of the host work makes the ARQ BindFailed and frees its handle. Each ARQ of a request is
+bound on its own, so one bad ARQ does not stop the others; the first error is raised
+once every ARQ was tried (the API turns it into the response).
 
 Host work: :class:`HostWork` runs on the ARQ's host between the claim and Bound, and
 after a handle is freed; the conductor gives the Binder
 ``conductor.hostwork.AgentHostWork`` (the driver's prepare/release through the agent).
+Whether a handle needs it is asked inside the bind's or the unbind's own transaction, so
+a handle without host work costs no further transaction.
 
 Nova notification (contract 3.2 step 3): with a notifier (``[nova]`` configured), once
 every ARQ of an instance is resolved (Bound -> ``completed``; BindFailed, Deleting or gone
@@ -42,15 +45,16 @@ class HostWork(Protocol):
 
     def release(self, handle: dict[str, Any]) -> None: ...
 
-    # Optional: ``needs(handle, session) -> bool``, asked inside the bind's transaction
-    # (``session``; no second transaction there). False lets the bind go from Initial to
-    # Bound in one transaction; without it every bind takes the three steps.
+    # Optional: ``needs(handle, conn) -> bool``, asked inside the bind's or unbind's
+    # transaction (``conn``, its connection; no second transaction there). False lets
+    # the bind go from Initial to Bound in one transaction and the unbind skip
+    # ``release``; without it every handle gets prepare and release.
 
 
 class NoHostWork:
     """Nothing on the host (a Binder without agents: tests of the binding itself)."""
 
-    def needs(self, handle: dict[str, Any], session: Any = None) -> bool:
+    def needs(self, handle: dict[str, Any], conn: Any = None) -> bool:
         return False
 
     def prepare(self, handle: dict[str, Any]) -> None:
@@ -80,25 +84,28 @@ class Binder:
         self._watch: threading.Thread | None = None
 
     def bind(self, patch: dict[str, dict[str, str]], project_id: str | None) -> None:
-        """``patch``: ARQ uuid -> {hostname, device_rp_uuid, instance_uuid, project_id}."""
-        arqs.check_instances_unbound(self._db, {f["instance_uuid"] for f in patch.values()},
-                                     project_id=project_id)
+        """``patch``: ARQ uuid -> {hostname, device_rp_uuid, instance_uuid, project_id}.
+
+        No hot add: the first ARQ's bind transaction first checks that none of the
+        request's instances has ARQs yet, and its InvalidInput refuses the whole request
+        (nothing changed, nothing for Nova to wait on); the other ARQs need not ask."""
         by_instance: dict[str, list[str]] = {}
         for uuid, fields in patch.items():
             by_instance.setdefault(fields["instance_uuid"], []).append(uuid)
-        if self._notifier is not None:
-            deadline = time.monotonic() + self._bind_timeout
-            with self._pending_lock:
-                for instance, uuids in by_instance.items():
-                    self._pending[instance] = (deadline, uuids)
+        expected = self._expect(by_instance)
+        unbound = sorted(by_instance)
         errors: list[exception.AccelDError] = []
         try:
             for uuid, fields in patch.items():
                 try:
-                    self._bind_one(uuid, fields, project_id)
+                    self._bind_one(uuid, fields, project_id, unbound)
                 except exception.AccelDError as exc:
+                    if unbound and isinstance(exc, exception.InvalidInput):
+                        self._forget(expected)      # refused: nothing changed
+                        raise
                     LOG.warning("bind of ARQ %s failed: %s", uuid, exc)
                     errors.append(exc)
+                unbound = []
         finally:
             for instance in by_instance:
                 self._notify_if_resolved(instance)
@@ -111,6 +118,25 @@ class Binder:
         found = {a["uuid"]: a["state"] for uuid in uuids
                  for a in _get_or_none(self._db, uuid)}
         return {uuid: found.get(uuid) for uuid in uuids}
+
+    def _expect(self, by_instance: dict[str, list[str]],
+                ) -> dict[str, tuple[float, list[str]]]:
+        """Nova now waits to hear about these instances' ARQs; returns the entries made
+        (none without a notifier)."""
+        if self._notifier is None:
+            return {}
+        deadline = time.monotonic() + self._bind_timeout
+        entries = {instance: (deadline, uuids) for instance, uuids in by_instance.items()}
+        with self._pending_lock:
+            self._pending.update(entries)
+        return entries
+
+    def _forget(self, entries: dict[str, tuple[float, list[str]]]) -> None:
+        """Drops ``entries`` (a refused request), not another request's newer ones."""
+        with self._pending_lock:
+            for instance, entry in entries.items():
+                if self._pending.get(instance) is entry:
+                    del self._pending[instance]
 
     def _take(self, instance: str) -> list[str] | None:
         with self._pending_lock:
@@ -191,16 +217,18 @@ class Binder:
             self._watch.join(timeout=10)
             self._watch = None
 
-    def _needs_host_work(self, session: Any, handle: dict[str, Any]) -> bool:
+    def _needs_host_work(self, conn: Any, handle: dict[str, Any]) -> bool:
         needs = getattr(self._host, "needs", None)
-        return True if needs is None else bool(needs(handle, session=session))
+        return True if needs is None else bool(needs(handle, conn=conn))
 
-    def _bind_one(self, uuid: str, fields: dict[str, str], project_id: str | None) -> None:
+    def _bind_one(self, uuid: str, fields: dict[str, str], project_id: str | None,
+                  unbound_instances: list[str]) -> None:
         handle, bound = arqs.bind(self._db, uuid, hostname=fields["hostname"],
                                   device_rp_uuid=fields["device_rp_uuid"],
                                   instance_uuid=fields["instance_uuid"],
                                   owner=fields["project_id"], project_id=project_id,
-                                  needs_host_work=self._needs_host_work)
+                                  needs_host_work=self._needs_host_work,
+                                  unbound_instances=unbound_instances)
         if bound:
             LOG.info("ARQ %s bound to %s on %s", uuid, handle["uuid"], fields["hostname"])
             return
@@ -221,7 +249,8 @@ class Binder:
         errors: list[exception.AccelDError] = []
         for uuid in uuids:
             try:
-                for freed in arqs.unbind(self._db, uuid, project_id=project_id):
+                for freed in arqs.unbind(self._db, uuid, project_id=project_id,
+                                         needs_host_work=self._needs_host_work):
                     self._release(freed)
             except exception.AccelDError as exc:
                 errors.append(exc)

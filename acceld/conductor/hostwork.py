@@ -23,7 +23,7 @@ from acceld.objects import hostwork
 from acceld.rpc import AgentClient
 
 if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
+    from sqlalchemy import Connection
 
 LOG = logging.getLogger(__name__)
 
@@ -36,20 +36,20 @@ class AgentHostWork:
         self._agents = agents
 
     def _target(self, handle: dict[str, Any],
-                session: Session | None = None) -> hostwork.HandleTarget | None:
-        target = (hostwork.handle_target(self._db, handle["uuid"]) if session is None
-                  else hostwork.handle_target_in(session, handle["uuid"]))
+                conn: Connection | None = None) -> hostwork.HandleTarget | None:
+        target = (hostwork.handle_target(self._db, handle["uuid"]) if conn is None
+                  else hostwork.handle_target_in(conn, handle["uuid"]))
         if target is None:
             return None
         if handle.get("attach_type") in ALWAYS or target.host_work:
             return target
         return None
 
-    def needs(self, handle: dict[str, Any], session: Session | None = None) -> bool:
-        """Whether a bind of ``handle`` goes to the agent; when not, the Binder binds in
-        one transaction (binding.HostWork). ``session``: the bind's own transaction."""
-        return handle.get("attach_type") in ALWAYS or self._target(handle,
-                                                                   session) is not None
+    def needs(self, handle: dict[str, Any], conn: Connection | None = None) -> bool:
+        """Whether a bind (``prepare``) or an unbind (``release``) of ``handle`` goes to
+        the agent; when not, the Binder binds in one transaction and releases nothing
+        (binding.HostWork). ``conn``: the bind's or unbind's own transaction."""
+        return handle.get("attach_type") in ALWAYS or self._target(handle, conn) is not None
 
     def _run(self, verb: str, handle: dict[str, Any]) -> dict[str, Any] | None:
         """``prepare``/``release`` of ``handle`` on its host's agent; None when the handle

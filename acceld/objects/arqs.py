@@ -3,48 +3,67 @@
 Every public function is one transaction. ``project_id`` (the scope) is the caller's
 project, or None for an administrator who sees every project's ARQs.
 
-A bind takes three steps, each a compare-and-swap on the ARQ's state, because host work
-(FPGA programming, creating an mdev) belongs between claiming a handle and calling the ARQ
-Bound: :func:`begin_bind` (Initial/Unbound -> BindStarted), :func:`claim_handle` (a free
-handle of the deployable behind ``device_rp_uuid``: ``in_use`` false -> true), then
-:func:`finish_bind` (-> Bound) or :func:`fail_bind` (-> BindFailed, handle released).
+A bind (:func:`bind`) claims a free attach handle of the deployable behind
+``device_rp_uuid`` (a compare-and-swap on ``in_use``: false -> true) and records it on the
+ARQ with one compare-and-swap on the ARQ's state (Initial/Unbound ->): straight to Bound
+when the handle needs no host work, otherwise to BindStarted, because host work (FPGA
+programming, creating an mdev) belongs between claiming a handle and calling the ARQ
+Bound; :func:`finish_bind` (-> Bound) or :func:`fail_bind` (-> BindFailed, handle
+released) ends it. A state CAS that matches no row rolls the claim back with it.
 
 Invariant: a handle is ``in_use`` exactly when one ARQ row's ``attach_handle_id`` names it;
 both change in one transaction. Whoever takes a handle away from an ARQ (unbind, a failed
 bind, delete) first locks the ARQ row (``SELECT ... FOR UPDATE``, so it sees a claim that
 committed while it waited) and frees the handle in the same transaction. A bind that loses
-its row to a delete or an unbind therefore either never claims (the claim finds no
-BindStarted row) or has already had its handle freed (its final CAS matches no row).
+its row to a delete or an unbind therefore either never records its claim (its state CAS
+matches no row and the claim rolls back) or has already had its handle freed (its final
+CAS matches no row).
+
+The statements are Core statements on the tables, built once at import with bind
+parameters: building, coercing and hashing a statement cost several times what running
+it costs, and these run several times in every ARQ life cycle.
 """
 
 from __future__ import annotations
 
 import json
 import uuid as uuidlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from oslo_db import api as oslo_db_api
-from sqlalchemy import ColumnElement, delete, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Executable,
+    Row,
+    and_,
+    bindparam,
+    delete,
+    insert,
+    literal_column,
+    select,
+    update,
+)
 
 from acceld import exception
 from acceld import states as st
 from acceld.db import models as m
 from acceld.db.api import Database
 
-_ARQ = m.ExtendedAcceleratorRequest
-_AH = m.AttachHandle
-_NO_SYNC = {"synchronize_session": False}
-
-
-# -- pure helpers -----------------------------------------------------------------------------
+_arq = m.ExtendedAcceleratorRequest.__table__
+_ah = m.AttachHandle.__table__
+_dp = m.DeviceProfile.__table__
+_dep = m.Deployable.__table__
 
 # Every public writer is one transaction, so a deadlock (MariaDB gap locks when binds,
 # unbinds and deletes race on the same rows) is retried as a whole.
 _retry_on_deadlock = oslo_db_api.wrap_db_retry(max_retries=10, retry_interval=0.02,
                                                inc_retry_interval=True,
                                                retry_on_deadlock=True)
+
+
+# -- pure helpers -----------------------------------------------------------------------------
 
 def units_per_group(groups: list[dict[str, str]]) -> list[int]:
     """How many ARQs each group of a profile asks for: the sum of its ``resources:*``.
@@ -64,47 +83,128 @@ def resolved(arqs: list[dict[str, Any]], by_instance: bool) -> list[dict[str, An
     return done
 
 
-def _to_dict(arq: _ARQ, profile_name: str, handle: _AH | None) -> dict[str, Any]:
-    bound = arq.state == st.ARQ_BOUND and handle is not None
-    info = json.loads(handle.attach_info) if bound else {}
-    return {"uuid": arq.uuid, "state": arq.state, "device_profile_name": profile_name,
-            "device_profile_group_id": arq.device_profile_group_id,
-            "hostname": arq.hostname, "device_rp_uuid": arq.device_rp_uuid,
-            "instance_uuid": arq.instance_uuid, "project_id": arq.project_id,
-            "attach_handle_type": handle.attach_type if bound else "",
-            "attach_handle_uuid": handle.uuid if bound else None,
+def _to_dict(row: Mapping[str, Any]) -> dict[str, Any]:
+    """An ARQ as the API shows it, from a row shaped as :data:`_ROWS`."""
+    bound = row["state"] == st.ARQ_BOUND and row["handle_uuid"] is not None
+    info = json.loads(row["handle_info"]) if bound else {}
+    return {"uuid": row["uuid"], "state": row["state"],
+            "device_profile_name": row["profile_name"],
+            "device_profile_group_id": row["device_profile_group_id"],
+            "hostname": row["hostname"], "device_rp_uuid": row["device_rp_uuid"],
+            "instance_uuid": row["instance_uuid"], "project_id": row["project_id"],
+            "attach_handle_type": row["handle_type"] if bound else "",
+            "attach_handle_uuid": row["handle_uuid"] if bound else None,
             "attach_handle_info": {k: str(v) for k, v in info.items()},
-            "created_at": arq.created_at, "updated_at": arq.updated_at}
+            "created_at": row["created_at"], "updated_at": row["updated_at"]}
 
 
-def _handle_dict(handle: _AH, arq: _ARQ) -> dict[str, Any]:
+def _handle_dict(handle: Row[Any], arq_uuid: str, hostname: str | None) -> dict[str, Any]:
     """What host work needs to know about a handle (plain data, fit for RPC)."""
     return {"uuid": handle.uuid, "attach_type": handle.attach_type,
-            "attach_info": json.loads(handle.attach_info), "hostname": arq.hostname,
-            "arq_uuid": arq.uuid}
+            "attach_info": json.loads(handle.attach_info), "hostname": hostname,
+            "arq_uuid": arq_uuid}
+
+
+# -- statements -------------------------------------------------------------------------------
+
+def _scoped(stmt: Any) -> dict[bool, Any]:
+    """``stmt`` for an administrator (False) and limited to the project in the ``scope``
+    parameter (True); index it with ``project_id is not None``."""
+    return {False: stmt, True: stmt.where(_arq.c.project_id == bindparam("scope"))}
+
+
+def _state_in(states: Iterable[str]) -> ColumnElement[bool]:
+    """``state IN (...)`` with the (constant) states written into the SQL; a list value
+    would be an expanding parameter, rendered again at every execution."""
+    return _arq.c.state.in_([literal_column(f"'{state}'") for state in sorted(states)])
+
+
+# An ARQ as the API shows it: the row, its profile's name and the handle it holds.
+_ROWS = (select(_arq.c.uuid, _arq.c.state, _arq.c.device_profile_group_id,
+                _arq.c.hostname, _arq.c.device_rp_uuid, _arq.c.instance_uuid,
+                _arq.c.project_id, _arq.c.created_at, _arq.c.updated_at,
+                _dp.c.name.label("profile_name"), _ah.c.uuid.label("handle_uuid"),
+                _ah.c.attach_type.label("handle_type"),
+                _ah.c.attach_info.label("handle_info"))
+         .select_from(_arq.join(_dp, _dp.c.id == _arq.c.device_profile_id)
+                      .outerjoin(_ah, _ah.c.id == _arq.c.attach_handle_id))
+         .order_by(_arq.c.id))
+_GET = _scoped(_ROWS.where(_arq.c.uuid == bindparam("arq_uuid")))
+_LIST = _scoped(_ROWS)
+_LIST_INSTANCE = _scoped(_ROWS.where(_arq.c.instance_uuid == bindparam("instance")))
+_STATE = _scoped(select(_arq.c.state).where(_arq.c.uuid == bindparam("arq_uuid")))
+_TAKEN = _scoped(select(_arq.c.instance_uuid)
+                 .where(_arq.c.instance_uuid.in_(bindparam("instances", expanding=True)))
+                 .order_by(_arq.c.id).limit(1))
+
+_PROFILE = select(_dp.c.id, _dp.c.name, _dp.c.profile_json).where(
+    _dp.c.name == bindparam("name"))
+_INSERT = insert(_arq)
+
+# The deployables behind an rp_uuid, each with its free handles (none: one NULL row).
+_FREE = (select(_dep.c.id.label("deployable_id"), _ah.c.id, _ah.c.uuid, _ah.c.attach_type,
+                _ah.c.attach_info)
+         .select_from(_dep.outerjoin(_ah, and_(_ah.c.deployable_id == _dep.c.id,
+                                               _ah.c.in_use.is_(False))))
+         .where(_dep.c.rp_uuid == bindparam("rp_uuid"))
+         .order_by(_dep.c.id, _ah.c.id))
+_TAKE = update(_ah).where(_ah.c.id == bindparam("handle_id"), _ah.c.in_use.is_(False)) \
+    .values(in_use=True)
+# Initial/Unbound -> ``to_state``, recording where and for whom it binds and its handle.
+_BEGIN = _scoped(update(_arq).where(_arq.c.uuid == bindparam("arq_uuid"),
+                                    _state_in(st.ARQ_TRANSITIONS[st.ARQ_BIND_STARTED]))
+                 .values(state=bindparam("to_state"), hostname=bindparam("to_hostname"),
+                         device_rp_uuid=bindparam("to_rp_uuid"),
+                         instance_uuid=bindparam("to_instance"),
+                         project_id=bindparam("owner"),
+                         attach_handle_id=bindparam("to_handle_id"),
+                         deployable_id=bindparam("to_deployable_id")))
+_FINISH = update(_arq).where(_arq.c.uuid == bindparam("arq_uuid"),
+                             _arq.c.state == st.ARQ_BIND_STARTED,
+                             _arq.c.attach_handle_id.is_not(None)) \
+    .values(state=st.ARQ_BOUND)
+
+# Locking reads of the rows whose handles are taken away (in id order: no lock cycles).
+_LOCKED = select(_arq.c.id, _arq.c.uuid, _arq.c.state, _arq.c.hostname,
+                 _arq.c.instance_uuid, _arq.c.attach_handle_id) \
+    .order_by(_arq.c.id).with_for_update()
+_LOCK_ONE = _scoped(_LOCKED.where(_arq.c.uuid == bindparam("arq_uuid")))
+_LOCK_BINDING = _LOCKED.where(_arq.c.uuid == bindparam("arq_uuid"),
+                              _state_in(st.ARQ_TRANSITIONS[st.ARQ_BIND_FAILED]))
+_LOCK_MANY = _scoped(_LOCKED.where(_arq.c.uuid.in_(bindparam("uuids", expanding=True))))
+_LOCK_INSTANCE = _scoped(_LOCKED.where(_arq.c.instance_uuid == bindparam("instance")))
+
+_HELD = select(_ah.c.id, _ah.c.uuid, _ah.c.attach_type, _ah.c.attach_info) \
+    .where(_ah.c.id.in_(bindparam("handle_ids", expanding=True)))
+_RELEASE = update(_ah).where(_ah.c.id.in_(bindparam("handle_ids", expanding=True))) \
+    .values(in_use=False)
+_FAIL = update(_arq).where(_arq.c.id == bindparam("arq_id"),
+                           _state_in(st.ARQ_TRANSITIONS[st.ARQ_BIND_FAILED])) \
+    .values(state=st.ARQ_BIND_FAILED, attach_handle_id=None, deployable_id=None)
+_UNBIND = update(_arq).where(_arq.c.id == bindparam("arq_id"),
+                             _state_in(st.ARQ_TRANSITIONS[st.ARQ_UNBOUND])) \
+    .values(state=st.ARQ_UNBOUND, hostname=None, device_rp_uuid=None, instance_uuid=None,
+            attach_handle_id=None, deployable_id=None)
+_DELETE = delete(_arq).where(_arq.c.id.in_(bindparam("arq_ids", expanding=True)),
+                             _state_in(st.ARQ_TRANSITIONS[st.ARQ_DELETING]))
+
+
+def _run(conn: Connection, stmts: dict[bool, Executable], project_id: str | None,
+         **params: Any) -> Any:
+    """Executes the scoped statement that fits ``project_id``."""
+    return conn.execute(stmts[project_id is not None], dict(params, scope=project_id))
 
 
 # -- reads ------------------------------------------------------------------------------------
 
-def _scope(project_id: str | None) -> list[ColumnElement[bool]]:
-    return [] if project_id is None else [_ARQ.project_id == project_id]
-
-
-def _select(s: Session, *where: ColumnElement[bool]) -> list[dict[str, Any]]:
-    rows = s.execute(select(_ARQ, m.DeviceProfile.name, _AH)
-                     .join(m.DeviceProfile, m.DeviceProfile.id == _ARQ.device_profile_id)
-                     .outerjoin(_AH, _AH.id == _ARQ.attach_handle_id)
-                     .where(*where).order_by(_ARQ.id)).all()
-    return [_to_dict(arq, name, handle) for arq, name, handle in rows]
-
-
 def list_arqs(db: Database, *, project_id: str | None,
               instance_uuid: str | None = None) -> list[dict[str, Any]]:
-    with db.reader() as s:
-        where = _scope(project_id)
-        if instance_uuid is not None:
-            where.append(_ARQ.instance_uuid == instance_uuid)
-        return _select(s, *where)
+    with db.rows() as conn:
+        if instance_uuid is None:
+            rows = _run(conn, _LIST, project_id)
+        else:
+            rows = _run(conn, _LIST_INSTANCE, project_id, instance=instance_uuid)
+        return [_to_dict(row) for row in rows.mappings()]
 
 
 def _not_found(uuid: str) -> exception.ARQNotFound:
@@ -113,11 +213,11 @@ def _not_found(uuid: str) -> exception.ARQNotFound:
 
 def get(db: Database, uuid: str, *, project_id: str | None) -> dict[str, Any]:
     """One ARQ; another project's is NotFound, as a missing one."""
-    with db.reader() as s:
-        found = _select(s, _ARQ.uuid == uuid, *_scope(project_id))
-        if not found:
-            raise _not_found(uuid)
-        return found[0]
+    with db.rows() as conn:
+        row = _run(conn, _GET, project_id, arq_uuid=uuid).mappings().first()
+    if row is None:
+        raise _not_found(uuid)
+    return _to_dict(row)
 
 
 # -- create -----------------------------------------------------------------------------------
@@ -125,249 +225,182 @@ def get(db: Database, uuid: str, *, project_id: str | None) -> dict[str, Any]:
 @_retry_on_deadlock
 def create(db: Database, profile_name: str, project_id: str | None) -> list[dict[str, Any]]:
     """One Initial ARQ per requested unit of the named profile, all in one transaction."""
-    with db.writer() as s:
-        dp = s.execute(select(m.DeviceProfile).where(m.DeviceProfile.name == profile_name)
-                       ).scalar_one_or_none()
+    with db.write_rows() as conn:
+        dp = conn.execute(_PROFILE, {"name": profile_name}).first()
         if dp is None:
             raise exception.NotFound(f"Device Profile not found with name={profile_name}")
-        counts = units_per_group(json.loads(dp.profile_json)["groups"])
-        rows = [_ARQ(uuid=str(uuidlib.uuid4()), project_id=project_id, state=st.ARQ_INITIAL,
-                     device_profile_id=dp.id, device_profile_group_id=group,
-                     substate=st.ARQ_INITIAL)
-                for group, count in enumerate(counts) for _ in range(count)]
-        s.add_all(rows)
-        s.flush()
-        return [_to_dict(arq, dp.name, None) for arq in rows]
+        rows = [{"uuid": str(uuidlib.uuid4()), "project_id": project_id,
+                 "state": st.ARQ_INITIAL, "substate": st.ARQ_INITIAL,
+                 "device_profile_id": dp.id, "device_profile_group_id": group,
+                 "created_at": m.utcnow()}
+                for group, count in enumerate(units_per_group(
+                    json.loads(dp.profile_json)["groups"])) for _ in range(count)]
+        if rows:
+            conn.execute(_INSERT, rows)
+    return [_to_dict(dict(row, profile_name=dp.name, hostname=None, device_rp_uuid=None,
+                          instance_uuid=None, updated_at=None, handle_uuid=None,
+                          handle_type=None, handle_info=None)) for row in rows]
 
 
 # -- bind -------------------------------------------------------------------------------------
 
-def _bad_state(s: Session, uuid: str, project_id: str | None, target: str) -> Exception:
+def _bad_state(conn: Connection, uuid: str, project_id: str | None,
+               target: str) -> Exception:
     """Why a CAS towards ``target`` matched no row: the ARQ is missing, or in a bad state."""
-    state = s.execute(select(_ARQ.state).where(_ARQ.uuid == uuid, *_scope(project_id))
-                      ).scalar()
+    state = _run(conn, _STATE, project_id, arq_uuid=uuid).scalar()
     if state is None:
         return _not_found(uuid)
     return exception.ARQBadState(f"Bad state: {state} for ARQ: {uuid}. Expected state(s): "
                                  f"{sorted(st.ARQ_TRANSITIONS[target])}")
 
 
-def check_instances_unbound(db: Database, instance_uuids: Iterable[str], *,
-                            project_id: str | None) -> None:
+def _check_unbound(conn: Connection, instance_uuids: Collection[str],
+                   project_id: str | None) -> None:
     """Cyborg refuses a bind for an instance that already has ARQs (no hot add)."""
-    with db.reader() as s:
-        taken = s.execute(select(_ARQ.instance_uuid)
-                          .where(_ARQ.instance_uuid.in_(sorted(set(instance_uuids))),
-                                 *_scope(project_id))
-                          .order_by(_ARQ.id).limit(1)).scalar()
-        if taken is not None:
-            raise exception.InvalidInput(f"Instance {taken} already has accelerator requests. "
-                                         "Cannot bind additional ARQs.")
+    taken = _run(conn, _TAKEN, project_id, instances=sorted(instance_uuids)).scalar()
+    if taken is not None:
+        raise exception.InvalidInput(f"Instance {taken} already has accelerator requests. "
+                                     "Cannot bind additional ARQs.")
 
 
-def _begin(s: Session, uuid: str, *, hostname: str, device_rp_uuid: str,
-           instance_uuid: str, owner: str | None, project_id: str | None) -> None:
-    done = s.execute(
-        update(_ARQ).where(_ARQ.uuid == uuid,
-                           _ARQ.state.in_(st.ARQ_TRANSITIONS[st.ARQ_BIND_STARTED]),
-                           *_scope(project_id))
-        .values(state=st.ARQ_BIND_STARTED, hostname=hostname,
-                device_rp_uuid=device_rp_uuid, instance_uuid=instance_uuid,
-                project_id=owner)
-        .execution_options(**_NO_SYNC)).rowcount
-    if done != 1:
-        raise _bad_state(s, uuid, project_id, st.ARQ_BIND_STARTED)
-
-
-@_retry_on_deadlock
-def begin_bind(db: Database, uuid: str, *, hostname: str, device_rp_uuid: str,
-               instance_uuid: str, owner: str | None, project_id: str | None) -> None:
-    """CAS Initial/Unbound -> BindStarted, recording where and for whom it binds."""
-    with db.writer() as s:
-        _begin(s, uuid, hostname=hostname, device_rp_uuid=device_rp_uuid,
-               instance_uuid=instance_uuid, owner=owner, project_id=project_id)
-
-
-def _lock(s: Session, *where: ColumnElement[bool]) -> list[_ARQ]:
-    """The matching ARQ rows, locked (in id order) until the transaction ends."""
-    return list(s.execute(select(_ARQ).where(*where).order_by(_ARQ.id).with_for_update()
-                          ).scalars())
-
-
-def _claim_free(s: Session, deployable_id: int) -> _AH | None:
-    """CAS ``in_use`` false -> true on the first free handle that is still free."""
-    free = s.execute(select(_AH.id).where(_AH.deployable_id == deployable_id,
-                                          _AH.in_use.is_(False)).order_by(_AH.id)
-                     ).scalars().all()
-    for handle_id in free:
-        if s.execute(update(_AH).where(_AH.id == handle_id, _AH.in_use.is_(False))
-                     .values(in_use=True).execution_options(**_NO_SYNC)).rowcount == 1:
-            return s.execute(select(_AH).where(_AH.id == handle_id)).scalar_one()
-    return None
-
-
-def _set_failed(s: Session, arq_id: int) -> None:
-    s.execute(update(_ARQ).where(_ARQ.id == arq_id,
-                                 _ARQ.state.in_(st.ARQ_TRANSITIONS[st.ARQ_BIND_FAILED]))
-              .values(state=st.ARQ_BIND_FAILED, attach_handle_id=None, deployable_id=None)
-              .execution_options(**_NO_SYNC))
-
-
-def _claim(s: Session, arq: _ARQ, uuid: str) -> tuple[_AH, int]:
-    """Claims a free handle of the deployable behind the locked BindStarted ``arq``'s
-    ``device_rp_uuid``. No such deployable or no free handle: the ARQ is set BindFailed
-    in this transaction and :class:`_ClaimFailed` raised; the caller catches it inside
-    the transaction so that BindFailed commits, then raises its ``error``."""
-    dep_ids = s.execute(select(m.Deployable.id)
-                        .where(m.Deployable.rp_uuid == arq.device_rp_uuid)).scalars().all()
-    if len(dep_ids) != 1:
-        _set_failed(s, arq.id)
+def _claim(conn: Connection, rp_uuid: str, uuid: str) -> Row[Any]:
+    """CAS ``in_use`` false -> true on the first free handle, still free, of the one
+    deployable whose ``rp_uuid`` is ``rp_uuid``; the handle's row (with its
+    ``deployable_id``). No such deployable, or no free handle: :class:`_ClaimFailed`."""
+    rows = conn.execute(_FREE, {"rp_uuid": rp_uuid}).all()
+    if len({row.deployable_id for row in rows}) != 1:
         raise _ClaimFailed(exception.NotFound(
-            f"No deployable with rp_uuid {arq.device_rp_uuid} for ARQ {uuid}."))
-    handle = _claim_free(s, dep_ids[0])
-    if handle is None:
-        _set_failed(s, arq.id)
-        raise _ClaimFailed(exception.NoFreeAttachHandle(
-            f"No free attach handle on the deployable of resource provider "
-            f"{arq.device_rp_uuid} for ARQ {uuid}."))
-    return handle, dep_ids[0]
+            f"No deployable with rp_uuid {rp_uuid} for ARQ {uuid}."))
+    for row in rows:
+        if row.id is not None and \
+                conn.execute(_TAKE, {"handle_id": row.id}).rowcount == 1:
+            return row
+    raise _ClaimFailed(exception.NoFreeAttachHandle(
+        f"No free attach handle on the deployable of resource provider {rp_uuid} for "
+        f"ARQ {uuid}."))
 
 
 class _ClaimFailed(Exception):
-    """Carries a claim's error out of the transaction, which commits (BindFailed)."""
+    """A claim's error: :func:`bind` records BindFailed and raises ``error`` once that
+    has committed."""
 
     def __init__(self, error: exception.AccelDError) -> None:
         super().__init__(str(error))
         self.error = error
 
 
-@_retry_on_deadlock
-def claim_handle(db: Database, uuid: str) -> dict[str, Any]:
-    """A free attach handle of the deployable whose ``rp_uuid`` is the ARQ's
-    ``device_rp_uuid``, recorded on the BindStarted ARQ. No such deployable, or no free
-    handle: the ARQ becomes BindFailed (committed) and NotFound is raised."""
-    with db.writer() as s:
-        arqs = _lock(s, _ARQ.uuid == uuid, _ARQ.state == st.ARQ_BIND_STARTED)
-        if not arqs:
-            raise _bad_state(s, uuid, None, st.ARQ_BOUND)
-        arq = arqs[0]
-        try:
-            handle, dep_id = _claim(s, arq, uuid)
-        except _ClaimFailed as failed:
-            failure = failed        # leave the block normally: BindFailed commits
-        else:
-            s.execute(update(_ARQ).where(_ARQ.id == arq.id)
-                      .values(attach_handle_id=handle.id, deployable_id=dep_id)
-                      .execution_options(**_NO_SYNC))
-            return _handle_dict(handle, arq)
-    raise failure.error
+def _begin(conn: Connection, project_id: str | None, binding: dict[str, Any], state: str,
+           handle: Row[Any] | None) -> None:
+    """CAS Initial/Unbound -> ``state``, recording ``binding`` (where and for whom it
+    binds: see :func:`bind`) and ``handle``. No row matching raises ARQBadState or
+    NotFound, which rolls the transaction (and its claim) back."""
+    done = _run(conn, _BEGIN, project_id, **binding, to_state=state,
+                to_handle_id=None if handle is None else handle.id,
+                to_deployable_id=None if handle is None else handle.deployable_id).rowcount
+    if done != 1:
+        raise _bad_state(conn, binding["arq_uuid"], project_id, st.ARQ_BIND_STARTED)
 
 
 @_retry_on_deadlock
 def bind(db: Database, uuid: str, *, hostname: str, device_rp_uuid: str, instance_uuid: str,
          owner: str | None, project_id: str | None,
-         needs_host_work: Callable[[Session, dict[str, Any]], bool],
+         needs_host_work: Callable[[Connection, dict[str, Any]], bool],
+         unbound_instances: Collection[str] = (),
          ) -> tuple[dict[str, Any], bool]:
-    """:func:`begin_bind` and :func:`claim_handle` in one transaction, and straight on to
-    Bound when the claimed handle needs no host work (``needs_host_work(handle)`` false;
-    a PCI function handed over as it is). Returns ``(handle, bound)``; when ``bound`` is
-    false the ARQ is BindStarted with the handle recorded, and the caller does the host
-    work and then :func:`finish_bind` or :func:`fail_bind`. ``needs_host_work`` gets this
-    transaction's session: it must read through it, not open another. No deployable behind
-    ``device_rp_uuid`` or no free handle: BindFailed is committed and the error raised.
-    The same CAS guards as the three-step path hold (state filter, ``in_use`` false ->
-    true), so racing binds, unbinds and deletes see the same outcomes, one fewer
-    round trip each."""
-    with db.writer() as s:
-        _begin(s, uuid, hostname=hostname, device_rp_uuid=device_rp_uuid,
-               instance_uuid=instance_uuid, owner=owner, project_id=project_id)
-        arq = _lock(s, _ARQ.uuid == uuid)[0]
+    """Claims a free handle for the Initial/Unbound ARQ and records it, with where and
+    for whom it binds, in one transaction: the ARQ goes straight to Bound when the handle
+    needs no host work (``needs_host_work(conn, handle)`` false; a PCI function handed
+    over as it is), otherwise to BindStarted. Returns ``(handle, bound)``; when ``bound``
+    is false the caller does the host work and then :func:`finish_bind` or
+    :func:`fail_bind`. ``needs_host_work`` gets this transaction's connection: it must read
+    through it, not open another. No deployable behind ``device_rp_uuid`` or no free
+    handle: BindFailed is committed and the error raised. An ARQ in another state (or
+    missing) is ARQBadState (NotFound), and nothing changes.
+
+    ``unbound_instances`` (a request's instances, given with its first ARQ) are checked
+    first, in this transaction: when one already has ARQs (Cyborg has no hot add) the
+    bind raises InvalidInput before anything changes, the only InvalidInput it raises."""
+    binding = {"arq_uuid": uuid, "to_hostname": hostname, "to_rp_uuid": device_rp_uuid,
+               "to_instance": instance_uuid, "owner": owner}
+    with db.write_rows() as conn:
+        if unbound_instances:
+            _check_unbound(conn, unbound_instances, project_id)
         try:
-            handle, dep_id = _claim(s, arq, uuid)
+            handle = _claim(conn, device_rp_uuid, uuid)
         except _ClaimFailed as failed:
-            failure = failed
+            failure = failed.error
         else:
-            info = _handle_dict(handle, arq)
-            bound = not needs_host_work(s, info)
-            values: dict[str, Any] = {"attach_handle_id": handle.id, "deployable_id": dep_id}
-            if bound:
-                values["state"] = st.ARQ_BOUND
-            s.execute(update(_ARQ).where(_ARQ.id == arq.id).values(**values)
-                      .execution_options(**_NO_SYNC))
+            info = _handle_dict(handle, uuid, hostname)
+            bound = not needs_host_work(conn, info)
+            _begin(conn, project_id, binding,
+                   st.ARQ_BOUND if bound else st.ARQ_BIND_STARTED, handle)
             return info, bound
-    raise failure.error
+        _begin(conn, project_id, binding, st.ARQ_BIND_FAILED, None)
+    raise failure                   # after the block: BindFailed has committed
 
 
 @_retry_on_deadlock
 def finish_bind(db: Database, uuid: str) -> None:
     """CAS BindStarted (with a handle) -> Bound. No row matching means an unbind or a
     delete took the ARQ meanwhile and freed its handle: ARQBadState or NotFound."""
-    with db.writer() as s:
-        done = s.execute(update(_ARQ).where(_ARQ.uuid == uuid,
-                                            _ARQ.state == st.ARQ_BIND_STARTED,
-                                            _ARQ.attach_handle_id.is_not(None))
-                         .values(state=st.ARQ_BOUND).execution_options(**_NO_SYNC)).rowcount
-        if done != 1:
-            raise _bad_state(s, uuid, None, st.ARQ_BOUND)
+    with db.write_rows() as conn:
+        if conn.execute(_FINISH, {"arq_uuid": uuid}).rowcount != 1:
+            raise _bad_state(conn, uuid, None, st.ARQ_BOUND)
 
 
-def _free_handles(s: Session, arqs: list[_ARQ]) -> list[dict[str, Any]]:
+def _free_handles(conn: Connection, arqs: list[Row[Any]]) -> list[dict[str, Any]]:
     """Frees the handles the locked ``arqs`` hold; returns them for host clean-up."""
     held = {a.attach_handle_id: a for a in arqs if a.attach_handle_id is not None}
     if not held:
         return []
-    s.execute(update(_AH).where(_AH.id.in_(sorted(held))).values(in_use=False)
-              .execution_options(**_NO_SYNC))
-    handles = s.execute(select(_AH).where(_AH.id.in_(sorted(held)))).scalars()
-    return [_handle_dict(h, held[h.id]) for h in handles]
+    ids = sorted(held)
+    handles = conn.execute(_HELD, {"handle_ids": ids}).all()
+    conn.execute(_RELEASE, {"handle_ids": ids})
+    return [_handle_dict(h, held[h.id].uuid, held[h.id].hostname) for h in handles]
 
 
 @_retry_on_deadlock
 def fail_bind(db: Database, uuid: str) -> list[dict[str, Any]]:
     """BindStarted/Bound -> BindFailed, its handle freed (host work failed); a no-op when
     the ARQ has left those states meanwhile. Returns the freed handle(s)."""
-    with db.writer() as s:
-        arqs = _lock(s, _ARQ.uuid == uuid,
-                     _ARQ.state.in_(st.ARQ_TRANSITIONS[st.ARQ_BIND_FAILED]))
-        freed = _free_handles(s, arqs)
+    with db.write_rows() as conn:
+        arqs = conn.execute(_LOCK_BINDING, {"arq_uuid": uuid}).all()
+        freed = _free_handles(conn, arqs)
         for arq in arqs:
-            _set_failed(s, arq.id)
+            conn.execute(_FAIL, {"arq_id": arq.id})
         return freed
 
 
 # -- unbind and delete ------------------------------------------------------------------------
 
 @_retry_on_deadlock
-def unbind(db: Database, uuid: str, *, project_id: str | None) -> list[dict[str, Any]]:
+def unbind(db: Database, uuid: str, *, project_id: str | None,
+           needs_host_work: Callable[[Connection, dict[str, Any]], bool] | None = None,
+           ) -> list[dict[str, Any]]:
     """-> Unbound: handle freed, host/rp/instance cleared (idempotent on Unbound).
-    Returns the freed handle(s) for host clean-up."""
-    with db.writer() as s:
-        arqs = _lock(s, _ARQ.uuid == uuid, *_scope(project_id))
-        if not arqs:
+    Returns the freed handle(s) for host clean-up; with ``needs_host_work`` (as for
+    :func:`bind`, asked inside this transaction) only those that need it."""
+    with db.write_rows() as conn:
+        arq = _run(conn, _LOCK_ONE, project_id, arq_uuid=uuid).first()
+        if arq is None:
             raise _not_found(uuid)
-        arq = arqs[0]
         if arq.state == st.ARQ_UNBOUND:
             return []
         if not st.arq_can_transition(arq.state, st.ARQ_UNBOUND):
-            raise _bad_state(s, uuid, project_id, st.ARQ_UNBOUND)
-        freed = _free_handles(s, arqs)
-        s.execute(update(_ARQ).where(_ARQ.id == arq.id,
-                                     _ARQ.state.in_(st.ARQ_TRANSITIONS[st.ARQ_UNBOUND]))
-                  .values(state=st.ARQ_UNBOUND, hostname=None, device_rp_uuid=None,
-                          instance_uuid=None, attach_handle_id=None, deployable_id=None)
-                  .execution_options(**_NO_SYNC))
-        return freed
+            raise _bad_state(conn, uuid, project_id, st.ARQ_UNBOUND)
+        freed = _free_handles(conn, [arq])
+        conn.execute(_UNBIND, {"arq_id": arq.id})
+        if needs_host_work is None:
+            return freed
+        return [handle for handle in freed if needs_host_work(conn, handle)]
 
 
-def _delete_locked(s: Session, arqs: list[_ARQ]) -> list[dict[str, Any]]:
-    freed = _free_handles(s, arqs)
+def _delete_locked(conn: Connection, arqs: list[Row[Any]]) -> list[dict[str, Any]]:
+    freed = _free_handles(conn, arqs)
     ids = [a.id for a in arqs]
-    if ids:
-        done = s.execute(delete(_ARQ).where(
-            _ARQ.id.in_(ids), _ARQ.state.in_(st.ARQ_TRANSITIONS[st.ARQ_DELETING]))
-            .execution_options(**_NO_SYNC)).rowcount
-        if done != len(ids):  # cannot happen while the rows are locked; never half-delete
-            raise exception.Conflict("Accelerator requests changed while being deleted.")
+    if ids and conn.execute(_DELETE, {"arq_ids": ids}).rowcount != len(ids):
+        # cannot happen while the rows are locked; never half-delete
+        raise exception.Conflict("Accelerator requests changed while being deleted.")
     return freed
 
 
@@ -377,8 +410,8 @@ def delete_by_uuids(db: Database, uuids: list[str], *, project_id: str | None,
     """Unbind and delete the ARQs, all or nothing: a missing one is NotFound and one tied
     to an instance needs a service token (Forbidden), both before anything changes.
     Returns the freed handles."""
-    with db.writer() as s:
-        arqs = _lock(s, _ARQ.uuid.in_(sorted(set(uuids))), *_scope(project_id))
+    with db.write_rows() as conn:
+        arqs = _run(conn, _LOCK_MANY, project_id, uuids=sorted(set(uuids))).all()
         found = {a.uuid for a in arqs}
         for uuid in uuids:
             if uuid not in found:
@@ -388,13 +421,13 @@ def delete_by_uuids(db: Database, uuids: list[str], *, project_id: str | None,
             raise exception.Forbidden(f"Deleting ARQ {bound[0]}, which belongs to an "
                                       "instance, requires a service token. Use the Compute "
                                       "API to manage instance accelerators.")
-        return _delete_locked(s, arqs)
+        return _delete_locked(conn, arqs)
 
 
 @_retry_on_deadlock
 def delete_by_instance(db: Database, instance_uuid: str, *,
                        project_id: str | None) -> list[dict[str, Any]]:
     """Unbind and delete every visible ARQ of the instance (none is fine)."""
-    with db.writer() as s:
-        return _delete_locked(s, _lock(s, _ARQ.instance_uuid == instance_uuid,
-                                       *_scope(project_id)))
+    with db.write_rows() as conn:
+        return _delete_locked(conn, _run(conn, _LOCK_INSTANCE, project_id,
+                                         instance=instance_uuid).all())

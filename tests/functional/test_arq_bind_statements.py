@@ -1,0 +1,193 @@
+"""What a bind and an unbind cost in transactions and statements, and what the one-step
+bind leaves behind when it fails (objects/arqs.py, conductor/binding.py), on each backend.
+
+Bind and unbind run for every instance boot and delete, through the conductor: a bind of
+a handle that needs no host work is one transaction (the no-hot-add check included), an
+unbind one too, and whether a freed handle needs host clean-up is asked inside that
+transaction, so a handle without host work costs no further one. The counts are of
+statements that reach the database (transaction control aside).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid as uuidlib
+from typing import Any
+
+import pytest
+from sqlalchemy import event, select
+
+from acceld import exception
+from acceld.conductor.binding import Binder
+from acceld.db import models as m
+from acceld.db.api import Database
+from acceld.objects import arqs
+from tests import helpers
+from tests.functional.test_statement_count import StatementCounter
+
+PROJECT = "proj1"
+_DATA = ("SELECT", "INSERT", "UPDATE", "DELETE")
+
+
+class Transactions:
+    """Counts the transactions begun on ``engine`` while active."""
+
+    def __init__(self, engine) -> None:
+        self.engine, self.count = engine, 0
+
+    def _on_begin(self, conn) -> None:
+        self.count += 1
+
+    def __enter__(self) -> Transactions:
+        event.listen(self.engine, "begin", self._on_begin)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        event.remove(self.engine, "begin", self._on_begin)
+
+
+class RecordingHostWork:
+    """Host work that records what it is asked; ``need`` answers ``needs``."""
+
+    def __init__(self, need: bool) -> None:
+        self.need = need
+        self.prepared: list[str] = []
+        self.released: list[str] = []
+
+    def needs(self, handle: dict[str, Any], conn: Any = None) -> bool:
+        assert conn is not None               # asked inside the caller's transaction
+        return self.need
+
+    def prepare(self, handle: dict[str, Any]) -> None:
+        self.prepared.append(handle["uuid"])
+
+    def release(self, handle: dict[str, Any]) -> None:
+        self.released.append(handle["uuid"])
+
+
+def _fields(rp_uuid: str) -> dict[str, str]:
+    return {"hostname": "host1", "device_rp_uuid": rp_uuid,
+            "instance_uuid": str(uuidlib.uuid4()), "project_id": PROJECT}
+
+
+def _data_statements(counter: StatementCounter) -> list[str]:
+    return [s for s in counter.statements if s.lstrip().upper().startswith(_DATA)]
+
+
+def _in_use(db: Database) -> int:
+    with db.reader() as s:
+        return len(s.execute(select(m.AttachHandle.id)
+                             .where(m.AttachHandle.in_use.is_(True))).all())
+
+
+def test_a_bind_and_an_unbind_without_host_work_cost_few_statements(db: Database) -> None:
+    rp_uuid, profile = helpers.make_qat_inventory(db, handles=2)
+    binder = Binder(db)
+    uuid = arqs.create(db, profile, PROJECT)[0]["uuid"]
+    with StatementCounter(db.engine) as counter, Transactions(db.engine) as tx:
+        binder.bind({uuid: _fields(rp_uuid)}, PROJECT)
+    # no hot add, free handles, claim one, the ARQ's CAS straight to Bound
+    assert len(_data_statements(counter)) == 4, _data_statements(counter)
+    assert tx.count == 1
+    assert counter.writes() == {("UPDATE", "attach_handles"): 1,
+                                ("UPDATE", "extended_accelerator_requests"): 1}
+    assert arqs.get(db, uuid, project_id=PROJECT)["state"] == "Bound"
+
+    with StatementCounter(db.engine) as counter, Transactions(db.engine) as tx:
+        binder.unbind([uuid], PROJECT)
+    # lock the ARQ, read and free its handle, the ARQ's CAS to Unbound
+    assert len(_data_statements(counter)) == 4, _data_statements(counter)
+    assert tx.count == 1
+    assert counter.writes() == {("UPDATE", "attach_handles"): 1,
+                                ("UPDATE", "extended_accelerator_requests"): 1}
+    assert arqs.get(db, uuid, project_id=PROJECT)["state"] == "Unbound"
+    assert _in_use(db) == 0
+
+
+@pytest.mark.parametrize("need", [False, True])
+def test_host_work_runs_only_for_handles_that_need_it(db: Database, need: bool) -> None:
+    rp_uuid, profile = helpers.make_qat_inventory(db, handles=1)
+    work = RecordingHostWork(need)
+    binder = Binder(db, host_work=work)
+    uuid = arqs.create(db, profile, PROJECT)[0]["uuid"]
+    binder.bind({uuid: _fields(rp_uuid)}, PROJECT)
+    handle = arqs.get(db, uuid, project_id=PROJECT)["attach_handle_uuid"]
+    with Transactions(db.engine) as tx:
+        binder.unbind([uuid], PROJECT)
+    assert tx.count == 1                      # the question was asked inside the unbind
+    assert work.prepared == work.released == ([handle] if need else [])
+    assert _in_use(db) == 0
+
+
+def test_host_work_without_needs_is_asked_for_every_handle(db: Database) -> None:
+    rp_uuid, profile = helpers.make_qat_inventory(db, handles=1)
+
+    class Always(RecordingHostWork):
+        needs = None  # type: ignore[assignment]  # an implementation without ``needs``
+
+    work = Always(need=True)
+    binder = Binder(db, host_work=work)
+    uuid = arqs.create(db, profile, PROJECT)[0]["uuid"]
+    binder.bind({uuid: _fields(rp_uuid)}, PROJECT)
+    binder.unbind([uuid], PROJECT)
+    assert len(work.prepared) == len(work.released) == 1
+
+
+def test_a_bind_that_fails_its_state_cas_keeps_no_handle(db: Database) -> None:
+    rp_uuid, profile = helpers.make_qat_inventory(db, handles=2)
+    binder = Binder(db)
+    uuid = arqs.create(db, profile, PROJECT)[0]["uuid"]
+    binder.bind({uuid: _fields(rp_uuid)}, PROJECT)
+    with pytest.raises(exception.ARQBadState):      # Bound already: the claim rolls back
+        binder.bind({uuid: _fields(rp_uuid)}, PROJECT)
+    with pytest.raises(exception.ARQNotFound):      # another project's ARQ
+        binder.bind({uuid: _fields(rp_uuid)}, "other-project")
+    with pytest.raises(exception.ARQNotFound):
+        binder.bind({str(uuidlib.uuid4()): _fields(rp_uuid)}, PROJECT)
+    assert _in_use(db) == 1
+    assert arqs.get(db, uuid, project_id=PROJECT)["state"] == "Bound"
+
+
+def test_two_deployables_behind_one_rp_uuid_fail_the_bind(db: Database) -> None:
+    rp_uuid, profile = helpers.make_qat_inventory(db, handles=1)
+    helpers.make_qat_inventory(db, handles=1)
+    with db.writer() as s:                   # the second deployable takes the same rp_uuid
+        dep = s.execute(select(m.Deployable).where(m.Deployable.rp_uuid != rp_uuid)
+                        ).scalar_one()
+        dep.rp_uuid = rp_uuid
+    uuid = arqs.create(db, profile, PROJECT)[0]["uuid"]
+    with pytest.raises(exception.NotFound, match="No deployable"):
+        Binder(db).bind({uuid: _fields(rp_uuid)}, PROJECT)
+    shown = arqs.get(db, uuid, project_id=PROJECT)
+    assert shown["state"] == "BindFailed"
+    assert shown["hostname"] == "host1"       # where it was to bind stays recorded
+    assert _in_use(db) == 0
+
+
+def test_a_refused_bind_changes_nothing_and_leaves_nova_nothing_to_wait_on(
+        db: Database) -> None:
+    rp_uuid, profile = helpers.make_qat_inventory(db, handles=3)
+    sent: list[Any] = []
+
+    class Notifier:
+        def send_external_events(self, events: list[Any]) -> None:
+            sent.append(events)
+
+    binder = Binder(db, notifier=Notifier())
+    first, second, third = (arqs.create(db, profile, PROJECT)[0]["uuid"] for _ in range(3))
+    taken = _fields(rp_uuid)
+    binder.bind({first: taken}, PROJECT)
+    sent.clear()
+    # the first ARQ of the request asks for both instances; the second one is taken
+    with pytest.raises(exception.InvalidInput, match="already has accelerator requests"):
+        binder.bind({second: _fields(rp_uuid), third: dict(taken)}, PROJECT)
+    assert [arqs.get(db, u, project_id=PROJECT)["state"] for u in (second, third)] == \
+        ["Initial", "Initial"]
+    assert _in_use(db) == 1
+    assert sent == []
+    assert binder.expire_overdue(now=time.monotonic() + 3600) == []
+    # a request whose first ARQ fails for its own reason still binds the others
+    other = _fields(rp_uuid)
+    with pytest.raises(exception.ARQBadState):
+        binder.bind({first: other, second: dict(other)}, PROJECT)
+    assert arqs.get(db, second, project_id=PROJECT)["state"] == "Bound"
