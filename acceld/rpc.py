@@ -17,6 +17,7 @@ RPC API versions (one line of history each; a test guards the list):
 * 1.1: host work and FPGA programming: agent prepare_handle, release_handle, run_program,
   device_stats; conductor program_deployable, program_progress, program_done,
   device_stats.
+* 1.2: conductor release_handles (host clean-up of the handles an ARQ delete freed).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from acceld import exception
 
 LOG = logging.getLogger(__name__)
 
-RPC_API_VERSIONS = ("1.0", "1.1")
+RPC_API_VERSIONS = ("1.0", "1.1", "1.2")
 RPC_API_VERSION = RPC_API_VERSIONS[-1]
 CONDUCTOR_TOPIC = "acceld-conductor"
 AGENT_TOPIC = "acceld-agent"
@@ -270,6 +271,15 @@ class ConductorClient:
 
     def arq_unbind(self, uuids: list[str], project_id: str | None) -> None:
         self._call("arq_unbind", uuids=uuids, project_id=project_id)
+
+    def release_handles(self, handles: list[dict[str, Any]]) -> None:
+        """Host clean-up of attach handles a delete freed (the rows are free already;
+        a cast: the caller's answer does not wait for the hosts)."""
+        try:
+            self._t.cast(CONDUCTOR_TOPIC, None, "release_handles", {"handles": handles})
+        except exception.HostUnreachable:
+            LOG.warning("conductor unreachable; host clean-up of %d freed attach "
+                        "handle(s) is left to the agents' restart", len(handles))
 
     def program_deployable(self, deployable_uuid: str, image_ref: str,
                            image_sha256: str) -> dict[str, Any]:

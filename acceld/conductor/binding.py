@@ -257,6 +257,12 @@ class Binder:
         if errors:
             raise errors[0]
 
+    def release_all(self, handles: list[dict[str, Any]]) -> None:
+        """Host clean-up of handles freed elsewhere (an ARQ delete in the API); each
+        handle that needs none is a no-op of the host work."""
+        for handle in handles:
+            self._release(handle)
+
     def _release(self, handle: dict[str, Any]) -> None:
         try:
             self._host.release(handle)

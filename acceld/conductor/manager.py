@@ -343,6 +343,10 @@ class ConductorManager:
         """Unbind ARQs (handles freed, host cleared); raises the first error."""
         self._binder.unbind(uuids, project_id)
 
+    def release_handles(self, handles: list[dict[str, Any]]) -> None:
+        """Host clean-up of the handles an ARQ delete freed (best effort, logged)."""
+        self._binder.release_all(handles)
+
 
 def _jsonable(record: dict[str, Any]) -> dict[str, Any]:
     out = dict(record)

@@ -211,6 +211,27 @@ def test_bind_and_unbind_run_the_drivers_host_work(make_stack, use_driver):
     assert stack.agents[HOST].journal.inflight() == []
 
 
+@pytest.mark.parametrize("by", ["instance", "arqs"])
+def test_deleting_bound_arqs_releases_their_handles_on_the_host(make_stack, use_driver, by):
+    """Nova deletes a server's ARQs without unbinding first (``DELETE ?instance=``); the
+    host state the bind prepared must not outlive them."""
+    use_driver(HostWorkFake)
+    stack = make_stack()
+    stack.report_all()
+    uuid, fields = _arq_for(stack, "QAT", "CUSTOM_QAT")
+    stack.conductor.arq_bind({uuid: fields}, None)
+    info = _arq(stack, uuid)["attach_handle_info"]
+    query = f"instance={fields['instance_uuid']}" if by == "instance" else f"arqs={uuid}"
+    req = webob.Request.blank(f"/v2/accelerator_requests?{query}", method="DELETE",
+                              headers={"X-Service-Token": "nova"})
+    assert req.get_response(stack.app).status_int == 204
+    assert wait_for(lambda: ("release", "0000:3d:00.0", info) in HostWorkFake.calls)
+    assert [c[0] for c in HostWorkFake.calls] == ["prepare", "release"]
+    with stack.db.reader() as s:
+        assert s.execute(select(m.AttachHandle).where(m.AttachHandle.in_use.is_(True))
+                         ).first() is None
+
+
 def test_a_failed_prepare_fails_the_bind_and_frees_the_handle(make_stack, use_driver):
     use_driver(HostWorkFake)
     stack = make_stack()

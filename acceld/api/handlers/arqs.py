@@ -148,8 +148,10 @@ def delete_arqs(req: webob.Request) -> webob.Response:
                                "'instance' is required.", "acceld.invalid_input")
     if "instance" in q:
         _require_service_token(req)
-        arq_objects.delete_by_instance(util.state(req).db, util.canonical_uuid(q["instance"]),
-                                       project_id=_scope(req))
+        freed = arq_objects.delete_by_instance(util.state(req).db,
+                                               util.canonical_uuid(q["instance"]),
+                                               project_id=_scope(req))
+        _release(req, freed)
         return util.empty_response(204)
     uuids = [util.canonical_uuid(u) for u in q["arqs"].split(",") if u]
     return _delete_uuids(req, uuids)
@@ -158,10 +160,17 @@ def delete_arqs(req: webob.Request) -> webob.Response:
 def _delete_uuids(req: webob.Request, uuids: list[str]) -> webob.Response:
     if not uuids:
         raise errors.HTTPError(400, "No ARQ named in 'arqs'.", "acceld.invalid_input")
-    # Freed handles need no host clean-up today (PCI only); see conductor/binding.HostWork.
-    arq_objects.delete_by_uuids(util.state(req).db, uuids, project_id=_scope(req),
-                                service=_has_service_token(req))
+    freed = arq_objects.delete_by_uuids(util.state(req).db, uuids, project_id=_scope(req),
+                                        service=_has_service_token(req))
+    _release(req, freed)
     return util.empty_response(204)
+
+
+def _release(req: webob.Request, freed: list[dict[str, Any]]) -> None:
+    """Handles a delete took from bound ARQs may hold host state (an mdev, a VF set up
+    for a guest): the conductor has their agents release it. Unbound ARQs free none."""
+    if freed:
+        util.state(req).conductor.release_handles(freed)
 
 
 def delete_arq(req: webob.Request, uuid: str) -> webob.Response:
