@@ -83,8 +83,9 @@ class Reader:
     checkin (with its reset rollback) cost more than the lookup itself. Connections are
     detached from the pool (their connect-time set-up done) and kept on a free list, one
     per concurrent reader (threads come and go: the embedded server starts one per
-    request). Every read ends with a rollback, so none sits in a transaction; a
-    connection that fails is closed and the next read opens another. :meth:`close`
+    request). They run in autocommit, so each read is its own transaction (a fresh
+    snapshot, one round trip, nothing left open); a connection that fails is closed and
+    the next read opens another. :meth:`close`
     closes the idle ones (the database's ``dispose``).
     """
 
@@ -100,6 +101,7 @@ class Reader:
         except IndexError:
             raw = self._engine.raw_connection()
             raw.detach()
+            self._engine.dialect.set_isolation_level(raw.dbapi_connection, "AUTOCOMMIT")
             return raw
 
     def close(self) -> None:
@@ -115,7 +117,6 @@ class Reader:
             cursor.execute(_READ.format(view))
             row = cursor.fetchone()
             cursor.close()
-            raw.rollback()
         except Exception:
             _close(raw)
             raise
