@@ -224,13 +224,19 @@ class ConductorClient:
     def report_inventory(self, report: dict[str, Any]) -> dict[str, Any]:
         return self._call("report_inventory", report=report)
 
+    def _cast_or_log(self, method: str, kwargs: dict[str, Any], level: int,
+                     lost: str, *args: Any) -> None:
+        """A cast whose loss is survivable: an unreachable conductor is logged (``lost``
+        says what happens instead), never raised to the caller."""
+        try:
+            self._t.cast(CONDUCTOR_TOPIC, None, method, kwargs)
+        except exception.HostUnreachable:
+            LOG.log(level, "conductor unreachable: " + lost, *args)
+
     def host_changed(self, host: str) -> None:
         """Something the API wrote changes what Placement should show for ``host``."""
-        try:
-            self._t.cast(CONDUCTOR_TOPIC, None, "host_changed", {"host": host})
-        except exception.HostUnreachable:
-            LOG.warning("conductor unreachable; %s is synced on the next periodic pass",
-                        host)
+        self._cast_or_log("host_changed", {"host": host}, logging.WARNING,
+                          "%s is synced on the next periodic pass", host)
 
     def heartbeat(self, host: str, binary: str, version: str) -> None:
         """A cast stamped with its send time: one the broker held while the conductor was
@@ -275,11 +281,9 @@ class ConductorClient:
     def release_handles(self, handles: list[dict[str, Any]]) -> None:
         """Host clean-up of attach handles a delete freed (the rows are free already;
         a cast: the caller's answer does not wait for the hosts)."""
-        try:
-            self._t.cast(CONDUCTOR_TOPIC, None, "release_handles", {"handles": handles})
-        except exception.HostUnreachable:
-            LOG.warning("conductor unreachable; host clean-up of %d freed attach "
-                        "handle(s) is left to the agents' restart", len(handles))
+        self._cast_or_log("release_handles", {"handles": handles}, logging.WARNING,
+                          "the host set-up of %d freed attach handle(s) stays until a "
+                          "bind prepares them again (prepare is idempotent)", len(handles))
 
     def program_deployable(self, deployable_uuid: str, image_ref: str,
                            image_sha256: str) -> dict[str, Any]:
@@ -290,11 +294,9 @@ class ConductorClient:
     def program_progress(self, op_id: str, progress: int, message: str) -> None:
         """A cast: progress is advisory (a lost one is overtaken by the next, or by the
         journaled outcome)."""
-        try:
-            self._t.cast(CONDUCTOR_TOPIC, None, "program_progress",
-                         {"op_id": op_id, "progress": progress, "message": message})
-        except exception.HostUnreachable:
-            LOG.debug("progress of program %s not delivered: conductor unreachable", op_id)
+        self._cast_or_log("program_progress",
+                          {"op_id": op_id, "progress": progress, "message": message},
+                          logging.DEBUG, "progress of program %s not delivered", op_id)
 
     def program_done(self, op_id: str, ok: bool, error: str | None) -> dict[str, Any]:
         return self._call("program_done", op_id=op_id, ok=ok, error=error)

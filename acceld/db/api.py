@@ -152,7 +152,11 @@ class Database:
         """``view``'s change counter now (``acceld.db.generations``)."""
         reader = self._generations
         if reader is None:
-            reader = self._generations = generations.Reader(self.engine)
+            engine = self.engine
+            with self._lock:    # one reader: a second would keep connections dispose misses
+                if self._generations is None:
+                    self._generations = generations.Reader(engine)
+                reader = self._generations
         return reader.read(view)
 
     def dispose(self) -> None:
