@@ -37,8 +37,13 @@ class AgentHostWork:
 
     def _target(self, handle: dict[str, Any],
                 conn: Connection | None = None) -> hostwork.HandleTarget | None:
-        target = (hostwork.handle_target(self._db, handle["uuid"]) if conn is None
-                  else hostwork.handle_target_in(conn, handle["uuid"]))
+        if "target" in handle:      # read with the handle (acceld.objects.arqs)
+            known = handle["target"]
+            target = None if known is None else hostwork.HandleTarget(**known)
+        elif conn is None:
+            target = hostwork.handle_target(self._db, handle["uuid"])
+        else:
+            target = hostwork.handle_target_in(conn, handle["uuid"])
         if target is None:
             return None
         if handle.get("attach_type") in ALWAYS or target.host_work:

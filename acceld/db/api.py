@@ -17,6 +17,7 @@ import os
 import threading
 import types
 from collections.abc import Iterator
+from typing import Any
 
 import sqlalchemy
 from oslo_db.sqlalchemy import enginefacade
@@ -73,6 +74,60 @@ def _pool_sqlite_connections(engine: sqlalchemy.engine.Engine) -> None:
     old.dispose()
 
 
+_DIRTY = "acceld.dirty"     # connection_record.info key: statements ran since the last end
+
+
+def _skip_needless_rollbacks(engine: sqlalchemy.engine.Engine) -> None:
+    """MySQL: no ``ROLLBACK`` on pool return after a transaction that has ended.
+
+    The pool rolls back every connection it takes back, and on MySQL that is a round trip
+    even when the transaction has just committed: one in five of a short transaction's
+    round trips. Here the pool leaves reset to the ``reset`` listener, which rolls back
+    only a connection that may hold a transaction: one checked out and not since ended by
+    a successful commit or rollback through the dialect, or one that ran a statement
+    after that (a raw DBAPI checkout that commits by itself stays dirty). Explicit
+    rollbacks are untouched: only the return path skips.
+    """
+    dialect = engine.dialect
+    commit, rollback = dialect.do_commit, dialect.do_rollback
+
+    def clean(proxied: Any) -> None:
+        info = getattr(proxied, "info", None)   # the pool's proxy; a bare DBAPI one has none
+        if isinstance(info, dict):
+            info[_DIRTY] = False
+
+    def do_commit(dbapi_connection: Any) -> None:
+        commit(dbapi_connection)
+        clean(dbapi_connection)
+
+    def do_rollback(dbapi_connection: Any) -> None:
+        rollback(dbapi_connection)
+        clean(dbapi_connection)
+
+    dialect.do_commit, dialect.do_rollback = do_commit, do_rollback  # type: ignore[method-assign]
+
+    @event.listens_for(engine, "checkout")
+    def _checked_out(dbapi_connection, record, proxy):  # noqa: ANN001
+        record.info[_DIRTY] = True      # until a commit or rollback through the dialect
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _dirty(conn, cursor, statement, parameters, context, executemany):  # noqa: ANN001
+        conn.info[_DIRTY] = True
+
+    @event.listens_for(engine, "reset")
+    def _reset(dbapi_connection, record, reset_state):  # noqa: ANN001
+        if reset_state.terminate_only or not reset_state.asyncio_safe:
+            return                  # being closed: nothing to keep
+        if record.info.get(_DIRTY, True):
+            dbapi_connection.rollback()
+            record.info[_DIRTY] = False
+
+    # SQLAlchemy has no public setter for a built pool's reset style; "none" hands the
+    # whole reset to the listener above (tests/functional/test_db_round_trips.py checks
+    # both halves: no ROLLBACK after a COMMIT, and a dirty connection still rolled back).
+    engine.pool._reset_on_return = sqlalchemy.pool.base.reset_none
+
+
 class Database:
     """One database: a private enginefacade context plus transaction helpers."""
 
@@ -100,6 +155,8 @@ class Database:
                     if _is_sqlite(self.url):
                         _install_sqlite_hooks(engine)
                         _pool_sqlite_connections(engine)
+                    elif engine.dialect.name == "mysql":
+                        _skip_needless_rollbacks(engine)
                     generations.install(engine)
                     self._engine = engine
         return self._engine

@@ -26,6 +26,7 @@ it costs, and these run several times in every ARQ life cycle.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid as uuidlib
 from collections.abc import Callable, Collection, Iterable, Mapping
@@ -50,11 +51,14 @@ from acceld import exception
 from acceld import states as st
 from acceld.db import models as m
 from acceld.db.api import Database
+from acceld.objects import hostwork
 
 _arq = m.ExtendedAcceleratorRequest.__table__
 _ah = m.AttachHandle.__table__
 _dp = m.DeviceProfile.__table__
 _dep = m.Deployable.__table__
+_dev = m.Device.__table__
+_ds = m.DriverState.__table__
 
 # Every public writer is one transaction, so a deadlock (MariaDB gap locks when binds,
 # unbinds and deletes race on the same rows) is retried as a whole.
@@ -99,10 +103,15 @@ def _to_dict(row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _handle_dict(handle: Row[Any], arq_uuid: str, hostname: str | None) -> dict[str, Any]:
-    """What host work needs to know about a handle (plain data, fit for RPC)."""
+    """What host work needs to know about a handle (plain data, fit for RPC), with its
+    ``target`` (:func:`acceld.objects.hostwork.target_of`, as a dict; None: no host) read
+    by the same query (:data:`_TARGET_COLUMNS`)."""
+    target = hostwork.target_of(handle.target_host, handle.target_driver,
+                                handle.target_identity, handle.target_caps)
     return {"uuid": handle.uuid, "attach_type": handle.attach_type,
             "attach_info": json.loads(handle.attach_info), "hostname": hostname,
-            "arq_uuid": arq_uuid}
+            "arq_uuid": arq_uuid,
+            "target": None if target is None else dataclasses.asdict(target)}
 
 
 # -- statements -------------------------------------------------------------------------------
@@ -141,13 +150,37 @@ _PROFILE = select(_dp.c.id, _dp.c.name, _dp.c.profile_json).where(
     _dp.c.name == bindparam("name"))
 _INSERT = insert(_arq)
 
-# The deployables behind an rp_uuid, each with its free handles (none: one NULL row).
-_FREE = (select(_dep.c.id.label("deployable_id"), _ah.c.id, _ah.c.uuid, _ah.c.attach_type,
-                _ah.c.attach_info)
-         .select_from(_dep.outerjoin(_ah, and_(_ah.c.deployable_id == _dep.c.id,
-                                               _ah.c.in_use.is_(False))))
-         .where(_dep.c.rp_uuid == bindparam("rp_uuid"))
-         .order_by(_dep.c.id, _ah.c.id))
+# Where a handle's host work would run: its device's host, driver and identity, and the
+# driver's declared capabilities. Read with the handles a bind claims or a release frees,
+# so deciding about host work costs no statement of its own.
+_TARGET_COLUMNS = (_dev.c.hostname.label("target_host"),
+                   _dev.c.driver_name.label("target_driver"),
+                   _dev.c.identity.label("target_identity"),
+                   _ds.c.capabilities.label("target_caps"))
+
+
+def _with_target(deployables: Any) -> Any:
+    """``deployables`` joined to their device and its driver state."""
+    return (deployables.outerjoin(_dev, _dev.c.id == _dep.c.device_id)
+            .outerjoin(_ds, and_(_ds.c.host == _dev.c.hostname,
+                                 _ds.c.name == _dev.c.driver_name)))
+
+
+# The deployables behind an rp_uuid, each with its free handles (none: one NULL row) and
+# the handles' target.
+_FREE_ROWS = (select(_dep.c.id.label("deployable_id"), _ah.c.id, _ah.c.uuid,
+                     _ah.c.attach_type, _ah.c.attach_info, *_TARGET_COLUMNS)
+              .select_from(_with_target(
+                  _dep.outerjoin(_ah, and_(_ah.c.deployable_id == _dep.c.id,
+                                           _ah.c.in_use.is_(False)))))
+              .where(_dep.c.rp_uuid == bindparam("rp_uuid"))
+              .order_by(_dep.c.id, _ah.c.id))
+_FREE = _FREE_ROWS.add_columns(literal_column("NULL").label("taken"))
+# The same with a request's first bind: whether one of its instances already has ARQs
+# (the one ``taken``, or NULL), asked in the same statement.
+_FREE_UNBOUND = {
+    scoped: _FREE_ROWS.add_columns(
+        _TAKEN[scoped].scalar_subquery().label("taken")) for scoped in (False, True)}
 _TAKE = update(_ah).where(_ah.c.id == bindparam("handle_id"), _ah.c.in_use.is_(False)) \
     .values(in_use=True)
 # Initial/Unbound -> ``to_state``, recording where and for whom it binds and its handle.
@@ -174,8 +207,9 @@ _LOCK_BINDING = _LOCKED.where(_arq.c.uuid == bindparam("arq_uuid"),
 _LOCK_MANY = _scoped(_LOCKED.where(_arq.c.uuid.in_(bindparam("uuids", expanding=True))))
 _LOCK_INSTANCE = _scoped(_LOCKED.where(_arq.c.instance_uuid == bindparam("instance")))
 
-_HELD = select(_ah.c.id, _ah.c.uuid, _ah.c.attach_type, _ah.c.attach_info) \
-    .where(_ah.c.id.in_(bindparam("handle_ids", expanding=True)))
+_HELD = (select(_ah.c.id, _ah.c.uuid, _ah.c.attach_type, _ah.c.attach_info, *_TARGET_COLUMNS)
+         .select_from(_with_target(_ah.join(_dep, _dep.c.id == _ah.c.deployable_id)))
+         .where(_ah.c.id.in_(bindparam("handle_ids", expanding=True))))
 _RELEASE = update(_ah).where(_ah.c.id.in_(bindparam("handle_ids", expanding=True))) \
     .values(in_use=False)
 _FAIL = update(_arq).where(_arq.c.id == bindparam("arq_id"),
@@ -263,11 +297,25 @@ def _check_unbound(conn: Connection, instance_uuids: Collection[str],
                                      "Cannot bind additional ARQs.")
 
 
-def _claim(conn: Connection, rp_uuid: str, uuid: str) -> Row[Any]:
+def _claim(conn: Connection, rp_uuid: str, uuid: str, unbound_instances: Collection[str],
+           project_id: str | None) -> Row[Any]:
     """CAS ``in_use`` false -> true on the first free handle, still free, of the one
     deployable whose ``rp_uuid`` is ``rp_uuid``; the handle's row (with its
-    ``deployable_id``). No such deployable, or no free handle: :class:`_ClaimFailed`."""
-    rows = conn.execute(_FREE, {"rp_uuid": rp_uuid}).all()
+    ``deployable_id`` and its target). No such deployable, or no free handle:
+    :class:`_ClaimFailed`. ``unbound_instances`` are checked first (see :func:`bind`),
+    by the same statement."""
+    if unbound_instances:
+        instances = sorted(unbound_instances)
+        rows = _run(conn, _FREE_UNBOUND, project_id, rp_uuid=rp_uuid,
+                    instances=instances).all()
+        if rows and rows[0].taken is not None:
+            raise exception.InvalidInput(
+                f"Instance {rows[0].taken} already has accelerator requests. "
+                "Cannot bind additional ARQs.")
+        if not rows:            # no deployable: no row to carry the answer, so ask alone
+            _check_unbound(conn, instances, project_id)
+    else:
+        rows = conn.execute(_FREE, {"rp_uuid": rp_uuid}).all()
     if len({row.deployable_id for row in rows}) != 1:
         raise _ClaimFailed(exception.NotFound(
             f"No deployable with rp_uuid {rp_uuid} for ARQ {uuid}."))
@@ -323,10 +371,8 @@ def bind(db: Database, uuid: str, *, hostname: str, device_rp_uuid: str, instanc
     binding = {"arq_uuid": uuid, "to_hostname": hostname, "to_rp_uuid": device_rp_uuid,
                "to_instance": instance_uuid, "owner": owner}
     with db.write_rows() as conn:
-        if unbound_instances:
-            _check_unbound(conn, unbound_instances, project_id)
         try:
-            handle = _claim(conn, device_rp_uuid, uuid)
+            handle = _claim(conn, device_rp_uuid, uuid, unbound_instances, project_id)
         except _ClaimFailed as failed:
             failure = failed.error
         else:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from oslo_db import exception as db_exc
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import bindparam, delete, func, insert, select
 
 from acceld import exception
 from acceld.db import models as m
@@ -166,10 +166,18 @@ def _in_use(db: Database, where: Any) -> exception.Conflict:
                               f"{used[2]} accelerator request(s).")
 
 
+_DELETE_UUID = delete(_DP).where(_DP.c.uuid == bindparam("uuid"))
+
+
 def delete_by_uuid(db: Database, uuid: str) -> None:
-    _delete(db, _DP.c.uuid == uuid,
-            lambda names, uuids: None if uuids else
-            f"Device Profile not found with uuid={uuid}")
+    """One statement: no row deleted is NotFound; the foreign key of an ARQ that uses the
+    profile stops it, and the Conflict is worded afterwards (:func:`_in_use`)."""
+    try:
+        with db.write_rows() as conn:
+            if conn.execute(_DELETE_UUID, {"uuid": uuid}).rowcount == 0:
+                raise exception.NotFound(f"Device Profile not found with uuid={uuid}")
+    except db_exc.DBReferenceError as exc:
+        raise _in_use(db, _DP.c.uuid == uuid) from exc
 
 
 def delete_by_names(db: Database, names: list[str]) -> None:

@@ -47,9 +47,17 @@ def handle_target_in(s: Session | Connection, handle_uuid: str) -> HandleTarget 
     """:func:`handle_target` inside the caller's transaction (a bind asks while it holds
     the write lock; a second transaction there would wait for itself on SQLite)."""
     row = s.execute(_TARGET, {"handle_uuid": handle_uuid}).one_or_none()
-    if row is None or row.hostname is None or row.driver_name is None:
+    if row is None:
         return None
-    caps = json.loads(row.capabilities or "[]")
-    return HandleTarget(host=row.hostname, driver=row.driver_name,
-                        identity=row.identity or "",
+    return target_of(row.hostname, row.driver_name, row.identity, row.capabilities)
+
+
+def target_of(hostname: str | None, driver: str | None, identity: str | None,
+              capabilities: str | None) -> HandleTarget | None:
+    """The target from a handle's device and driver-state columns, read by whichever
+    query already joins them (a bind's claim reads them with the free handles)."""
+    if hostname is None or driver is None:
+        return None
+    caps = json.loads(capabilities or "[]")
+    return HandleTarget(host=hostname, driver=driver, identity=identity or "",
                         host_work=reports.CAP_HOST_WORK in caps)

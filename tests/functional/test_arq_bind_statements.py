@@ -3,8 +3,8 @@ bind leaves behind when it fails (objects/arqs.py, conductor/binding.py), on eac
 
 Bind and unbind run for every instance boot and delete, through the conductor: a bind of
 a handle that needs no host work is one transaction (the no-hot-add check included), an
-unbind one too, and whether a freed handle needs host clean-up is asked inside that
-transaction, so a handle without host work costs no further one. The counts are of
+unbind one too, and whether a claimed or a freed handle needs host work is read with the
+handle, so a handle without host work costs no further statement or transaction. The counts are of
 statements that reach the database (transaction control aside).
 """
 
@@ -19,6 +19,7 @@ from sqlalchemy import event, select
 
 from acceld import exception
 from acceld.conductor.binding import Binder
+from acceld.conductor.hostwork import AgentHostWork
 from acceld.db import models as m
 from acceld.db.api import Database
 from acceld.objects import arqs
@@ -80,14 +81,26 @@ def _in_use(db: Database) -> int:
                              .where(m.AttachHandle.in_use.is_(True))).all())
 
 
-def test_a_bind_and_an_unbind_without_host_work_cost_few_statements(db: Database) -> None:
+class NoAgents:
+    """An AgentClient that must not be called: these handles need no host work."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"agent called: {name}")
+
+
+@pytest.mark.parametrize("host", ["none", "agents"])
+def test_a_bind_and_an_unbind_without_host_work_cost_few_statements(
+        db: Database, host: str) -> None:
     rp_uuid, profile = helpers.make_qat_inventory(db, handles=2)
-    binder = Binder(db)
+    # "agents": the conductor's own host work decides from the columns the claim and the
+    # release read with the handle, at no statement of its own
+    binder = Binder(db) if host == "none" else \
+        Binder(db, host_work=AgentHostWork(db, NoAgents()))
     uuid = arqs.create(db, profile, PROJECT)[0]["uuid"]
     with StatementCounter(db.engine) as counter, Transactions(db.engine) as tx:
         binder.bind({uuid: _fields(rp_uuid)}, PROJECT)
-    # no hot add, free handles, claim one, the ARQ's CAS straight to Bound
-    assert len(_data_statements(counter)) == 4, _data_statements(counter)
+    # free handles with the no-hot-add answer, claim one, the ARQ's CAS straight to Bound
+    assert len(_data_statements(counter)) == 3, _data_statements(counter)
     assert tx.count == 1
     assert counter.writes() == {("UPDATE", "attach_handles"): 1,
                                 ("UPDATE", "extended_accelerator_requests"): 1}
@@ -95,7 +108,7 @@ def test_a_bind_and_an_unbind_without_host_work_cost_few_statements(db: Database
 
     with StatementCounter(db.engine) as counter, Transactions(db.engine) as tx:
         binder.unbind([uuid], PROJECT)
-    # lock the ARQ, read and free its handle, the ARQ's CAS to Unbound
+    # lock the ARQ, read (with its target) and free its handle, the ARQ's CAS to Unbound
     assert len(_data_statements(counter)) == 4, _data_statements(counter)
     assert tx.count == 1
     assert counter.writes() == {("UPDATE", "attach_handles"): 1,
@@ -191,3 +204,21 @@ def test_a_refused_bind_changes_nothing_and_leaves_nova_nothing_to_wait_on(
     with pytest.raises(exception.ARQBadState):
         binder.bind({first: other, second: dict(other)}, PROJECT)
     assert arqs.get(db, second, project_id=PROJECT)["state"] == "Bound"
+
+
+def test_the_no_hot_add_check_holds_when_no_deployable_answers(db: Database) -> None:
+    """The claim's statement carries the no-hot-add answer on its rows; with an rp_uuid
+    that no deployable has there is no row, and the check must still refuse first."""
+    rp_uuid, profile = helpers.make_qat_inventory(db, handles=2)
+    binder = Binder(db)
+    first, second = (arqs.create(db, profile, PROJECT)[0]["uuid"] for _ in range(2))
+    taken = _fields(rp_uuid)
+    binder.bind({first: taken}, PROJECT)
+    elsewhere = dict(taken, device_rp_uuid=str(uuidlib.uuid4()))
+    with pytest.raises(exception.InvalidInput, match="already has accelerator requests"):
+        binder.bind({second: elsewhere}, PROJECT)
+    assert arqs.get(db, second, project_id=PROJECT)["state"] == "Initial"
+    # another instance on that unknown provider is an ordinary failed bind
+    with pytest.raises(exception.NotFound, match="No deployable with rp_uuid"):
+        binder.bind({second: dict(elsewhere, instance_uuid=str(uuidlib.uuid4()))}, PROJECT)
+    assert arqs.get(db, second, project_id=PROJECT)["state"] == "BindFailed"
