@@ -166,15 +166,19 @@ def _with_target(deployables: Any) -> Any:
                                  _ds.c.name == _dev.c.driver_name)))
 
 
-# The deployables behind an rp_uuid, each with its free handles (none: one NULL row) and
-# the handles' target.
+# The deployables behind an rp_uuid, each with its first few free handles after handle id
+# ``after`` (none: one NULL row) and the handles' target. A claim needs one handle; reading
+# every free one cost more than the rest of the bind.
+_CANDIDATES = 4
 _FREE_ROWS = (select(_dep.c.id.label("deployable_id"), _ah.c.id, _ah.c.uuid,
                      _ah.c.attach_type, _ah.c.attach_info, *_TARGET_COLUMNS)
               .select_from(_with_target(
                   _dep.outerjoin(_ah, and_(_ah.c.deployable_id == _dep.c.id,
-                                           _ah.c.in_use.is_(False)))))
+                                           _ah.c.in_use.is_(False),
+                                           _ah.c.id > bindparam("after")))))
               .where(_dep.c.rp_uuid == bindparam("rp_uuid"))
-              .order_by(_dep.c.id, _ah.c.id))
+              .order_by(_dep.c.id, _ah.c.id)
+              .limit(_CANDIDATES))
 _FREE = _FREE_ROWS.add_columns(literal_column("NULL").label("taken"))
 # The same with a request's first bind: whether one of its instances already has ARQs
 # (the one ``taken``, or NULL), asked in the same statement.
@@ -303,11 +307,12 @@ def _claim(conn: Connection, rp_uuid: str, uuid: str, unbound_instances: Collect
     deployable whose ``rp_uuid`` is ``rp_uuid``; the handle's row (with its
     ``deployable_id`` and its target). No such deployable, or no free handle:
     :class:`_ClaimFailed`. ``unbound_instances`` are checked first (see :func:`bind`),
-    by the same statement."""
+    by the same statement. Candidates come a few at a time, in handle id order; when a
+    racing bind took them all, the next few after them."""
+    params = {"rp_uuid": rp_uuid, "after": 0}
     if unbound_instances:
         instances = sorted(unbound_instances)
-        rows = _run(conn, _FREE_UNBOUND, project_id, rp_uuid=rp_uuid,
-                    instances=instances).all()
+        rows = _run(conn, _FREE_UNBOUND, project_id, instances=instances, **params).all()
         if rows and rows[0].taken is not None:
             raise exception.InvalidInput(
                 f"Instance {rows[0].taken} already has accelerator requests. "
@@ -315,14 +320,16 @@ def _claim(conn: Connection, rp_uuid: str, uuid: str, unbound_instances: Collect
         if not rows:            # no deployable: no row to carry the answer, so ask alone
             _check_unbound(conn, instances, project_id)
     else:
-        rows = conn.execute(_FREE, {"rp_uuid": rp_uuid}).all()
+        rows = conn.execute(_FREE, params).all()
     if len({row.deployable_id for row in rows}) != 1:
         raise _ClaimFailed(exception.NotFound(
             f"No deployable with rp_uuid {rp_uuid} for ARQ {uuid}."))
-    for row in rows:
-        if row.id is not None and \
-                conn.execute(_TAKE, {"handle_id": row.id}).rowcount == 1:
-            return row
+    while rows and rows[0].id is not None:
+        for row in rows:
+            if conn.execute(_TAKE, {"handle_id": row.id}).rowcount == 1:
+                return row
+        params["after"] = rows[-1].id
+        rows = conn.execute(_FREE, params).all()
     raise _ClaimFailed(exception.NoFreeAttachHandle(
         f"No free attach handle on the deployable of resource provider {rp_uuid} for "
         f"ARQ {uuid}."))

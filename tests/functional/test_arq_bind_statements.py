@@ -222,3 +222,36 @@ def test_the_no_hot_add_check_holds_when_no_deployable_answers(db: Database) -> 
     with pytest.raises(exception.NotFound, match="No deployable with rp_uuid"):
         binder.bind({second: dict(elsewhere, instance_uuid=str(uuidlib.uuid4()))}, PROJECT)
     assert arqs.get(db, second, project_id=PROJECT)["state"] == "BindFailed"
+
+
+def _handle_ids(db: Database) -> list[int]:
+    with db.reader() as s:
+        return list(s.execute(select(m.AttachHandle.id).order_by(m.AttachHandle.id)).scalars())
+
+
+@pytest.mark.parametrize("lost", [arqs._CANDIDATES, arqs._CANDIDATES + 1, 100])
+def test_a_claim_reads_further_candidates_when_racers_took_the_first(
+        db: Database, monkeypatch: pytest.MonkeyPatch, lost: int) -> None:
+    """A bind reads a few free handles at a time. Here the claim's CAS loses on the first
+    ``lost`` of them, as if racing binds had taken them after this bind read them: it
+    must go on to the next ones, and report no free handle only when none is left."""
+    handles = arqs._CANDIDATES * 2 + 1
+    rp_uuid, profile = helpers.make_qat_inventory(db, handles=handles)
+    ids = _handle_ids(db)
+    taken_by_racers = set(ids[:lost])
+    real_take = arqs._TAKE
+    monkeypatch.setattr(arqs, "_TAKE", real_take.where(
+        m.AttachHandle.__table__.c.id.not_in(taken_by_racers)))
+    uuid = arqs.create(db, profile, PROJECT)[0]["uuid"]
+    binder = Binder(db)
+    if lost >= handles:
+        with pytest.raises(exception.NoFreeAttachHandle):
+            binder.bind({uuid: _fields(rp_uuid)}, PROJECT)
+        assert arqs.get(db, uuid, project_id=PROJECT)["state"] == "BindFailed"
+        assert _in_use(db) == 0
+        return
+    binder.bind({uuid: _fields(rp_uuid)}, PROJECT)
+    with db.reader() as s:
+        held = s.execute(select(m.ExtendedAcceleratorRequest.attach_handle_id)).scalar()
+    assert held == ids[lost]                  # the first one no racer took
+    assert _in_use(db) == 1
