@@ -84,8 +84,8 @@ class Reader:
     detached from the pool (their connect-time set-up done) and kept on a free list, one
     per concurrent reader (threads come and go: the embedded server starts one per
     request). They run in autocommit, so each read is its own transaction (a fresh
-    snapshot, one round trip, nothing left open); a connection that fails is closed and
-    the next read opens another. :meth:`close`
+    snapshot, one round trip, nothing left open); a connection that fails is closed, and
+    a read that failed on a kept connection is tried once more on a new one. :meth:`close`
     closes the idle ones (the database's ``dispose``).
     """
 
@@ -95,14 +95,17 @@ class Reader:
         self._engine = engine
         self._idle: list[Any] = []
 
-    def _connection(self) -> Any:
-        try:
-            return self._idle.pop()          # atomic: no lock needed
-        except IndexError:
-            raw = self._engine.raw_connection()
-            raw.detach()
-            self._engine.dialect.set_isolation_level(raw.dbapi_connection, "AUTOCOMMIT")
-            return raw
+    def _connection(self, reuse: bool = True) -> tuple[Any, bool]:
+        """(connection, whether it was idle here before)."""
+        if reuse:
+            try:
+                return self._idle.pop(), True    # atomic: no lock needed
+            except IndexError:
+                pass
+        raw = self._engine.raw_connection()
+        raw.detach()
+        self._engine.dialect.set_isolation_level(raw.dbapi_connection, "AUTOCOMMIT")
+        return raw, False
 
     def close(self) -> None:
         while self._idle:
@@ -111,15 +114,22 @@ class Reader:
     def read(self, view: str) -> int | None:
         """The view's generation now; None where the row is missing (schema made
         without the migrations), which callers treat as "do not cache"."""
-        raw = self._connection()
-        try:
-            cursor = raw.cursor()
-            cursor.execute(_READ.format(view))
-            row = cursor.fetchone()
-            cursor.close()
-        except Exception:
-            _close(raw)
-            raise
+        raw, reused = self._connection()
+        while True:
+            try:
+                cursor = raw.cursor()
+                cursor.execute(_READ.format(view))
+                row = cursor.fetchone()
+                cursor.close()
+                break
+            except Exception:
+                _close(raw)
+                if not reused:
+                    raise
+                # An idle connection can have died with the server (a restart, a
+                # failover) while it waited here; these skip the pool's pre-ping, so
+                # the read is tried once more on a new connection before it fails.
+                raw, reused = self._connection(reuse=False)
         if len(self._idle) < self.MAX_IDLE:
             self._idle.append(raw)
         else:

@@ -29,8 +29,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import uuid as uuidlib
+import weakref
 from collections.abc import Callable, Collection, Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from oslo_db import api as oslo_db_api
 from sqlalchemy import (
@@ -146,9 +147,20 @@ _TAKEN = _scoped(select(_arq.c.instance_uuid)
                  .where(_arq.c.instance_uuid.in_(bindparam("instances", expanding=True)))
                  .order_by(_arq.c.id).limit(1))
 
-_PROFILE = select(_dp.c.id, _dp.c.name, _dp.c.profile_json).where(
+_PROFILE = select(_dp.c.id, _dp.c.uuid, _dp.c.name, _dp.c.profile_json).where(
     _dp.c.name == bindparam("name"))
 _INSERT = insert(_arq)
+# One ARQ from a profile known by id *and* uuid: no row is inserted when that profile is
+# gone (an id can come back on SQLite, a uuid cannot).
+_INSERT_ONE = insert(_arq).from_select(
+    ["uuid", "project_id", "state", "substate", "device_profile_id",
+     "device_profile_group_id", "created_at"],
+    select(bindparam("uuid", type_=_arq.c.uuid.type),
+           bindparam("project_id", type_=_arq.c.project_id.type),
+           literal_column(f"'{st.ARQ_INITIAL}'"), literal_column(f"'{st.ARQ_INITIAL}'"),
+           _dp.c.id, bindparam("group", type_=_arq.c.device_profile_group_id.type),
+           bindparam("created_at", type_=_arq.c.created_at.type))
+    .where(_dp.c.id == bindparam("dp_id"), _dp.c.uuid == bindparam("dp_uuid")))
 
 # Where a handle's host work would run: its device's host, driver and identity, and the
 # driver's declared capabilities. Read with the handles a bind claims or a release frees,
@@ -261,23 +273,65 @@ def get(db: Database, uuid: str, *, project_id: str | None) -> dict[str, Any]:
 # -- create -----------------------------------------------------------------------------------
 
 @_retry_on_deadlock
+class _Profile(NamedTuple):
+    id: int
+    uuid: str
+    name: str
+    groups: tuple[int, ...]           # group index of each ARQ the profile asks for
+
+
+# Per database: profile name -> what a create needs of it. Profiles never change (there is
+# no update), so an entry is right for as long as its row exists with that uuid; a create
+# from a stale one inserts nothing and reads the profile again.
+_PROFILES: weakref.WeakKeyDictionary[Database, dict[str, _Profile]] = \
+    weakref.WeakKeyDictionary()
+_PROFILES_MAX = 1024
+
+
+def _read_profile(conn: Connection, name: str) -> _Profile:
+    dp = conn.execute(_PROFILE, {"name": name}).first()
+    if dp is None:
+        raise exception.NotFound(f"Device Profile not found with name={name}")
+    units = units_per_group(json.loads(dp.profile_json)["groups"])
+    return _Profile(dp.id, dp.uuid, dp.name,
+                    tuple(group for group, count in enumerate(units) for _ in range(count)))
+
+
 def create(db: Database, profile_name: str, project_id: str | None) -> list[dict[str, Any]]:
-    """One Initial ARQ per requested unit of the named profile, all in one transaction."""
+    """One Initial ARQ per requested unit of the named profile, all in one transaction.
+
+    A profile this process has read before costs no read: a one-ARQ profile is one
+    INSERT ... SELECT that matches the profile by id and uuid."""
+    known = _PROFILES.setdefault(db, {})
+    profile = known.get(profile_name)
     with db.write_rows() as conn:
-        dp = conn.execute(_PROFILE, {"name": profile_name}).first()
-        if dp is None:
-            raise exception.NotFound(f"Device Profile not found with name={profile_name}")
-        rows = [{"uuid": str(uuidlib.uuid4()), "project_id": project_id,
-                 "state": st.ARQ_INITIAL, "substate": st.ARQ_INITIAL,
-                 "device_profile_id": dp.id, "device_profile_group_id": group,
-                 "created_at": m.utcnow()}
-                for group, count in enumerate(units_per_group(
-                    json.loads(dp.profile_json)["groups"])) for _ in range(count)]
-        if rows:
-            conn.execute(_INSERT, rows)
-    return [_to_dict(dict(row, profile_name=dp.name, hostname=None, device_rp_uuid=None,
-                          instance_uuid=None, updated_at=None, handle_uuid=None,
-                          handle_type=None, handle_info=None)) for row in rows]
+        rows: list[dict[str, Any]] = []
+        if profile is not None and len(profile.groups) == 1:
+            row = _arq_row(profile, profile.groups[0], project_id)
+            if conn.execute(_INSERT_ONE, {
+                    "uuid": row["uuid"], "project_id": project_id,
+                    "group": profile.groups[0], "created_at": row["created_at"],
+                    "dp_id": profile.id, "dp_uuid": profile.uuid}).rowcount == 1:
+                rows = [row]            # else deleted, or deleted and made again: read it
+        if not rows:
+            profile = _read_profile(conn, profile_name)
+            rows = [_arq_row(profile, group, project_id) for group in profile.groups]
+            if rows:
+                conn.execute(_INSERT, rows)
+    if len(known) >= _PROFILES_MAX:
+        known.clear()
+    known[profile_name] = profile
+    return [_to_dict(dict(row, profile_name=profile.name, hostname=None,
+                          device_rp_uuid=None, instance_uuid=None, updated_at=None,
+                          handle_uuid=None, handle_type=None, handle_info=None))
+            for row in rows]
+
+
+def _arq_row(profile: _Profile, group: int, project_id: str | None) -> dict[str, Any]:
+    return {"uuid": str(uuidlib.uuid4()), "project_id": project_id,
+            "state": st.ARQ_INITIAL, "substate": st.ARQ_INITIAL,
+            "device_profile_id": profile.id, "device_profile_group_id": group,
+            "created_at": m.utcnow()}
 
 
 # -- bind -------------------------------------------------------------------------------------

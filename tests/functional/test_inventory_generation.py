@@ -21,6 +21,7 @@ from acceld.api import listcache
 from acceld.db import generations
 from acceld.objects import inventory
 from acceld.objects import v2_inventory as v2
+from tests.conftest import BACKENDS
 from tests.functional.test_statement_count import HOST, fake_report
 from tests.stack import Stack
 
@@ -207,3 +208,23 @@ def test_readers_racing_writers_never_see_an_old_list(stack, db):
             t.join(timeout=30)
     assert problems == []
     assert checked                              # the check did run
+
+
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b.values[0] != "sqlite"])
+def test_a_kept_reader_connection_that_died_is_replaced_within_the_read(db):
+    """The generation reader keeps autocommit connections out of the pool (no pre-ping).
+    When the server has dropped one (a restart, a failover, a killed session), the read
+    is tried once more on a new connection instead of failing the API request. (SQLite
+    has no server side to drop one.)"""
+    before = db.generation(generations.INVENTORY)
+    reader = db._generations
+    [raw] = reader._idle
+    with db.engine.connect() as admin:
+        if db.dialect == "mysql":
+            admin.execute(text(f"KILL {raw.dbapi_connection.thread_id()}"))
+        else:
+            admin.execute(text("SELECT pg_terminate_backend(:pid)"),
+                          {"pid": raw.dbapi_connection.get_backend_pid()})
+        admin.commit()
+    assert db.generation(generations.INVENTORY) == before
+    assert len(reader._idle) == 1 and reader._idle[0] is not raw
