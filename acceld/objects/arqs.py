@@ -272,7 +272,6 @@ def get(db: Database, uuid: str, *, project_id: str | None) -> dict[str, Any]:
 
 # -- create -----------------------------------------------------------------------------------
 
-@_retry_on_deadlock
 class _Profile(NamedTuple):
     id: int
     uuid: str
@@ -297,6 +296,7 @@ def _read_profile(conn: Connection, name: str) -> _Profile:
                     tuple(group for group, count in enumerate(units) for _ in range(count)))
 
 
+@_retry_on_deadlock
 def create(db: Database, profile_name: str, project_id: str | None) -> list[dict[str, Any]]:
     """One Initial ARQ per requested unit of the named profile, all in one transaction.
 
