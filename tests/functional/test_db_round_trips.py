@@ -8,23 +8,14 @@ hands the same connection back each time.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from sqlalchemy import Connection, text
 
-from acceld.db import migration
 from acceld.db.api import Database
+from tests.conftest import BACKENDS
 
-pytestmark = pytest.mark.mysql
-
-
-@pytest.fixture
-def mysql_db(make_db_url) -> Iterator[Database]:
-    database = Database(make_db_url("mysql"))
-    migration.upgrade(database)
-    yield database
-    database.dispose()
+# the conftest's migrated ``db``, on MySQL only
+pytestmark = pytest.mark.parametrize("backend", [b for b in BACKENDS if b.values[0] == "mysql"])
 
 
 def _session(conn: Connection) -> tuple[int, int]:
@@ -51,54 +42,54 @@ def _count(db: Database, name: str) -> int:
                             {"n": name}).scalar()
 
 
-def test_no_rollback_after_a_commit(mysql_db: Database) -> None:
-    cid, before, _ = _probe(mysql_db)
+def test_no_rollback_after_a_commit(db: Database) -> None:
+    cid, before, _ = _probe(db)
     for i in range(3):
-        with mysql_db.write_rows() as conn:
+        with db.write_rows() as conn:
             conn.execute(_INSERT, {"u": f"00000000-0000-0000-0000-00000000000{i}",
                                    "n": f"dp{i}"})
-    cid_after, after, in_tx = _probe(mysql_db)
+    cid_after, after, in_tx = _probe(db)
     assert cid_after == cid                      # the same connection all along
     # one ROLLBACK: the first probe's return; the three committed writes sent none
     assert after - before == 1
     assert in_tx == 0
 
 
-def test_a_connection_returned_mid_transaction_is_rolled_back(mysql_db: Database) -> None:
+def test_a_connection_returned_mid_transaction_is_rolled_back(db: Database) -> None:
     """A raw DBAPI checkout: SQLAlchemy sees neither its statement nor its transaction,
     so only the pool's reset can end it."""
-    cid, before, _ = _probe(mysql_db)
-    with mysql_db.write_rows() as conn:             # the connection is clean now
+    cid, before, _ = _probe(db)
+    with db.write_rows() as conn:             # the connection is clean now
         conn.execute(_INSERT, {"u": "00000000-0000-0000-0000-0000000000a0", "n": "done"})
-    raw = mysql_db.engine.raw_connection()
+    raw = db.engine.raw_connection()
     try:
         raw.cursor().execute(
             "INSERT INTO device_profiles (uuid, name, profile_json, created_at) VALUES "
             "('00000000-0000-0000-0000-0000000000aa', 'open', '{}', NOW())")
     finally:
         raw.close()                              # no commit: the pool must roll back
-    cid_after, after, in_tx = _probe(mysql_db)
+    cid_after, after, in_tx = _probe(db)
     assert cid_after == cid
     assert after - before == 2                   # the probe's and the abandoned insert's
     assert in_tx == 0
-    assert _count(mysql_db, "open") == 0
+    assert _count(db, "open") == 0
 
 
-def test_a_statement_after_a_commit_is_not_left_open(mysql_db: Database) -> None:
+def test_a_statement_after_a_commit_is_not_left_open(db: Database) -> None:
     """Commit, then more statements on the same checkout: returned dirty, rolled back."""
-    with mysql_db.engine.connect() as conn:
+    with db.engine.connect() as conn:
         conn.execute(_INSERT, {"u": "00000000-0000-0000-0000-0000000000bb", "n": "kept"})
         conn.commit()
         conn.execute(_INSERT, {"u": "00000000-0000-0000-0000-0000000000cc", "n": "dropped"})
-    _cid, _rollbacks, in_tx = _probe(mysql_db)
+    _cid, _rollbacks, in_tx = _probe(db)
     assert in_tx == 0
-    assert (_count(mysql_db, "kept"), _count(mysql_db, "dropped")) == (1, 0)
+    assert (_count(db, "kept"), _count(db, "dropped")) == (1, 0)
 
 
-def test_a_failed_write_transaction_is_rolled_back(mysql_db: Database) -> None:
-    with pytest.raises(RuntimeError), mysql_db.write_rows() as conn:
+def test_a_failed_write_transaction_is_rolled_back(db: Database) -> None:
+    with pytest.raises(RuntimeError), db.write_rows() as conn:
         conn.execute(_INSERT, {"u": "00000000-0000-0000-0000-0000000000dd", "n": "failed"})
         raise RuntimeError("boom")
-    _cid, _rollbacks, in_tx = _probe(mysql_db)
+    _cid, _rollbacks, in_tx = _probe(db)
     assert in_tx == 0
-    assert _count(mysql_db, "failed") == 0
+    assert _count(db, "failed") == 0
