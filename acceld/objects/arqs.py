@@ -331,7 +331,7 @@ def _arq_row(profile: _Profile, group: int, project_id: str | None) -> dict[str,
     return {"uuid": str(uuidlib.uuid4()), "project_id": project_id,
             "state": st.ARQ_INITIAL, "substate": st.ARQ_INITIAL,
             "device_profile_id": profile.id, "device_profile_group_id": group,
-            "created_at": m.utcnow()}
+            "created_at": m.utcnow().replace(microsecond=0)}  # as every backend keeps it
 
 
 # -- bind -------------------------------------------------------------------------------------

@@ -52,6 +52,8 @@ def test_a_known_one_unit_profile_costs_one_statement(db: Database) -> None:
         assert (got["state"], got["device_profile_name"], got["device_profile_group_id"],
                 got["project_id"]) == ("Initial", "one", 0, PROJECT)
         assert isinstance(got["created_at"], datetime.datetime)
+        # what the create answered is what reads show later (MariaDB keeps whole seconds)
+        assert got["created_at"] == made[0]["created_at"]
     assert _rows(db, [first[0]["uuid"], second[0]["uuid"]]) == \
         [(_profile_id(db, dp["uuid"]), 0)] * 2
 
