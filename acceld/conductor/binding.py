@@ -19,11 +19,16 @@ instance whose binds have not resolved within ``bind_timeout`` is given up: its
 BindStarted ARQs become BindFailed and Nova is told ``failed`` for each ARQ that is not
 Bound, instead of being left to its own (longer) timeout. Each instance is notified at most
 once per bind; a failed notification is logged, never raised (Nova also polls the ARQs).
+In the conductor the events go out from a thread of their own, in order, so a bind answers
+without waiting on Nova's API. Nova copes with an event at any time after the bind: when
+its compute starts waiting it reads the resolved ARQs and counts their events as received
+(``_get_bound_arq_resources``, ``exit_wait_early``).
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from typing import Any, Protocol
@@ -82,6 +87,9 @@ class Binder:
         self._pending_lock = threading.Lock()
         self._watch_stop = threading.Event()
         self._watch: threading.Thread | None = None
+        # (instance, events) for Nova, sent by the sender thread; None ends it
+        self._outbox: queue.Queue[tuple[str, list[nova.BoundEvent]] | None] = queue.Queue()
+        self._sender: threading.Thread | None = None
 
     def bind(self, patch: dict[str, dict[str, str]], project_id: str | None) -> None:
         """``patch``: ARQ uuid -> {hostname, device_rp_uuid, instance_uuid, project_id}.
@@ -181,11 +189,20 @@ class Binder:
         return overdue
 
     def _send(self, instance: str, states: dict[str, str | None]) -> None:
+        """Tells Nova; from the sender thread once :meth:`start_watch` has started it
+        (the bind's answer does not wait on Nova's API), else right here."""
         assert self._notifier is not None
         events = [nova.BoundEvent(server_uuid=instance, arq_uuid=uuid,
                                   status=nova.COMPLETED if state == st.ARQ_BOUND
                                   else nova.FAILED)
                   for uuid, state in states.items()]
+        if self._sender is not None:
+            self._outbox.put((instance, events))
+        else:
+            self._deliver(instance, events)
+
+    def _deliver(self, instance: str, events: list[nova.BoundEvent]) -> None:
+        assert self._notifier is not None
         try:
             self._notifier.send_external_events(events)
         except nova.NovaError as exc:
@@ -196,10 +213,22 @@ class Binder:
                           instance)
 
     def start_watch(self) -> None:
-        """A small thread that expires overdue binds (only when notifying Nova)."""
+        """A small thread that expires overdue binds, and one that sends Nova its events
+        in the order they were resolved (only when notifying Nova)."""
         if self._notifier is None or self._watch is not None:
             return
         interval = min(1.0, self._bind_timeout / 4)
+
+        def send() -> None:
+            while (item := self._outbox.get()) is not None:
+                try:
+                    self._deliver(*item)
+                finally:
+                    self._outbox.task_done()
+            self._outbox.task_done()
+
+        self._sender = threading.Thread(target=send, name="nova-events", daemon=True)
+        self._sender.start()
 
         def loop() -> None:
             while not self._watch_stop.wait(interval):
@@ -212,10 +241,26 @@ class Binder:
         self._watch.start()
 
     def stop_watch(self) -> None:
+        """Stops both threads; the events already resolved are sent first (each send is
+        bounded by the Nova client's timeout)."""
         self._watch_stop.set()
         if self._watch is not None:
             self._watch.join(timeout=10)
             self._watch = None
+        sender, self._sender = self._sender, None
+        if sender is not None:
+            self._outbox.put(None)
+            sender.join(timeout=30)
+
+    def wait_sent(self, timeout: float = 10.0) -> bool:
+        """Whether every event handed to the sender thread went out within ``timeout``
+        (sent, or failed and logged)."""
+        deadline = time.monotonic() + timeout
+        while self._outbox.unfinished_tasks:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+        return True
 
     def _needs_host_work(self, conn: Any, handle: dict[str, Any]) -> bool:
         needs = getattr(self._host, "needs", None)

@@ -39,6 +39,8 @@ class Receiver:
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.reply: tuple[int, Any] = (200, None)   # None: echo the events, code 200
+        self.hold: threading.Event | None = None    # set: answer (each waits at most 10 s)
+        self.answered = 0
         receiver = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -48,6 +50,8 @@ class Receiver:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 receiver.requests.append({"path": self.path, "body": body,
                                           "headers": dict(self.headers)})
+                if receiver.hold is not None:
+                    receiver.hold.wait(10)
                 status, reply = receiver.reply
                 if reply is None:
                     reply = {"events": [dict(e, code=200) for e in body["events"]]}
@@ -57,6 +61,7 @@ class Receiver:
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+                receiver.answered += 1
 
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
                 pass
@@ -107,6 +112,11 @@ def _stack(db: Database, receiver: Receiver | None) -> Stack:
     return Stack(db, hosts=(), **groups)
 
 
+def _sent(stack: Stack) -> None:
+    """The conductor sends Nova's events from a thread of its own: wait until it did."""
+    assert stack.conductor._binder.wait_sent(timeout=10)
+
+
 def test_all_bound_sends_one_request_completed_per_arq(db: Database,
                                                        receiver: Receiver) -> None:
     stack = _stack(db, receiver)
@@ -115,6 +125,7 @@ def test_all_bound_sends_one_request_completed_per_arq(db: Database,
         uuids = [a["uuid"] for a in arqs.create(db, profile, PROJECT)]
         instance = str(uuidlib.uuid4())
         stack.conductor.arq_bind(_patch(uuids, rp_uuid, instance), PROJECT)
+        _sent(stack)
         events = receiver.events()
         assert len(events) == 1
         assert sorted(events[0], key=lambda e: e["tag"]) == [
@@ -122,6 +133,27 @@ def test_all_bound_sends_one_request_completed_per_arq(db: Database,
              "status": "completed"} for u in sorted(uuids)]
     finally:
         stack.stop()
+
+
+def test_a_bind_does_not_wait_on_novas_answer(db: Database, receiver: Receiver) -> None:
+    """Nova's API holds the events request; the bind has answered all the same, and the
+    event still reaches Nova once it answers (a stop sends what was resolved)."""
+    stack = _stack(db, receiver)
+    try:
+        rp_uuid, profile = helpers.make_qat_inventory(db, handles=1, units=1)
+        uuids = [a["uuid"] for a in arqs.create(db, profile, PROJECT)]
+        receiver.hold = threading.Event()
+        stack.conductor.arq_bind(_patch(uuids, rp_uuid, str(uuidlib.uuid4())), PROJECT)
+        # had the bind waited for Nova, the held request would have been answered (after
+        # its 10 s) before the bind returned
+        assert receiver.answered == 0
+        assert arqs.get(db, uuids[0], project_id=None)["state"] == "Bound"
+        wait_for(lambda: receiver.requests, timeout=10)
+        receiver.hold.set()
+    finally:
+        stack.stop()
+    assert receiver.answered == 1
+    assert [e["tag"] for e in receiver.events()[0]] == uuids
 
 
 def test_one_bind_failed_is_failed(db: Database, receiver: Receiver) -> None:
@@ -134,6 +166,7 @@ def test_one_bind_failed_is_failed(db: Database, receiver: Receiver) -> None:
             stack.conductor.arq_bind(_patch(uuids, rp_uuid, instance), PROJECT)
         states = {u: arqs.get(db, u, project_id=None)["state"] for u in uuids}
         assert sorted(states.values()) == ["BindFailed", "Bound"]
+        _sent(stack)
         events = receiver.events()
         assert len(events) == 1
         assert {e["tag"]: e["status"] for e in events[0]} == {
@@ -155,6 +188,7 @@ def test_multi_status_with_422_is_tolerated(db: Database, receiver: Receiver,
              "status": "completed", "code": 422} for u in uuids]})
         with caplog.at_level("INFO", logger="acceld.clients.nova"):
             stack.conductor.arq_bind(_patch(uuids, rp_uuid, instance), PROJECT)
+            _sent(stack)
         assert len(receiver.events()) == 1
         assert "422" in caplog.text
         assert "could not tell Nova" not in caplog.text
