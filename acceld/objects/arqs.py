@@ -58,8 +58,6 @@ _arq = m.ExtendedAcceleratorRequest.__table__
 _ah = m.AttachHandle.__table__
 _dp = m.DeviceProfile.__table__
 _dep = m.Deployable.__table__
-_dev = m.Device.__table__
-_ds = m.DriverState.__table__
 
 # Every public writer is one transaction, so a deadlock (MariaDB gap locks when binds,
 # unbinds and deletes race on the same rows) is retried as a whole.
@@ -106,9 +104,8 @@ def _to_dict(row: Mapping[str, Any]) -> dict[str, Any]:
 def _handle_dict(handle: Row[Any], arq_uuid: str, hostname: str | None) -> dict[str, Any]:
     """What host work needs to know about a handle (plain data, fit for RPC), with its
     ``target`` (:func:`acceld.objects.hostwork.target_of`, as a dict; None: no host) read
-    by the same query (:data:`_TARGET_COLUMNS`)."""
-    target = hostwork.target_of(handle.target_host, handle.target_driver,
-                                handle.target_identity, handle.target_caps)
+    by the same query (:data:`acceld.objects.hostwork.TARGET_COLUMNS`)."""
+    target = hostwork.target_of(handle)
     return {"uuid": handle.uuid, "attach_type": handle.attach_type,
             "attach_info": json.loads(handle.attach_info), "hostname": hostname,
             "arq_uuid": arq_uuid,
@@ -162,29 +159,13 @@ _INSERT_ONE = insert(_arq).from_select(
            bindparam("created_at", type_=_arq.c.created_at.type))
     .where(_dp.c.id == bindparam("dp_id"), _dp.c.uuid == bindparam("dp_uuid")))
 
-# Where a handle's host work would run: its device's host, driver and identity, and the
-# driver's declared capabilities. Read with the handles a bind claims or a release frees,
-# so deciding about host work costs no statement of its own.
-_TARGET_COLUMNS = (_dev.c.hostname.label("target_host"),
-                   _dev.c.driver_name.label("target_driver"),
-                   _dev.c.identity.label("target_identity"),
-                   _ds.c.capabilities.label("target_caps"))
-
-
-def _with_target(deployables: Any) -> Any:
-    """``deployables`` joined to their device and its driver state."""
-    return (deployables.outerjoin(_dev, _dev.c.id == _dep.c.device_id)
-            .outerjoin(_ds, and_(_ds.c.host == _dev.c.hostname,
-                                 _ds.c.name == _dev.c.driver_name)))
-
-
 # The deployables behind an rp_uuid, each with its first few free handles after handle id
 # ``after`` (none: one NULL row) and the handles' target. A claim needs one handle; reading
 # every free one cost more than the rest of the bind.
 _CANDIDATES = 4
 _FREE_ROWS = (select(_dep.c.id.label("deployable_id"), _ah.c.id, _ah.c.uuid,
-                     _ah.c.attach_type, _ah.c.attach_info, *_TARGET_COLUMNS)
-              .select_from(_with_target(
+                     _ah.c.attach_type, _ah.c.attach_info, *hostwork.TARGET_COLUMNS)
+              .select_from(hostwork.with_target(
                   _dep.outerjoin(_ah, and_(_ah.c.deployable_id == _dep.c.id,
                                            _ah.c.in_use.is_(False),
                                            _ah.c.id > bindparam("after")))))
@@ -223,8 +204,9 @@ _LOCK_BINDING = _LOCKED.where(_arq.c.uuid == bindparam("arq_uuid"),
 _LOCK_MANY = _scoped(_LOCKED.where(_arq.c.uuid.in_(bindparam("uuids", expanding=True))))
 _LOCK_INSTANCE = _scoped(_LOCKED.where(_arq.c.instance_uuid == bindparam("instance")))
 
-_HELD = (select(_ah.c.id, _ah.c.uuid, _ah.c.attach_type, _ah.c.attach_info, *_TARGET_COLUMNS)
-         .select_from(_with_target(_ah.join(_dep, _dep.c.id == _ah.c.deployable_id)))
+_HELD = (select(_ah.c.id, _ah.c.uuid, _ah.c.attach_type, _ah.c.attach_info,
+                *hostwork.TARGET_COLUMNS)
+         .select_from(hostwork.HANDLES_WITH_TARGET)
          .where(_ah.c.id.in_(bindparam("handle_ids", expanding=True))))
 _RELEASE = update(_ah).where(_ah.c.id.in_(bindparam("handle_ids", expanding=True))) \
     .values(in_use=False)

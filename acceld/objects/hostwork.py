@@ -1,13 +1,14 @@
 """Where the host-side work of an attach handle runs: its device's host, driver, identity.
 
-Read by the conductor's ``AgentHostWork`` for each handle a bind claims or an unbind
-frees; one query.
+Read with the handles a bind claims or an unbind frees (``acceld.objects.arqs`` selects
+:data:`TARGET_COLUMNS`), or on its own for a handle that comes without them.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from typing import Any
 
 from sqlalchemy import Connection, and_, bindparam, select
 from sqlalchemy.orm import Session
@@ -31,33 +32,51 @@ def handle_target(db: Database, handle_uuid: str) -> HandleTarget | None:
         return handle_target_in(s, handle_uuid)
 
 
-# Built once: it runs in every bind and unbind, and building the four-way join cost more
-# than running it.
-_TARGET = (select(m.Device.hostname, m.Device.driver_name, m.Device.identity,
-                  m.DriverState.capabilities)
-           .select_from(m.AttachHandle)
-           .join(m.Deployable, m.Deployable.id == m.AttachHandle.deployable_id)
-           .join(m.Device, m.Device.id == m.Deployable.device_id)
-           .outerjoin(m.DriverState, and_(m.DriverState.host == m.Device.hostname,
-                                          m.DriverState.name == m.Device.driver_name))
-           .where(m.AttachHandle.uuid == bindparam("handle_uuid")))
+_dep = m.Deployable.__table__
+_dev = m.Device.__table__
+_ds = m.DriverState.__table__
+
+# Where a handle's host work would run: its device's host, driver and identity, and the
+# driver's declared capabilities. Any query that joins a deployable with
+# :func:`with_target` can select these and hand its row to :func:`target_of`, so a bind
+# or an unbind decides about host work from the handle rows it reads anyway.
+TARGET_COLUMNS = (_dev.c.hostname.label("target_host"),
+                  _dev.c.driver_name.label("target_driver"),
+                  _dev.c.identity.label("target_identity"),
+                  _ds.c.capabilities.label("target_caps"))
+
+
+def with_target(deployables: Any) -> Any:
+    """``deployables`` (a FROM holding the deployables table) joined to each deployable's
+    device and that device's driver state."""
+    return (deployables.outerjoin(_dev, _dev.c.id == _dep.c.device_id)
+            .outerjoin(_ds, and_(_ds.c.host == _dev.c.hostname,
+                                 _ds.c.name == _dev.c.driver_name)))
+
+
+_ah = m.AttachHandle.__table__
+# Attach handles with their deployable, device and driver state: the FROM of a read of
+# handles and their targets.
+HANDLES_WITH_TARGET = with_target(_ah.join(_dep, _dep.c.id == _ah.c.deployable_id))
+# Built once: it runs for every handle that comes without its target, and building the
+# four-way join cost more than running it.
+_TARGET = (select(*TARGET_COLUMNS).select_from(HANDLES_WITH_TARGET)
+           .where(_ah.c.uuid == bindparam("handle_uuid")))
 
 
 def handle_target_in(s: Session | Connection, handle_uuid: str) -> HandleTarget | None:
     """:func:`handle_target` inside the caller's transaction (a bind asks while it holds
     the write lock; a second transaction there would wait for itself on SQLite)."""
     row = s.execute(_TARGET, {"handle_uuid": handle_uuid}).one_or_none()
-    if row is None:
-        return None
-    return target_of(row.hostname, row.driver_name, row.identity, row.capabilities)
+    return None if row is None else target_of(row)
 
 
-def target_of(hostname: str | None, driver: str | None, identity: str | None,
-              capabilities: str | None) -> HandleTarget | None:
-    """The target from a handle's device and driver-state columns, read by whichever
-    query already joins them (a bind's claim reads them with the free handles)."""
-    if hostname is None or driver is None:
+def target_of(row: Any) -> HandleTarget | None:
+    """The target from a row that selected :data:`TARGET_COLUMNS`; None when the
+    handle's device or its host is gone (nothing to do on a host)."""
+    if row.target_host is None or row.target_driver is None:
         return None
-    caps = json.loads(capabilities or "[]")
-    return HandleTarget(host=hostname, driver=driver, identity=identity or "",
+    caps = json.loads(row.target_caps or "[]")
+    return HandleTarget(host=row.target_host, driver=row.target_driver,
+                        identity=row.target_identity or "",
                         host_work=reports.CAP_HOST_WORK in caps)
