@@ -19,6 +19,7 @@ from sqlalchemy import text
 
 from acceld.api import listcache
 from acceld.db import generations
+from acceld.db.api import Database
 from acceld.objects import inventory
 from acceld.objects import v2_inventory as v2
 from tests.conftest import BACKENDS
@@ -26,8 +27,12 @@ from tests.functional.test_statement_count import HOST, fake_report
 from tests.stack import Stack
 
 
-def gen(db) -> int:
-    return db.generation(generations.INVENTORY)
+def gen(db) -> int | None:
+    """The counter in the database now (not the API's reader, which may answer a read it
+    made less than FRESH_FOR ago)."""
+    with db.reader() as s:
+        return s.execute(text("SELECT value FROM generations WHERE name = :n"),
+                         {"n": generations.INVENTORY}).scalar()
 
 
 # -- the counter --------------------------------------------------------------------------
@@ -87,7 +92,8 @@ def test_views_written_recognises_each_write_form():
 def test_a_schema_without_the_row_reads_none_and_is_never_cached(db):
     with db.writer() as s:
         s.execute(text("DELETE FROM generations"))
-    assert gen(db) is None
+    assert db.generation(generations.INVENTORY) is None
+    assert db.generation(generations.INVENTORY) is None     # and None is not kept
     cache, calls = listcache.ListCache(), []
     for _ in range(2):
         assert cache.body("k", None, lambda: calls.append(1) or b"x") == b"x"
@@ -102,6 +108,83 @@ def test_the_cache_keeps_the_newest_generation_only():
     # a slow reader that read generation 5 before the write must not put 5 back
     assert cache.body("k", 5, lambda: b"late five") == b"late five"
     assert cache.body("k", 6, lambda: b"other") == b"six"
+
+
+# -- how long a read is good for -----------------------------------------------------------
+
+class FakeClock:
+    """The readers' clock, and the writers' sleep moving it on."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def _move_counter_behind_the_readers_back(db) -> None:
+    """The counter moves with no bump hook (so no wait): what a reader then answers shows
+    whether it went to the database."""
+    with db.engine.connect() as c:
+        c.execute(text("UPDATE generations SET value = value + 1 WHERE name = :n"),
+                  {"n": generations.INVENTORY})
+        c.commit()
+
+
+def test_a_read_is_answered_again_only_within_keep_for_of_its_sending(db, monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(generations, "_clock", clock)
+    first = db.generation(generations.INVENTORY)
+    _move_counter_behind_the_readers_back(db)
+    clock.now += generations.KEEP_FOR * 0.9
+    assert db.generation(generations.INVENTORY) == first          # kept: no round trip
+    clock.now += generations.KEEP_FOR * 0.1
+    assert db.generation(generations.INVENTORY) == first + 1      # over: read again
+
+
+def test_a_commit_that_bumps_returns_fresh_for_after_the_database_has_it(db, monkeypatch):
+    waits = []
+    # what another connection sees while the writer waits: the commit is done already
+    monkeypatch.setattr(generations, "_sleep", lambda s: waits.append((s, gen(db))))
+    start = gen(db)
+    with db.writer() as s:
+        s.execute(text("UPDATE devices SET vendor = vendor"))
+    assert waits == [(generations.FRESH_FOR, start + 1)]
+    with db.write_rows() as c:                              # no bump, no wait
+        c.execute(text("UPDATE attach_handles SET in_use = in_use"))
+    with pytest.raises(RuntimeError), db.writer() as s:     # rolled back: no wait
+        s.execute(text("UPDATE devices SET vendor = vendor"))
+        raise RuntimeError("roll back")
+    with db.write_rows() as c:
+        c.execute(text("UPDATE attach_handles SET in_use = in_use"))
+    assert waits == [(generations.FRESH_FOR, start + 1)]
+
+
+def test_a_write_finished_by_another_process_is_in_the_next_read(db, monkeypatch, tmp_path):
+    """Two processes (two Database objects on one database): the reader's last read is
+    still fresh when the other's write starts, yet the read after that write returned
+    shows it, because the write returned only FRESH_FOR after its commit. Without that
+    wait (the control) the reader answers from before the write."""
+    inventory.apply_report(db, fake_report(1, tmp_path=tmp_path))
+    device = v2.list_devices(db)[0]["uuid"]
+    clock = FakeClock()
+    monkeypatch.setattr(generations, "_clock", clock)
+    monkeypatch.setattr(generations, "_sleep", clock.sleep)
+    other = Database(db.url)
+    try:
+        before = db.generation(generations.INVENTORY)
+        v2.set_device_status(other, device, "maintaining")
+        assert db.generation(generations.INVENTORY) == before + 1
+
+        monkeypatch.setattr(generations, "_sleep", lambda s: None)     # the control
+        before = db.generation(generations.INVENTORY)
+        v2.set_device_status(other, device, "enabled")
+        assert db.generation(generations.INVENTORY) == before          # an old answer
+    finally:
+        other.dispose()
 
 
 # -- through the API, cache warm ----------------------------------------------------------
@@ -219,6 +302,7 @@ def test_a_kept_reader_connection_that_died_is_replaced_within_the_read(db):
     before = db.generation(generations.INVENTORY)
     reader = db._generations
     [raw] = reader._idle
+    reader._kept.clear()        # the next read must reach the database
     with db.engine.connect() as admin:
         if db.dialect == "mysql":
             admin.execute(text(f"KILL {raw.dbapi_connection.thread_id()}"))

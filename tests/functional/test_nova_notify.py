@@ -56,12 +56,12 @@ class Receiver:
                 if reply is None:
                     reply = {"events": [dict(e, code=200) for e in body["events"]]}
                 data = json.dumps(reply).encode()
+                receiver.answered += 1      # before the client can have the answer
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
-                receiver.answered += 1
 
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
                 pass
