@@ -104,8 +104,9 @@ def install(engine: sqlalchemy.engine.Engine) -> None:
 
     @event.listens_for(engine, "rollback")
     def _forget(conn: Any) -> None:
-        conn.info.pop(_DIRTY, None)
         _SETTLE.due = False
+        if not conn.invalidated:   # a lost connection's info raises; its record is reset
+            conn.info.pop(_DIRTY, None)
 
     # The "commit" event runs before the DBAPI commit; the wait must follow it.
     dialect = engine.dialect
