@@ -169,6 +169,26 @@ def _ping_idle_connections_only(engine: sqlalchemy.engine.Engine) -> None:
             raise sqlalchemy.exc.DisconnectionError(str(exc)) from exc
 
 
+def _autocommit_connections(engine: sqlalchemy.engine.Engine) -> None:
+    """Every connection of ``engine`` in autocommit, with no ``ROLLBACK`` on close or on
+    return to the pool (nothing is ever left open), and no statement that writes a
+    generation's tables (see :meth:`Database.autocommit`)."""
+    dialect = engine.dialect
+    dialect.skip_autocommit_rollback = True
+
+    @event.listens_for(engine, "checkout")
+    def _autocommit(dbapi_connection, record, proxy):  # noqa: ANN001 - DBAPI objects
+        if not dialect.detect_autocommit_setting(dbapi_connection):   # a local flag
+            dialect.set_isolation_level(dbapi_connection, "AUTOCOMMIT")
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _no_generation_tables(conn, cursor, statement, parameters, context,  # noqa: ANN001
+                              executemany):
+        if generations.views_written(statement):
+            raise RuntimeError("a write to a generation's tables needs a transaction "
+                               "(Database.write_rows), not Database.autocommit")
+
+
 class Database:
     """One database: a private enginefacade context plus transaction helpers."""
 
@@ -185,6 +205,8 @@ class Database:
         self._ctx.configure(connection=connection, sqlite_fk=True, **engine_options)
         self._engine: sqlalchemy.engine.Engine | None = None
         self._generations: generations.Reader | None = None
+        self._autocommit: sqlalchemy.engine.Engine | None = None
+        self._engine_options = engine_options
         self._lock = threading.Lock()
 
     @property
@@ -202,6 +224,14 @@ class Database:
                     generations.install(engine)
                     self._engine = engine
         return self._engine
+
+    @property
+    def engines(self) -> list[sqlalchemy.engine.Engine]:
+        """Every engine this database sends statements through: the pooled one and, on
+        MySQL and PostgreSQL, the autocommit one of :meth:`autocommit`."""
+        if _is_sqlite(self.url):
+            return [self.engine]
+        return [self.engine, self._autocommit_engine()]
 
     @property
     def dialect(self) -> str:
@@ -240,6 +270,37 @@ class Database:
             _MODE.writer = False
 
     @contextlib.contextmanager
+    def autocommit(self, *, write: bool) -> Iterator[sqlalchemy.engine.Connection]:
+        """A Core connection on which each statement is a transaction of its own
+        (autocommit), for work that is one statement: a write carries its commit and a
+        read ends with nothing left open, which saves the ``COMMIT`` of
+        :meth:`write_rows` or the ``ROLLBACK`` of :meth:`rows`, a round trip each on
+        MySQL and PostgreSQL. Never for work that needs several statements to be atomic
+        or to see one snapshot, and never for a write to a generation's tables
+        (``acceld.db.generations``: their bump rides on a transaction's commit; such a
+        statement is refused). SQLite, in process, gets :meth:`write_rows` for a write
+        (its ``BEGIN IMMEDIATE``) and :meth:`rows` for a read."""
+        if _is_sqlite(self.url):
+            with (self.write_rows() if write else self.rows()) as conn:
+                yield conn
+            return
+        with self._autocommit_engine().connect() as conn:
+            yield conn
+
+    def _autocommit_engine(self) -> sqlalchemy.engine.Engine:
+        if self._autocommit is None:
+            with self._lock:
+                if self._autocommit is None:
+                    ctx = enginefacade.transaction_context()
+                    ctx.configure(connection=self.url, sqlite_fk=True,
+                                  **self._engine_options)
+                    engine = ctx.writer.get_engine()
+                    _ping_idle_connections_only(engine)
+                    _autocommit_connections(engine)
+                    self._autocommit = engine
+        return self._autocommit
+
+    @contextlib.contextmanager
     def rows(self) -> Iterator[sqlalchemy.engine.Connection]:
         """A plain Core connection for read-only statements: no ORM session around it
         (a third cheaper for the hot list reads). Ends with a rollback; never write
@@ -262,6 +323,9 @@ class Database:
         if self._generations is not None:
             self._generations.close()
             self._generations = None
+        if self._autocommit is not None:
+            self._autocommit.dispose()
+            self._autocommit = None
         if self._engine is not None:
             self._engine.dispose()
 

@@ -231,7 +231,7 @@ def _run(conn: Connection, stmts: dict[bool, Executable], project_id: str | None
 
 def list_arqs(db: Database, *, project_id: str | None,
               instance_uuid: str | None = None) -> list[dict[str, Any]]:
-    with db.rows() as conn:
+    with db.autocommit(write=False) as conn:     # one statement
         if instance_uuid is None:
             rows = _run(conn, _LIST, project_id)
         else:
@@ -245,7 +245,7 @@ def _not_found(uuid: str) -> exception.ARQNotFound:
 
 def get(db: Database, uuid: str, *, project_id: str | None) -> dict[str, Any]:
     """One ARQ; another project's is NotFound, as a missing one."""
-    with db.rows() as conn:
+    with db.autocommit(write=False) as conn:     # one statement
         row = _run(conn, _GET, project_id, arq_uuid=uuid).mappings().first()
     if row is None:
         raise _not_found(uuid)
@@ -283,19 +283,20 @@ def create(db: Database, profile_name: str, project_id: str | None) -> list[dict
     """One Initial ARQ per requested unit of the named profile, all in one transaction.
 
     A profile this process has read before costs no read: a one-ARQ profile is one
-    INSERT ... SELECT that matches the profile by id and uuid."""
+    INSERT ... SELECT that matches the profile by id and uuid, committing by itself."""
     known = _PROFILES.setdefault(db, {})
     profile = known.get(profile_name)
-    with db.write_rows() as conn:
-        rows: list[dict[str, Any]] = []
-        if profile is not None and len(profile.groups) == 1:
-            row = _arq_row(profile, profile.groups[0], project_id)
+    rows: list[dict[str, Any]] = []
+    if profile is not None and len(profile.groups) == 1:
+        row = _arq_row(profile, profile.groups[0], project_id)
+        with db.autocommit(write=True) as conn:
             if conn.execute(_INSERT_ONE, {
                     "uuid": row["uuid"], "project_id": project_id,
                     "group": profile.groups[0], "created_at": row["created_at"],
                     "dp_id": profile.id, "dp_uuid": profile.uuid}).rowcount == 1:
                 rows = [row]            # else deleted, or deleted and made again: read it
-        if not rows:
+    if not rows:
+        with db.write_rows() as conn:
             profile = _read_profile(conn, profile_name)
             rows = [_arq_row(profile, group, project_id) for group in profile.groups]
             if rows:

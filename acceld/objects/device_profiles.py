@@ -78,20 +78,23 @@ def _to_dict(dp: Any) -> dict[str, Any]:
             "created_at": dp.created_at, "updated_at": dp.updated_at}
 
 
+_INSERT = insert(m.DeviceProfile.__table__)
+
+
 def create(db: Database, name: str, groups: list[dict[str, Any]],
            description: str | None = None, uuid: str | None = None) -> dict[str, Any]:
     """A new profile; InvalidInput for bad groups, Conflict for a taken name or uuid.
 
-    One INSERT: the unique constraints on name and uuid decide, also between racing
-    creates, and oslo.db names the column that collided."""
+    One INSERT, committing by itself: the unique constraints on name and uuid decide,
+    also between racing creates, and oslo.db names the column that collided."""
     normal = normalise_groups(groups)
     row = {"uuid": uuid or str(uuidlib.uuid4()), "name": name, "description": description,
            "profile_json": json.dumps({"groups": normal}),
            # whole seconds: what every backend stores, so a later GET shows the same
            "created_at": m.utcnow().replace(microsecond=0), "updated_at": None}
     try:
-        with db.write_rows() as conn:
-            conn.execute(insert(m.DeviceProfile.__table__).values(**row))
+        with db.autocommit(write=True) as conn:
+            conn.execute(_INSERT, row)
     except db_exc.DBDuplicateEntry as exc:
         column = next((c for c in ("name", "uuid") if c in (exc.columns or ())), None)
         if column is None:
@@ -170,10 +173,11 @@ _DELETE_UUID = delete(_DP).where(_DP.c.uuid == bindparam("uuid"))
 
 
 def delete_by_uuid(db: Database, uuid: str) -> None:
-    """One statement: no row deleted is NotFound; the foreign key of an ARQ that uses the
-    profile stops it, and the Conflict is worded afterwards (:func:`_in_use`)."""
+    """One statement, committing by itself: no row deleted is NotFound; the foreign key
+    of an ARQ that uses the profile stops it, and the Conflict is worded afterwards
+    (:func:`_in_use`)."""
     try:
-        with db.write_rows() as conn:
+        with db.autocommit(write=True) as conn:
             if conn.execute(_DELETE_UUID, {"uuid": uuid}).rowcount == 0:
                 raise exception.NotFound(f"Device Profile not found with uuid={uuid}")
     except db_exc.DBReferenceError as exc:

@@ -97,7 +97,7 @@ def test_a_bind_and_an_unbind_without_host_work_cost_few_statements(
     binder = Binder(db) if host == "none" else \
         Binder(db, host_work=AgentHostWork(db, NoAgents()))
     uuid = arqs.create(db, profile, PROJECT)[0]["uuid"]
-    with StatementCounter(db.engine) as counter, Transactions(db.engine) as tx:
+    with StatementCounter(db) as counter, Transactions(db.engine) as tx:
         binder.bind({uuid: _fields(rp_uuid)}, PROJECT)
     # free handles with the no-hot-add answer, claim one, the ARQ's CAS straight to Bound
     assert len(_data_statements(counter)) == 3, _data_statements(counter)
@@ -106,7 +106,7 @@ def test_a_bind_and_an_unbind_without_host_work_cost_few_statements(
                                 ("UPDATE", "extended_accelerator_requests"): 1}
     assert arqs.get(db, uuid, project_id=PROJECT)["state"] == "Bound"
 
-    with StatementCounter(db.engine) as counter, Transactions(db.engine) as tx:
+    with StatementCounter(db) as counter, Transactions(db.engine) as tx:
         binder.unbind([uuid], PROJECT)
     # lock the ARQ, read (with its target) and free its handle, the ARQ's CAS to Unbound
     assert len(_data_statements(counter)) == 4, _data_statements(counter)

@@ -40,7 +40,7 @@ def _profile_id(db: Database, uuid: str) -> int:
 def test_a_known_one_unit_profile_costs_one_statement(db: Database) -> None:
     dp = _profile(db, "one", 1)
     first = arqs.create(db, "one", PROJECT)
-    with StatementCounter(db.engine) as counter:
+    with StatementCounter(db) as counter:
         second = arqs.create(db, "one", PROJECT)
     data = [s for s in counter.statements if not s.lstrip().upper().startswith(
         ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE", "SELECT 1"))]

@@ -32,21 +32,24 @@ _ANY_WRITE = re.compile(r"^\s*(INSERT|UPDATE|DELETE|REPLACE|MERGE|UPSERT)\b", re
 
 
 class StatementCounter:
-    """Records every statement sent to ``engine`` while active."""
+    """Records every statement sent to ``target`` while active: an engine, or a
+    Database (all of its engines, the autocommit one of Database.autocommit included)."""
 
-    def __init__(self, engine) -> None:
-        self.engine = engine
+    def __init__(self, target) -> None:
+        self.engines = target.engines if isinstance(target, Database) else [target]
         self.statements: list[str] = []
 
     def _on_execute(self, conn, cursor, statement, parameters, context, executemany):
         self.statements.append(statement)
 
     def __enter__(self) -> StatementCounter:
-        event.listen(self.engine, "before_cursor_execute", self._on_execute)
+        for engine in self.engines:
+            event.listen(engine, "before_cursor_execute", self._on_execute)
         return self
 
     def __exit__(self, *exc) -> None:
-        event.remove(self.engine, "before_cursor_execute", self._on_execute)
+        for engine in self.engines:
+            event.remove(engine, "before_cursor_execute", self._on_execute)
 
     def writes(self) -> Counter:
         """(verb, table) -> count for INSERT/UPDATE/DELETE statements."""
@@ -91,7 +94,7 @@ def applied(db, tmp_path) -> reports.InventoryReport:
 
 
 def test_counter_sees_the_writes_of_a_first_report(db, tmp_path):
-    with StatementCounter(db.engine) as counter:
+    with StatementCounter(db) as counter:
         inventory.apply_report(db, fake_report(1, tmp_path=tmp_path))
     writes = counter.inventory_writes()
     for table in ("devices", "controlpath_ids", "deployables", "attributes",
@@ -102,7 +105,7 @@ def test_counter_sees_the_writes_of_a_first_report(db, tmp_path):
 
 def test_unchanged_report_writes_nothing_at_all(db, applied):
     again = dataclasses.replace(applied, seq=2)
-    with StatementCounter(db.engine) as counter:
+    with StatementCounter(db) as counter:
         result = inventory.apply_report(db, again)
     assert result == inventory.ApplyResult(changed=False)
     assert counter.touching("services") >= 1           # the listener is live
@@ -115,7 +118,7 @@ def test_unchanged_report_writes_nothing_at_all(db, applied):
 def test_diff_path_is_write_free_when_nothing_changed(db, applied):
     clear_digest(db)
     again = dataclasses.replace(applied, seq=2)
-    with StatementCounter(db.engine) as counter:
+    with StatementCounter(db) as counter:
         result = inventory.apply_report(db, again)
     assert result == inventory.ApplyResult(changed=False)
     assert counter.touching("attach_handles") >= 1     # the full diff did run
@@ -126,7 +129,7 @@ def test_diff_path_is_write_free_when_nothing_changed(db, applied):
         digest, seq = s.execute(text("SELECT report_digest, report_seq FROM services")).one()
     assert (digest, seq) == (applied.content_digest(), 2)
     # The next identical report takes the short-circuit again.
-    with StatementCounter(db.engine) as counter:
+    with StatementCounter(db) as counter:
         inventory.apply_report(db, dataclasses.replace(applied, seq=3))
     assert counter.any_writes() == []
 
@@ -138,7 +141,7 @@ def test_changed_report_writes_only_what_changed(db, applied):
     attrs = tuple((k, "CUSTOM_CHANGED" if k == "rc" else v) for k, v in dep.attributes)
     gpu2 = dataclasses.replace(gpu, deployables=(dataclasses.replace(dep, attributes=attrs),))
     changed = fake_report(2, devices=(gpu2, *drv.devices[1:]))
-    with StatementCounter(db.engine) as counter:
+    with StatementCounter(db) as counter:
         result = inventory.apply_report(db, changed)
     assert result.changed
     assert counter.inventory_writes() == Counter({("UPDATE", "attributes"): 1})
@@ -148,7 +151,7 @@ def test_changed_report_writes_only_what_changed(db, applied):
 def test_changed_report_after_cleared_digest_still_writes(db, applied, tmp_path):
     clear_digest(db)
     fewer = fake_report(2, count=5, tmp_path=tmp_path)          # the 6th device is gone
-    with StatementCounter(db.engine) as counter:
+    with StatementCounter(db) as counter:
         result = inventory.apply_report(db, fewer)
     assert result.changed
     writes = counter.inventory_writes()
@@ -164,7 +167,7 @@ def test_unchanged_report_with_failed_driver_writes_nothing(db, applied):
                              error="boom"),))
     assert inventory.apply_report(db, failed).changed
     clear_digest(db)
-    with StatementCounter(db.engine) as counter:
+    with StatementCounter(db) as counter:
         result = inventory.apply_report(db, dataclasses.replace(failed, seq=3))
     assert not result.changed
     assert counter.inventory_writes() == Counter()

@@ -1,0 +1,69 @@
+"""``Database.autocommit``: one statement is its own transaction, on MySQL and
+PostgreSQL, with no COMMIT or ROLLBACK round trip (device profile create and delete, the
+one-ARQ create and the ARQ reads use it); a statement on a generation's tables is refused
+there, as its bump needs a transaction's commit.
+"""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy
+from oslo_db import exception as db_exc
+from sqlalchemy import text
+
+from acceld.db.api import Database
+from acceld.objects import arqs, device_profiles
+from tests.conftest import BACKENDS
+
+pytestmark = pytest.mark.parametrize("backend",
+                                     [b for b in BACKENDS if b.values[0] != "sqlite"])
+
+
+def _mysql_session(db: Database) -> tuple[int, int, int]:
+    """(connection id, COMMITs, ROLLBACKs) of the session autocommit() hands out."""
+    with db.autocommit(write=False) as conn:
+        cid = int(conn.exec_driver_sql("SELECT CONNECTION_ID()").scalar())
+        status = dict(conn.exec_driver_sql(
+            "SHOW SESSION STATUS WHERE Variable_name IN ('Com_commit', 'Com_rollback')"
+        ).all())
+    return cid, int(status["Com_commit"]), int(status["Com_rollback"])
+
+
+def _profile_count(db: Database, name: str) -> int:
+    """Counted on a connection of its own: what every other session sees."""
+    other = sqlalchemy.create_engine(db.url, poolclass=sqlalchemy.pool.NullPool)
+    try:
+        with other.connect() as conn:
+            return int(conn.execute(text("SELECT count(*) FROM device_profiles "
+                                         "WHERE name = :n"), {"n": name}).scalar())
+    finally:
+        other.dispose()
+
+
+def test_one_statement_is_its_own_transaction(db: Database) -> None:
+    before = _mysql_session(db) if db.dialect == "mysql" else None
+    made = device_profiles.create(db, "solo", [{"resources:FPGA": "1"}])
+    assert _profile_count(db, "solo") == 1            # committed, seen by every session
+    arq = arqs.create(db, "solo", None)[0]            # reads the profile: a transaction
+    arq = arqs.create(db, "solo", None)[0]            # the profile known: one statement
+    assert arqs.get(db, arq["uuid"], project_id=None)["uuid"] == arq["uuid"]
+    assert len(arqs.list_arqs(db, project_id=None)) == 2
+    arqs.delete_by_uuids(db, [a["uuid"] for a in arqs.list_arqs(db, project_id=None)],
+                         project_id=None, service=True)
+    device_profiles.delete_by_uuid(db, made["uuid"])
+    assert _profile_count(db, "solo") == 0
+    with db.autocommit(write=False) as conn:
+        assert db.engine.dialect.detect_autocommit_setting(conn.connection.dbapi_connection)
+    if before is not None:
+        after = _mysql_session(db)
+        assert after[0] == before[0]                  # the same session throughout
+        # the autocommit session sent no COMMIT or ROLLBACK (the first create and the
+        # delete are transactions on the pool's other sessions)
+        assert after[1:] == before[1:]
+
+
+def test_a_statement_on_a_generations_table_is_refused(db: Database) -> None:
+    # (oslo.db's exception filters hand the listener's refusal on as a DBError)
+    with pytest.raises(db_exc.DBError, match="needs a transaction"), \
+            db.autocommit(write=True) as conn:
+        conn.execute(text("UPDATE devices SET vendor = vendor"))
