@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger(__name__)
 
-ALWAYS = frozenset({"MDEV"})     # attach types whose handles always need host work
+ALWAYS = hostwork.ALWAYS
 
 
 class AgentHostWork:
@@ -54,7 +54,9 @@ class AgentHostWork:
         """Whether a bind (``prepare``) or an unbind (``release``) of ``handle`` goes to
         the agent; when not, the Binder binds in one transaction and releases nothing
         (binding.HostWork). ``conn``: the bind's or unbind's own transaction."""
-        return handle.get("attach_type") in ALWAYS or self._target(handle, conn) is not None
+        if conn is not None:
+            return hostwork.needs_host_work(conn, handle)
+        return handle.get("attach_type") in ALWAYS or self._target(handle) is not None
 
     def _run(self, verb: str, handle: dict[str, Any]) -> dict[str, Any] | None:
         """``prepare``/``release`` of ``handle`` on its host's agent; None when the handle

@@ -219,6 +219,12 @@ _UNBIND = update(_arq).where(_arq.c.id == bindparam("arq_id"),
             attach_handle_id=None, deployable_id=None)
 _DELETE = delete(_arq).where(_arq.c.id.in_(bindparam("arq_ids", expanding=True)),
                              _state_in(st.ARQ_TRANSITIONS[st.ARQ_DELETING]))
+# One ARQ that holds nothing and belongs to no instance: nothing to free, no service
+# token to ask for, so its delete needs no lock first (see delete_by_uuids).
+_DELETE_FREE = _scoped(delete(_arq).where(_arq.c.uuid == bindparam("arq_uuid"),
+                                          _arq.c.instance_uuid.is_(None),
+                                          _arq.c.attach_handle_id.is_(None),
+                                          _state_in(st.ARQ_TRANSITIONS[st.ARQ_DELETING])))
 
 
 def _run(conn: Connection, stmts: dict[bool, Executable], project_id: str | None,
@@ -463,6 +469,10 @@ def fail_bind(db: Database, uuid: str) -> list[dict[str, Any]]:
 
 # -- unbind and delete ------------------------------------------------------------------------
 
+class _HostWorkAhead(Exception):
+    """An unbind that frees a handle needing host work was asked not to (rolled back)."""
+
+
 @_retry_on_deadlock
 def unbind(db: Database, uuid: str, *, project_id: str | None,
            needs_host_work: Callable[[Connection, dict[str, Any]], bool] | None = None,
@@ -471,18 +481,41 @@ def unbind(db: Database, uuid: str, *, project_id: str | None,
     Returns the freed handle(s) for host clean-up; with ``needs_host_work`` (as for
     :func:`bind`, asked inside this transaction) only those that need it."""
     with db.write_rows() as conn:
-        arq = _run(conn, _LOCK_ONE, project_id, arq_uuid=uuid).first()
-        if arq is None:
-            raise _not_found(uuid)
-        if arq.state == st.ARQ_UNBOUND:
-            return []
-        if not st.arq_can_transition(arq.state, st.ARQ_UNBOUND):
-            raise _bad_state(conn, uuid, project_id, st.ARQ_UNBOUND)
-        freed = _free_handles(conn, [arq])
-        conn.execute(_UNBIND, {"arq_id": arq.id})
-        if needs_host_work is None:
-            return freed
-        return [handle for handle in freed if needs_host_work(conn, handle)]
+        return _unbind_in(conn, uuid, project_id, needs_host_work, refuse_host_work=False)
+
+
+@_retry_on_deadlock
+def unbind_unless_host_work(db: Database, uuid: str, *, project_id: str | None,
+                            needs_host_work: Callable[[Connection, dict[str, Any]], bool],
+                            ) -> bool:
+    """:func:`unbind` where the freed handle needs no host work (True); where it does,
+    nothing changes (False) and the unbind is the conductor's, which has the host
+    release it before it answers."""
+    try:
+        with db.write_rows() as conn:
+            _unbind_in(conn, uuid, project_id, needs_host_work, refuse_host_work=True)
+    except _HostWorkAhead:
+        return False
+    return True
+
+
+def _unbind_in(conn: Connection, uuid: str, project_id: str | None,
+               needs_host_work: Callable[[Connection, dict[str, Any]], bool] | None,
+               refuse_host_work: bool) -> list[dict[str, Any]]:
+    arq = _run(conn, _LOCK_ONE, project_id, arq_uuid=uuid).first()
+    if arq is None:
+        raise _not_found(uuid)
+    if arq.state == st.ARQ_UNBOUND:
+        return []
+    if not st.arq_can_transition(arq.state, st.ARQ_UNBOUND):
+        raise _bad_state(conn, uuid, project_id, st.ARQ_UNBOUND)
+    freed = _free_handles(conn, [arq])
+    if needs_host_work is not None:
+        freed = [handle for handle in freed if needs_host_work(conn, handle)]
+        if freed and refuse_host_work:
+            raise _HostWorkAhead      # before the ARQ's own update: all of it rolls back
+    conn.execute(_UNBIND, {"arq_id": arq.id})
+    return freed
 
 
 def _delete_locked(conn: Connection, arqs: list[Row[Any]]) -> list[dict[str, Any]]:
@@ -499,9 +532,18 @@ def delete_by_uuids(db: Database, uuids: list[str], *, project_id: str | None,
                     service: bool) -> list[dict[str, Any]]:
     """Unbind and delete the ARQs, all or nothing: a missing one is NotFound and one tied
     to an instance needs a service token (Forbidden), both before anything changes.
-    Returns the freed handles."""
+    Returns the freed handles.
+
+    One ARQ that holds no handle and belongs to no instance (created, or unbound) is one
+    DELETE, committing by itself; any other case, or one that a bind took meanwhile
+    (the DELETE then matches nothing), locks the rows first."""
+    wanted = sorted(set(uuids))
+    if len(wanted) == 1:
+        with db.autocommit(write=True) as conn:
+            if _run(conn, _DELETE_FREE, project_id, arq_uuid=wanted[0]).rowcount == 1:
+                return []
     with db.write_rows() as conn:
-        arqs = _run(conn, _LOCK_MANY, project_id, uuids=sorted(set(uuids))).all()
+        arqs = _run(conn, _LOCK_MANY, project_id, uuids=wanted).all()
         found = {a.uuid for a in arqs}
         for uuid in uuids:
             if uuid not in found:

@@ -17,6 +17,8 @@ from acceld import reports
 from acceld.db import models as m
 from acceld.db.api import Database
 
+ALWAYS = frozenset({"MDEV"})     # attach types whose handles always need host work
+
 
 @dataclasses.dataclass(frozen=True)
 class HandleTarget:
@@ -80,3 +82,18 @@ def target_of(row: Any) -> HandleTarget | None:
     return HandleTarget(host=row.target_host, driver=row.target_driver,
                         identity=row.target_identity or "",
                         host_work=reports.CAP_HOST_WORK in caps)
+
+
+def needs_host_work(s: Session | Connection, handle: dict[str, Any]) -> bool:
+    """Whether binding or freeing ``handle`` takes its host's agent (``prepare`` or
+    ``release``): MDEV handles always, others when their driver declared host work.
+    Decided from the target read with the handle (``"target"``), else read in ``s``,
+    the caller's transaction."""
+    if handle.get("attach_type") in ALWAYS:
+        return True
+    if "target" in handle:
+        known = handle["target"]
+        target = None if known is None else HandleTarget(**known)
+    else:
+        target = handle_target_in(s, handle["uuid"])
+    return target is not None and target.host_work

@@ -1,19 +1,26 @@
 """``Database.autocommit``: one statement is its own transaction, on MySQL and
 PostgreSQL, with no COMMIT or ROLLBACK round trip (device profile create and delete, the
-one-ARQ create and the ARQ reads use it); a statement on a generation's tables is refused
-there, as its bump needs a transaction's commit.
+one-ARQ create, the ARQ reads and the delete of an ARQ that holds nothing use it); a
+statement on a generation's tables is refused there, as its bump needs a transaction's
+commit.
 """
 
 from __future__ import annotations
+
+import uuid as uuidlib
 
 import pytest
 import sqlalchemy
 from oslo_db import exception as db_exc
 from sqlalchemy import text
 
+from acceld import exception
+from acceld.conductor.binding import Binder
 from acceld.db.api import Database
 from acceld.objects import arqs, device_profiles
+from tests import helpers
 from tests.conftest import BACKENDS
+from tests.functional.test_statement_count import StatementCounter
 
 pytestmark = pytest.mark.parametrize("backend",
                                      [b for b in BACKENDS if b.values[0] != "sqlite"])
@@ -67,3 +74,22 @@ def test_a_statement_on_a_generations_table_is_refused(db: Database) -> None:
     with pytest.raises(db_exc.DBError, match="needs a transaction"), \
             db.autocommit(write=True) as conn:
         conn.execute(text("UPDATE devices SET vendor = vendor"))
+
+
+def test_deleting_an_arq_that_holds_nothing_is_one_statement(db: Database) -> None:
+    rp_uuid, profile = helpers.make_qat_inventory(db, handles=1)
+    free, bound = (arqs.create(db, profile, "p")[0]["uuid"] for _ in range(2))
+    Binder(db).bind({bound: {"hostname": "host1", "device_rp_uuid": rp_uuid,
+                             "instance_uuid": str(uuidlib.uuid4()), "project_id": "p"}}, "p")
+    with StatementCounter(db) as counter:
+        assert arqs.delete_by_uuids(db, [free], project_id="p", service=False) == []
+    assert [s.split()[0].upper() for s in counter.statements] == ["DELETE"]
+    # one tied to an instance: the DELETE matches nothing, and the locked path refuses it
+    # without a service token, changing nothing
+    with pytest.raises(exception.Forbidden):
+        arqs.delete_by_uuids(db, [bound], project_id="p", service=False)
+    assert arqs.get(db, bound, project_id="p")["state"] == "Bound"
+    freed = arqs.delete_by_uuids(db, [bound], project_id="p", service=True)
+    assert len(freed) == 1                            # its handle freed for the host
+    with pytest.raises(exception.ARQNotFound):
+        arqs.delete_by_uuids(db, [free], project_id="p", service=True)

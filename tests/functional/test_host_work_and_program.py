@@ -19,7 +19,7 @@ import pytest
 import webob
 from sqlalchemy import select, update
 
-from acceld import exception, reports, states
+from acceld import exception, reports, rpc, states
 from acceld.agent import journal as jmod
 from acceld.agent import programming
 from acceld.agent.drivers import registry
@@ -209,6 +209,43 @@ def test_bind_and_unbind_run_the_drivers_host_work(make_stack, use_driver):
     stack.conductor.arq_unbind([uuid], None)
     assert HostWorkFake.calls[-1] == ("release", "0000:3d:00.0", arq["attach_handle_info"])
     assert stack.agents[HOST].journal.inflight() == []
+
+
+@pytest.mark.parametrize("host_work", [False, True])
+def test_an_api_unbind_asks_the_conductor_only_for_host_work(make_stack, use_driver,
+                                                            monkeypatch, host_work):
+    """PATCH unbind: a handle that needs no host work is freed by the API process itself,
+    with no RPC; one whose host must release it goes to the conductor, and the release
+    has run by the time the 202 comes back."""
+    if host_work:
+        use_driver(HostWorkFake)
+    stack = make_stack()
+    stack.report_all()
+    asked: list[list[str]] = []
+    unbind = rpc.ConductorClient.arq_unbind
+
+    def recording(self, uuids: list[str], project_id: str | None) -> None:
+        asked.append(list(uuids))
+        unbind(self, uuids, project_id)
+
+    monkeypatch.setattr(rpc.ConductorClient, "arq_unbind", recording)
+    uuid, fields = _arq_for(stack, "QAT", "CUSTOM_QAT")
+    stack.conductor.arq_bind({uuid: fields}, None)
+    info = _arq(stack, uuid)["attach_handle_info"]
+    req = webob.Request.blank("/v2/accelerator_requests", method="PATCH",
+                              headers={"X-Service-Token": "nova"})
+    req.content_type = "application/json"
+    req.body = json.dumps({uuid: [{"op": "remove", "path": "/hostname"}]}).encode()
+    assert req.get_response(stack.app).status_int == 202
+    assert _arq(stack, uuid)["state"] == states.ARQ_UNBOUND
+    with stack.db.reader() as s:
+        assert s.execute(select(m.AttachHandle).where(m.AttachHandle.in_use.is_(True))
+                         ).first() is None
+    if host_work:
+        assert asked == [[uuid]]
+        assert HostWorkFake.calls[-1] == ("release", "0000:3d:00.0", info)
+    else:
+        assert asked == []
 
 
 @pytest.mark.parametrize("by", ["instance", "arqs"])

@@ -2,10 +2,12 @@
 
 Contract: shared/docs/cyborg-v2-contract.md 1.3 rows 6-10, 1.4 and 3 (summary in
 docs/api-v2.md). Non-admins see only their project's ARQs. The API writes the ARQ rows of
-a create and a delete itself; binding and unbinding go to the conductor (one RPC for the
-whole request). Where Cyborg answers a client mistake with 500 (no profile name, a bad
-``bind_state``, both or neither of ``arqs``/``instance``, an add without a value, an ARQ in
-the wrong state) acceld answers 400 or 409 naming the problem.
+a create and a delete itself, and an unbind whose freed handle needs no host work (one
+transaction, as a delete frees handles); binding, and an unbind whose handle the host
+must release, go to the conductor (one RPC for the request). Where Cyborg answers a
+client mistake with 500 (no profile name, a bad ``bind_state``, both or neither of
+``arqs``/``instance``, an add without a value, an ARQ in the wrong state) acceld
+answers 400 or 409 naming the problem.
 
 The service-token gate (CVE-2026-40214) cannot be relaxed by policy: bind, unbind,
 ``DELETE ?instance=`` and deleting an ARQ tied to an instance need ``service`` among the
@@ -18,10 +20,12 @@ from typing import Any
 
 import webob
 
+from acceld import exception
 from acceld.api import errors, microversion, util
 from acceld.api.handlers.v2_inventory import links
 from acceld.api.schemas import v2 as schema
 from acceld.objects import arqs as arq_objects
+from acceld.objects import hostwork
 
 PROJECT_ID_VERSION = microversion.Version(2, 1)
 SERVICE_ROLE = "service"
@@ -128,12 +132,35 @@ def update_arqs(req: webob.Request, uuid: str | None = None) -> webob.Response:
         raise errors.HTTPError(400, "One request either binds or unbinds ARQs, not both.",
                                "acceld.invalid_input")
     _require_service_token(req)
-    conductor = util.state(req).conductor
     if binds:
-        conductor.arq_bind(binds, _scope(req))
+        util.state(req).conductor.arq_bind(binds, _scope(req))
     else:
-        conductor.arq_unbind(sorted(patch), _scope(req))
+        _unbind(req, sorted(patch))
     return util.empty_response(202)
+
+
+def _unbind(req: webob.Request, uuids: list[str]) -> None:
+    """Each ARQ whose freed handle needs no host work is unbound here, in a transaction of
+    its own; the others go to the conductor, which has their hosts release the handles
+    before it answers. Every ARQ is tried and the first error raised, as the conductor
+    does for a request it gets whole."""
+    st, scope = util.state(req), _scope(req)
+    errs: list[exception.AccelDError] = []
+    rest: list[str] = []
+    for uuid in uuids:
+        try:
+            if not arq_objects.unbind_unless_host_work(
+                    st.db, uuid, project_id=scope, needs_host_work=hostwork.needs_host_work):
+                rest.append(uuid)
+        except exception.AccelDError as exc:
+            errs.append(exc)
+    if rest:
+        try:
+            st.conductor.arq_unbind(rest, scope)
+        except exception.AccelDError as exc:
+            errs.append(exc)
+    if errs:
+        raise errs[0]
 
 
 def delete_arqs(req: webob.Request) -> webob.Response:
