@@ -35,15 +35,10 @@ class AgentHostWork:
         self._db = db
         self._agents = agents
 
-    def _target(self, handle: dict[str, Any],
-                conn: Connection | None = None) -> hostwork.HandleTarget | None:
-        if "target" in handle:      # read with the handle (acceld.objects.arqs)
-            known = handle["target"]
-            target = None if known is None else hostwork.HandleTarget(**known)
-        elif conn is None:
-            target = hostwork.handle_target(self._db, handle["uuid"])
-        else:
-            target = hostwork.handle_target_in(conn, handle["uuid"])
+    def _target(self, handle: dict[str, Any]) -> hostwork.HandleTarget | None:
+        """Where ``handle``'s host work runs; None when it needs none (or its host is
+        gone)."""
+        target = hostwork.target_for(handle, self._db)
         if target is None:
             return None
         if handle.get("attach_type") in ALWAYS or target.host_work:
@@ -54,9 +49,7 @@ class AgentHostWork:
         """Whether a bind (``prepare``) or an unbind (``release``) of ``handle`` goes to
         the agent; when not, the Binder binds in one transaction and releases nothing
         (binding.HostWork). ``conn``: the bind's or unbind's own transaction."""
-        if conn is not None:
-            return hostwork.needs_host_work(conn, handle)
-        return handle.get("attach_type") in ALWAYS or self._target(handle) is not None
+        return hostwork.needs_host_work(self._db if conn is None else conn, handle)
 
     def _run(self, verb: str, handle: dict[str, Any]) -> dict[str, Any] | None:
         """``prepare``/``release`` of ``handle`` on its host's agent; None when the handle

@@ -84,16 +84,24 @@ def target_of(row: Any) -> HandleTarget | None:
                         host_work=reports.CAP_HOST_WORK in caps)
 
 
-def needs_host_work(s: Session | Connection, handle: dict[str, Any]) -> bool:
-    """Whether binding or freeing ``handle`` takes its host's agent (``prepare`` or
-    ``release``): MDEV handles always, others when their driver declared host work.
-    Decided from the target read with the handle (``"target"``), else read in ``s``,
-    the caller's transaction."""
-    if handle.get("attach_type") in ALWAYS:
-        return True
+def target_for(handle: dict[str, Any],
+               s: Session | Connection | Database) -> HandleTarget | None:
+    """``handle``'s target: the one read with it (``"target"``, see
+    ``acceld.objects.arqs``), else read in ``s`` (the caller's transaction, or a
+    transaction of its own on a Database)."""
     if "target" in handle:
         known = handle["target"]
-        target = None if known is None else HandleTarget(**known)
-    else:
-        target = handle_target_in(s, handle["uuid"])
+        return None if known is None else HandleTarget(**known)
+    if isinstance(s, Database):
+        return handle_target(s, handle["uuid"])
+    return handle_target_in(s, handle["uuid"])
+
+
+def needs_host_work(s: Session | Connection | Database, handle: dict[str, Any]) -> bool:
+    """Whether binding or freeing ``handle`` takes its host's agent (``prepare`` or
+    ``release``): MDEV handles always, others when their driver declared host work
+    (the target as :func:`target_for` finds it)."""
+    if handle.get("attach_type") in ALWAYS:
+        return True
+    target = target_for(handle, s)
     return target is not None and target.host_work
