@@ -292,8 +292,11 @@ class Database:
             with self._lock:
                 if self._autocommit is None:
                     ctx = enginefacade.transaction_context()
+                    # made on first use, inside a request: no connect-and-retry at
+                    # creation (oslo.db's default waits up to 10 x 10 s for a database
+                    # that is down); a request then fails at once, as on the other pool
                     ctx.configure(connection=self.url, sqlite_fk=True,
-                                  **self._engine_options)
+                                  **dict(self._engine_options, max_retries=0))
                     engine = ctx.writer.get_engine()
                     _ping_idle_connections_only(engine)
                     _autocommit_connections(engine)

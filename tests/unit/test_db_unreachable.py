@@ -1,0 +1,40 @@
+"""A database that is down when the autocommit pool is first used (acceld.db.api,
+``Database.autocommit``): the request fails at once with DBConnectionError instead of
+waiting in oslo.db's connect-and-retry loop (10 tries, 10 s apart) that an engine made
+at start-up goes through. No server is needed: nothing listens on the port. (oslo.db
+retries only on an error it translated to DBConnectionError: PyMySQL's refusal is one,
+so the MySQL case is the one that would hang; libpq's is not, and fails at once anyway.)
+"""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+import sqlalchemy
+from oslo_db import exception as db_exc
+
+from acceld.db.api import Database
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# the bound is for a hang (oslo.db's retries would take 100 s), not a measurement
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("url", ["mysql+pymysql://root@127.0.0.1:{port}/acceld",
+                                 "postgresql+psycopg2://postgres@127.0.0.1:{port}/acceld"])
+def test_a_first_use_of_the_autocommit_pool_fails_at_once_when_the_database_is_down(
+        url: str) -> None:
+    db = Database(url.format(port=_free_port()))
+    # oslo.db translates PyMySQL's refusal; libpq's newer wording ("connection to server
+    # at ... failed") it passes on as SQLAlchemy's OperationalError, on either pool
+    refused = (db_exc.DBConnectionError, sqlalchemy.exc.OperationalError)
+    try:
+        with pytest.raises(refused), db.autocommit(write=False) as conn:
+            conn.exec_driver_sql("SELECT 1")
+    finally:
+        db.dispose()
