@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
 import uuid as uuidlib
+from collections.abc import Iterator
 from typing import Any
 
+import sqlalchemy
 from oslo_config import cfg
 
 from acceld import conf as config
@@ -22,6 +25,18 @@ def make_conf(**groups: dict[str, Any]) -> cfg.ConfigOpts:
         overrides.setdefault(group, {}).update(values)
     return config.load([], config_files=[], overrides=overrides)
 
+
+
+@contextlib.contextmanager
+def outside_connection(db: Database) -> Iterator[sqlalchemy.Connection]:
+    """A connection of its own to ``db``'s database, outside every pool of ``db``: what
+    another session sees, or a session to act on ``db``'s from the server's side."""
+    engine = sqlalchemy.create_engine(db.url, poolclass=sqlalchemy.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            yield conn
+    finally:
+        engine.dispose()
 
 
 def make_qat_inventory(db: Database, handles: int, units: int = 1) -> tuple[str, str]:

@@ -27,9 +27,6 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger(__name__)
 
-ALWAYS = hostwork.ALWAYS
-
-
 class AgentHostWork:
     def __init__(self, db: Database, agents: AgentClient) -> None:
         self._db = db
@@ -39,11 +36,9 @@ class AgentHostWork:
         """Where ``handle``'s host work runs; None when it needs none (or its host is
         gone)."""
         target = hostwork.target_for(handle, self._db)
-        if target is None:
+        if target is None or not hostwork.requires_host_work(handle, target):
             return None
-        if handle.get("attach_type") in ALWAYS or target.host_work:
-            return target
-        return None
+        return target
 
     def needs(self, handle: dict[str, Any], conn: Connection | None = None) -> bool:
         """Whether a bind (``prepare``) or an unbind (``release``) of ``handle`` goes to

@@ -97,11 +97,15 @@ def target_for(handle: dict[str, Any],
     return handle_target_in(s, handle["uuid"])
 
 
-def needs_host_work(s: Session | Connection | Database, handle: dict[str, Any]) -> bool:
+def requires_host_work(handle: dict[str, Any], target: HandleTarget | None) -> bool:
     """Whether binding or freeing ``handle`` takes its host's agent (``prepare`` or
-    ``release``): MDEV handles always, others when their driver declared host work
-    (the target as :func:`target_for` finds it)."""
+    ``release``): MDEV handles always, others when their driver declared host work."""
+    return handle.get("attach_type") in ALWAYS or (target is not None and target.host_work)
+
+
+def needs_host_work(s: Session | Connection | Database, handle: dict[str, Any]) -> bool:
+    """:func:`requires_host_work`, with the target as :func:`target_for` finds it (read
+    only for a handle that is not MDEV and came without it)."""
     if handle.get("attach_type") in ALWAYS:
         return True
-    target = target_for(handle, s)
-    return target is not None and target.host_work
+    return requires_host_work(handle, target_for(handle, s))

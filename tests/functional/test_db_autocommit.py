@@ -10,7 +10,6 @@ from __future__ import annotations
 import uuid as uuidlib
 
 import pytest
-import sqlalchemy
 from oslo_db import exception as db_exc
 from sqlalchemy import text
 
@@ -38,13 +37,9 @@ def _mysql_session(db: Database) -> tuple[int, int, int]:
 
 def _profile_count(db: Database, name: str) -> int:
     """Counted on a connection of its own: what every other session sees."""
-    other = sqlalchemy.create_engine(db.url, poolclass=sqlalchemy.pool.NullPool)
-    try:
-        with other.connect() as conn:
-            return int(conn.execute(text("SELECT count(*) FROM device_profiles "
-                                         "WHERE name = :n"), {"n": name}).scalar())
-    finally:
-        other.dispose()
+    with helpers.outside_connection(db) as conn:
+        return int(conn.execute(text("SELECT count(*) FROM device_profiles WHERE name = :n"),
+                                {"n": name}).scalar())
 
 
 def test_one_statement_is_its_own_transaction(db: Database) -> None:

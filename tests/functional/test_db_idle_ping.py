@@ -18,6 +18,7 @@ from sqlalchemy import text
 
 from acceld.db import api
 from acceld.db.api import Database
+from tests import helpers
 from tests.conftest import BACKENDS
 
 pytestmark = pytest.mark.parametrize("backend",
@@ -32,16 +33,12 @@ def _server_id(conn: sqlalchemy.Connection) -> int:
 
 def _kill(db: Database, server_id: int) -> None:
     """Ends that session from the server's side, on a connection outside the pool."""
-    admin = sqlalchemy.create_engine(db.url, poolclass=sqlalchemy.pool.NullPool)
-    try:
-        with admin.connect() as conn:
-            if conn.dialect.name == "mysql":
-                conn.exec_driver_sql(f"KILL {server_id}")
-            else:
-                conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": server_id})
-                conn.commit()
-    finally:
-        admin.dispose()
+    with helpers.outside_connection(db) as conn:
+        if conn.dialect.name == "mysql":
+            conn.exec_driver_sql(f"KILL {server_id}")
+        else:
+            conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": server_id})
+            conn.commit()
 
 
 @pytest.fixture
