@@ -25,7 +25,7 @@ from oslo_db.sqlalchemy import enginefacade
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
-from acceld.db import generations
+from acceld.db import direct, generations
 
 _MODE = threading.local()
 
@@ -206,6 +206,7 @@ class Database:
         self._engine: sqlalchemy.engine.Engine | None = None
         self._generations: generations.Reader | None = None
         self._autocommit: sqlalchemy.engine.Engine | None = None
+        self._direct: direct.Direct | None = None
         self._engine_options = engine_options
         self._lock = threading.Lock()
 
@@ -287,6 +288,29 @@ class Database:
         with self._autocommit_engine().connect() as conn:
             yield conn
 
+    def write_one(self, stmt: Any, params: dict[str, Any]) -> int:
+        """Runs one writing statement as a transaction of its own and returns its
+        rowcount. On MySQL and PostgreSQL it goes to :attr:`direct` (a thread's own
+        connection, no SQLAlchemy execution), or through :meth:`autocommit` when that
+        declines it; on SQLite through :meth:`write_rows`. The same rules as
+        :meth:`autocommit`: work that is one statement, never a generation's tables."""
+        if not _is_sqlite(self.url):
+            rowcount = self.direct.write(stmt, params)
+            if rowcount is not None:
+                return rowcount
+        with self.autocommit(write=True) as conn:
+            return conn.execute(stmt, params).rowcount
+
+    @property
+    def direct(self) -> direct.Direct:
+        """The runner of one-statement writes (MySQL and PostgreSQL only)."""
+        if self._direct is None:
+            engine = self._autocommit_engine()
+            with self._lock:
+                if self._direct is None:
+                    self._direct = direct.Direct(engine, PING_AFTER_IDLE)
+        return self._direct
+
     def _autocommit_engine(self) -> sqlalchemy.engine.Engine:
         if self._autocommit is None:
             with self._lock:
@@ -326,6 +350,9 @@ class Database:
         if self._generations is not None:
             self._generations.close()
             self._generations = None
+        if self._direct is not None:
+            self._direct.dispose()
+            self._direct = None
         if self._autocommit is not None:
             self._autocommit.dispose()
             self._autocommit = None

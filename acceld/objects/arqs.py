@@ -295,12 +295,11 @@ def create(db: Database, profile_name: str, project_id: str | None) -> list[dict
     rows: list[dict[str, Any]] = []
     if profile is not None and len(profile.groups) == 1:
         row = _arq_row(profile, profile.groups[0], project_id)
-        with db.autocommit(write=True) as conn:
-            if conn.execute(_INSERT_ONE, {
-                    "uuid": row["uuid"], "project_id": project_id,
-                    "group": profile.groups[0], "created_at": row["created_at"],
-                    "dp_id": profile.id, "dp_uuid": profile.uuid}).rowcount == 1:
-                rows = [row]            # else deleted, or deleted and made again: read it
+        if db.write_one(_INSERT_ONE, {
+                "uuid": row["uuid"], "project_id": project_id,
+                "group": profile.groups[0], "created_at": row["created_at"],
+                "dp_id": profile.id, "dp_uuid": profile.uuid}) == 1:
+            rows = [row]                # else deleted, or deleted and made again: read it
     if not rows:
         with db.write_rows() as conn:
             profile = _read_profile(conn, profile_name)
@@ -539,9 +538,9 @@ def delete_by_uuids(db: Database, uuids: list[str], *, project_id: str | None,
     (the DELETE then matches nothing), locks the rows first."""
     wanted = sorted(set(uuids))
     if len(wanted) == 1:
-        with db.autocommit(write=True) as conn:
-            if _run(conn, _DELETE_FREE, project_id, arq_uuid=wanted[0]).rowcount == 1:
-                return []
+        if db.write_one(_DELETE_FREE[project_id is not None],
+                        {"arq_uuid": wanted[0], "scope": project_id}) == 1:
+            return []
     with db.write_rows() as conn:
         arqs = _run(conn, _LOCK_MANY, project_id, uuids=wanted).all()
         found = {a.uuid for a in arqs}

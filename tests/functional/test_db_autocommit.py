@@ -25,13 +25,28 @@ pytestmark = pytest.mark.parametrize("backend",
                                      [b for b in BACKENDS if b.values[0] != "sqlite"])
 
 
+_SESSION = ("SELECT CONNECTION_ID()",
+            "SHOW SESSION STATUS WHERE Variable_name IN ('Com_commit', 'Com_rollback')")
+
+
 def _mysql_session(db: Database) -> tuple[int, int, int]:
     """(connection id, COMMITs, ROLLBACKs) of the session autocommit() hands out."""
     with db.autocommit(write=False) as conn:
-        cid = int(conn.exec_driver_sql("SELECT CONNECTION_ID()").scalar())
-        status = dict(conn.exec_driver_sql(
-            "SHOW SESSION STATUS WHERE Variable_name IN ('Com_commit', 'Com_rollback')"
-        ).all())
+        cid = int(conn.exec_driver_sql(_SESSION[0]).scalar())
+        status = dict(conn.exec_driver_sql(_SESSION[1]).all())
+    return cid, int(status["Com_commit"]), int(status["Com_rollback"])
+
+
+def _mysql_direct_session(db: Database) -> tuple[int, int, int]:
+    """The same of this thread's connection of Database.direct (write_one's)."""
+    cursor = db.direct.connection().cursor()
+    try:
+        cursor.execute(_SESSION[0])
+        cid = int(cursor.fetchone()[0])
+        cursor.execute(_SESSION[1])
+        status = dict(cursor.fetchall())
+    finally:
+        cursor.close()
     return cid, int(status["Com_commit"]), int(status["Com_rollback"])
 
 
@@ -43,7 +58,9 @@ def _profile_count(db: Database, name: str) -> int:
 
 
 def test_one_statement_is_its_own_transaction(db: Database) -> None:
-    before = _mysql_session(db) if db.dialect == "mysql" else None
+    mysql = db.dialect == "mysql"
+    # (the writes' connection first: it is taken out of the pool the reads use)
+    before = (_mysql_direct_session(db), _mysql_session(db)) if mysql else None
     made = device_profiles.create(db, "solo", [{"resources:FPGA": "1"}])
     assert _profile_count(db, "solo") == 1            # committed, seen by every session
     arq = arqs.create(db, "solo", None)[0]            # reads the profile: a transaction
@@ -57,11 +74,12 @@ def test_one_statement_is_its_own_transaction(db: Database) -> None:
     with db.autocommit(write=False) as conn:
         assert db.engine.dialect.detect_autocommit_setting(conn.connection.dbapi_connection)
     if before is not None:
-        after = _mysql_session(db)
-        assert after[0] == before[0]                  # the same session throughout
-        # the autocommit session sent no COMMIT or ROLLBACK (the first create and the
-        # delete are transactions on the pool's other sessions)
-        assert after[1:] == before[1:]
+        after = (_mysql_direct_session(db), _mysql_session(db))
+        for was, now in zip(before, after, strict=True):
+            assert now[0] == was[0]                   # the same sessions throughout
+            # neither the reads' session nor the writes' sent a COMMIT or ROLLBACK (the
+            # first create and the delete are transactions on the pool's other sessions)
+            assert now[1:] == was[1:]
 
 
 def test_a_statement_on_a_generations_table_is_refused(db: Database) -> None:

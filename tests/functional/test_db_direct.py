@@ -1,0 +1,181 @@
+"""``Database.write_one`` on MySQL and PostgreSQL: one-statement writes on a thread's own
+DBAPI connection (``acceld.db.direct``), with what the pool did done there: a dead
+connection found by the idle ping or by the failed statement, a fork, the connections of
+ended threads; database errors raised as oslo.db's, through SQLAlchemy; statements that
+need SQLAlchemy at execution never sent directly.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+from oslo_db import exception as db_exc
+from sqlalchemy import bindparam, delete, text
+
+from acceld import exception
+from acceld.db.api import Database
+from acceld.db.models import DeviceProfile, utcnow
+from acceld.objects import arqs, device_profiles
+from tests import helpers
+from tests.conftest import BACKENDS
+
+pytestmark = pytest.mark.parametrize("backend",
+                                     [b for b in BACKENDS if b.values[0] != "sqlite"])
+
+_DP = DeviceProfile.__table__
+_GROUPS = [{"resources:FPGA": "1"}]
+
+
+def _session_id(db: Database) -> int:
+    """The server's id of this thread's direct connection."""
+    cursor = db.direct.connection().cursor()
+    try:
+        cursor.execute("SELECT CONNECTION_ID()" if db.dialect == "mysql"
+                       else "SELECT pg_backend_pid()")
+        return int(cursor.fetchone()[0])
+    finally:
+        cursor.close()
+
+
+def _sessions(db: Database) -> set[int]:
+    with helpers.outside_connection(db) as conn:
+        if db.dialect == "mysql":
+            return {int(r[0]) for r in conn.exec_driver_sql(
+                "SELECT id FROM information_schema.processlist")}
+        return {int(r[0]) for r in conn.exec_driver_sql("SELECT pid FROM pg_stat_activity")}
+
+
+def _kill(db: Database, session: int) -> None:
+    with helpers.outside_connection(db) as conn:
+        if db.dialect == "mysql":
+            conn.exec_driver_sql(f"KILL {session}")
+        else:
+            conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": session})
+            conn.commit()
+
+
+@pytest.fixture
+def sent(db: Database) -> list[str]:
+    """The statements write_one sent directly."""
+    seen: list[str] = []
+    db.direct.listeners.append(seen.append)
+    yield seen
+    db.direct.listeners.remove(seen.append)
+
+
+def _count(db: Database, name: str) -> int:
+    with helpers.outside_connection(db) as conn:
+        return int(conn.execute(text("SELECT count(*) FROM device_profiles WHERE name = :n"),
+                                {"n": name}).scalar())
+
+
+def test_writes_go_direct_commit_by_themselves_and_errors_come_as_oslo_db_ones(
+        db: Database, sent: list[str]) -> None:
+    made = device_profiles.create(db, "d1", _GROUPS)
+    assert _count(db, "d1") == 1                        # committed: another session sees it
+    assert [s.split()[0] for s in sent] == ["INSERT"]
+    # a duplicate: the server refused it; SQLAlchemy runs it again and oslo.db names it
+    with pytest.raises(exception.Conflict, match="name d1"):
+        device_profiles.create(db, "d1", _GROUPS)
+    with pytest.raises(db_exc.DBDuplicateEntry) as info:
+        db.write_one(device_profiles._INSERT, dict(
+            uuid=made["uuid"], name="other", description=None, profile_json="{}",
+            created_at=utcnow().replace(microsecond=0), updated_at=None))
+    assert "uuid" in (info.value.columns or [])
+    # a profile in use: the foreign key's error, worded by the objects layer
+    arq = arqs.create(db, "d1", None)[0]
+    with pytest.raises(exception.Conflict, match="used by 1 accelerator"):
+        device_profiles.delete_by_uuid(db, made["uuid"])
+    arqs.delete_by_uuids(db, [arq["uuid"]], project_id=None, service=True)
+    session = _session_id(db)
+    sent.clear()
+    device_profiles.delete_by_uuid(db, made["uuid"])   # the connection survived the errors
+    assert [s.split()[0] for s in sent] == ["DELETE"]
+    assert _session_id(db) == session
+    assert _count(db, "d1") == 0
+    with pytest.raises(exception.NotFound):             # rowcount 0
+        device_profiles.delete_by_uuid(db, made["uuid"])
+
+
+def test_a_dead_connection_fails_one_write_and_the_next_reconnects(
+        db: Database, sent: list[str]) -> None:
+    device_profiles.create(db, "k1", _GROUPS)
+    dead = _session_id(db)
+    _kill(db, dead)
+    db.direct.ping_after_idle = 3600.0                  # used a moment ago: no ping
+    with pytest.raises(db_exc.DBConnectionError):
+        device_profiles.create(db, "k2", _GROUPS)
+    device_profiles.create(db, "k2", _GROUPS)           # a new connection
+    assert _session_id(db) != dead
+    assert _count(db, "k2") == 1
+
+
+def test_an_idle_connection_is_pinged_and_replaced_when_dead(db: Database) -> None:
+    device_profiles.create(db, "i1", _GROUPS)
+    dead = _session_id(db)
+    _kill(db, dead)
+    db.direct.ping_after_idle = 0.0                     # every connection counts as idle
+    device_profiles.create(db, "i2", _GROUPS)           # the write never saw the dead one
+    assert _session_id(db) != dead
+    assert _count(db, "i2") == 1
+
+
+def test_a_forked_child_opens_its_own_connection_and_leaves_the_parents(
+        db: Database) -> None:
+    device_profiles.create(db, "f1", _GROUPS)
+    parent = _session_id(db)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                        # the child: report, never return
+        status = 1
+        try:
+            os.close(read)
+            device_profiles.create(db, "f2", _GROUPS)
+            os.write(write, str(_session_id(db)).encode())
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write)
+    child = int(os.read(read, 64) or b"0")
+    os.close(read)
+    assert os.waitpid(pid, 0)[1] == 0
+    assert child not in (0, parent)
+    device_profiles.create(db, "f3", _GROUPS)           # the parent's connection still works
+    assert _session_id(db) == parent
+    assert _count(db, "f2") == 1 and _count(db, "f3") == 1
+
+
+def test_the_connections_of_ended_threads_are_closed(db: Database) -> None:
+    ids: list[int] = []
+    all_open = threading.Barrier(3)     # none ends before all have their connection
+
+    def work(n: int) -> None:
+        device_profiles.create(db, f"t{n}", _GROUPS)
+        ids.append(_session_id(db))
+        all_open.wait(timeout=30)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(ids)) == 3 and set(ids) <= _sessions(db)
+    assert db.direct.count() == 3       # this thread has none yet
+    device_profiles.create(db, "main", _GROUPS)         # this thread's first: closes those
+    assert db.direct.count() == 1
+    assert not set(ids) & _sessions(db)
+
+
+def test_statements_that_need_sqlalchemy_are_not_sent_directly(
+        db: Database, sent: list[str]) -> None:
+    made = [device_profiles.create(db, f"e{n}", _GROUPS)["uuid"] for n in range(2)]
+    sent.clear()
+    # an IN list expanded at each execution: SQLAlchemy's path, with the same result
+    expanding = delete(_DP).where(_DP.c.uuid.in_(bindparam("uuids", expanding=True)))
+    assert db.write_one(expanding, {"uuids": made}) == 2
+    assert sent == []
+    # a generation's tables: refused, as on the autocommit pool
+    with pytest.raises(RuntimeError, match="needs a transaction"):
+        db.write_one(text("UPDATE devices SET vendor = vendor"), {})
