@@ -1,7 +1,8 @@
 """Device profiles (Cyborg v2): validation of the groups, and their rows.
 
 A profile's ``groups`` are stored as ``profile_json = {"groups": [...]}``, as in Cyborg.
-Every public function is one transaction. Deleting several profiles is all-or-nothing
+Every public function that writes is one transaction; a read is one statement, or
+two for a page after a marker. Deleting several profiles is all-or-nothing
 (Cyborg deletes them one by one), and a profile that accelerator requests still use is a
 conflict (Cyborg answers with the database's error, a 500).
 """
@@ -104,36 +105,42 @@ def create(db: Database, name: str, groups: list[dict[str, Any]],
     return _to_dict(types.SimpleNamespace(**row))
 
 
+_DP = m.DeviceProfile.__table__
+_COLUMNS = (_DP.c.uuid, _DP.c.name, _DP.c.description, _DP.c.profile_json, _DP.c.created_at,
+            _DP.c.updated_at)
+_BY_UUID = select(*_COLUMNS).where(_DP.c.uuid == bindparam("value"))
+_BY_NAME = select(*_COLUMNS).where(_DP.c.name == bindparam("value"))
+_MARKER = select(_DP.c.id).where(_DP.c.uuid == bindparam("marker"))
+
+
 def list_profiles(db: Database, *, names: list[str] | None = None, limit: int | None = None,
                   marker: str | None = None) -> list[dict[str, Any]]:
-    with db.reader() as s:
-        q = select(m.DeviceProfile)
+    """In id order. Each statement reads by itself (Database.autocommit): a marker is
+    checked first, and a profile deleted in between is simply not listed."""
+    with db.autocommit(write=False) as conn:
+        q = select(*_COLUMNS)
         if names is not None:
-            q = q.where(m.DeviceProfile.name.in_(names))
+            q = q.where(_DP.c.name.in_(names))
         if marker is not None:
-            marker_id = s.execute(select(m.DeviceProfile.id)
-                                  .where(m.DeviceProfile.uuid == marker)).scalar()
+            marker_id = conn.execute(_MARKER, {"marker": marker}).scalar()
             if marker_id is None:
                 raise exception.InvalidInput(f"marker {marker} is not a device profile")
-            q = q.where(m.DeviceProfile.id > marker_id)
-        q = q.order_by(m.DeviceProfile.id)
+            q = q.where(_DP.c.id > marker_id)
+        q = q.order_by(_DP.c.id)
         if limit is not None:
             q = q.limit(limit)
-        return [_to_dict(dp) for dp in s.execute(q).scalars()]
+        return [_to_dict(row) for row in conn.execute(q)]
 
 
 def get(db: Database, *, uuid: str | None = None, name: str | None = None) -> dict[str, Any]:
-    """By uuid or by name; NotFound in Cyborg's words."""
-    with db.reader() as s:
-        column, value, what = ((m.DeviceProfile.uuid, uuid, "uuid") if uuid is not None
-                               else (m.DeviceProfile.name, name, "name"))
-        dp = s.execute(select(m.DeviceProfile).where(column == value)).scalar_one_or_none()
-        if dp is None:
-            raise exception.NotFound(f"Device Profile not found with {what}={value}")
-        return _to_dict(dp)
-
-
-_DP = m.DeviceProfile.__table__
+    """By uuid or by name (one statement); NotFound in Cyborg's words."""
+    stmt, value, what = (_BY_UUID, uuid, "uuid") if uuid is not None else \
+        (_BY_NAME, name, "name")
+    with db.autocommit(write=False) as conn:
+        row = conn.execute(stmt, {"value": value}).first()
+    if row is None:
+        raise exception.NotFound(f"Device Profile not found with {what}={value}")
+    return _to_dict(row)
 
 
 def _delete(db: Database, where: Any, missing: Callable[[set[str], set[str]], str | None]
