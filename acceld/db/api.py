@@ -308,7 +308,8 @@ class Database:
             engine = self._autocommit_engine()
             with self._lock:
                 if self._direct is None:
-                    self._direct = direct.Direct(engine, PING_AFTER_IDLE)
+                    self._direct = direct.Direct(engine, PING_AFTER_IDLE,
+                                                max_idle=engine.pool.size())
         return self._direct
 
     def _autocommit_engine(self) -> sqlalchemy.engine.Engine:

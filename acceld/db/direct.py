@@ -1,23 +1,25 @@
-"""One-statement writes on a thread's own DBAPI connection (MySQL and PostgreSQL).
+"""One-statement writes on DBAPI connections of their own (MySQL and PostgreSQL).
 
 Some writes are one statement: create a device profile, delete one by uuid, create an ARQ
 from a known one-unit profile, delete an ARQ that holds nothing. In autocommit such a
 statement carries its own commit, and through SQLAlchemy the rest of its cost is
 SQLAlchemy's: pool checkout and checkin with their listeners, the Connection, the
 execution context. On MariaDB that was 113 us of CPU for a one-row DELETE against 40 us
-for the driver alone, and a device profile create-and-delete over HTTP ran 20% faster
-without it (``bench/results``, the issue note). :class:`Direct` runs such a statement as
-SQL compiled once per dialect, on a cursor of a DBAPI connection that its thread keeps.
+for the driver alone, and a device profile create-and-delete over HTTP ran about 20%
+faster without it. :class:`Direct` runs such a statement as SQL compiled once per
+dialect, on a cursor of a DBAPI connection it keeps.
 
-Each connection comes from the autocommit pool of :meth:`Database.autocommit`, so the
-pool's connect listeners (oslo.db's SQL mode, autocommit) have run on it, and is then
-detached from the pool. What the pool did on every checkout is done here:
+Its connections come from the autocommit pool of :meth:`Database.autocommit`, so the
+pool's connect listeners (oslo.db's SQL mode, autocommit) have run on them, and are then
+detached from that pool. Idle ones wait in a last-in-first-out list, shared by all
+threads (a server that starts a thread per request reuses them as well), at most
+``max_idle`` of them; a write takes the most recently used. What the pool did on every
+checkout is done here:
 
-- a connection unused for ``PING_AFTER_IDLE`` is pinged first, and replaced when the
-  ping fails;
-- one made by another process (the API forks its workers) is dropped without being
-  closed: its socket belongs to the parent;
-- the connections of threads that have ended are closed when a thread takes a new one.
+- a connection unused for ``ping_after_idle`` seconds is pinged first, and replaced when
+  the ping fails;
+- connections made by another process (the API forks its workers) are dropped without
+  being closed: their sockets belong to the parent.
 
 Errors: a lost connection is closed and raises oslo.db's ``DBConnectionError``, as on the
 pool (whether the statement committed is unknown, as with any database). Any other
@@ -32,10 +34,12 @@ paramstyle) is never run here: :meth:`Direct.write` answers None for it at once.
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import sqlalchemy
@@ -51,28 +55,28 @@ class _Plan(NamedTuple):
 
 
 class _Held:
-    __slots__ = ("conn", "pid", "used", "thread")
+    __slots__ = ("conn", "pid", "used")
 
-    def __init__(self, conn: Any, thread: threading.Thread) -> None:
+    def __init__(self, conn: Any) -> None:
         self.conn = conn                    # a detached PoolProxiedConnection
         self.pid = os.getpid()
         self.used = time.monotonic()
-        self.thread = thread
 
 
 class Direct:
-    """Runs one-statement writes of one engine (in autocommit) on per-thread
-    connections. ``listeners`` are called with each statement's SQL before it is sent
-    (tests count statements with them, as with the engines' ``before_cursor_execute``)."""
+    """Runs one-statement writes of one engine (in autocommit) on connections of its
+    own. ``listeners`` are called with each statement's SQL before it is sent (tests
+    count statements with them, as with the engines' ``before_cursor_execute``)."""
 
-    def __init__(self, engine: sqlalchemy.engine.Engine, ping_after_idle: float) -> None:
+    def __init__(self, engine: sqlalchemy.engine.Engine, ping_after_idle: float,
+                 max_idle: int) -> None:
         self.engine = engine
         self.dialect = engine.dialect
         self.ping_after_idle = ping_after_idle
+        self.max_idle = max_idle
         self.listeners: list[Callable[[str], None]] = []
-        self._local = threading.local()
+        self._idle: collections.deque[_Held] = collections.deque()   # append/pop: atomic
         self._lock = threading.Lock()
-        self._all: dict[int, _Held] = {}        # id(held) -> held, for closing
         self._plans: dict[tuple[Any, tuple[str, ...]], _Plan | None] = {}
         self._dbapi_error = self.dialect.loaded_dbapi.Error
 
@@ -119,89 +123,83 @@ class Direct:
         values = plan.compiled.construct_params(params)
         for listener in self.listeners:
             listener(plan.sql)
-        held = self._connection()
+        held = self._take()
         conn = held.conn
         try:
             cursor = conn.cursor()
+            try:
+                cursor.execute(plan.sql, values)
+                return cursor.rowcount
+            finally:
+                cursor.close()
         except self._dbapi_error as exc:
-            self._lost(held, exc)
-        try:
-            cursor.execute(plan.sql, values)
-            return cursor.rowcount
-        except self._dbapi_error as exc:
-            if self.dialect.is_disconnect(exc, conn.dbapi_connection, cursor):
-                self._lost(held, exc)
+            if self.dialect.is_disconnect(exc, conn.dbapi_connection, None):
+                _close(held)
+                held = None
+                raise db_exc.DBConnectionError(exc) from exc
             return None
         finally:
-            held.used = time.monotonic()
-            try:
-                cursor.close()
-            except self._dbapi_error:
-                pass
+            if held is not None:
+                self._give_back(held)
 
     # -- connections --------------------------------------------------------------------
 
-    def connection(self) -> Any:
-        """This thread's DBAPI connection, opened (or replaced) as :meth:`write` would."""
-        return self._connection().conn.dbapi_connection
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[Any]:
+        """A DBAPI connection as :meth:`write` takes one (the most recently used, pinged
+        when idle), given back afterwards."""
+        held = self._take()
+        try:
+            yield held.conn.dbapi_connection
+        finally:
+            self._give_back(held)
 
-    def _connection(self) -> _Held:
-        held: _Held | None = getattr(self._local, "held", None)
-        if held is not None and held.pid != os.getpid():
-            held = self._local.held = None      # the parent's: leave its socket alone
-            with self._lock:
-                self._all.clear()
-        if held is not None and id(held) not in self._all:
-            held = self._local.held = None      # closed by dispose()
-        if held is not None and time.monotonic() - held.used > self.ping_after_idle:
+    def _take(self) -> _Held:
+        pid = os.getpid()
+        while True:
+            try:
+                held = self._idle.pop()
+            except IndexError:
+                return self._open()
+            if held.pid != pid:
+                self._idle.clear()          # all the parent's: leave their sockets alone
+                return self._open()
+            if time.monotonic() - held.used <= self.ping_after_idle:
+                return held
             try:
                 self.dialect.do_ping(held.conn.dbapi_connection)
-            except Exception:   # noqa: BLE001 - any failure: a new connection
-                self._close(held)
-                held = None
-        if held is None:
-            held = self._open()
-        return held
+            except Exception:   # noqa: BLE001 - any failure: try the next, or a new one
+                _close(held)
+                continue
+            return held
 
     def _open(self) -> _Held:
-        proxy = self.engine.raw_connection()    # connect listeners; pool-side ping
+        proxy = self.engine.raw_connection()    # connect listeners; the pool's own ping
         proxy.detach()
-        held = _Held(proxy, threading.current_thread())
-        with self._lock:
-            ended = [h for h in self._all.values() if not h.thread.is_alive()]
-            for h in ended:
-                del self._all[id(h)]
-            self._all[id(held)] = held
-        for h in ended:
-            _quietly_close(h)
-        self._local.held = held
-        return held
+        return _Held(proxy)
 
-    def _close(self, held: _Held) -> None:
-        with self._lock:
-            self._all.pop(id(held), None)
-        if getattr(self._local, "held", None) is held:
-            self._local.held = None
-        _quietly_close(held)
+    def _give_back(self, held: _Held) -> None:
+        held.used = time.monotonic()
+        if len(self._idle) < self.max_idle:
+            self._idle.append(held)
+        else:
+            _close(held)
 
-    def _lost(self, held: _Held, exc: Exception) -> None:
-        self._close(held)
-        raise db_exc.DBConnectionError(exc) from exc
-
-    def count(self) -> int:
-        """Connections held now, by all threads."""
-        with self._lock:
-            return len(self._all)
+    def idle(self) -> int:
+        """Connections waiting for a write now."""
+        return len(self._idle)
 
     def dispose(self) -> None:
-        """Closes every held connection (a thread that uses one later opens another)."""
-        with self._lock:
-            held, self._all = list(self._all.values()), {}
-        for h in held:
-            _quietly_close(h)
+        """Closes the idle connections (one in use is given back later, and kept)."""
+        while True:
+            try:
+                held = self._idle.pop()
+            except IndexError:
+                return
+            _close(held)
 
 
-def _quietly_close(held: _Held) -> None:
+def _close(held: _Held) -> None:
     if held.pid != os.getpid():
         return
     try:

@@ -38,15 +38,16 @@ def _mysql_session(db: Database) -> tuple[int, int, int]:
 
 
 def _mysql_direct_session(db: Database) -> tuple[int, int, int]:
-    """The same of this thread's connection of Database.direct (write_one's)."""
-    cursor = db.direct.connection().cursor()
-    try:
-        cursor.execute(_SESSION[0])
-        cid = int(cursor.fetchone()[0])
-        cursor.execute(_SESSION[1])
-        status = dict(cursor.fetchall())
-    finally:
-        cursor.close()
+    """The same of the connection Database.write_one uses next (its last one)."""
+    with db.direct.connection() as conn:
+        cursor = conn.cursor()
+        try:
+            cursor.execute(_SESSION[0])
+            cid = int(cursor.fetchone()[0])
+            cursor.execute(_SESSION[1])
+            status = dict(cursor.fetchall())
+        finally:
+            cursor.close()
     return cid, int(status["Com_commit"]), int(status["Com_rollback"])
 
 

@@ -1,8 +1,8 @@
-"""``Database.write_one`` on MySQL and PostgreSQL: one-statement writes on a thread's own
-DBAPI connection (``acceld.db.direct``), with what the pool did done there: a dead
-connection found by the idle ping or by the failed statement, a fork, the connections of
-ended threads; database errors raised as oslo.db's, through SQLAlchemy; statements that
-need SQLAlchemy at execution never sent directly.
+"""``Database.write_one`` on MySQL and PostgreSQL: one-statement writes on DBAPI
+connections of their own (``acceld.db.direct``), with what the pool did done there: a
+dead connection found by the idle ping or by the failed statement, a fork, connections
+shared between threads and at most ``max_idle`` kept; database errors raised as oslo.db's,
+through SQLAlchemy; statements that need SQLAlchemy at execution never sent directly.
 """
 
 from __future__ import annotations
@@ -28,15 +28,20 @@ _DP = DeviceProfile.__table__
 _GROUPS = [{"resources:FPGA": "1"}]
 
 
-def _session_id(db: Database) -> int:
-    """The server's id of this thread's direct connection."""
-    cursor = db.direct.connection().cursor()
+def _server_id(dbapi_connection, dialect: str) -> int:
+    cursor = dbapi_connection.cursor()
     try:
-        cursor.execute("SELECT CONNECTION_ID()" if db.dialect == "mysql"
+        cursor.execute("SELECT CONNECTION_ID()" if dialect == "mysql"
                        else "SELECT pg_backend_pid()")
         return int(cursor.fetchone()[0])
     finally:
         cursor.close()
+
+
+def _session_id(db: Database) -> int:
+    """The server's id of the connection the next write takes (the last one used)."""
+    with db.direct.connection() as conn:
+        return _server_id(conn, db.dialect)
 
 
 def _sessions(db: Database) -> set[int]:
@@ -147,25 +152,33 @@ def test_a_forked_child_opens_its_own_connection_and_leaves_the_parents(
     assert _count(db, "f2") == 1 and _count(db, "f3") == 1
 
 
-def test_the_connections_of_ended_threads_are_closed(db: Database) -> None:
+def test_threads_share_the_connections_and_at_most_max_idle_are_kept(
+        db: Database) -> None:
+    device_profiles.create(db, "s0", _GROUPS)
+    first = _session_id(db)
     ids: list[int] = []
-    all_open = threading.Barrier(3)     # none ends before all have their connection
 
     def work(n: int) -> None:
-        device_profiles.create(db, f"t{n}", _GROUPS)
+        device_profiles.create(db, f"s{n}", _GROUPS)
         ids.append(_session_id(db))
-        all_open.wait(timeout=30)
 
-    threads = [threading.Thread(target=work, args=(n,)) for n in range(3)]
-    for t in threads:
+    for n in range(1, 4):               # a thread per request, as a threading server does
+        t = threading.Thread(target=work, args=(n,))
         t.start()
-    for t in threads:
         t.join()
-    assert len(set(ids)) == 3 and set(ids) <= _sessions(db)
-    assert db.direct.count() == 3       # this thread has none yet
-    device_profiles.create(db, "main", _GROUPS)         # this thread's first: closes those
-    assert db.direct.count() == 1
-    assert not set(ids) & _sessions(db)
+    assert ids == [first] * 3           # no connection per thread
+    assert db.direct.idle() == 1
+    # three in use at once: all three come back, and only max_idle of them stay open
+    db.direct.max_idle = 2
+    with db.direct.connection() as a, db.direct.connection() as b, \
+            db.direct.connection() as c:
+        held = {_server_id(conn, db.dialect) for conn in (a, b, c)}
+    assert len(held) == 3 and first in held
+    assert db.direct.idle() == 2
+    open_now = _sessions(db)
+    assert len(held & open_now) == 2    # the third was closed on the server too
+    device_profiles.create(db, "s4", _GROUPS)
+    assert _count(db, "s4") == 1
 
 
 def test_statements_that_need_sqlalchemy_are_not_sent_directly(
