@@ -174,7 +174,11 @@ class Direct:
             return held
 
     def _open(self) -> _Held:
-        proxy = self.engine.raw_connection()    # connect listeners; the pool's own ping
+        try:
+            proxy = self.engine.raw_connection()    # connect listeners; the pool's ping
+        except (self._dbapi_error, sqlalchemy.exc.DBAPIError) as exc:
+            # the pool hands the driver's error on as it is (no oslo.db filter runs)
+            raise db_exc.DBConnectionError(exc) from exc
         proxy.detach()
         return _Held(proxy)
 

@@ -1,7 +1,7 @@
 """A database that is down when the autocommit pool is first used (acceld.db.api,
-``Database.autocommit``): the request fails at once with DBConnectionError instead of
-waiting in oslo.db's connect-and-retry loop (10 tries, 10 s apart) that an engine made
-at start-up goes through. No server is needed: nothing listens on the port. (oslo.db
+``Database.autocommit`` and ``Database.write_one``): the request fails at once with
+DBConnectionError instead of waiting in oslo.db's connect-and-retry loop (10 tries, 10 s
+apart) that an engine made at start-up goes through. No server is needed: nothing listens on the port. (oslo.db
 retries only on an error it translated to DBConnectionError: PyMySQL's refusal is one,
 so the MySQL case is the one that would hang; libpq's is not, and fails at once anyway.)
 """
@@ -13,6 +13,7 @@ import socket
 import pytest
 import sqlalchemy
 from oslo_db import exception as db_exc
+from sqlalchemy import text
 
 from acceld.db.api import Database
 
@@ -36,5 +37,17 @@ def test_a_first_use_of_the_autocommit_pool_fails_at_once_when_the_database_is_d
     try:
         with pytest.raises(refused), db.autocommit(write=False) as conn:
             conn.exec_driver_sql("SELECT 1")
+    finally:
+        db.dispose()
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("url", ["mysql+pymysql://root@127.0.0.1:{port}/acceld",
+                                 "postgresql+psycopg2://postgres@127.0.0.1:{port}/acceld"])
+def test_a_one_statement_write_fails_at_once_as_a_connection_error(url: str) -> None:
+    db = Database(url.format(port=_free_port()))
+    try:
+        with pytest.raises(db_exc.DBConnectionError):
+            db.write_one(text("DELETE FROM device_profiles WHERE uuid = :u"), {"u": "x"})
     finally:
         db.dispose()
