@@ -12,6 +12,7 @@ import logging
 
 import webob
 import webob.exc
+from oslo_db import exception as db_exc
 
 from acceld import exception
 
@@ -65,6 +66,14 @@ def from_exception(req: webob.Request, exc: BaseException) -> webob.Response:
         if status >= 500:
             LOG.warning("%s %s: %s", req.method, req.path, exc)
         return render(req, status, str(exc), exc.code)
+    if isinstance(exc, db_exc.DBConnectionError):
+        # the database is down or unreachable: the client may try again (the cause, in
+        # the log, is the driver's message: no statement, no parameters)
+        cause = getattr(exc, "inner_exception", None) or exc
+        LOG.warning("%s %s: the database is unreachable: %s", req.method, req.path,
+                    getattr(cause, "orig", None) or cause)
+        return render(req, 503, "The database is unreachable; try again later.",
+                      "acceld.database_unavailable", {"Retry-After": "1"})
     LOG.exception("unexpected error in %s %s", req.method, req.path)
     return render(req, 500, "An unexpected error occurred; see the acceld-api log for the "
                   "request id.", "acceld.internal")

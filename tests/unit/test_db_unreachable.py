@@ -1,21 +1,27 @@
 """A database that is down when the autocommit pool is first used (acceld.db.api,
 ``Database.autocommit`` and ``Database.write_one``): the request fails at once with
 DBConnectionError instead of waiting in oslo.db's connect-and-retry loop (10 tries, 10 s
-apart) that an engine made at start-up goes through. No server is needed: nothing listens on the port. (oslo.db
-retries only on an error it translated to DBConnectionError: PyMySQL's refusal is one,
-so the MySQL case is the one that would hang; libpq's is not, and fails at once anyway.)
+apart) that an engine made at start-up goes through, and the API answers 503. No server
+is needed: nothing listens on the port. (oslo.db retries only on an error it translated
+to DBConnectionError: PyMySQL's refusal is one, so the MySQL case is the one that would
+hang; libpq's is not, and fails at once anyway.)
 """
 
 from __future__ import annotations
 
+import json
 import socket
 
 import pytest
 import sqlalchemy
+import webob
 from oslo_db import exception as db_exc
 from sqlalchemy import text
 
+from acceld.api import deploy
 from acceld.db.api import Database
+from acceld.rpc import ConductorClient, LocalTransport
+from tests import helpers
 
 
 def _free_port() -> int:
@@ -51,3 +57,26 @@ def test_a_one_statement_write_fails_at_once_as_a_connection_error(url: str) -> 
             db.write_one(text("DELETE FROM device_profiles WHERE uuid = :u"), {"u": "x"})
     finally:
         db.dispose()
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("url", ["mysql+pymysql://root@127.0.0.1:{port}/acceld",
+                                 "postgresql+psycopg2://postgres@127.0.0.1:{port}/acceld"])
+def test_the_api_answers_503_with_retry_after_when_the_database_is_down(
+        url: str, caplog: pytest.LogCaptureFixture) -> None:
+    db = Database(url.format(port=_free_port()))
+    conf = helpers.make_conf(api={"auth_strategy": "noauth"})
+    app = deploy.make_app(conf, db, ConductorClient(LocalTransport()))
+    try:
+        req = webob.Request.blank("/v2/device_profiles", method="POST",
+                                  headers={"X-Auth-Token": "admin"})
+        req.body = json.dumps([{"name": "secret-name",
+                                "groups": [{"resources:FPGA": "1"}]}]).encode()
+        req.content_type = "application/json"
+        resp = req.get_response(app)
+    finally:
+        db.dispose()
+    assert resp.status_int == 503, resp.text
+    assert resp.headers["Retry-After"] == "1"
+    assert resp.json["errors"][0]["code"] == "acceld.database_unavailable"
+    assert "secret-name" not in caplog.text          # no statement parameters in the log
