@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import io
 import json
 import threading
 import time
@@ -133,12 +134,47 @@ def _schema_error(err: jsonschema.ValidationError, what: str) -> str:
     return f"Invalid {what}{' field ' + repr(where) if where else ''}: {err.message}"
 
 
+def _too_large(size: str, limit: int) -> errors.HTTPError:
+    return errors.HTTPError(413, f"The request body is {size} bytes; at most {limit} are "
+                            "accepted ([api] max_request_body_size).", "acceld.body_too_large")
+
+
+def read_body(req: webob.Request) -> bytes:
+    """The request body, at most ``[api] max_request_body_size`` bytes (413 beyond,
+    before a declared length is read at all). Read from the server's input in one call,
+    not through webob's copy into a seekable file; the input is then replaced by the bytes
+    read, so a later ``req.body`` sees them again."""
+    env = req.environ
+    limit = state(req).conf.api.max_request_body_size
+    declared = env.get("CONTENT_LENGTH")
+    if declared:
+        try:
+            length = int(declared)
+        except ValueError:
+            raise errors.HTTPError(400, f"Content-Length {declared!r} is not a number.",
+                                   "acceld.invalid_input") from None
+        if length > limit:
+            raise _too_large(str(length), limit)
+        body = env["wsgi.input"].read(length) if length > 0 else b""
+    elif req.is_body_readable:              # chunked: read one byte past the limit
+        body = env["wsgi.input"].read(limit + 1)
+        if len(body) > limit:
+            raise _too_large(f"more than {limit}", limit)
+    else:
+        return b""
+    env["wsgi.input"] = io.BytesIO(body)
+    env["CONTENT_LENGTH"] = str(len(body))
+    env["webob.is_body_seekable"] = True
+    return body
+
+
 def json_body(req: webob.Request, schema: dict[str, Any]) -> Any:
     if req.content_type != "application/json":
         raise errors.HTTPError(415, f"The body must be application/json, not "
                                f"{req.content_type or 'nothing'!r}.", "acceld.media_type")
+    body = read_body(req)
     try:
-        data = json.loads(req.body or b"null")
+        data = json.loads(body or b"null")
     except (ValueError, RecursionError) as exc:
         raise errors.HTTPError(400, f"Malformed JSON body: {exc}", "acceld.bad_json") from exc
     validate(data, schema, "body")

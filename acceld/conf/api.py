@@ -17,6 +17,9 @@ OPTS = [
                     "host URL)."),
     cfg.IntOpt("max_limit", default=1000, min=1,
                help="Largest page a list request may ask for with `limit`."),
+    cfg.IntOpt("max_request_body_size", default=114688, min=1024,
+               help="Largest request body accepted, in bytes; a larger one is a 413 before "
+                    "it is read (the default is oslo.middleware's sizelimit default)."),
     cfg.IntOpt("workers", default=4, min=1,
                help="Threads serving requests in `acceld api` / `acceld serve`."),
 ]

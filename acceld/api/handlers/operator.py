@@ -31,7 +31,7 @@ def placement_status(req: webob.Request) -> webob.Response:
 def placement_sync(req: webob.Request) -> webob.Response:
     """POST /v1/placement/sync {"host"?, "dry_run"?} -> 200 {"results": [...]}."""
     util.authorize(req, "acceld:placement:sync")
-    body = util.json_body(req, schema.PLACEMENT_SYNC) if req.body else {}
+    body = util.json_body(req, schema.PLACEMENT_SYNC) if util.read_body(req) else {}
     results = util.state(req).conductor.placement_sync(body.get("host"),
                                                        bool(body.get("dry_run")))
     return util.json_response({"results": results})
@@ -77,6 +77,6 @@ def driver_action(req: webob.Request, name: str) -> webob.Response:
 def discover(req: webob.Request) -> webob.Response:
     """POST /v1/discover {"host"?} -> 202 {"hosts": [...]} (agents asked to rediscover)."""
     util.authorize(req, "acceld:discover")
-    body = util.json_body(req, schema.DISCOVER) if req.body else {}
+    body = util.json_body(req, schema.DISCOVER) if util.read_body(req) else {}
     hosts = util.state(req).conductor.discover(body.get("host"))
     return util.json_response({"hosts": hosts}, status=202)
