@@ -48,6 +48,7 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 ACCELD_PORT = int(os.environ.get("ACCELD_BENCH_PORT", "6670"))
+FLOOR_PORT = ACCELD_PORT + 1
 HOST = "acceld-bench-0"
 ACCELD_GROUPS = ("acceld-api", "acceld-conductor", "acceld-agent")
 
@@ -86,6 +87,31 @@ def http(method: str, url: str, body=None, headers=None):
 
 # -- acceld under the peers' uWSGI ---------------------------------------------------------
 
+def uwsgi_ini(peers: str, workdir: str, name: str, module: str, pythonpath: str, env: str,
+              port: int) -> str:
+    """cyborg-api's own ini with only the app, its environment and the port replaced."""
+    with open(os.path.join(peers, "etc", "uwsgi", "cyborg-api.ini"), encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    out = []
+    for line in lines:
+        key = line.split("=", 1)[0].strip()
+        if key == "module":
+            line = f"module = {module}"
+        elif key == "pyargv":
+            line = f"env = {env}"
+        elif key == "virtualenv":
+            line = f"virtualenv = {sys.prefix}"
+        elif key == "pythonpath":
+            line = f"pythonpath = {pythonpath}"
+        elif key == "http-socket":
+            line = f"http-socket = 127.0.0.1:{port}"
+        out.append(line.replace("@PEERS@", peers))
+    ini = os.path.join(workdir, f"{name}.ini")
+    with open(ini, "w", encoding="utf-8") as f:
+        f.write("\n".join(out) + "\n")
+    return ini
+
+
 class Acceld:
     def __init__(self, peers: str, db: str, rabbit_url: str, workdir: str) -> None:
         self.peers, self.db, self.workdir = peers, db, workdir
@@ -108,6 +134,7 @@ class Acceld:
         return f"mysql+pymysql://root@127.0.0.1/{name}?charset=utf8mb4"
 
     def write_config(self) -> str:
+        self.database_url = self.db_url()       # a fresh database
         conf = os.path.join(self.workdir, "acceld.conf")
         with open(conf, "w", encoding="utf-8") as f:
             f.write(f"""[DEFAULT]
@@ -115,7 +142,7 @@ host = {HOST}
 transport_url = {self.rabbit_url}
 state_path = {self.workdir}/state
 [database]
-connection = {self.db_url()}
+connection = {self.database_url}
 [api]
 auth_strategy = noauth
 [placement]
@@ -132,28 +159,8 @@ handles = 16
         return conf
 
     def uwsgi_ini(self, conf: str) -> str:
-        """cyborg-api's own ini with only the app, its config and the port replaced."""
-        with open(os.path.join(self.peers, "etc", "uwsgi", "cyborg-api.ini"),
-                  encoding="utf-8") as f:
-            lines = f.read().splitlines()
-        out = []
-        for line in lines:
-            key = line.split("=", 1)[0].strip()
-            if key == "module":
-                line = "module = acceld.wsgi.api:application"
-            elif key == "pyargv":
-                line = f"env = ACCELD_CONFIG_FILE={conf}"
-            elif key == "virtualenv":
-                line = f"virtualenv = {sys.prefix}"
-            elif key == "pythonpath":
-                line = f"pythonpath = {REPO}"
-            elif key == "http-socket":
-                line = f"http-socket = 127.0.0.1:{ACCELD_PORT}"
-            out.append(line.replace("@PEERS@", self.peers))
-        ini = os.path.join(self.workdir, "acceld-api.ini")
-        with open(ini, "w", encoding="utf-8") as f:
-            f.write("\n".join(out) + "\n")
-        return ini
+        return uwsgi_ini(self.peers, self.workdir, "acceld-api", "acceld.wsgi.api:application",
+                         REPO, f"ACCELD_CONFIG_FILE={conf}", ACCELD_PORT)
 
     def start(self) -> None:
         if http("GET", self.url + "/")[0] != 0:
@@ -201,6 +208,44 @@ handles = 16
                 os.killpg(p.pid, signal.SIGKILL)
 
 
+class Floor:
+    """``bench/floor_app.py`` under the same uWSGI ini, on acceld's database (``--floor``):
+    the device profile scenario with nothing but its two statements."""
+
+    def __init__(self, peers: str, workdir: str, database_url: str) -> None:
+        self.peers, self.workdir, self.database_url = peers, workdir, database_url
+        self.url = f"http://127.0.0.1:{FLOOR_PORT}"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        ini = uwsgi_ini(self.peers, self.workdir, "floor-api", "floor_app:application", HERE,
+                        f"FLOOR_DB_URL={self.database_url}", FLOOR_PORT)
+        log = open(os.path.join(self.workdir, "floor-api.log"), "w")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [os.path.join(self.peers, ".venv-cyborg", "bin", "uwsgi"), "--ini", ini],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if http("GET", self.url + "/")[0] == 404:
+                return
+            time.sleep(0.2)
+        raise SystemExit(f"the floor app did not start; see {self.workdir}/floor-api.log")
+
+    def pgids(self) -> dict[int, str]:
+        return {self.proc.pid: "floor-api"} if self.proc else {}
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(timeout=15)
+        except ProcessLookupError:
+            pass
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+
 # -- CPU accounting over both sides ----------------------------------------------------------
 
 def cpu_by_pgid(load, pgids: dict[int, str]) -> dict[str, dict[int, tuple[float, float]]]:
@@ -219,13 +264,15 @@ def cpu_by_pgid(load, pgids: dict[int, str]) -> dict[str, dict[int, tuple[float,
     return out
 
 
-def patch_cpu(load, acceld: Acceld) -> None:
-    """load.py's CPU sampler, extended with acceld's process groups."""
+def patch_cpu(load, *ours) -> None:
+    """load.py's CPU sampler, extended with the process groups of acceld (and the floor
+    app)."""
     original = load.cpu_groups
 
     def both(names=load.GROUPS):
         out = original(names)
-        out.update(cpu_by_pgid(load, acceld.pgids()))
+        for side in ours:
+            out.update(cpu_by_pgid(load, side.pgids()))
         return out
     load.cpu_groups = both
 
@@ -235,8 +282,10 @@ SIDE_GROUPS = {
                "nova-stub"),
     "acceld": ACCELD_GROUPS + ("placement-api",),
     "bare": ("bare-wsgi",),
+    "floor": ("floor-api",),
 }
-API_GROUP = {"cyborg": "cyborg-api", "acceld": "acceld-api", "bare": "bare-wsgi"}
+API_GROUP = {"cyborg": "cyborg-api", "acceld": "acceld-api", "bare": "bare-wsgi",
+             "floor": "floor-api"}
 
 
 def side_cpu(run: dict, side: str) -> tuple[float, float]:
@@ -287,6 +336,9 @@ def main() -> int:
                     help="client processes for the multi-process read rows (0: skip)")
     ap.add_argument("--only", nargs="*", help="scenario title substrings")
     ap.add_argument("--no-cyborg", action="store_true", help="acceld (and bare) only")
+    ap.add_argument("--floor", action="store_true",
+                    help="also run the device profile scenario against bench/floor_app.py "
+                         "(its two statements and nothing else) on acceld's database")
     ap.add_argument("--json", help="write all runs here")
     a = ap.parse_args()
 
@@ -313,7 +365,15 @@ def main() -> int:
     except BaseException:
         acceld.stop()
         raise
-    patch_cpu(load, acceld)
+    floor = Floor(peers, workdir, acceld.database_url) if a.floor else None
+    if floor is not None:
+        try:
+            floor.start()
+        except BaseException:
+            floor.stop()
+            acceld.stop()
+            raise
+    patch_cpu(load, *[side for side in (acceld, floor) if side is not None])
     bare_up = http("GET", f"http://127.0.0.1:{load.BARE_PORT}/v2/devices")[0] == 200
 
     sides = {}
@@ -322,11 +382,14 @@ def main() -> int:
     sides["acceld"] = load.Target(acceld.url, "acceld")
     if bare_up:
         sides["bare"] = load.Target(f"http://127.0.0.1:{load.BARE_PORT}", "bare")
+    if floor is not None:
+        sides["floor"] = load.Target(floor.url, "floor")
+    stateless = ("bare", "floor")     # no profile of their own, no ARQs to clean up
 
     # per side: a device profile for the ARQs and the (host, rp) of its fake FPGA
     setup = {}
     for name, t in sides.items():
-        if name == "bare":
+        if name in stateless:
             continue
         dp = f"bench-arq-{uuid.uuid4().hex[:8]}"
         st, data = load.call(t, "POST", "/v2/device_profiles",
@@ -340,7 +403,7 @@ def main() -> int:
     def ops_for(name):
         t = sides[name]
         dp, _uuid, host_rp = setup.get(name, setup.get("cyborg", setup["acceld"]))
-        tracker = load.ARQTracker() if name != "bare" else None
+        tracker = load.ARQTracker() if name not in stateless else None
         return {title: (op, ab) for title, op, ab in
                 load.make_ops(dp, tracker, host_rp, t)}, tracker
 
@@ -352,14 +415,15 @@ def main() -> int:
     results: dict[str, dict] = {}
     try:
         for title in titles:
-            names = [n for n in sides if n != "bare" or ops[n][0][title][1]]
+            names = [n for n in sides if (n != "bare" or ops[n][0][title][1])
+                     and (n != "floor" or "device_profiles" in title)]
             for n in names:          # warm-up
                 ops[n][0][title][0]()
             for c in a.concurrency:
                 for r in range(a.repeat):
                     order = names if r % 2 == 0 else names[::-1]
                     for n in order:
-                        load.CYBORG = sides[n] if n != "bare" else sides["acceld"]
+                        load.CYBORG = sides[n] if n not in stateless else sides["acceld"]
                         res = load.run_scenario(ops[n][0][title][0], c, a.requests,
                                                 a.max_seconds)
                         tracker = ops[n][1]
@@ -370,7 +434,8 @@ def main() -> int:
         if a.client_procs:
             for path in ("/v2/devices", "/v2/deployables"):
                 for r in range(a.repeat):
-                    order = list(sides) if r % 2 == 0 else list(sides)[::-1]
+                    readers = [n for n in sides if n != "floor"]
+                    order = readers if r % 2 == 0 else readers[::-1]
                     for n in order:
                         res = multi_read(load, peers, sides[n].url, path, a.client_procs,
                                          a.requests, 4, a.max_seconds, load.cpu_groups)
@@ -381,6 +446,8 @@ def main() -> int:
         for n, (_dp, dp_uuid, _h) in setup.items():
             load.CYBORG = sides[n]
             load.call(sides[n], "DELETE", f"/v2/device_profiles/{dp_uuid}")
+        if floor is not None:
+            floor.stop()
         acceld.stop()
 
     report = summarise(results)
@@ -422,11 +489,13 @@ def summarise(results: dict[str, list[dict]]) -> str:
             lines.append(f"    error: {err[:160]}")
     lines.append("")
     lines.append("ratios (acceld vs cyborg: ops/s acceld/cyborg; CPU = cyborg srv ms/op / "
-                 "acceld srv ms/op; vs bare: acceld ops/s / bare ops/s)")
+                 "acceld srv ms/op; vs bare: acceld ops/s / bare ops/s; vs floor: acceld "
+                 "ops/s / floor_app ops/s)")
     for (title, conc, side), v in sorted(rows.items()):
         if side != "acceld":
             continue
         cy, bare = rows.get((title, conc, "cyborg")), rows.get((title, conc, "bare"))
+        floor = rows.get((title, conc, "floor"))
         parts = [f"{title[:46]:46} {conc[2:]:>3}"]
         if cy:
             parts.append(f"x{v['ops_s'] / cy['ops_s']:6.1f} ops  "
@@ -434,6 +503,10 @@ def summarise(results: dict[str, list[dict]]) -> str:
         if bare:
             parts.append(f"{v['ops_s'] / bare['ops_s']:5.2f} of bare ops  "
                          f"{bare['api_ms'] / v['api_ms']:5.2f} of bare api-cpu")
+        if floor:
+            parts.append(f"{v['ops_s'] / floor['ops_s']:5.2f} of floor ops  "
+                         + (f"(the floor: x{floor['ops_s'] / cy['ops_s']:5.1f} cyborg)"
+                            if cy else ""))
         lines.append("  ".join(parts))
         for s, p in v["p50"].items():
             if "bind" in s and "unbind" not in s:
