@@ -290,8 +290,8 @@ class Database:
 
     def write_one(self, stmt: Any, params: dict[str, Any]) -> int:
         """Runs one writing statement as a transaction of its own and returns its
-        rowcount. On MySQL and PostgreSQL it goes to :attr:`direct` (a thread's own
-        connection, no SQLAlchemy execution), or through :meth:`autocommit` when that
+        rowcount. On MySQL and PostgreSQL it goes to :attr:`direct` (DBAPI connections
+        of its own, no SQLAlchemy execution), or through :meth:`autocommit` when that
         declines it; on SQLite through :meth:`write_rows`. The same rules as
         :meth:`autocommit`: work that is one statement, never a generation's tables."""
         if not _is_sqlite(self.url):

@@ -1,8 +1,9 @@
-"""``Database.autocommit``: one statement is its own transaction, on MySQL and
-PostgreSQL, with no COMMIT or ROLLBACK round trip (device profile create and delete, the
-one-ARQ create, the ARQ reads and the delete of an ARQ that holds nothing use it); a
-statement on a generation's tables is refused there, as its bump needs a transaction's
-commit.
+"""``Database.autocommit`` and ``Database.write_one``: one statement is its own
+transaction, on MySQL and PostgreSQL, with no COMMIT or ROLLBACK round trip (the ARQ and
+device profile reads use the first; device profile create and delete, the one-ARQ create
+and the delete of an ARQ that holds nothing the second, on connections taken from the
+same pool); a statement on a generation's tables is refused there, as its bump needs a
+transaction's commit.
 """
 
 from __future__ import annotations
