@@ -290,26 +290,33 @@ class Database:
 
     def write_one(self, stmt: Any, params: dict[str, Any]) -> int:
         """Runs one writing statement as a transaction of its own and returns its
-        rowcount. On MySQL and PostgreSQL it goes to :attr:`direct` (DBAPI connections
-        of its own, no SQLAlchemy execution), or through :meth:`autocommit` when that
-        declines it; on SQLite through :meth:`write_rows`. The same rules as
+        rowcount. It goes to :attr:`direct` (DBAPI connections of its own, no SQLAlchemy
+        execution), or through :meth:`autocommit` when that declines it (on SQLite, a
+        :meth:`write_rows` transaction). The same rules as
         :meth:`autocommit`: work that is one statement, never a generation's tables."""
-        if not _is_sqlite(self.url):
-            rowcount = self.direct.write(stmt, params)
+        runner = self.direct
+        if runner is not None:
+            rowcount = runner.write(stmt, params)
             if rowcount is not None:
                 return rowcount
         with self.autocommit(write=True) as conn:
             return conn.execute(stmt, params).rowcount
 
     @property
-    def direct(self) -> direct.Direct:
-        """The runner of one-statement writes (MySQL and PostgreSQL only)."""
+    def direct(self) -> direct.Direct | None:
+        """The runner of one-statement writes; None for an in-memory SQLite database
+        (there every new connection would be a database of its own)."""
         if self._direct is None:
-            engine = self._autocommit_engine()
+            sqlite = _is_sqlite(self.url)
+            if sqlite and sqlalchemy.engine.make_url(self.url).database in (None, "",
+                                                                             ":memory:"):
+                return None
+            engine = self.engine if sqlite else self._autocommit_engine()
             with self._lock:
                 if self._direct is None:
                     self._direct = direct.Direct(engine, PING_AFTER_IDLE,
-                                                max_idle=engine.pool.size())
+                                                max_idle=engine.pool.size(),
+                                                set_autocommit=sqlite)
         return self._direct
 
     def _autocommit_engine(self) -> sqlalchemy.engine.Engine:

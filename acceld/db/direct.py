@@ -1,4 +1,4 @@
-"""One-statement writes on DBAPI connections of their own (MySQL and PostgreSQL).
+"""One-statement writes on DBAPI connections of their own.
 
 Some writes are one statement: create a device profile, delete one by uuid, create an ARQ
 from a known one-unit profile, delete an ARQ that holds nothing. In autocommit such a
@@ -9,9 +9,12 @@ for the driver alone, and a device profile create-and-delete over HTTP ran about
 faster without it. :class:`Direct` runs such a statement as SQL compiled once per
 dialect, on a cursor of a DBAPI connection it keeps.
 
-Its connections come from the autocommit pool of :meth:`Database.autocommit`, so the
-pool's connect listeners (oslo.db's SQL mode, autocommit) have run on them, and are then
-detached from that pool. Idle ones wait in a last-in-first-out list, shared by all
+Its connections come from the autocommit pool of :meth:`Database.autocommit` (on SQLite,
+a file database, from the one pool, and are put in autocommit here), so the pool's
+connect listeners (oslo.db's SQL mode; SQLite's pragmas) have run on them, and are then
+detached from that pool. On SQLite a statement in autocommit takes the write lock at once
+and waits for it up to the busy timeout, as the ``BEGIN IMMEDIATE`` of a transaction
+does. Idle ones wait in a last-in-first-out list, shared by all
 threads (a server that starts a thread per request reuses them as well), at most
 ``max_idle`` of them; a write takes the most recently used. What the pool did on every
 checkout is done here:
@@ -27,9 +30,11 @@ database error means the server rolled the statement back; :meth:`Direct.write` 
 answers None and the caller runs the statement through SQLAlchemy, whose oslo.db filters
 raise the error as ``DBDuplicateEntry``, ``DBReferenceError``, ``DBDeadlock`` or whichever
 applies (or the statement succeeds, when what stopped it has gone meanwhile). A
-statement that needs SQLAlchemy at execution (a bind type that converts its value for this
-dialect, a Python-side column default, an IN list expanded per call, a positional
-paramstyle) is never run here: :meth:`Direct.write` answers None for it at once.
+statement that needs SQLAlchemy at execution (a Python-side column default, an IN list
+expanded per call, bind names the dialect must escape) is never run here:
+:meth:`Direct.write` answers None for it at once. A bind type that converts its value
+for the dialect (SQLite's datetimes) is applied here with the type's own processor, and
+SQLite's positional paramstyle is compiled as pysqlite's named one.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from acceld.db import generations
 class _Plan(NamedTuple):
     sql: str
     compiled: Any               # sqlalchemy's Compiled: construct_params() names the binds
+    processors: tuple[tuple[str, Callable[[Any], Any]], ...]    # (bind name, its type's)
 
 
 class _Held:
@@ -69,9 +75,13 @@ class Direct:
     count statements with them, as with the engines' ``before_cursor_execute``)."""
 
     def __init__(self, engine: sqlalchemy.engine.Engine, ping_after_idle: float,
-                 max_idle: int) -> None:
+                 max_idle: int, *, set_autocommit: bool = False) -> None:
         self.engine = engine
         self.dialect = engine.dialect
+        # SQL with named parameters: pysqlite takes them too
+        self._sql_dialect = (type(engine.dialect)(paramstyle="named")
+                             if engine.dialect.name == "sqlite" else engine.dialect)
+        self._set_autocommit = set_autocommit   # the pool's connections are not
         self.ping_after_idle = ping_after_idle
         self.max_idle = max_idle
         self.listeners: list[Callable[[str], None]] = []
@@ -97,7 +107,7 @@ class Direct:
         return plan
 
     def _compile(self, stmt: Executable, keys: tuple[str, ...]) -> _Plan | None:
-        dialect = self.dialect
+        dialect = self._sql_dialect
         if dialect.positional:
             return None
         compiled = stmt.compile(dialect=dialect, column_keys=list(keys))
@@ -107,12 +117,14 @@ class Direct:
                                "(Database.write_rows), not a one-statement write")
         # rendered at each execution: expanding IN lists, literal_execute values
         if "POSTCOMPILE" in sql or getattr(compiled, "insert_prefetch", None) or \
-                getattr(compiled, "update_prefetch", None):
+                getattr(compiled, "update_prefetch", None) or compiled.escaped_bind_names:
             return None
-        for bind in compiled.binds.values():
-            if bind.type.dialect_impl(dialect).bind_processor(dialect) is not None:
-                return None
-        return _Plan(sql, compiled)
+        processors = []
+        for bind, name in compiled.bind_names.items():
+            process = bind.type.dialect_impl(dialect).bind_processor(dialect)
+            if process is not None:
+                processors.append((name, process))
+        return _Plan(sql, compiled, tuple(processors))
 
     def write(self, stmt: Executable, params: dict[str, Any]) -> int | None:
         """Runs ``stmt`` once, committing by itself; its rowcount, or None when the
@@ -121,6 +133,8 @@ class Direct:
         if plan is None:
             return None
         values = plan.compiled.construct_params(params)
+        for name, process in plan.processors:
+            values[name] = process(values[name])
         for listener in self.listeners:
             listener(plan.sql)
         held = self._take()
@@ -180,6 +194,8 @@ class Direct:
             # the pool hands the driver's error on as it is (no oslo.db filter runs)
             raise db_exc.DBConnectionError(exc) from exc
         proxy.detach()
+        if self._set_autocommit:
+            self.dialect.set_isolation_level(proxy.dbapi_connection, "AUTOCOMMIT")
         return _Held(proxy)
 
     def _give_back(self, held: _Held) -> None:

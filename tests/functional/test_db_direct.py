@@ -1,14 +1,16 @@
-"""``Database.write_one`` on MySQL and PostgreSQL: one-statement writes on DBAPI
-connections of their own (``acceld.db.direct``), with what the pool did done there: a
-dead connection found by the idle ping or by the failed statement, a fork, connections
-shared between threads and at most ``max_idle`` kept; database errors raised as oslo.db's,
-through SQLAlchemy; statements that need SQLAlchemy at execution never sent directly.
+"""``Database.write_one``: one-statement writes on DBAPI connections of their own
+(``acceld.db.direct``), with what the pool did done there: a dead connection found by the
+idle ping or by the failed statement, a fork, connections shared between threads and at
+most ``max_idle`` kept; values stored as SQLAlchemy stores them; database errors raised as
+oslo.db's, through SQLAlchemy; statements that need SQLAlchemy at execution never sent
+directly.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import uuid as uuidlib
 
 import pytest
 from oslo_db import exception as db_exc
@@ -21,8 +23,8 @@ from acceld.objects import arqs, device_profiles
 from tests import helpers
 from tests.conftest import BACKENDS
 
-pytestmark = pytest.mark.parametrize("backend",
-                                     [b for b in BACKENDS if b.values[0] != "sqlite"])
+# the tests that need a database server (sessions to kill or count) run on those alone
+servers = pytest.mark.parametrize("backend", [b for b in BACKENDS if b.values[0] != "sqlite"])
 
 _DP = DeviceProfile.__table__
 _GROUPS = [{"resources:FPGA": "1"}]
@@ -39,9 +41,10 @@ def _server_id(dbapi_connection, dialect: str) -> int:
 
 
 def _session_id(db: Database) -> int:
-    """The server's id of the connection the next write takes (the last one used)."""
+    """The server's id of the connection the next write takes (the last one used); on
+    SQLite the connection's own identity."""
     with db.direct.connection() as conn:
-        return _server_id(conn, db.dialect)
+        return id(conn) if db.dialect == "sqlite" else _server_id(conn, db.dialect)
 
 
 def _sessions(db: Database) -> set[int]:
@@ -81,6 +84,19 @@ def test_writes_go_direct_commit_by_themselves_and_errors_come_as_oslo_db_ones(
     made = device_profiles.create(db, "d1", _GROUPS)
     assert _count(db, "d1") == 1                        # committed: another session sees it
     assert [s.split()[0] for s in sent] == ["INSERT"]
+    assert device_profiles.get(db, uuid=made["uuid"]) == made
+    # the values are stored as SQLAlchemy stores them (SQLite: its datetime text): the
+    # same row through SQLAlchemy's path, compared as the columns hold them
+    row = dict(uuid=str(uuidlib.uuid4()), name="d1-sa", description=None, profile_json="{}",
+               created_at=utcnow().replace(microsecond=0), updated_at=None)
+    db.write_one(device_profiles._INSERT, dict(row, uuid=str(uuidlib.uuid4()), name="d1-d"))
+    with db.autocommit(write=True) as conn:
+        conn.execute(device_profiles._INSERT, row)
+    with helpers.outside_connection(db) as conn:
+        stored = dict(conn.exec_driver_sql(
+            "SELECT name, created_at FROM device_profiles WHERE name IN ('d1-d', 'd1-sa')"
+        ).all())
+    assert stored["d1-d"] == stored["d1-sa"]
     # a duplicate: the server refused it; SQLAlchemy runs it again and oslo.db names it
     with pytest.raises(exception.Conflict, match="name d1"):
         device_profiles.create(db, "d1", _GROUPS)
@@ -104,6 +120,7 @@ def test_writes_go_direct_commit_by_themselves_and_errors_come_as_oslo_db_ones(
         device_profiles.delete_by_uuid(db, made["uuid"])
 
 
+@servers
 def test_a_dead_connection_fails_one_write_and_the_next_reconnects(
         db: Database, sent: list[str]) -> None:
     device_profiles.create(db, "k1", _GROUPS)
@@ -117,6 +134,7 @@ def test_a_dead_connection_fails_one_write_and_the_next_reconnects(
     assert _count(db, "k2") == 1
 
 
+@servers
 def test_an_idle_connection_is_pinged_and_replaced_when_dead(db: Database) -> None:
     device_profiles.create(db, "i1", _GROUPS)
     dead = _session_id(db)
@@ -127,6 +145,7 @@ def test_an_idle_connection_is_pinged_and_replaced_when_dead(db: Database) -> No
     assert _count(db, "i2") == 1
 
 
+@servers
 def test_a_forked_child_opens_its_own_connection_and_leaves_the_parents(
         db: Database) -> None:
     device_profiles.create(db, "f1", _GROUPS)
@@ -152,6 +171,7 @@ def test_a_forked_child_opens_its_own_connection_and_leaves_the_parents(
     assert _count(db, "f2") == 1 and _count(db, "f3") == 1
 
 
+@servers
 def test_threads_share_the_connections_and_at_most_max_idle_are_kept(
         db: Database) -> None:
     device_profiles.create(db, "s0", _GROUPS)

@@ -38,8 +38,7 @@ class StatementCounter:
     def __init__(self, target) -> None:
         self.engines = target.engines if isinstance(target, Database) else [target]
         # and Database.write_one's statements, which no engine event sees
-        self.direct = (target.direct if isinstance(target, Database)
-                       and target.dialect != "sqlite" else None)
+        self.direct = target.direct if isinstance(target, Database) else None
         self.statements: list[str] = []
 
     def _on_execute(self, conn, cursor, statement, parameters, context, executemany):
