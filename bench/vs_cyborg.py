@@ -196,16 +196,23 @@ handles = 16
         return {p.pid: name for name, p in self.procs.items()}
 
     def stop(self) -> None:
-        for p in self.procs.values():
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        for p in self.procs.values():
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
+        stop_groups(self.procs.values())
+
+
+def stop_groups(procs) -> None:
+    """SIGTERM to each process group (started with start_new_session), then SIGKILL to
+    those still there after 15 s."""
+    procs = list(procs)
+    for p in procs:
+        try:
+            os.killpg(p.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    for p in procs:
+        try:
+            p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
 
 
 class Floor:
@@ -235,15 +242,7 @@ class Floor:
         return {self.proc.pid: "floor-api"} if self.proc else {}
 
     def stop(self) -> None:
-        if self.proc is None:
-            return
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(timeout=15)
-        except ProcessLookupError:
-            pass
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        stop_groups([self.proc] if self.proc else [])
 
 
 # -- CPU accounting over both sides ----------------------------------------------------------

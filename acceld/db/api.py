@@ -184,9 +184,7 @@ def _autocommit_connections(engine: sqlalchemy.engine.Engine) -> None:
     @event.listens_for(engine, "before_cursor_execute")
     def _no_generation_tables(conn, cursor, statement, parameters, context,  # noqa: ANN001
                               executemany):
-        if generations.views_written(statement):
-            raise RuntimeError("a write to a generation's tables needs a transaction "
-                               "(Database.write_rows), not Database.autocommit")
+        generations.refuse_outside_transaction(statement, "Database.autocommit")
 
 
 class Database:
@@ -194,9 +192,12 @@ class Database:
 
     def __init__(self, connection: str, **engine_options: object) -> None:
         self.url = connection
+        # an in-memory SQLite database: every new connection is a database of its own
+        self._in_memory = False
         if _is_sqlite(connection):
             path = sqlalchemy.engine.make_url(connection).database
-            if path and path != ":memory:":
+            self._in_memory = path in (None, "", ":memory:")
+            if not self._in_memory:
                 os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         self._ctx = enginefacade.transaction_context()
         # thread_checkin: oslo.db's eventlet-era time.sleep(0) on every connection checkin
@@ -307,10 +308,9 @@ class Database:
         """The runner of one-statement writes; None for an in-memory SQLite database
         (there every new connection would be a database of its own)."""
         if self._direct is None:
-            sqlite = _is_sqlite(self.url)
-            if sqlite and sqlalchemy.engine.make_url(self.url).database in (None, "",
-                                                                             ":memory:"):
+            if self._in_memory:
                 return None
+            sqlite = _is_sqlite(self.url)
             engine = self.engine if sqlite else self._autocommit_engine()
             with self._lock:
                 if self._direct is None:

@@ -42,7 +42,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
@@ -86,7 +85,6 @@ class Direct:
         self.max_idle = max_idle
         self.listeners: list[Callable[[str], None]] = []
         self._idle: collections.deque[_Held] = collections.deque()   # append/pop: atomic
-        self._lock = threading.Lock()
         self._plans: dict[tuple[Any, tuple[str, ...]], _Plan | None] = {}
         self._dbapi_error = self.dialect.loaded_dbapi.Error
 
@@ -101,9 +99,7 @@ class Direct:
             return self._plans[cache_key]
         except KeyError:
             pass
-        plan = self._compile(stmt, keys)
-        with self._lock:
-            self._plans[cache_key] = plan
+        plan = self._plans[cache_key] = self._compile(stmt, keys)   # racing: same plan
         return plan
 
     def _compile(self, stmt: Executable, keys: tuple[str, ...]) -> _Plan | None:
@@ -112,9 +108,7 @@ class Direct:
             return None
         compiled = stmt.compile(dialect=dialect, column_keys=list(keys))
         sql = compiled.string
-        if generations.views_written(sql):
-            raise RuntimeError("a write to a generation's tables needs a transaction "
-                               "(Database.write_rows), not a one-statement write")
+        generations.refuse_outside_transaction(sql, "Database.write_one")
         # rendered at each execution: expanding IN lists, literal_execute values
         if "POSTCOMPILE" in sql or getattr(compiled, "insert_prefetch", None) or \
                 getattr(compiled, "update_prefetch", None) or compiled.escaped_bind_names:

@@ -79,6 +79,14 @@ def views_written(statement: str) -> tuple[str, ...]:
     return _VIEWS_OF.get(match.group(1).lower(), ()) if match else ()
 
 
+def refuse_outside_transaction(statement: str, where: str) -> None:
+    """RuntimeError when ``statement`` writes a generation's tables: their bump rides on
+    a transaction's commit, which ``where`` (a path without one) would skip."""
+    if views_written(statement):
+        raise RuntimeError(f"a write to a generation's tables needs a transaction "
+                           f"(Database.write_rows), not {where}")
+
+
 def install(engine: sqlalchemy.engine.Engine) -> None:
     """Bump the generations of the views a transaction wrote, at its commit."""
 

@@ -79,7 +79,8 @@ def _to_dict(dp: Any) -> dict[str, Any]:
             "created_at": dp.created_at, "updated_at": dp.updated_at}
 
 
-_INSERT = insert(m.DeviceProfile.__table__)
+_DP = m.DeviceProfile.__table__
+_INSERT = insert(_DP)
 
 
 def create(db: Database, name: str, groups: list[dict[str, Any]],
@@ -105,7 +106,6 @@ def create(db: Database, name: str, groups: list[dict[str, Any]],
     return _to_dict(types.SimpleNamespace(**row))
 
 
-_DP = m.DeviceProfile.__table__
 _COLUMNS = (_DP.c.uuid, _DP.c.name, _DP.c.description, _DP.c.profile_json, _DP.c.created_at,
             _DP.c.updated_at)
 _BY_UUID = select(*_COLUMNS).where(_DP.c.uuid == bindparam("value"))
