@@ -9,8 +9,8 @@ with oslo.middleware.
 
 from __future__ import annotations
 
+import os
 import re
-import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -20,13 +20,22 @@ ENV_GLOBAL_REQUEST_ID = "openstack.global_request_id"
 _GLOBAL_ID = re.compile(r"^req-[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}$")
 
 
+def new_id() -> str:
+    """``req-`` and a random (version 4) UUID, from 16 bytes of ``os.urandom`` as
+    ``uuid.uuid4`` takes them, but formatted without building a UUID object (a third of
+    the cost of the ids' middleware)."""
+    h = os.urandom(16).hex()
+    return (f"req-{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) & 3]}{h[17:20]}-"
+            f"{h[20:]}")
+
+
 class RequestId:
     def __init__(self, app: Callable[..., Iterable[bytes]]) -> None:
         self._app = app
 
     def __call__(self, environ: dict[str, Any],
                  start_response: Callable[..., Any]) -> Iterable[bytes]:
-        req_id = f"req-{uuid.uuid4()}"
+        req_id = new_id()
         environ[ENV_REQUEST_ID] = req_id
         inbound = environ.get("HTTP_X_OPENSTACK_REQUEST_ID")
         if inbound and _GLOBAL_ID.match(inbound):

@@ -47,8 +47,12 @@ def _cached_list(req: webob.Request, q: dict[str, str], variant: Any,
     the bytes depend on besides the rows: the path, the query, ``variant`` (what the
     microversion changes) and the public URL the links are built from."""
     st = util.state(req)
-    public = st.conf.api.public_endpoint or req.host_url
-    key = (req.path_info.rstrip("/"), tuple(sorted(q.items())), variant, public)
+    env = req.environ
+    # the public URL: the option, or what the request's host URL is made of (the raw
+    # values decide it; webob need not build it on every hit)
+    public = st.conf.api.public_endpoint or (env["wsgi.url_scheme"], env.get("HTTP_HOST"),
+                                             env.get("SERVER_NAME"), env.get("SERVER_PORT"))
+    key = (env["PATH_INFO"].rstrip("/"), tuple(sorted(q.items())), variant, public)
     generation = st.db.generation(generations.INVENTORY)
     return util.body_response(st.lists.body(key, generation,
                                             lambda: util.json_bytes(render())))

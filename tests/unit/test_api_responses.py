@@ -1,0 +1,56 @@
+"""The API's plain-WSGI pieces that replaced webob's: responses (``util.Reply``) and
+request ids (``request_id.new_id``), held to what webob and ``uuid.uuid4`` gave."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from acceld.api import request_id, util
+
+
+def _serve(app: Any, method: str = "GET") -> tuple[str, list[tuple[str, str]], bytes]:
+    seen: list[Any] = []
+    body = b"".join(app({"REQUEST_METHOD": method}, lambda s, h, e=None: seen.extend((s, h))))
+    return seen[0], seen[1], body
+
+
+def test_body_response_carries_type_length_and_extra_headers() -> None:
+    status, headers, body = _serve(util.body_response(b'{"a": 1}', 201, {"ETag": '"3"'}))
+    assert status == "201 Created"
+    assert headers == [("Content-Type", "application/json"), ("Content-Length", "8"),
+                       ("ETag", '"3"')]
+    assert body == b'{"a": 1}'
+
+
+def test_head_gets_the_headers_of_get_and_no_body() -> None:
+    reply = util.json_response({"devices": []})
+    get_status, get_headers, get_body = _serve(reply)
+    status, headers, body = _serve(reply, "HEAD")
+    assert (status, headers) == (get_status, get_headers)
+    assert get_body == b'{"devices": []}' and body == b""
+    assert dict(headers)["Content-Length"] == str(len(get_body))
+
+
+@pytest.mark.parametrize(("status", "line", "length"), [
+    (201, "201 Created", [("Content-Length", "0")]),
+    (202, "202 Accepted", [("Content-Length", "0")]),
+    (204, "204 No Content", []),          # no Content-Length where no body may be
+])
+def test_empty_response(status: int, line: str, length: list[tuple[str, str]]) -> None:
+    got = _serve(util.empty_response(status, {"Location": "http://h/v1/x"}))
+    assert got == (line, [*length, ("Location", "http://h/v1/x")], b"")
+
+
+def test_request_ids_are_random_version_4_uuids() -> None:
+    ids = {request_id.new_id() for _ in range(2000)}
+    assert len(ids) == 2000
+    for rid in ids:
+        assert request_id._GLOBAL_ID.match(rid), rid     # the form callers may send back
+        parsed = uuid.UUID(rid[len("req-"):])
+        assert str(parsed) == rid[len("req-"):]
+        assert (parsed.version, parsed.variant) == (4, uuid.RFC_4122)
+    # all four variant digits occur: the variant nibble keeps the random bits it may
+    assert {rid[len("req-") + 19] for rid in ids} == set("89ab")
