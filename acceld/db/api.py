@@ -208,6 +208,7 @@ class Database:
         self._generations: generations.Reader | None = None
         self._autocommit: sqlalchemy.engine.Engine | None = None
         self._direct: direct.Direct | None = None
+        self._ids_reused: bool | None = None
         self._engine_options = engine_options
         self._lock = threading.Lock()
 
@@ -238,6 +239,28 @@ class Database:
     @property
     def dialect(self) -> str:
         return self.engine.dialect.name
+
+    @property
+    def ids_reused(self) -> bool:
+        """Whether an autoincrement id of a deleted row can be handed out again (True
+        until the server says otherwise). SQLite gives the largest id + 1 (a deleted last
+        row's id comes back); MySQL before 8.0 and MariaDB before 10.2.4 reset their
+        counter to that on a restart. PostgreSQL's sequences, MariaDB 10.2.4+ and MySQL
+        8.0+ (the counter survives restarts) never do."""
+        if self._ids_reused is None:
+            if _is_sqlite(self.url):
+                self._ids_reused = True
+            else:
+                dialect = self._autocommit_engine().dialect
+                version = dialect.server_version_info     # known after a first connect
+                if dialect.name == "postgresql":
+                    self._ids_reused = False
+                elif dialect.name == "mysql" and version is not None:
+                    first = (10, 2, 4) if getattr(dialect, "is_mariadb", False) else (8, 0)
+                    self._ids_reused = tuple(version[:len(first)]) < first
+                else:
+                    return True
+        return self._ids_reused
 
     @contextlib.contextmanager
     def writer(self) -> Iterator[Session]:

@@ -34,6 +34,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from oslo_db import api as oslo_db_api
+from oslo_db import exception as db_exc
 from sqlalchemy import (
     ColumnElement,
     Connection,
@@ -158,6 +159,15 @@ _INSERT_ONE = insert(_arq).from_select(
            _dp.c.id, bindparam("group", type_=_arq.c.device_profile_group_id.type),
            bindparam("created_at", type_=_arq.c.created_at.type))
     .where(_dp.c.id == bindparam("dp_id"), _dp.c.uuid == bindparam("dp_uuid")))
+# The same where ids never come back (``Database.ids_reused``): a plain INSERT, and the
+# foreign key refuses a profile that is gone.
+_INSERT_ONE_BY_ID = insert(_arq).values(
+    uuid=bindparam("uuid", type_=_arq.c.uuid.type),
+    project_id=bindparam("project_id", type_=_arq.c.project_id.type),
+    state=literal_column(f"'{st.ARQ_INITIAL}'"), substate=literal_column(f"'{st.ARQ_INITIAL}'"),
+    device_profile_id=bindparam("dp_id", type_=_arq.c.device_profile_id.type),
+    device_profile_group_id=bindparam("group", type_=_arq.c.device_profile_group_id.type),
+    created_at=bindparam("created_at", type_=_arq.c.created_at.type))
 
 # The deployables behind an rp_uuid, each with its first few free handles after handle id
 # ``after`` (none: one NULL row) and the handles' target. A claim needs one handle; reading
@@ -289,16 +299,24 @@ def create(db: Database, profile_name: str, project_id: str | None) -> list[dict
     """One Initial ARQ per requested unit of the named profile, all in one transaction.
 
     A profile this process has read before costs no read: a one-ARQ profile is one
-    INSERT ... SELECT that matches the profile by id and uuid, committing by itself."""
+    INSERT committing by itself. Where ids are never handed out again it names the
+    profile's id (the foreign key refuses one that is gone); elsewhere it is an
+    INSERT ... SELECT that matches the profile by id and uuid."""
     known = _PROFILES.setdefault(db, {})
     profile = known.get(profile_name)
     rows: list[dict[str, Any]] = []
     if profile is not None and len(profile.groups) == 1:
         row = _arq_row(profile, profile.groups[0], project_id)
-        if db.write_one(_INSERT_ONE, {
-                "uuid": row["uuid"], "project_id": project_id,
-                "group": profile.groups[0], "created_at": row["created_at"],
-                "dp_id": profile.id, "dp_uuid": profile.uuid}) == 1:
+        params = {"uuid": row["uuid"], "project_id": project_id, "group": profile.groups[0],
+                  "created_at": row["created_at"], "dp_id": profile.id}
+        try:
+            if db.ids_reused:
+                inserted = db.write_one(_INSERT_ONE, dict(params, dp_uuid=profile.uuid))
+            else:
+                inserted = db.write_one(_INSERT_ONE_BY_ID, params)
+        except db_exc.DBReferenceError:
+            inserted = 0
+        if inserted == 1:
             rows = [row]                # else deleted, or deleted and made again: read it
     if not rows:
         with db.write_rows() as conn:
