@@ -255,7 +255,7 @@ class Database:
                 version = dialect.server_version_info     # known after a first connect
                 if dialect.name == "postgresql":
                     self._ids_reused = False
-                elif dialect.name == "mysql" and version is not None:
+                elif dialect.name in ("mysql", "mariadb") and version is not None:
                     first = (10, 2, 4) if getattr(dialect, "is_mariadb", False) else (8, 0)
                     self._ids_reused = tuple(version[:len(first)]) < first
                 else:

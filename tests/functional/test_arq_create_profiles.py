@@ -114,6 +114,7 @@ def test_a_cached_profile_whose_id_went_to_another_is_not_used(sqlite_db: Databa
     ("mysql", True, (10, 2, 4), False),       # MariaDB keeps its counter from 10.2.4 on
     ("mysql", True, (10, 2, 3), True),
     ("mysql", True, (10, 1, 48), True),
+    ("mariadb", True, (10, 6, 12), False),    # a mariadb:// URL's dialect
     ("mysql", False, (8, 0, 36), False),      # MySQL from 8.0 on
     ("mysql", False, (5, 7, 44), True),
     ("mysql", False, None, True),             # not connected yet: the safe statement
