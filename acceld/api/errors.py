@@ -15,6 +15,7 @@ import webob.exc
 from oslo_db import exception as db_exc
 
 from acceld import exception
+from acceld.api.reply import Reply, body_response
 
 LOG = logging.getLogger(__name__)
 
@@ -47,18 +48,14 @@ def status_for(exc: exception.AccelDError) -> int:
 
 
 def render(req: webob.Request, status: int, detail: str, code: str,
-           headers: dict[str, str] | None = None) -> webob.Response:
+           headers: dict[str, str] | None = None) -> Reply:
     title = webob.exc.status_map[status].title if status in webob.exc.status_map else "Error"
     body = {"errors": [{"status": status, "code": code, "title": title, "detail": detail,
                         "request_id": req.environ.get("openstack.request_id")}]}
-    resp = webob.Response(status=status, content_type="application/json", charset="utf-8")
-    resp.text = json.dumps(body)
-    for key, value in (headers or {}).items():
-        resp.headers[key] = value
-    return resp
+    return body_response(json.dumps(body).encode("utf-8"), status, headers)
 
 
-def from_exception(req: webob.Request, exc: BaseException) -> webob.Response:
+def from_exception(req: webob.Request, exc: BaseException) -> Reply:
     if isinstance(exc, HTTPError):
         return render(req, exc.status, exc.detail, exc.code, exc.headers)
     if isinstance(exc, exception.AccelDError):

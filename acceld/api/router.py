@@ -26,8 +26,9 @@ from acceld.api.handlers import (
     root,
     v2_inventory,
 )
+from acceld.api.reply import Reply
 
-Handler = Callable[..., webob.Response]
+Handler = Callable[..., Reply]
 
 ROUTES: dict[str, dict[str, Handler]] = {
     "/": {"GET": root.versions},
@@ -171,7 +172,7 @@ class Router:
 
         return resp(environ, start)
 
-    def _dispatch(self, req: webob.Request) -> webob.Response:
+    def _dispatch(self, req: webob.Request) -> Reply:
         found = self.match(req.path_info or "/")
         if found is None:
             raise errors.HTTPError(404, f"The resource {req.path_info} could not be found.",

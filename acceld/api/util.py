@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import http
 import io
 import json
 import threading
@@ -20,6 +19,9 @@ from oslo_config import cfg
 from oslo_policy import policy
 
 from acceld.api import errors, listcache
+from acceld.api.reply import Reply as Reply  # handlers use these as util.*
+from acceld.api.reply import body_response as body_response
+from acceld.api.reply import empty_response as empty_response
 from acceld.db.api import Database
 from acceld.rpc import ConductorClient
 
@@ -272,44 +274,6 @@ def json_bytes(data: Any) -> bytes:
 def json_response(data: Any, status: int = 200,
                   headers: dict[str, str] | None = None) -> Reply:
     return body_response(json_bytes(data), status, headers)
-
-
-_REASONS = {status.value: f"{status.value} {status.phrase}" for status in http.HTTPStatus}
-
-
-class Reply:
-    """A finished response: a status, header tuples and the body bytes, as a WSGI app.
-
-    What webob's Response did for these (a JSON body with its type and length, or no
-    body) without its header bookkeeping, which cost as much as the rest of a cached
-    list read. HEAD gets the headers and no body."""
-
-    __slots__ = ("status_int", "headerlist", "body")
-
-    def __init__(self, status: int, body: bytes, headerlist: list[tuple[str, str]]) -> None:
-        self.status_int, self.body, self.headerlist = status, body, headerlist
-
-    def __call__(self, environ: dict[str, Any],
-                 start_response: Callable[..., Any]) -> list[bytes]:
-        start_response(_REASONS.get(self.status_int, str(self.status_int)), self.headerlist)
-        return [] if environ.get("REQUEST_METHOD") == "HEAD" else [self.body]
-
-
-def body_response(body: bytes, status: int = 200,
-                  headers: dict[str, str] | None = None) -> Reply:
-    """A response carrying ``body``, JSON already encoded."""
-    headerlist = [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
-    if headers:
-        headerlist.extend(headers.items())
-    return Reply(status, body, headerlist)
-
-
-def empty_response(status: int, headers: dict[str, str] | None = None) -> Reply:
-    """No body: ``Content-Length: 0``, except on the statuses that cannot have one."""
-    headerlist = [] if status in (204, 304) else [("Content-Length", "0")]
-    if headers:
-        headerlist.extend(headers.items())
-    return Reply(status, b"", headerlist)
 
 
 def base_url(req: webob.Request) -> str:

@@ -1,5 +1,6 @@
-"""The API's plain-WSGI pieces that replaced webob's: responses (``util.Reply``) and
-request ids (``request_id.new_id``), held to what webob and ``uuid.uuid4`` gave."""
+"""The API's plain-WSGI pieces that replaced webob's: responses (``reply.Reply``, for
+handlers and errors) and request ids (``request_id.new_id``), held to what webob and
+``uuid.uuid4`` gave."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import uuid
 from typing import Any
 
 import pytest
+import webob
 
-from acceld.api import request_id, util
+from acceld.api import errors, request_id, util
 
 
 def _serve(app: Any, method: str = "GET") -> tuple[str, list[tuple[str, str]], bytes]:
@@ -54,3 +56,15 @@ def test_request_ids_are_random_version_4_uuids() -> None:
         assert (parsed.version, parsed.variant) == (4, uuid.RFC_4122)
     # all four variant digits occur: the variant nibble keeps the random bits it may
     assert {rid[len("req-") + 19] for rid in ids} == set("89ab")
+
+
+def test_an_error_is_a_reply_with_its_json_body_and_extra_headers() -> None:
+    req = webob.Request.blank("/v2/x", environ={"openstack.request_id": "req-1"})
+    status, headers, body = _serve(errors.render(req, 413, "too big", "acceld.body_too_large",
+                                                 {"Retry-After": "1"}))
+    assert status == "413 Request Entity Too Large"
+    assert headers == [("Content-Type", "application/json"),
+                       ("Content-Length", str(len(body))), ("Retry-After", "1")]
+    assert body == (b'{"errors": [{"status": 413, "code": "acceld.body_too_large", '
+                    b'"title": "Request Entity Too Large", "detail": "too big", '
+                    b'"request_id": "req-1"}]}')

@@ -24,7 +24,7 @@ def _etag(record: dict[str, Any]) -> dict[str, str]:
     return {"ETag": f'"{record["revision"]}"'}
 
 
-def list_accelerators(req: webob.Request) -> webob.Response:
+def list_accelerators(req: webob.Request) -> util.Reply:
     """GET /v1/accelerators -> 200 {"accelerator": [...]}; 400 on an unknown query."""
     util.authorize(req, "acceld:accelerator:get_all")
     q = util.query(req, schema.LIST_QUERY)
@@ -42,7 +42,7 @@ def list_accelerators(req: webob.Request) -> webob.Response:
     return util.json_response({"accelerator": [_present(req, r) for r in records]})
 
 
-def show_accelerator(req: webob.Request, uuid: str) -> webob.Response:
+def show_accelerator(req: webob.Request, uuid: str) -> util.Reply:
     """GET /v1/accelerators/{uuid} -> 200 with an ETag; 404 when missing."""
     util.authorize(req, "acceld:accelerator:get_one")
     util.query(req, schema.NO_QUERY)
@@ -50,7 +50,7 @@ def show_accelerator(req: webob.Request, uuid: str) -> webob.Response:
     return util.json_response(_present(req, record), headers=_etag(record))
 
 
-def create_accelerator(req: webob.Request) -> webob.Response:
+def create_accelerator(req: webob.Request) -> util.Reply:
     """POST /v1/accelerators {"name", "uuid"?} -> 201 + Location; 409 on a duplicate."""
     util.authorize(req, "acceld:accelerator:create")
     body = util.json_body(req, schema.CREATE)
@@ -81,7 +81,7 @@ def _expected_revision(req: webob.Request, body: dict[str, Any]) -> int:
                            "acceld.precondition_required")
 
 
-def update_specs(req: webob.Request, uuid: str, acc_spec: str) -> webob.Response:
+def update_specs(req: webob.Request, uuid: str, acc_spec: str) -> util.Reply:
     """PUT /v1/accelerators/{uuid}/acc_specs -> 200; 400; 404; 409 stale revision; 428."""
     util.authorize(req, "acceld:accelerator:update")
     if acc_spec not in ("acc_specs", "acc_spec"):
@@ -95,7 +95,7 @@ def update_specs(req: webob.Request, uuid: str, acc_spec: str) -> webob.Response
     return util.json_response(_present(req, record), headers=_etag(record))
 
 
-def set_state(req: webob.Request, uuid: str) -> webob.Response:
+def set_state(req: webob.Request, uuid: str) -> util.Reply:
     """PUT /v1/accelerators/{uuid}/state {"state": ready|inactive} -> 200; 404; 409."""
     util.authorize(req, "acceld:accelerator:set_state")
     body = util.json_body(req, schema.SET_STATE)
@@ -103,7 +103,7 @@ def set_state(req: webob.Request, uuid: str) -> webob.Response:
     return util.json_response(_present(req, record), headers=_etag(record))
 
 
-def attach(req: webob.Request, uuid: str) -> webob.Response:
+def attach(req: webob.Request, uuid: str) -> util.Reply:
     """PUT /v1/accelerators/{uuid} {"instance_uuid"} | {"host"} -> 200; 404; 409 attached."""
     util.authorize(req, "acceld:accelerator:attach")
     body = util.json_body(req, schema.ATTACH)
@@ -113,7 +113,7 @@ def attach(req: webob.Request, uuid: str) -> webob.Response:
     return util.json_response(_present(req, record), headers=_etag(record))
 
 
-def detach(req: webob.Request, uuid: str) -> webob.Response:
+def detach(req: webob.Request, uuid: str) -> util.Reply:
     """DELETE /v1/accelerators/{uuid} -> 204; 404; 409 while allocation records exist."""
     util.authorize(req, "acceld:accelerator:detach")
     util.state(req).conductor.detach(uuid)

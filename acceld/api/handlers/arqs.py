@@ -82,7 +82,7 @@ def parse_ops(uuid: str, ops: list[dict[str, Any]], version: microversion.Versio
     return fields
 
 
-def create_arqs(req: webob.Request) -> webob.Response:
+def create_arqs(req: webob.Request) -> util.Reply:
     """POST /v2/accelerator_requests {"device_profile_name"} -> 201 {"arqs": [...]}, one
     Initial ARQ per requested unit of each group; 400 no name; 404 unknown profile."""
     util.authorize(req, "cyborg:arq:create")
@@ -93,7 +93,7 @@ def create_arqs(req: webob.Request) -> webob.Response:
     return util.json_response({"arqs": [_present(req, r) for r in records]}, status=201)
 
 
-def list_arqs(req: webob.Request) -> webob.Response:
+def list_arqs(req: webob.Request) -> util.Reply:
     """GET /v2/accelerator_requests[?instance=<uuid>][&bind_state=resolved] -> 200
     {"arqs": [...]}; 423 when an instance's ARQs are not all resolved; 400 bad query."""
     util.authorize(req, "cyborg:arq:get_all")
@@ -106,7 +106,7 @@ def list_arqs(req: webob.Request) -> webob.Response:
     return util.json_response({"arqs": [_present(req, r) for r in records]})
 
 
-def show_arq(req: webob.Request, uuid: str) -> webob.Response:
+def show_arq(req: webob.Request, uuid: str) -> util.Reply:
     """GET /v2/accelerator_requests/{uuid} -> 200 the bare ARQ; 404 (also another
     project's)."""
     util.authorize(req, "cyborg:arq:get_one")
@@ -115,7 +115,7 @@ def show_arq(req: webob.Request, uuid: str) -> webob.Response:
     return util.json_response(_present(req, record))
 
 
-def update_arqs(req: webob.Request, uuid: str | None = None) -> webob.Response:
+def update_arqs(req: webob.Request, uuid: str | None = None) -> util.Reply:
     """PATCH /v2/accelerator_requests {arq_uuid: [json-patch ops]} -> 202 no body (a
     trailing /{uuid} is ignored; the body wins). All adds bind, all removes unbind; 400
     bad patch or instance already bound; 403 no service token; 404 unknown ARQ, deployable
@@ -163,7 +163,7 @@ def _unbind(req: webob.Request, uuids: list[str]) -> None:
         raise errs[0]
 
 
-def delete_arqs(req: webob.Request) -> webob.Response:
+def delete_arqs(req: webob.Request) -> util.Reply:
     """DELETE /v2/accelerator_requests?arqs=u1,u2 | ?instance=<uuid> -> 204 (unbinding
     first). ``arqs``: all or nothing, 404 for a missing one, 403 without a service token
     for one tied to an instance. ``instance``: idempotent, always needs a service token.
@@ -184,7 +184,7 @@ def delete_arqs(req: webob.Request) -> webob.Response:
     return _delete_uuids(req, uuids)
 
 
-def _delete_uuids(req: webob.Request, uuids: list[str]) -> webob.Response:
+def _delete_uuids(req: webob.Request, uuids: list[str]) -> util.Reply:
     if not uuids:
         raise errors.HTTPError(400, "No ARQ named in 'arqs'.", "acceld.invalid_input")
     freed = arq_objects.delete_by_uuids(util.state(req).db, uuids, project_id=_scope(req),
@@ -200,7 +200,7 @@ def _release(req: webob.Request, freed: list[dict[str, Any]]) -> None:
         util.state(req).conductor.release_handles(freed)
 
 
-def delete_arq(req: webob.Request, uuid: str) -> webob.Response:
+def delete_arq(req: webob.Request, uuid: str) -> util.Reply:
     """DELETE /v2/accelerator_requests/{uuid} -> 204; as ``?arqs=<uuid>``."""
     util.authorize(req, "cyborg:arq:delete")
     util.query(req, schema.NO_QUERY)

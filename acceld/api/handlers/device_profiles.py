@@ -36,7 +36,7 @@ def _names(value: str) -> list[str]:
     return [n for n in value.split(",") if n]
 
 
-def list_profiles(req: webob.Request) -> webob.Response:
+def list_profiles(req: webob.Request) -> util.Reply:
     """GET /v2/device_profiles[?name=a,b&limit=&marker=] -> 200 {"device_profiles": [...]}."""
     util.authorize(req, "cyborg:device_profile:get_all")
     q = util.query(req, schema.PROFILE_LIST_QUERY)
@@ -45,7 +45,7 @@ def list_profiles(req: webob.Request) -> webob.Response:
     return util.json_response({"device_profiles": [_present(req, r) for r in records]})
 
 
-def show_profile(req: webob.Request, name_or_uuid: str) -> webob.Response:
+def show_profile(req: webob.Request, name_or_uuid: str) -> util.Reply:
     """GET /v2/device_profiles/{uuid} -> 200 {"device_profile": {...}}; a name needs 2.2
     (406 below); 404.
 
@@ -66,7 +66,7 @@ def show_profile(req: webob.Request, name_or_uuid: str) -> webob.Response:
     return util.json_response({"device_profile": _present(req, record)})
 
 
-def create_profile(req: webob.Request) -> webob.Response:
+def create_profile(req: webob.Request) -> util.Reply:
     """POST /v2/device_profiles [{"name", "groups", "description"?, "uuid"?}] -> 201 the
     bare profile; 400 invalid (one profile per request, group rules); 409 name taken."""
     util.authorize(req, "cyborg:device_profile:create")
@@ -82,7 +82,7 @@ def create_profile(req: webob.Request) -> webob.Response:
     return util.json_response(_present(req, record), status=201)
 
 
-def _delete(req: webob.Request, value: str) -> webob.Response:
+def _delete(req: webob.Request, value: str) -> util.Reply:
     db = util.state(req).db
     if _uuid_like(value):
         device_profiles.delete_by_uuid(db, util.canonical_uuid(value))
@@ -94,7 +94,7 @@ def _delete(req: webob.Request, value: str) -> webob.Response:
     return util.empty_response(204)
 
 
-def delete_profiles(req: webob.Request) -> webob.Response:
+def delete_profiles(req: webob.Request) -> util.Reply:
     """DELETE /v2/device_profiles?value=<uuid>|n1,n2 -> 204; 404 for any missing one
     (nothing deleted); 409 while accelerator requests use one."""
     util.authorize(req, "cyborg:device_profile:delete")
@@ -102,7 +102,7 @@ def delete_profiles(req: webob.Request) -> webob.Response:
     return _delete(req, q["value"])
 
 
-def delete_profile(req: webob.Request, name_or_uuid: str) -> webob.Response:
+def delete_profile(req: webob.Request, name_or_uuid: str) -> util.Reply:
     """DELETE /v2/device_profiles/{uuid}|{n1,n2} -> 204; 404; 409 (as above)."""
     util.authorize(req, "cyborg:device_profile:delete")
     util.query(req, schema.NO_QUERY)

@@ -11,7 +11,7 @@ from acceld.objects import placement as placement_objects
 from acceld.objects import services
 
 
-def list_services(req: webob.Request) -> webob.Response:
+def list_services(req: webob.Request) -> util.Reply:
     """GET /v1/services -> 200 {"services": [...]} with liveness."""
     util.authorize(req, "acceld:service:get_all")
     util.query(req, schema.NO_QUERY)
@@ -21,14 +21,14 @@ def list_services(req: webob.Request) -> webob.Response:
         "placement": placement_objects.list_states(st.db)})
 
 
-def placement_status(req: webob.Request) -> webob.Response:
+def placement_status(req: webob.Request) -> util.Reply:
     """GET /v1/placement -> 200 {"hosts": [...]}: last sync, in sync, conflicts."""
     util.authorize(req, "acceld:placement:get")
     util.query(req, schema.NO_QUERY)
     return util.json_response({"hosts": placement_objects.list_states(util.state(req).db)})
 
 
-def placement_sync(req: webob.Request) -> webob.Response:
+def placement_sync(req: webob.Request) -> util.Reply:
     """POST /v1/placement/sync {"host"?, "dry_run"?} -> 200 {"results": [...]}."""
     util.authorize(req, "acceld:placement:sync")
     body = util.json_body(req, schema.PLACEMENT_SYNC) if util.read_body(req) else {}
@@ -37,7 +37,7 @@ def placement_sync(req: webob.Request) -> webob.Response:
     return util.json_response({"results": results})
 
 
-def list_drivers(req: webob.Request) -> webob.Response:
+def list_drivers(req: webob.Request) -> util.Reply:
     """GET /v1/drivers[?host=&long=true] -> 200 {"drivers": [...]} per host; ``long``
     adds each driver's ``explanation`` (checks, expected vs found, skipped devices with
     the reason) and ``capabilities``."""
@@ -48,7 +48,7 @@ def list_drivers(req: webob.Request) -> webob.Response:
         util.state(req).db, q.get("host"), long=long)})
 
 
-def list_backends(req: webob.Request) -> webob.Response:
+def list_backends(req: webob.Request) -> util.Reply:
     """GET /v1/backends[?host=] -> 200 {"backends": [{"host", "driver", "backend",
     "services", "devices", "deployables"}]}: the services each backend offers, as the
     drivers last reported them (``discover-services``)."""
@@ -58,7 +58,7 @@ def list_backends(req: webob.Request) -> webob.Response:
                                                                   q.get("host"))})
 
 
-def device_stats(req: webob.Request, uuid: str) -> webob.Response:
+def device_stats(req: webob.Request, uuid: str) -> util.Reply:
     """GET /v1/accelerators/{uuid}/stats -> 200 {"uuid", "host", "stats": {name: number}}
     read from the device's agent now; 404, 409 not on a host, 503 agent unreachable."""
     util.authorize(req, "acceld:accelerator:stats")
@@ -66,7 +66,7 @@ def device_stats(req: webob.Request, uuid: str) -> webob.Response:
     return util.json_response(util.state(req).conductor.device_stats(uuid))
 
 
-def driver_action(req: webob.Request, name: str) -> webob.Response:
+def driver_action(req: webob.Request, name: str) -> util.Reply:
     """POST /v1/drivers/{name}/action {"action", "host"?} -> 200 per-host results."""
     util.authorize(req, "acceld:driver:action")
     body = util.json_body(req, schema.DRIVER_ACTION)
@@ -74,7 +74,7 @@ def driver_action(req: webob.Request, name: str) -> webob.Response:
     return util.json_response({"results": results})
 
 
-def discover(req: webob.Request) -> webob.Response:
+def discover(req: webob.Request) -> util.Reply:
     """POST /v1/discover {"host"?} -> 202 {"hosts": [...]} (agents asked to rediscover)."""
     util.authorize(req, "acceld:discover")
     body = util.json_body(req, schema.DISCOVER) if util.read_body(req) else {}

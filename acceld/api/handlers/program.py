@@ -38,7 +38,7 @@ def _view(req: webob.Request, deployable: dict[str, Any],
                 program=operation)
 
 
-def program_deployable(req: webob.Request, uuid: str) -> webob.Response:
+def program_deployable(req: webob.Request, uuid: str) -> util.Reply:
     """PATCH /v2/deployables/{uuid}/program [{"op": "replace", "path": "/program",
     "value": [{"image_uuid"|"image_path", "image_sha256"}]}] -> 202 the deployable with
     ``program`` (the queued operation) and ``Location`` of its status; 400 bad body (the
@@ -57,7 +57,7 @@ def program_deployable(req: webob.Request, uuid: str) -> webob.Response:
                               headers={"Location": location})
 
 
-def show_program(req: webob.Request, uuid: str) -> webob.Response:
+def show_program(req: webob.Request, uuid: str) -> util.Reply:
     """GET /v2/deployables/{uuid}/program -> 200 the deployable with ``program``: its
     newest program operation, or null; 404 unknown deployable."""
     util.authorize(req, "acceld:deployable:program_status")

@@ -25,7 +25,7 @@ def _v2(version_id: str, href: str) -> dict[str, Any]:
             "links": [{"href": href, "rel": "self"}]}
 
 
-def versions(req: webob.Request) -> webob.Response:
+def versions(req: webob.Request) -> util.Reply:
     """GET / -> 200 Cyborg's version document (plus acceld's v1) without authentication.
 
     As in Cyborg the v2 link is the request's host URL plus the ``/accelerator`` segment
@@ -36,12 +36,12 @@ def versions(req: webob.Request) -> webob.Response:
                                "versions": [v2, _v1(req)], "default_version": v2})
 
 
-def v1(req: webob.Request) -> webob.Response:
+def v1(req: webob.Request) -> util.Reply:
     """GET /v1 -> 200 {"version": {...}}."""
     return util.json_response({"version": _v1(req)})
 
 
-def v2(req: webob.Request) -> webob.Response:
+def v2(req: webob.Request) -> util.Reply:
     """GET /v2 -> 200 the bare v2 version object (not wrapped, as in Cyborg)."""
     public = util.state(req).conf.api.public_endpoint or req.host_url
     return util.json_response(_v2("v2.0", f"{public.rstrip('/')}/accelerator/v2/"))

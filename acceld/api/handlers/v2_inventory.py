@@ -41,7 +41,7 @@ def page(req: webob.Request, q: dict[str, str]) -> dict[str, Any]:
 
 
 def _cached_list(req: webob.Request, q: dict[str, str], variant: Any,
-                 render: Callable[[], Any]) -> webob.Response:
+                 render: Callable[[], Any]) -> util.Reply:
     """A list body from the process's cache while the inventory generation is unchanged
     (``acceld.api.listcache``), else ``render()``-ed and kept. The key holds everything
     the bytes depend on besides the rows: the path, the query, ``variant`` (what the
@@ -67,7 +67,7 @@ def _device(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def list_devices(req: webob.Request) -> webob.Response:
+def list_devices(req: webob.Request) -> util.Reply:
     """GET /v2/devices[?type=&vendor=&hostname=&limit=&marker=] -> 200 {"devices": [...]}."""
     util.authorize(req, "cyborg:device:get_all")
     q = util.query(req, schema.DEVICE_LIST_QUERY)
@@ -81,14 +81,14 @@ def list_devices(req: webob.Request) -> webob.Response:
     return _cached_list(req, q, microversion.of(req.environ) >= STATUS_VERSION, render)
 
 
-def show_device(req: webob.Request, uuid: str) -> webob.Response:
+def show_device(req: webob.Request, uuid: str) -> util.Reply:
     """GET /v2/devices/{uuid} -> 200 the device; 404."""
     util.authorize(req, "cyborg:device:get_one")
     util.query(req, schema.NO_QUERY)
     return util.json_response(_device(req, inventory.get_device(util.state(req).db, uuid)))
 
 
-def _set_status(req: webob.Request, uuid: str, status: str) -> webob.Response:
+def _set_status(req: webob.Request, uuid: str, status: str) -> util.Reply:
     util.query(req, schema.NO_QUERY)
     st = util.state(req)
     host = inventory.set_device_status(st.db, uuid, status)
@@ -97,13 +97,13 @@ def _set_status(req: webob.Request, uuid: str, status: str) -> webob.Response:
     return util.empty_response(200)
 
 
-def enable_device(req: webob.Request, uuid: str) -> webob.Response:
+def enable_device(req: webob.Request, uuid: str) -> util.Reply:
     """POST /v2/devices/{uuid}/enable -> 200 no body (any microversion); 404."""
     util.authorize(req, "cyborg:device:enable")
     return _set_status(req, uuid, "enabled")
 
 
-def disable_device(req: webob.Request, uuid: str) -> webob.Response:
+def disable_device(req: webob.Request, uuid: str) -> util.Reply:
     """POST /v2/devices/{uuid}/disable -> 200 no body, status maintaining; 404."""
     util.authorize(req, "cyborg:device:disable")
     return _set_status(req, uuid, "maintaining")
@@ -115,7 +115,7 @@ def _deployable(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
     return dict(record, links=links(req, "deployables", record["uuid"], bookmark=True))
 
 
-def list_deployables(req: webob.Request) -> webob.Response:
+def list_deployables(req: webob.Request) -> util.Reply:
     """GET /v2/deployables[?limit=&marker=] -> 200 {"deployables": [...]}."""
     util.authorize(req, "cyborg:deployable:get_all")
     q = util.query(req, schema.LIST_QUERY)
@@ -127,7 +127,7 @@ def list_deployables(req: webob.Request) -> webob.Response:
     return _cached_list(req, q, None, render)
 
 
-def show_deployable(req: webob.Request, uuid: str) -> webob.Response:
+def show_deployable(req: webob.Request, uuid: str) -> util.Reply:
     """GET /v2/deployables/{uuid} -> 200 the deployable; 404."""
     util.authorize(req, "cyborg:deployable:get_one")
     util.query(req, schema.NO_QUERY)
@@ -141,7 +141,7 @@ def _attribute(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
     return dict(record, links=links(req, "attributes", record["uuid"]))
 
 
-def list_attributes(req: webob.Request) -> webob.Response:
+def list_attributes(req: webob.Request) -> util.Reply:
     """GET /v2/attributes[?deployable_id=<int>&key=&limit=&marker=] -> 200 {"attributes"}."""
     util.authorize(req, "cyborg:attribute:get_all")
     q = util.query(req, schema.ATTRIBUTE_LIST_QUERY)
@@ -151,7 +151,7 @@ def list_attributes(req: webob.Request) -> webob.Response:
     return util.json_response({"attributes": [_attribute(req, r) for r in records]})
 
 
-def show_attribute(req: webob.Request, uuid: str) -> webob.Response:
+def show_attribute(req: webob.Request, uuid: str) -> util.Reply:
     """GET /v2/attributes/{uuid} -> 200 the attribute; 404."""
     util.authorize(req, "cyborg:attribute:get_one")
     util.query(req, schema.NO_QUERY)
@@ -159,7 +159,7 @@ def show_attribute(req: webob.Request, uuid: str) -> webob.Response:
                                                                       uuid)))
 
 
-def create_attribute(req: webob.Request) -> webob.Response:
+def create_attribute(req: webob.Request) -> util.Reply:
     """POST /v2/attributes {"deployable_id", "key", "value"} (bare, or wrapped in
     "attribute" as openstacksdk sends it) -> 201 the attribute; 400 unknown deployable."""
     util.authorize(req, "cyborg:attribute:create")
@@ -172,7 +172,7 @@ def create_attribute(req: webob.Request) -> webob.Response:
     return util.json_response(_attribute(req, record), status=201)
 
 
-def delete_attribute(req: webob.Request, uuid: str) -> webob.Response:
+def delete_attribute(req: webob.Request, uuid: str) -> util.Reply:
     """DELETE /v2/attributes/{uuid} -> 204; 404."""
     util.authorize(req, "cyborg:attribute:delete")
     inventory.delete_attribute(util.state(req).db, uuid)

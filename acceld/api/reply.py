@@ -1,0 +1,47 @@
+"""Responses as plain WSGI apps: what every handler and error returns.
+
+A :class:`Reply` holds a status, header tuples and the body bytes. It sends what webob's
+Response sent for these answers (a JSON body with its type and length, or no body),
+without webob's header bookkeeping, which cost as much as the rest of a cached list
+read. HEAD gets the headers and no body.
+"""
+
+from __future__ import annotations
+
+import http
+from collections.abc import Callable
+from typing import Any
+
+_REASONS = {status.value: f"{status.value} {status.phrase}" for status in http.HTTPStatus}
+
+
+class Reply:
+    """A finished response: a status, header tuples and the body bytes, as a WSGI app
+    (see the module's doc)."""
+
+    __slots__ = ("status_int", "headerlist", "body")
+
+    def __init__(self, status: int, body: bytes, headerlist: list[tuple[str, str]]) -> None:
+        self.status_int, self.body, self.headerlist = status, body, headerlist
+
+    def __call__(self, environ: dict[str, Any],
+                 start_response: Callable[..., Any]) -> list[bytes]:
+        start_response(_REASONS.get(self.status_int, str(self.status_int)), self.headerlist)
+        return [] if environ.get("REQUEST_METHOD") == "HEAD" else [self.body]
+
+
+def body_response(body: bytes, status: int = 200,
+                  headers: dict[str, str] | None = None) -> Reply:
+    """A response carrying ``body``, JSON already encoded."""
+    headerlist = [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
+    if headers:
+        headerlist.extend(headers.items())
+    return Reply(status, body, headerlist)
+
+
+def empty_response(status: int, headers: dict[str, str] | None = None) -> Reply:
+    """No body: ``Content-Length: 0``, except on the statuses that cannot have one."""
+    headerlist = [] if status in (204, 304) else [("Content-Length", "0")]
+    if headers:
+        headerlist.extend(headers.items())
+    return Reply(status, b"", headerlist)
