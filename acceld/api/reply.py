@@ -12,7 +12,12 @@ import http
 from collections.abc import Callable
 from typing import Any
 
+import webob.exc
+
+# Status lines as webob wrote them (its reason phrases, which stay put across Python
+# versions; 3.13 renamed 413 and 422 in http.HTTPStatus), HTTPStatus's for the rest.
 _REASONS = {status.value: f"{status.value} {status.phrase}" for status in http.HTTPStatus}
+_REASONS.update({code: f"{code} {cls.title}" for code, cls in webob.exc.status_map.items()})
 
 
 class Reply:

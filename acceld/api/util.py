@@ -149,12 +149,18 @@ def _too_large(size: str, limit: int) -> errors.HTTPError:
                             "accepted ([api] max_request_body_size).", "acceld.body_too_large")
 
 
+_BODY = "acceld.body"          # environ key of the body read_body read
+
+
 def read_body(req: webob.Request) -> bytes:
     """The request body, at most ``[api] max_request_body_size`` bytes (413 beyond,
     before a declared length is read at all). Read from the server's input in one call,
     not through webob's copy into a seekable file; the input is then replaced by the bytes
-    read, so a later ``req.body`` sees them again."""
+    read, so a later ``req.body`` sees them again. A second call answers the same bytes
+    without reading or checking again."""
     env = req.environ
+    if _BODY in env:
+        return env[_BODY]
     limit = state(req).conf.api.max_request_body_size
     declared = env.get("CONTENT_LENGTH")
     if declared:
@@ -171,10 +177,11 @@ def read_body(req: webob.Request) -> bytes:
         if len(body) > limit:
             raise _too_large(f"more than {limit}", limit)
     else:
-        return b""
+        body = b""
     env["wsgi.input"] = io.BytesIO(body)
     env["CONTENT_LENGTH"] = str(len(body))
     env["webob.is_body_seekable"] = True
+    env[_BODY] = body
     return body
 
 

@@ -4,11 +4,13 @@ handlers and errors) and request ids (``request_id.new_id``), held to what webob
 
 from __future__ import annotations
 
+import types
 import uuid
 from typing import Any
 
 import pytest
 import webob
+import webob.exc
 
 from acceld.api import errors, request_id, util
 
@@ -68,3 +70,33 @@ def test_an_error_is_a_reply_with_its_json_body_and_extra_headers() -> None:
     assert body == (b'{"errors": [{"status": 413, "code": "acceld.body_too_large", '
                     b'"title": "Request Entity Too Large", "detail": "too big", '
                     b'"request_id": "req-1"}]}')
+
+
+@pytest.mark.parametrize("status", [413, 416, 422])
+def test_status_lines_are_webobs_on_every_python(status: int) -> None:
+    # http.HTTPStatus renamed 413 and 422 in Python 3.13 and words 416 differently
+    line = _serve(util.empty_response(status))[0]
+    assert line == f"{status} {webob.exc.status_map[status].title}"
+
+
+class _ReadOnce:
+    def __init__(self, data: bytes) -> None:
+        self.data, self.reads = data, 0
+
+    def read(self, size: int = -1) -> bytes:
+        self.reads += 1
+        assert self.reads == 1, "the server's input was read twice"
+        return self.data
+
+
+def test_read_body_reads_the_input_once() -> None:
+    source = _ReadOnce(b'{"a": 1}')
+    conf = types.SimpleNamespace(api=types.SimpleNamespace(max_request_body_size=1024))
+    req = webob.Request.blank("/v1/discover", method="POST", environ={
+        "wsgi.input": source, "CONTENT_LENGTH": "8",
+        "acceld.app": types.SimpleNamespace(conf=conf)})
+    assert util.read_body(req) == b'{"a": 1}'
+    assert req.body == b'{"a": 1}' and source.reads == 1    # webob sees it too
+    req.environ["wsgi.input"] = _ReadOnce(b"")
+    req.environ["wsgi.input"].reads = 1                     # any read now fails
+    assert util.read_body(req) == b'{"a": 1}'               # answered, not read again
