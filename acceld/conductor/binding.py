@@ -9,8 +9,9 @@ once every ARQ was tried (the API turns it into the response).
 Host work: :class:`HostWork` runs on the ARQ's host between the claim and Bound, and
 after a handle is freed; the conductor gives the Binder
 ``conductor.hostwork.AgentHostWork`` (the driver's prepare/release through the agent).
-Whether a handle needs it is asked inside the bind's or the unbind's own transaction, so
-a handle without host work costs no further transaction.
+Whether a handle needs it is asked inside the bind's or the unbind's own transaction (on
+MySQL, from the row the bind or unbind read: there they are one statement after a read),
+so a handle without host work costs no further transaction.
 
 Nova notification (contract 3.2 step 3): with a notifier (``[nova]`` configured), once
 every ARQ of an instance is resolved (Bound -> ``completed``; BindFailed, Deleting or gone
@@ -51,7 +52,8 @@ class HostWork(Protocol):
     def release(self, handle: dict[str, Any]) -> None: ...
 
     # Optional: ``needs(handle, conn) -> bool``, asked inside the bind's or unbind's
-    # transaction (``conn``, its connection; no second transaction there). False lets
+    # transaction (``conn``, its connection; no second transaction there; on MySQL,
+    # where there is none, the Database: the handle comes with its target). False lets
     # the bind go from Initial to Bound in one transaction and the unbind skip
     # ``release``; without it every handle gets prepare and release.
 

@@ -241,6 +241,12 @@ class Database:
         return self.engine.dialect.name
 
     @property
+    def updates_tables_together(self) -> bool:
+        """Whether one UPDATE can change rows of two tables (MySQL and MariaDB), so a
+        change that must touch both atomically can commit as one statement."""
+        return self.dialect in ("mysql", "mariadb")
+
+    @property
     def ids_reused(self) -> bool:
         """Whether an autoincrement id of a deleted row can be handed out again (True
         until the server says otherwise). SQLite gives the largest id + 1 (a deleted last
@@ -325,6 +331,19 @@ class Database:
                 return rowcount
         with self.autocommit(write=True) as conn:
             return conn.execute(stmt, params).rowcount
+
+    def read(self, stmt: Any, params: dict[str, Any]) -> list[direct.Record]:
+        """The rows of one SELECT, run as a statement of its own (autocommit: its own
+        snapshot, nothing left open), each a :class:`direct.Record` (keys and
+        attributes). It goes to :attr:`direct`, or through :meth:`autocommit` when that
+        declines it. Never for reads that must share a snapshot with another."""
+        runner = self.direct
+        if runner is not None:
+            rows = runner.read(stmt, params)
+            if rows is not None:
+                return rows
+        with self.autocommit(write=False) as conn:
+            return [direct.Record(row) for row in conn.execute(stmt, params).mappings()]
 
     @property
     def direct(self) -> direct.Direct | None:

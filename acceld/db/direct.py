@@ -1,4 +1,4 @@
-"""One-statement writes on DBAPI connections of their own.
+"""One-statement writes, and one-statement reads, on DBAPI connections of their own.
 
 Some writes are one statement: create a device profile, delete one by uuid, create an ARQ
 from a known one-unit profile, delete an ARQ that holds nothing. In autocommit such a
@@ -7,7 +7,10 @@ SQLAlchemy's: pool checkout and checkin with their listeners, the Connection, th
 execution context. On MariaDB that was 113 us of CPU for a one-row DELETE against 40 us
 for the driver alone, and a device profile create-and-delete over HTTP ran about 20%
 faster without it. :class:`Direct` runs such a statement as SQL compiled once per
-dialect, on a cursor of a DBAPI connection it keeps.
+dialect, on a cursor of a DBAPI connection it keeps. A hot read that is one SELECT (an
+ARQ by uuid; the rows a bind or an unbind decides from on MySQL) runs the same way:
+:meth:`Direct.read` gives its rows with each column's value processed by the column
+type's own result processor, as SQLAlchemy's result does.
 
 Its connections come from the autocommit pool of :meth:`Database.autocommit` (on SQLite,
 a file database, from the one pool, and are put in autocommit here), so the pool's
@@ -57,6 +60,22 @@ class _Plan(NamedTuple):
     sql: str
     compiled: Any               # sqlalchemy's Compiled: construct_params() names the binds
     processors: tuple[tuple[str, Callable[[Any], Any]], ...]    # (bind name, its type's)
+    # a SELECT's result columns: (key, its type's result processor or None); None for a
+    # statement that returns no rows
+    columns: tuple[tuple[str, Callable[[Any], Any] | None], ...] | None = None
+
+
+class Record(dict[str, Any]):
+    """A row of :meth:`Direct.read`: a dict of the selected columns by key, whose
+    values are also attributes (as on SQLAlchemy's rows)."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
 
 
 class _Held:
@@ -69,8 +88,8 @@ class _Held:
 
 
 class Direct:
-    """Runs one-statement writes of one engine (in autocommit) on connections of its
-    own. ``listeners`` are called with each statement's SQL before it is sent (tests
+    """Runs one-statement writes and reads of one engine (in autocommit) on connections
+    of its own. ``listeners`` are called with each statement's SQL before it is sent (tests
     count statements with them, as with the engines' ``before_cursor_execute``)."""
 
     def __init__(self, engine: sqlalchemy.engine.Engine, ping_after_idle: float,
@@ -118,14 +137,44 @@ class Direct:
             process = bind.type.dialect_impl(dialect).bind_processor(dialect)
             if process is not None:
                 processors.append((name, process))
-        return _Plan(sql, compiled, tuple(processors))
+        columns = None
+        if isinstance(stmt, sqlalchemy.Select):
+            selected = list(stmt.selected_columns)
+            keys = [column.key for column in selected]
+            if len(set(keys)) != len(keys):
+                return None             # SQLAlchemy would label them apart
+            columns = tuple(
+                (key, column.type.dialect_impl(dialect).result_processor(dialect, None))
+                for key, column in zip(keys, selected, strict=True))
+        return _Plan(sql, compiled, tuple(processors), columns)
+
+    def read(self, stmt: Executable, params: dict[str, Any]) -> list[Record] | None:
+        """Runs the SELECT ``stmt`` once (in autocommit: one statement, one snapshot of
+        its own); its rows, each column's value processed as SQLAlchemy's result would
+        (a MySQL boolean as a bool, a SQLite datetime as a datetime), or None when the
+        caller is to run it through SQLAlchemy instead (as for :meth:`write`)."""
+        plan = self.plan(stmt, tuple(sorted(params)))
+        if plan is None or plan.columns is None:
+            return None
+        rows = self._execute(plan, params, fetch=True)
+        if rows is None:
+            return None
+        columns = plan.columns
+        return [Record({key: value if process is None or value is None else process(value)
+                        for (key, process), value in zip(columns, row, strict=True)})
+                for row in rows]
 
     def write(self, stmt: Executable, params: dict[str, Any]) -> int | None:
         """Runs ``stmt`` once, committing by itself; its rowcount, or None when the
         caller is to run it through SQLAlchemy instead (see the module's docstring)."""
         plan = self.plan(stmt, tuple(sorted(params)))
-        if plan is None:
+        if plan is None or plan.columns is not None:
             return None
+        return self._execute(plan, params, fetch=False)
+
+    def _execute(self, plan: _Plan, params: dict[str, Any], fetch: bool) -> Any:
+        """The rows (``fetch``) or the rowcount of ``plan`` run once; None on a database
+        error that is not a lost connection (the server rolled the statement back)."""
         values = plan.compiled.construct_params(params)
         for name, process in plan.processors:
             values[name] = process(values[name])
@@ -137,7 +186,7 @@ class Direct:
             cursor = conn.cursor()
             try:
                 cursor.execute(plan.sql, values)
-                return cursor.rowcount
+                return cursor.fetchall() if fetch else cursor.rowcount
             finally:
                 cursor.close()
         except self._dbapi_error as exc:

@@ -1,6 +1,7 @@
 """Accelerator requests (Cyborg v2 ARQs): their rows, and binding them to attach handles.
 
-Every public function is one transaction. ``project_id`` (the scope) is the caller's
+Every public function is one transaction (or, on MySQL, one statement that commits
+by itself after a read). ``project_id`` (the scope) is the caller's
 project, or None for an administrator who sees every project's ARQs.
 
 A bind (:func:`bind`) claims a free attach handle of the deployable behind
@@ -19,6 +20,12 @@ its row to a delete or an unbind therefore either never records its claim (its s
 matches no row and the claim rolls back) or has already had its handle freed (its final
 CAS matches no row).
 
+On MySQL and MariaDB (``Database.updates_tables_together``) a bind and an unbind are a
+read and one UPDATE of both tables, committing by itself, instead of a transaction: the
+UPDATE's conditions are the compare-and-swap (the handle still free and the ARQ still
+bindable; the ARQ still in the state, and holding the handle, that the unbind read), so
+the invariant holds without a lock: both rows change in one statement or neither does.
+
 The statements are Core statements on the tables, built once at import with bind
 parameters: building, coercing and hashing a statement cost several times what running
 it costs, and these run several times in every ARQ life cycle.
@@ -30,7 +37,7 @@ import dataclasses
 import json
 import uuid as uuidlib
 import weakref
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from oslo_db import api as oslo_db_api
@@ -59,6 +66,10 @@ _arq = m.ExtendedAcceleratorRequest.__table__
 _ah = m.AttachHandle.__table__
 _dp = m.DeviceProfile.__table__
 _dep = m.Deployable.__table__
+
+# Whether a handle needs host work (binding.HostWork.needs), asked with the bind's or the
+# unbind's own connection, or with the Database where the answer is read without one.
+HostWorkQuestion = Callable[["Connection | Database", dict[str, Any]], bool]
 
 # Every public writer is one transaction, so a deadlock (MariaDB gap locks when binds,
 # unbinds and deletes race on the same rows) is retried as a whole.
@@ -204,6 +215,58 @@ _FINISH = update(_arq).where(_arq.c.uuid == bindparam("arq_uuid"),
                              _arq.c.attach_handle_id.is_not(None)) \
     .values(state=st.ARQ_BOUND)
 
+# MySQL and MariaDB: a claim as one statement that changes both rows, committing by
+# itself (see :func:`bind`): the handle, still free, and the ARQ, still Initial/Unbound.
+# Every value is a parameter (``updated_at`` too: a Python-side default would take the
+# statement off the direct path).
+_TAKE_AND_BEGIN = _scoped(
+    update(_ah).where(_ah.c.id == bindparam("handle_id"), _ah.c.in_use.is_(False),
+                      _arq.c.uuid == bindparam("arq_uuid"),
+                      _state_in(st.ARQ_TRANSITIONS[st.ARQ_BIND_STARTED]))
+    .values({_ah.c.in_use: True, _ah.c.updated_at: bindparam("now"),
+             _arq.c.state: bindparam("to_state"), _arq.c.hostname: bindparam("to_hostname"),
+             _arq.c.device_rp_uuid: bindparam("to_rp_uuid"),
+             _arq.c.instance_uuid: bindparam("to_instance"),
+             _arq.c.project_id: bindparam("owner"),
+             _arq.c.attach_handle_id: bindparam("handle_id"),
+             _arq.c.deployable_id: bindparam("to_deployable_id"),
+             _arq.c.updated_at: bindparam("now")}))
+# The same without the no-hot-add question: a request's later ARQs; one instance's.
+_TAKEN_ONE = _scoped(select(_arq.c.instance_uuid)
+                     .where(_arq.c.instance_uuid == bindparam("instance")).limit(1))
+_FREE_UNBOUND_ONE = {
+    scoped: _FREE_ROWS.add_columns(_TAKEN_ONE[scoped].scalar_subquery().label("taken"))
+    for scoped in (False, True)}
+# MySQL and MariaDB: what an unbind decides from (the ARQ, the handle it holds and that
+# handle's target), read without a lock, then the unbind as one statement whose CAS is
+# that the ARQ still is as read (its state, its handle); the handle is freed by the same
+# statement.
+_HOLDING = _scoped(
+    select(_arq.c.id.label("arq_id"), _arq.c.state, _arq.c.hostname,
+           _arq.c.attach_handle_id, _ah.c.uuid, _ah.c.attach_type, _ah.c.attach_info,
+           *hostwork.TARGET_COLUMNS)
+    .select_from(_arq.outerjoin(hostwork.HANDLES_WITH_TARGET,
+                                _ah.c.id == _arq.c.attach_handle_id))
+    .where(_arq.c.uuid == bindparam("arq_uuid")))
+_UNBIND_VALUES = {_arq.c.state: st.ARQ_UNBOUND, _arq.c.hostname: None,
+                  _arq.c.device_rp_uuid: None, _arq.c.instance_uuid: None,
+                  _arq.c.attach_handle_id: None, _arq.c.deployable_id: None,
+                  _arq.c.updated_at: bindparam("now")}
+_UNBIND_AS_READ = (update(_arq)
+                   .where(_arq.c.id == bindparam("arq_id"),
+                          _arq.c.state == bindparam("seen_state"),
+                          _arq.c.attach_handle_id.is_(None))
+                   .values(_UNBIND_VALUES))
+_UNBIND_AND_FREE = (update(_arq)
+                    .where(_arq.c.id == bindparam("arq_id"),
+                           _arq.c.state == bindparam("seen_state"),
+                           _ah.c.id == bindparam("handle_id"),
+                           _arq.c.attach_handle_id == _ah.c.id)
+                    .values({**_UNBIND_VALUES, _ah.c.in_use: False,
+                             _ah.c.updated_at: bindparam("now")}))
+# An unbind that finds its ARQ changed at every try gives up after this many reads.
+_UNBIND_TRIES = 20
+
 # Locking reads of the rows whose handles are taken away (in id order: no lock cycles).
 _LOCKED = select(_arq.c.id, _arq.c.uuid, _arq.c.state, _arq.c.hostname,
                  _arq.c.instance_uuid, _arq.c.attach_handle_id) \
@@ -243,6 +306,14 @@ def _run(conn: Connection, stmts: dict[bool, Executable], project_id: str | None
     return conn.execute(stmts[project_id is not None], dict(params, scope=project_id))
 
 
+def _params(project_id: str | None, **params: Any) -> dict[str, Any]:
+    """``params`` for a scoped statement: with ``scope`` only where it is limited to a
+    project (a direct statement is planned for exactly the parameters it gets)."""
+    if project_id is not None:
+        params["scope"] = project_id
+    return params
+
+
 # -- reads ------------------------------------------------------------------------------------
 
 def list_arqs(db: Database, *, project_id: str | None,
@@ -261,11 +332,10 @@ def _not_found(uuid: str) -> exception.ARQNotFound:
 
 def get(db: Database, uuid: str, *, project_id: str | None) -> dict[str, Any]:
     """One ARQ; another project's is NotFound, as a missing one."""
-    with db.autocommit(write=False) as conn:     # one statement
-        row = _run(conn, _GET, project_id, arq_uuid=uuid).mappings().first()
-    if row is None:
+    rows = db.read(_GET[project_id is not None], _params(project_id, arq_uuid=uuid))
+    if not rows:
         raise _not_found(uuid)
-    return _to_dict(row)
+    return _to_dict(rows[0])
 
 
 # -- create -----------------------------------------------------------------------------------
@@ -342,57 +412,92 @@ def _arq_row(profile: _Profile, group: int, project_id: str | None) -> dict[str,
 
 # -- bind -------------------------------------------------------------------------------------
 
-def _bad_state(conn: Connection, uuid: str, project_id: str | None,
-               target: str) -> Exception:
-    """Why a CAS towards ``target`` matched no row: the ARQ is missing, or in a bad state."""
-    state = _run(conn, _STATE, project_id, arq_uuid=uuid).scalar()
+def _state_error(uuid: str, state: str | None, target: str) -> Exception:
+    """Why a CAS towards ``target`` matched no row, from the ARQ's ``state`` now (None:
+    missing, or another project's)."""
     if state is None:
         return _not_found(uuid)
     return exception.ARQBadState(f"Bad state: {state} for ARQ: {uuid}. Expected state(s): "
                                  f"{sorted(st.ARQ_TRANSITIONS[target])}")
 
 
-def _check_unbound(conn: Connection, instance_uuids: Collection[str],
-                   project_id: str | None) -> None:
+def _bad_state(conn: Connection, uuid: str, project_id: str | None,
+               target: str) -> Exception:
+    """:func:`_state_error` with the state read in ``conn``."""
+    return _state_error(uuid, _run(conn, _STATE, project_id, arq_uuid=uuid).scalar(),
+                        target)
+
+
+def _state_now(db: Database, uuid: str, project_id: str | None) -> str | None:
+    rows = db.read(_STATE[project_id is not None], _params(project_id, arq_uuid=uuid))
+    return rows[0].state if rows else None
+
+
+Reader = Callable[[Executable, dict[str, Any]], Sequence[Any]]
+
+
+def _check_unbound(read: Reader, instance_uuids: list[str], project_id: str | None) -> None:
     """Cyborg refuses a bind for an instance that already has ARQs (no hot add)."""
-    taken = _run(conn, _TAKEN, project_id, instances=sorted(instance_uuids)).scalar()
-    if taken is not None:
-        raise exception.InvalidInput(f"Instance {taken} already has accelerator requests. "
-                                     "Cannot bind additional ARQs.")
+    rows = read(_TAKEN[project_id is not None],
+                _params(project_id, instances=instance_uuids))
+    if rows:
+        raise exception.InvalidInput(f"Instance {rows[0].instance_uuid} already has "
+                                     "accelerator requests. Cannot bind additional ARQs.")
 
 
-def _claim(conn: Connection, rp_uuid: str, uuid: str, unbound_instances: Collection[str],
-           project_id: str | None) -> Row[Any]:
-    """CAS ``in_use`` false -> true on the first free handle, still free, of the one
-    deployable whose ``rp_uuid`` is ``rp_uuid``; the handle's row (with its
-    ``deployable_id`` and its target). No such deployable, or no free handle:
-    :class:`_ClaimFailed`. ``unbound_instances`` are checked first (see :func:`bind`),
-    by the same statement. Candidates come a few at a time, in handle id order; when a
-    racing bind took them all, the next few after them."""
+def _candidates(read: Reader, rp_uuid: str, uuid: str, unbound_instances: Collection[str],
+                project_id: str | None) -> Iterator[Any]:
+    """The free handles (with the deployable id and their target) of the one deployable
+    whose ``rp_uuid`` is ``rp_uuid``, a few at a time in handle id order: after the
+    first few, the next few after them (a racing bind may take any). No such deployable:
+    :class:`_ClaimFailed`. ``unbound_instances`` are checked first (see :func:`bind`), by
+    the same statement."""
+    scoped = project_id is not None
     params = {"rp_uuid": rp_uuid, "after": 0}
     if unbound_instances:
         instances = sorted(unbound_instances)
-        rows = _run(conn, _FREE_UNBOUND, project_id, instances=instances, **params).all()
+        if len(instances) == 1:
+            rows = read(_FREE_UNBOUND_ONE[scoped],
+                        _params(project_id, instance=instances[0], **params))
+        else:
+            rows = read(_FREE_UNBOUND[scoped],
+                        _params(project_id, instances=instances, **params))
         if rows and rows[0].taken is not None:
             raise exception.InvalidInput(
                 f"Instance {rows[0].taken} already has accelerator requests. "
                 "Cannot bind additional ARQs.")
         if not rows:            # no deployable: no row to carry the answer, so ask alone
-            _check_unbound(conn, instances, project_id)
+            _check_unbound(read, instances, project_id)
     else:
-        rows = conn.execute(_FREE, params).all()
+        rows = read(_FREE, params)
     if len({row.deployable_id for row in rows}) != 1:
         raise _ClaimFailed(exception.NotFound(
             f"No deployable with rp_uuid {rp_uuid} for ARQ {uuid}."))
     while rows and rows[0].id is not None:
-        for row in rows:
-            if conn.execute(_TAKE, {"handle_id": row.id}).rowcount == 1:
-                return row
+        yield from rows
         params["after"] = rows[-1].id
-        rows = conn.execute(_FREE, params).all()
-    raise _ClaimFailed(exception.NoFreeAttachHandle(
+        rows = read(_FREE, params)
+
+
+def _no_free_handle(rp_uuid: str, uuid: str) -> _ClaimFailed:
+    return _ClaimFailed(exception.NoFreeAttachHandle(
         f"No free attach handle on the deployable of resource provider {rp_uuid} for "
         f"ARQ {uuid}."))
+
+
+def _claim(conn: Connection, rp_uuid: str, uuid: str, unbound_instances: Collection[str],
+           project_id: str | None) -> Row[Any]:
+    """CAS ``in_use`` false -> true on the first free handle, still free, of the one
+    deployable whose ``rp_uuid`` is ``rp_uuid`` (:func:`_candidates`); the handle's row
+    (with its ``deployable_id`` and its target). No such deployable, or no free handle:
+    :class:`_ClaimFailed`."""
+    def read(stmt: Executable, params: dict[str, Any]) -> Sequence[Any]:
+        return conn.execute(stmt, params).all()
+
+    for row in _candidates(read, rp_uuid, uuid, unbound_instances, project_id):
+        if conn.execute(_TAKE, {"handle_id": row.id}).rowcount == 1:
+            return row
+    raise _no_free_handle(rp_uuid, uuid)
 
 
 class _ClaimFailed(Exception):
@@ -419,7 +524,7 @@ def _begin(conn: Connection, project_id: str | None, binding: dict[str, Any], st
 @_retry_on_deadlock
 def bind(db: Database, uuid: str, *, hostname: str, device_rp_uuid: str, instance_uuid: str,
          owner: str | None, project_id: str | None,
-         needs_host_work: Callable[[Connection, dict[str, Any]], bool],
+         needs_host_work: HostWorkQuestion,
          unbound_instances: Collection[str] = (),
          ) -> tuple[dict[str, Any], bool]:
     """Claims a free handle for the Initial/Unbound ARQ and records it, with where and
@@ -437,6 +542,9 @@ def bind(db: Database, uuid: str, *, hostname: str, device_rp_uuid: str, instanc
     bind raises InvalidInput before anything changes, the only InvalidInput it raises."""
     binding = {"arq_uuid": uuid, "to_hostname": hostname, "to_rp_uuid": device_rp_uuid,
                "to_instance": instance_uuid, "owner": owner}
+    if db.updates_tables_together:
+        return _bind_by_one_statement(db, binding, project_id, needs_host_work,
+                                      unbound_instances)
     with db.write_rows() as conn:
         try:
             handle = _claim(conn, device_rp_uuid, uuid, unbound_instances, project_id)
@@ -450,6 +558,40 @@ def bind(db: Database, uuid: str, *, hostname: str, device_rp_uuid: str, instanc
             return info, bound
         _begin(conn, project_id, binding, st.ARQ_BIND_FAILED, None)
     raise failure                   # after the block: BindFailed has committed
+
+
+def _bind_by_one_statement(db: Database, binding: dict[str, Any], project_id: str | None,
+                           needs_host_work: HostWorkQuestion,
+                           unbound_instances: Collection[str]) -> tuple[dict[str, Any], bool]:
+    """:func:`bind` on MySQL and MariaDB, where one UPDATE changes two tables: the free
+    handles are read (no lock, no transaction), then each candidate is claimed by
+    :data:`_TAKE_AND_BEGIN`, which frees-to-taken the handle and moves the ARQ, both or
+    neither, committing by itself. When it changes nothing, the ARQ's state says why: not
+    bindable (any more), which is the error with nothing changed; or bindable, so the
+    handle went to a racing bind and the next candidate is tried. Two statements for a
+    bind instead of a transaction's four round trips."""
+    uuid, rp_uuid = binding["arq_uuid"], binding["to_rp_uuid"]
+    take = _TAKE_AND_BEGIN[project_id is not None]
+    try:
+        for row in _candidates(db.read, rp_uuid, uuid, unbound_instances, project_id):
+            info = _handle_dict(row, uuid, binding["to_hostname"])
+            bound = not needs_host_work(db, info)
+            if db.write_one(take, _params(project_id, **binding, handle_id=row.id,
+                                          to_deployable_id=row.deployable_id,
+                                          to_state=st.ARQ_BOUND if bound
+                                          else st.ARQ_BIND_STARTED, now=m.utcnow())):
+                return info, bound
+            state = _state_now(db, uuid, project_id)
+            if state not in st.ARQ_TRANSITIONS[st.ARQ_BIND_STARTED]:
+                raise _state_error(uuid, state, st.ARQ_BIND_STARTED)
+        raise _no_free_handle(rp_uuid, uuid)
+    except _ClaimFailed as failed:
+        failure = failed.error
+    if db.write_one(_BEGIN[project_id is not None],
+                    _params(project_id, **binding, to_state=st.ARQ_BIND_FAILED,
+                            to_handle_id=None, to_deployable_id=None)) != 1:
+        raise _state_error(uuid, _state_now(db, uuid, project_id), st.ARQ_BIND_STARTED)
+    raise failure
 
 
 @_retry_on_deadlock
@@ -492,32 +634,73 @@ class _HostWorkAhead(Exception):
 
 @_retry_on_deadlock
 def unbind(db: Database, uuid: str, *, project_id: str | None,
-           needs_host_work: Callable[[Connection, dict[str, Any]], bool] | None = None,
+           needs_host_work: HostWorkQuestion | None = None,
            ) -> list[dict[str, Any]]:
     """-> Unbound: handle freed, host/rp/instance cleared (idempotent on Unbound).
     Returns the freed handle(s) for host clean-up; with ``needs_host_work`` (as for
     :func:`bind`, asked inside this transaction) only those that need it."""
+    if db.updates_tables_together:
+        return _unbind_by_one_statement(db, uuid, project_id, needs_host_work,
+                                        refuse_host_work=False)
     with db.write_rows() as conn:
         return _unbind_in(conn, uuid, project_id, needs_host_work, refuse_host_work=False)
 
 
 @_retry_on_deadlock
 def unbind_unless_host_work(db: Database, uuid: str, *, project_id: str | None,
-                            needs_host_work: Callable[[Connection, dict[str, Any]], bool],
+                            needs_host_work: HostWorkQuestion,
                             ) -> bool:
     """:func:`unbind` where the freed handle needs no host work (True); where it does,
     nothing changes (False) and the unbind is the conductor's, which has the host
     release it before it answers."""
     try:
-        with db.write_rows() as conn:
-            _unbind_in(conn, uuid, project_id, needs_host_work, refuse_host_work=True)
+        if db.updates_tables_together:
+            _unbind_by_one_statement(db, uuid, project_id, needs_host_work,
+                                     refuse_host_work=True)
+        else:
+            with db.write_rows() as conn:
+                _unbind_in(conn, uuid, project_id, needs_host_work, refuse_host_work=True)
     except _HostWorkAhead:
         return False
     return True
 
 
+def _unbind_by_one_statement(db: Database, uuid: str, project_id: str | None,
+                             needs_host_work: HostWorkQuestion | None,
+                             refuse_host_work: bool) -> list[dict[str, Any]]:
+    """:func:`unbind` on MySQL and MariaDB: the ARQ with the handle it holds is read (no
+    lock, no transaction), then one UPDATE, committing by itself, moves the ARQ to
+    Unbound and frees that handle, on condition that the ARQ is still as read (state and
+    handle). An ARQ that changed meanwhile (a bind finished, a delete) is read again."""
+    for _ in range(_UNBIND_TRIES):
+        rows = db.read(_HOLDING[project_id is not None], _params(project_id, arq_uuid=uuid))
+        if not rows:
+            raise _not_found(uuid)
+        arq = rows[0]
+        if arq.state == st.ARQ_UNBOUND:
+            return []
+        if not st.arq_can_transition(arq.state, st.ARQ_UNBOUND):
+            raise _state_error(uuid, arq.state, st.ARQ_UNBOUND)
+        params = {"arq_id": arq.arq_id, "seen_state": arq.state, "now": m.utcnow()}
+        if arq.attach_handle_id is None:
+            freed: list[dict[str, Any]] = []
+            done = db.write_one(_UNBIND_AS_READ, params)
+        else:
+            freed = [_handle_dict(arq, uuid, arq.hostname)]
+            if needs_host_work is not None:
+                freed = [handle for handle in freed if needs_host_work(db, handle)]
+                if freed and refuse_host_work:
+                    raise _HostWorkAhead        # nothing has changed
+            done = db.write_one(_UNBIND_AND_FREE,
+                                dict(params, handle_id=arq.attach_handle_id))
+        if done:
+            return freed
+    raise exception.Conflict(f"ARQ {uuid} changed at each of {_UNBIND_TRIES} tries to "
+                             "unbind it; try again.")
+
+
 def _unbind_in(conn: Connection, uuid: str, project_id: str | None,
-               needs_host_work: Callable[[Connection, dict[str, Any]], bool] | None,
+               needs_host_work: HostWorkQuestion | None,
                refuse_host_work: bool) -> list[dict[str, Any]]:
     arq = _run(conn, _LOCK_ONE, project_id, arq_uuid=uuid).first()
     if arq is None:

@@ -8,17 +8,18 @@ directly.
 
 from __future__ import annotations
 
+import datetime
 import os
 import threading
 import uuid as uuidlib
 
 import pytest
 from oslo_db import exception as db_exc
-from sqlalchemy import bindparam, delete, text
+from sqlalchemy import bindparam, delete, select, text
 
 from acceld import exception
 from acceld.db.api import Database
-from acceld.db.models import DeviceProfile, utcnow
+from acceld.db.models import AttachHandle, DeviceProfile, ExtendedAcceleratorRequest, utcnow
 from acceld.objects import arqs, device_profiles
 from tests import helpers
 from tests.conftest import BACKENDS
@@ -212,3 +213,39 @@ def test_statements_that_need_sqlalchemy_are_not_sent_directly(
     # a generation's tables: refused, as on the autocommit pool
     with pytest.raises(RuntimeError, match="needs a transaction"):
         db.write_one(text("UPDATE devices SET vendor = vendor"), {})
+
+
+def test_reads_go_direct_with_values_as_sqlalchemy_gives_them(
+        db: Database, sent: list[str]) -> None:
+    """Database.read: one SELECT on the direct path, each value as SQLAlchemy's result
+    has it (a MySQL boolean is 0/1 on the wire, a SQLite datetime is text); a statement
+    that needs SQLAlchemy at execution goes through it, with the same rows."""
+    rp_uuid, profile = helpers.make_qat_inventory(db, handles=2)
+    arq = arqs.create(db, profile, None)[0]
+    handles = select(AttachHandle.__table__.c.id, AttachHandle.__table__.c.in_use,
+                     AttachHandle.__table__.c.created_at) \
+        .order_by(AttachHandle.__table__.c.id)
+    sent.clear()
+    rows = db.read(handles, {})
+    assert [s.split()[0] for s in sent] == ["SELECT"]
+    with db.autocommit(write=False) as conn:
+        expected = [dict(r) for r in conn.execute(handles).mappings()]
+    assert rows == expected and len(rows) == 2
+    assert rows[0]["in_use"] is False and rows[0].in_use is False      # keys and attributes
+    assert isinstance(rows[0].created_at, datetime.datetime)
+    with pytest.raises(AttributeError):
+        rows[0].no_such_column  # noqa: B018
+    # an ARQ as the API shows it, read directly
+    assert arqs.get(db, arq["uuid"], project_id=None) == arq
+    # an IN list expanded at each execution: through SQLAlchemy, the same rows
+    sent.clear()
+    expanding = handles.where(AttachHandle.__table__.c.id.in_(
+        bindparam("ids", expanding=True)))
+    assert db.read(expanding, {"ids": [r["id"] for r in rows]}) == expected
+    assert sent == []
+    # two columns of one name: SQLAlchemy tells them apart, so it reads them
+    arq_table, dp_table = ExtendedAcceleratorRequest.__table__, DeviceProfile.__table__
+    same_name = select(arq_table.c.uuid, dp_table.c.uuid).join_from(arq_table, dp_table)
+    assert [tuple(r.values()) for r in db.read(same_name, {})] == \
+        [(arq["uuid"], device_profiles.get(db, name=profile)["uuid"])]
+    assert sent == []
