@@ -139,6 +139,8 @@ class Deployable(_Timestamps, Base):
     __table_args__ = (
         UniqueConstraint("uuid", name="uniq_deployables0uuid"),
         UniqueConstraint("device_id", "name", name="uniq_deployables0device0name"),
+        # every bind finds its deployable by the resource provider Nova names
+        Index("deployables_rp_uuid_idx", "rp_uuid"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
