@@ -158,23 +158,30 @@ class MessagingTransport:
         self._transport = oslo_messaging.get_rpc_transport(
             conf, url=url, allowed_remote_exmods=["acceld.exception"])
         self._default_timeout = conf.rpc_timeout
-        self._clients: dict[tuple[str, str | None, float | None], Any] = {}
+        self._clients: dict[tuple[str, str | None, float | None, bool], Any] = {}
         self._lock = threading.Lock()
+        # A call is published "mandatory": when no queue is bound for its topic (nothing
+        # has served it since the broker started: a conductor not started yet, an agent
+        # host that never ran) the broker returns it at once, and the call fails then
+        # instead of after its whole timeout. Casts stay fire-and-forget.
+        self._mandatory = oslo_messaging.TransportOptions(at_least_once=True)
 
-    def _client(self, topic: str, server: str | None, timeout: float | None) -> Any:
-        key = (topic, server, timeout)
+    def _client(self, topic: str, server: str | None, timeout: float | None,
+                mandatory: bool) -> Any:
+        key = (topic, server, timeout, mandatory)
         with self._lock:
             if key not in self._clients:
                 target = self._om.Target(exchange=EXCHANGE, topic=topic, server=server,
                                          version=RPC_API_VERSION)
                 self._clients[key] = self._om.get_rpc_client(
-                    self._transport, target, timeout=timeout or self._default_timeout)
+                    self._transport, target, timeout=timeout or self._default_timeout,
+                    transport_options=self._mandatory if mandatory else None)
             return self._clients[key]
 
     def call(self, topic: str, server: str | None, method: str, kwargs: dict[str, Any],
              timeout: float | None = None) -> Any:
         try:
-            return self._client(topic, server, timeout).call({}, method, **kwargs)
+            return self._client(topic, server, timeout, True).call({}, method, **kwargs)
         except exception.AccelDError as exc:
             # oslo.messaging rebuilds a remote error as a "<Class>_Remote" subclass whose
             # str() carries the server's traceback; callers (and API clients) get the plain
@@ -185,13 +192,16 @@ class MessagingTransport:
         except self._om.MessagingTimeout as exc:
             raise exception.HostUnreachable(
                 f"{topic}.{server or '*'} did not answer {method} in time") from exc
+        except self._om.MessageUndeliverable as exc:
+            raise exception.HostUnreachable(
+                f"nothing serves {topic}.{server or '*'}: {method} was not delivered") from exc
         except self._om.MessagingException as exc:
             raise exception.HostUnreachable(f"{topic}.{server or '*'}: {exc}") from exc
 
     def cast(self, topic: str, server: str | None, method: str,
              kwargs: dict[str, Any]) -> None:
         try:
-            self._client(topic, server, None).cast({}, method, **kwargs)
+            self._client(topic, server, None, False).cast({}, method, **kwargs)
         except self._om.MessagingException as exc:
             raise exception.HostUnreachable(f"{topic}.{server or '*'}: {exc}") from exc
 

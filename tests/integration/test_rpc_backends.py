@@ -163,6 +163,30 @@ def test_call_to_nobody_is_host_unreachable(bus: Bus) -> None:
     assert time.monotonic() - started < RPC_TIMEOUT + 3
 
 
+@pytest.mark.rabbitmq
+def test_a_call_nothing_ever_served_fails_at_once_not_after_its_timeout(
+        isolated_rabbit_url: str) -> None:
+    """Published mandatory, a call whose topic has no queue (a conductor not started
+    yet, an agent host that never ran) comes back from the broker and fails then; a
+    server that has stopped leaves its queue behind, so a call to it still waits its
+    timeout (the message is kept for a server that comes back)."""
+    bus = Bus("rabbit", isolated_rabbit_url)
+    try:
+        t = bus.transport(bus.conf(DEFAULT={"rpc_timeout": 60}))
+        topic, server = _names()
+        with pytest.raises(exception.HostUnreachable, match="nothing serves"):
+            t.call(topic, server, "add", {"a": 1, "b": 1})
+        with pytest.raises(exception.HostUnreachable, match="nothing serves"):
+            t.call(topic, None, "add", {"a": 1, "b": 1})
+        srv = bus.serve(t, topic, server, Endpoint())
+        assert t.call(topic, server, "add", {"a": 1, "b": 1}) == 2
+        srv.stop()
+        with pytest.raises(exception.HostUnreachable, match="did not answer"):
+            t.call(topic, server, "add", {"a": 1, "b": 1}, timeout=RPC_TIMEOUT)
+    finally:
+        bus.close()
+
+
 def test_stopped_server_is_host_unreachable(bus: Bus) -> None:
     t = bus.transport()
     topic, server = _names()
