@@ -565,8 +565,8 @@ def _bind_by_one_statement(db: Database, binding: dict[str, Any], project_id: st
                            unbound_instances: Collection[str]) -> tuple[dict[str, Any], bool]:
     """:func:`bind` on MySQL and MariaDB, where one UPDATE changes two tables: the free
     handles are read (no lock, no transaction), then each candidate is claimed by
-    :data:`_TAKE_AND_BEGIN`, which frees-to-taken the handle and moves the ARQ, both or
-    neither, committing by itself. When it changes nothing, the ARQ's state says why: not
+    :data:`_TAKE_AND_BEGIN`, which takes the handle (free -> in use) and moves the ARQ,
+    both or neither, committing by itself. When it changes nothing, the ARQ's state says why: not
     bindable (any more), which is the error with nothing changed; or bindable, so the
     handle went to a racing bind and the next candidate is tried. Two statements for a
     bind instead of a transaction's four round trips."""
@@ -638,7 +638,8 @@ def unbind(db: Database, uuid: str, *, project_id: str | None,
            ) -> list[dict[str, Any]]:
     """-> Unbound: handle freed, host/rp/instance cleared (idempotent on Unbound).
     Returns the freed handle(s) for host clean-up; with ``needs_host_work`` (as for
-    :func:`bind`, asked inside this transaction) only those that need it."""
+    :func:`bind`, asked inside this transaction, or on MySQL from the row read before
+    the one UPDATE) only those that need it."""
     if db.updates_tables_together:
         return _unbind_by_one_statement(db, uuid, project_id, needs_host_work,
                                         refuse_host_work=False)
