@@ -347,7 +347,7 @@ class Database:
 
     @property
     def direct(self) -> direct.Direct | None:
-        """The runner of one-statement writes; None for an in-memory SQLite database
+        """The runner of one-statement writes and reads; None for an in-memory SQLite database
         (there every new connection would be a database of its own)."""
         if self._direct is None:
             if self._in_memory:

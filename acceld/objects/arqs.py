@@ -318,12 +318,12 @@ def _params(project_id: str | None, **params: Any) -> dict[str, Any]:
 
 def list_arqs(db: Database, *, project_id: str | None,
               instance_uuid: str | None = None) -> list[dict[str, Any]]:
-    with db.autocommit(write=False) as conn:     # one statement
-        if instance_uuid is None:
-            rows = _run(conn, _LIST, project_id)
-        else:
-            rows = _run(conn, _LIST_INSTANCE, project_id, instance=instance_uuid)
-        return [_to_dict(row) for row in rows.mappings()]
+    scoped = project_id is not None
+    if instance_uuid is None:
+        rows = db.read(_LIST[scoped], _params(project_id))
+    else:
+        rows = db.read(_LIST_INSTANCE[scoped], _params(project_id, instance=instance_uuid))
+    return [_to_dict(row) for row in rows]
 
 
 def _not_found(uuid: str) -> exception.ARQNotFound:
