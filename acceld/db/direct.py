@@ -140,12 +140,12 @@ class Direct:
         columns = None
         if isinstance(stmt, sqlalchemy.Select):
             selected = list(stmt.selected_columns)
-            keys = [column.key for column in selected]
-            if len(set(keys)) != len(keys):
+            names = [column.key for column in selected]
+            if len(set(names)) != len(names):
                 return None             # SQLAlchemy would label them apart
             columns = tuple(
-                (key, column.type.dialect_impl(dialect).result_processor(dialect, None))
-                for key, column in zip(keys, selected, strict=True))
+                (name, column.type.dialect_impl(dialect).result_processor(dialect, None))
+                for name, column in zip(names, selected, strict=True))
         return _Plan(sql, compiled, tuple(processors), columns)
 
     def read(self, stmt: Executable, params: dict[str, Any]) -> list[Record] | None:

@@ -303,7 +303,7 @@ _DELETE_FREE = _scoped(delete(_arq).where(_arq.c.uuid == bindparam("arq_uuid"),
 def _run(conn: Connection, stmts: dict[bool, Executable], project_id: str | None,
          **params: Any) -> Any:
     """Executes the scoped statement that fits ``project_id``."""
-    return conn.execute(stmts[project_id is not None], dict(params, scope=project_id))
+    return conn.execute(stmts[project_id is not None], _params(project_id, **params))
 
 
 def _params(project_id: str | None, **params: Any) -> dict[str, Any]:
@@ -741,7 +741,7 @@ def delete_by_uuids(db: Database, uuids: list[str], *, project_id: str | None,
     wanted = sorted(set(uuids))
     if len(wanted) == 1:
         if db.write_one(_DELETE_FREE[project_id is not None],
-                        {"arq_uuid": wanted[0], "scope": project_id}) == 1:
+                        _params(project_id, arq_uuid=wanted[0])) == 1:
             return []
     with db.write_rows() as conn:
         arqs = _run(conn, _LOCK_MANY, project_id, uuids=wanted).all()
