@@ -14,6 +14,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Hashable
 
+# environ key: (view, generation) of a body served from ListCache
+ENV_GENERATION = "acceld.generation"
+# view, generation, the policy rules the handler checked, status line, headers, body
+Answer = tuple[str, int, tuple[str, ...], str, list[tuple[str, str]], bytes]
+
 
 class ListCache:
     MAX_ENTRIES = 256
@@ -39,3 +44,38 @@ class ListCache:
             if current is None or current[0] <= generation:
                 self._entries[key] = (generation, body)
         return body
+
+
+class Replies:
+    """Whole answers of those lists, by everything of the request they depend on.
+
+    A cached list still costs the pipeline in front of :class:`ListCache`: routing,
+    microversion negotiation, the handler, its policy check, its query validation. Those
+    are functions of the request's method, path, query string, microversion header, host
+    (the links) and the caller's credentials, so the router files the finished answer
+    (status line, headers, body) under exactly those, with the generation the body was
+    filed under and the policy rules the handler checked. A later request with the same
+    inputs gets the stored answer after the same checks a handler makes first: each rule
+    is asked again for this caller (policy decisions are themselves cached, and policy
+    file changes are picked up as for every request), and the generation must be
+    unchanged. Only 200 answers of handlers that served from :class:`ListCache` are
+    filed. Bounded like ListCache.
+    """
+
+    MAX_ENTRIES = 1024
+
+    def __init__(self) -> None:
+        self._entries: dict[Hashable, Answer] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> Answer | None:
+        return self._entries.get(key)
+
+    def put(self, key: Hashable, reply: Answer) -> None:
+        with self._lock:
+            if len(self._entries) >= self.MAX_ENTRIES and key not in self._entries:
+                self._entries.clear()
+            current = self._entries.get(key)
+            if current is None or current[0] != reply[0] or current[1] <= reply[1]:
+                self._entries[key] = reply
+

@@ -29,9 +29,14 @@ class Reply:
     def __init__(self, status: int, body: bytes, headerlist: list[tuple[str, str]]) -> None:
         self.status_int, self.body, self.headerlist = status, body, headerlist
 
+    @property
+    def status(self) -> str:
+        """The status line (``200 OK``)."""
+        return _REASONS.get(self.status_int, str(self.status_int))
+
     def __call__(self, environ: dict[str, Any],
                  start_response: Callable[..., Any]) -> list[bytes]:
-        start_response(_REASONS.get(self.status_int, str(self.status_int)), self.headerlist)
+        start_response(self.status, self.headerlist)
         return [] if environ.get("REQUEST_METHOD") == "HEAD" else [self.body]
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 HEADER = "x-openstack-request-id"
+_HEADER_LEN = len(HEADER)
 ENV_REQUEST_ID = "openstack.request_id"
 ENV_GLOBAL_REQUEST_ID = "openstack.global_request_id"
 _GLOBAL_ID = re.compile(r"^req-[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}$")
@@ -42,7 +43,9 @@ class RequestId:
             environ[ENV_GLOBAL_REQUEST_ID] = inbound
 
         def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
-            if not any(name.lower() == HEADER for name, _ in headers):
+            # (a name of another length cannot match: no lower() of every header)
+            if not any(len(name) == _HEADER_LEN and name.lower() == HEADER
+                       for name, _ in headers):
                 headers = [*headers, (HEADER, req_id)]
             return start_response(status, headers, exc_info)
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import webob
 
-from acceld.api import errors, microversion, util
+from acceld.api import errors, listcache, microversion, util
 from acceld.api.handlers import (
     accelerators,
     arqs,
@@ -98,6 +98,47 @@ def _is_v2(path: str) -> bool:
     return path == "/v2" or path.startswith("/v2/")
 
 
+def _answer_key(environ: dict[str, Any]) -> tuple[Any, ...] | None:
+    """What a GET's answer can depend on (``listcache.Replies``): the raw path and query
+    (before any normalising), the microversion asked for, the host the links are built
+    from and the caller's policy credentials; None when it cannot be stored (not a GET,
+    or no caller: a public route)."""
+    ctx = environ.get("acceld.context")
+    if ctx is None or environ.get("REQUEST_METHOD") != "GET":
+        return None
+    return (environ.get("PATH_INFO", ""), environ.get("QUERY_STRING", ""),
+            environ.get("HTTP_OPENSTACK_API_VERSION"), environ.get("wsgi.url_scheme"),
+            environ.get("HTTP_HOST"), environ.get("SERVER_NAME"), environ.get("SERVER_PORT"),
+            util.creds_key(ctx))
+
+
+def _stored_answer(environ: dict[str, Any],
+                   key: tuple[Any, ...]) -> tuple[str, list[tuple[str, str]], bytes] | None:
+    """The stored answer for ``key`` when its handler's policy rules still allow this
+    caller and its generation is unchanged; else None (the request goes the whole way)."""
+    st = environ["acceld.app"]
+    entry = st.answers.get(key)
+    if entry is None:
+        return None
+    view, generation, rules, status, headers, body = entry
+    for rule in rules:
+        if not util.allowed(environ, rule):
+            return None
+    if st.db.generation(view) != generation:
+        return None
+    return status, headers, body
+
+
+def _keep_answer(environ: dict[str, Any], key: tuple[Any, ...], status: str,
+                 headers: list[tuple[str, str]], body: bytes) -> None:
+    """File a 200 answer whose body came from ListCache (its handler said so)."""
+    generation = environ.get(listcache.ENV_GENERATION)
+    rules = environ.get(util.ENV_RULES)
+    if generation is None or not rules:
+        return
+    environ["acceld.app"].answers.put(key, (*generation, rules, status, headers.copy(), body))
+
+
 class _Template:
     """One route path: literal segments and ``{name}`` segments (one non-empty segment
     each, as the ``routes`` library matched them)."""
@@ -150,6 +191,12 @@ class Router:
         return None
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        key = _answer_key(environ)
+        if key is not None:
+            stored = _stored_answer(environ, key)
+            if stored is not None:
+                start_response(stored[0], stored[1].copy())
+                return [stored[2]]
         _normalise_path(environ)
         req = webob.Request(environ)
         v2 = _is_v2(environ["PATH_INFO"])
@@ -162,15 +209,14 @@ class Router:
             resp = errors.from_exception(req, exc)
         if not v2:
             return resp(environ, start_response)
-        extra = microversion.header_items(environ.get(microversion.ENV_KEY))
+        # an error may carry the range headers already: one copy of each
         names = microversion.HEADER_NAMES
-
-        def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
-            # an error may carry the range headers already: one copy of each
-            kept = [h for h in headers if h[0].lower() not in names]
-            return start_response(status, kept + extra, exc_info)
-
-        return resp(environ, start)
+        headers = [h for h in resp.headerlist if h[0].lower() not in names]
+        headers += microversion.header_items(environ.get(microversion.ENV_KEY))
+        if key is not None and resp.status_int == 200:
+            _keep_answer(environ, key, resp.status, headers, resp.body)
+        start_response(resp.status, headers)
+        return [] if environ.get("REQUEST_METHOD") == "HEAD" else [resp.body]
 
     def _dispatch(self, req: webob.Request) -> Reply:
         found = self.match(req.path_info or "/")

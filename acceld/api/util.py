@@ -35,6 +35,7 @@ class AppState:
     conductor: ConductorClient
     enforcer: policy.Enforcer
     lists: listcache.ListCache = dataclasses.field(default_factory=listcache.ListCache)
+    answers: listcache.Replies = dataclasses.field(default_factory=listcache.Replies)
 
 
 def state(req: webob.Request) -> AppState:
@@ -79,7 +80,7 @@ class _PolicyDecisions:
                 if enforcer.rules is not self._rules:
                     self._rules = enforcer.rules
                     self._decisions = {}
-        key = (rule, _creds_key(ctx))
+        key = (rule, creds_key(ctx))
         decision = self._decisions.get(key)
         if decision is None:
             target = {"project_id": ctx.project_id, "user_id": ctx.user_id}
@@ -105,7 +106,7 @@ def _decisions_for(enforcer: policy.Enforcer) -> _PolicyDecisions:
     return entry[1]
 
 
-def _creds_key(ctx: Any) -> tuple[Any, ...]:
+def creds_key(ctx: Any) -> tuple[Any, ...]:
     """Everything of a RequestContext that ``to_policy_values`` exposes to a rule (the
     target is the caller's own project and user, also in here); kept on the context."""
     key = ctx.__dict__.get("_acceld_policy_key")
@@ -129,10 +130,21 @@ def _policy_fields(ctx: Any) -> tuple[Any, ...]:
             ctx.is_admin_project)
 
 
+# environ key: the policy rules a request's handler checked (a stored answer, see
+# listcache.Replies, is served only after the same checks)
+ENV_RULES = "acceld.rules"
+
+
+def allowed(environ: dict[str, Any], rule: str) -> bool:
+    """Whether the caller of ``environ`` may ``rule`` on its own project."""
+    enforcer = environ["acceld.app"].enforcer
+    return _decisions_for(enforcer).allowed(enforcer, rule, environ["acceld.context"])
+
+
 def authorize(req: webob.Request, rule: str) -> None:
-    ctx = req.environ["acceld.context"]
-    enforcer = state(req).enforcer
-    if not _decisions_for(enforcer).allowed(enforcer, rule, ctx):
+    env = req.environ
+    env[ENV_RULES] = (*env.get(ENV_RULES, ()), rule)
+    if not allowed(env, rule):
         raise errors.HTTPError(403, f"Policy does not allow {rule} to be performed.",
                                "acceld.forbidden")
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import webob
 
-from acceld.api import errors, microversion, util
+from acceld.api import errors, listcache, microversion, util
 from acceld.api.schemas import v2 as schema
 from acceld.db import generations
 from acceld.objects import v2_inventory as inventory
@@ -54,6 +54,8 @@ def _cached_list(req: webob.Request, q: dict[str, str], variant: Any,
                                              env.get("SERVER_NAME"), env.get("SERVER_PORT"))
     key = (env["PATH_INFO"].rstrip("/"), tuple(sorted(q.items())), variant, public)
     generation = st.db.generation(generations.INVENTORY)
+    if generation is not None:      # the router may keep the whole answer (Replies)
+        env[listcache.ENV_GENERATION] = (generations.INVENTORY, generation)
     return util.body_response(st.lists.body(key, generation,
                                             lambda: util.json_bytes(render())))
 
