@@ -219,7 +219,10 @@ class Router:
         return [] if environ.get("REQUEST_METHOD") == "HEAD" else [resp.body]
 
     def _dispatch(self, req: webob.Request) -> Reply:
-        found = self.match(req.path_info or "/")
+        # webob's path_info decodes PATH_INFO (latin-1 code points) as UTF-8 on each
+        # access; an ASCII path is the same string either way
+        path_info = req.environ.get("PATH_INFO", "")
+        found = self.match((path_info if path_info.isascii() else req.path_info) or "/")
         if found is None:
             raise errors.HTTPError(404, f"The resource {req.path_info} could not be found.",
                                    "acceld.not_found")
@@ -227,7 +230,9 @@ class Router:
         methods = self._table[path]
         if "uuid" in match:  # one spelling of a UUID everywhere below the router
             match["uuid"] = util.canonical_uuid(match["uuid"])
-        method = "GET" if req.method == "HEAD" else req.method
+        method = req.environ["REQUEST_METHOD"]
+        if method == "HEAD":
+            method = "GET"
         if method not in methods:
             allow = ", ".join(sorted(methods))
             raise errors.HTTPError(405, f"Method {req.method} is not allowed on "
