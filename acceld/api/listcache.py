@@ -62,20 +62,31 @@ class Replies:
     filed. Bounded like ListCache.
     """
 
-    MAX_ENTRIES = 1024
+    MAX_ENTRIES = 256
+    # the bodies are mostly ListCache's own bytes objects, but an answer keeps its body
+    # alive after ListCache dropped it: a bound on what they may add up to
+    MAX_BYTES = 64 * 1024 * 1024
 
     def __init__(self) -> None:
         self._entries: dict[Hashable, Answer] = {}
+        self._bytes = 0
         self._lock = threading.Lock()
 
     def get(self, key: Hashable) -> Answer | None:
         return self._entries.get(key)
 
-    def put(self, key: Hashable, reply: Answer) -> None:
+    def put(self, key: Hashable, answer: Answer) -> None:
+        """File ``answer`` unless one of a newer generation of its view is there."""
+        size = len(answer[5])
         with self._lock:
-            if len(self._entries) >= self.MAX_ENTRIES and key not in self._entries:
-                self._entries.clear()
             current = self._entries.get(key)
-            if current is None or current[0] != reply[0] or current[1] <= reply[1]:
-                self._entries[key] = reply
-
+            if current is not None and current[0] == answer[0] and current[1] > answer[1]:
+                return      # a slower request that read an older generation
+            if current is not None:
+                self._bytes -= len(current[5])
+            elif (len(self._entries) >= self.MAX_ENTRIES
+                  or self._bytes + size > self.MAX_BYTES):
+                self._entries.clear()      # many distinct requests: start over, stay small
+                self._bytes = 0
+            self._entries[key] = answer
+            self._bytes += size

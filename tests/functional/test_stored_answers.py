@@ -14,7 +14,7 @@ import pytest
 import webob
 
 from acceld import rpc
-from acceld.api import deploy, router, util
+from acceld.api import deploy, listcache, router, util
 from acceld.objects import v2_inventory as v2
 from tests.functional.test_statement_count import HOST
 from tests.stack import Stack
@@ -110,3 +110,28 @@ def test_a_stored_answer_follows_the_policy_file(stack, db, dispatched, tmp_path
     denied = _get(app, "/v2/devices")
     assert denied.status_int == 403, denied.body
     assert "cyborg:device:get_all" in denied.json["errors"][0]["detail"]
+
+
+def _answer(generation: int, body: bytes = b"x") -> tuple:
+    return ("inventory", generation, ("cyborg:device:get_all",), "200 OK", [], body)
+
+
+def test_the_store_keeps_the_newest_generation_and_stays_bounded(monkeypatch):
+    store = listcache.Replies()
+    store.put("k", _answer(6))
+    store.put("k", _answer(5))              # a slow request that read before the write
+    assert store.get("k")[1] == 6
+    store.put("k", _answer(7))
+    assert store.get("k")[1] == 7
+    monkeypatch.setattr(listcache.Replies, "MAX_ENTRIES", 3)
+    for key in ("a", "b"):
+        store.put(key, _answer(1))
+    store.put("c", _answer(1))              # a fourth distinct key: start over
+    assert [store.get(k) is not None for k in ("k", "a", "b", "c")] == [
+        False, False, False, True]
+    monkeypatch.setattr(listcache.Replies, "MAX_BYTES", 10)
+    store.put("d", _answer(1, b"123456789"))    # 1 + 9 bytes: still within
+    assert store.get("c") is not None
+    store.put("e", _answer(1, b"12"))           # over the byte bound: start over
+    assert store.get("c") is None and store.get("d") is None
+    assert store.get("e") is not None
