@@ -107,8 +107,7 @@ def _answer_key(environ: dict[str, Any]) -> tuple[Any, ...] | None:
     if ctx is None or environ.get("REQUEST_METHOD") != "GET":
         return None
     return (environ.get("PATH_INFO", ""), environ.get("QUERY_STRING", ""),
-            environ.get("HTTP_OPENSTACK_API_VERSION"), environ.get("wsgi.url_scheme"),
-            environ.get("HTTP_HOST"), environ.get("SERVER_NAME"), environ.get("SERVER_PORT"),
+            environ.get("HTTP_OPENSTACK_API_VERSION"), util.link_inputs(environ),
             util.creds_key(ctx))
 
 
@@ -207,14 +206,14 @@ class Router:
             resp = self._dispatch(req)
         except Exception as exc:  # noqa: BLE001 - the one place errors become responses
             resp = errors.from_exception(req, exc)
-        if not v2:
-            return resp(environ, start_response)
-        # an error may carry the range headers already: one copy of each
-        names = microversion.HEADER_NAMES
-        headers = [h for h in resp.headerlist if h[0].lower() not in names]
-        headers += microversion.header_items(environ.get(microversion.ENV_KEY))
-        if key is not None and resp.status_int == 200:
-            _keep_answer(environ, key, resp.status, headers, resp.body)
+        headers = resp.headerlist
+        if v2:
+            # an error may carry the range headers already: one copy of each
+            names = microversion.HEADER_NAMES
+            headers = [h for h in headers if h[0].lower() not in names]
+            headers += microversion.header_items(environ.get(microversion.ENV_KEY))
+            if key is not None and resp.status_int == 200:
+                _keep_answer(environ, key, resp.status, headers, resp.body)
         start_response(resp.status, headers)
         return [] if environ.get("REQUEST_METHOD") == "HEAD" else [resp.body]
 

@@ -295,6 +295,14 @@ def json_response(data: Any, status: int = 200,
     return body_response(json_bytes(data), status, headers)
 
 
+def link_inputs(environ: dict[str, Any]) -> tuple[Any, ...]:
+    """The raw request values the public URL of the links is made of (when ``[api]
+    public_endpoint`` is not set): a key part for the answers and bodies kept per
+    request, so webob need not build the URL on every hit."""
+    return (environ.get("wsgi.url_scheme"), environ.get("HTTP_HOST"),
+            environ.get("SERVER_NAME"), environ.get("SERVER_PORT"))
+
+
 def base_url(req: webob.Request) -> str:
     public = state(req).conf.api.public_endpoint
     return (public or req.application_url).rstrip("/")

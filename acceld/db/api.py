@@ -78,6 +78,11 @@ def _pool_sqlite_connections(engine: sqlalchemy.engine.Engine) -> None:
 _DIRTY = "acceld.dirty"     # connection_record.info key: statements ran since the last end
 
 
+# SQLAlchemy names the dialect of a ``mysql://`` URL "mysql" and of a ``mariadb://`` one
+# "mariadb"; both are the MySQL family here.
+_MYSQL_DIALECTS = frozenset({"mysql", "mariadb"})
+
+
 def _skip_needless_rollbacks(engine: sqlalchemy.engine.Engine) -> None:
     """MySQL: no ``ROLLBACK`` on pool return after a transaction that has ended.
 
@@ -222,7 +227,7 @@ class Database:
                     if _is_sqlite(self.url):
                         _install_sqlite_hooks(engine)
                         _pool_sqlite_connections(engine)
-                    elif engine.dialect.name == "mysql":
+                    elif engine.dialect.name in _MYSQL_DIALECTS:
                         _skip_needless_rollbacks(engine)
                     generations.install(engine)
                     self._engine = engine
@@ -244,7 +249,7 @@ class Database:
     def updates_tables_together(self) -> bool:
         """Whether one UPDATE can change rows of two tables (MySQL and MariaDB), so a
         change that must touch both atomically can commit as one statement."""
-        return self.dialect in ("mysql", "mariadb")
+        return self.dialect in _MYSQL_DIALECTS
 
     @property
     def ids_reused(self) -> bool:
@@ -261,7 +266,7 @@ class Database:
                 version = dialect.server_version_info     # known after a first connect
                 if dialect.name == "postgresql":
                     self._ids_reused = False
-                elif dialect.name in ("mysql", "mariadb") and version is not None:
+                elif dialect.name in _MYSQL_DIALECTS and version is not None:
                     first = (10, 2, 4) if getattr(dialect, "is_mariadb", False) else (8, 0)
                     self._ids_reused = tuple(version[:len(first)]) < first
                 else:

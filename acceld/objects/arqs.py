@@ -436,13 +436,17 @@ def _state_now(db: Database, uuid: str, project_id: str | None) -> str | None:
 Reader = Callable[[Executable, dict[str, Any]], Sequence[Any]]
 
 
+def _hot_add(instance_uuid: str) -> exception.InvalidInput:
+    return exception.InvalidInput(f"Instance {instance_uuid} already has accelerator "
+                                  "requests. Cannot bind additional ARQs.")
+
+
 def _check_unbound(read: Reader, instance_uuids: list[str], project_id: str | None) -> None:
     """Cyborg refuses a bind for an instance that already has ARQs (no hot add)."""
     rows = read(_TAKEN[project_id is not None],
                 _params(project_id, instances=instance_uuids))
     if rows:
-        raise exception.InvalidInput(f"Instance {rows[0].instance_uuid} already has "
-                                     "accelerator requests. Cannot bind additional ARQs.")
+        raise _hot_add(rows[0].instance_uuid)
 
 
 def _candidates(read: Reader, rp_uuid: str, uuid: str, unbound_instances: Collection[str],
@@ -463,9 +467,7 @@ def _candidates(read: Reader, rp_uuid: str, uuid: str, unbound_instances: Collec
             rows = read(_FREE_UNBOUND[scoped],
                         _params(project_id, instances=instances, **params))
         if rows and rows[0].taken is not None:
-            raise exception.InvalidInput(
-                f"Instance {rows[0].taken} already has accelerator requests. "
-                "Cannot bind additional ARQs.")
+            raise _hot_add(rows[0].taken)
         if not rows:            # no deployable: no row to carry the answer, so ask alone
             _check_unbound(read, instances, project_id)
     else:

@@ -48,10 +48,7 @@ def _cached_list(req: webob.Request, q: dict[str, str], variant: Any,
     microversion changes) and the public URL the links are built from."""
     st = util.state(req)
     env = req.environ
-    # the public URL: the option, or what the request's host URL is made of (the raw
-    # values decide it; webob need not build it on every hit)
-    public = st.conf.api.public_endpoint or (env["wsgi.url_scheme"], env.get("HTTP_HOST"),
-                                             env.get("SERVER_NAME"), env.get("SERVER_PORT"))
+    public = st.conf.api.public_endpoint or util.link_inputs(env)
     key = (env["PATH_INFO"].rstrip("/"), tuple(sorted(q.items())), variant, public)
     generation = st.db.generation(generations.INVENTORY)
     if generation is not None:      # the router may keep the whole answer (Replies)
