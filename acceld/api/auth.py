@@ -17,7 +17,8 @@ import webob
 from oslo_config import cfg
 from oslo_context import context
 
-from acceld.api import errors
+from acceld.api import errors, request_id
+from acceld.api.reply import Reply
 
 DEFAULT_PROJECT = "default"
 # Version discovery, also under the ``/accelerator`` mount prefix the router strips.
@@ -39,30 +40,30 @@ def _set_context(environ: dict[str, Any], user: str | None, project: str | None,
     environ["acceld.context"] = RequestContext(
         user_id=user, project_id=project, roles=list(dict.fromkeys(roles + service_roles)),
         service_roles=service_roles, is_admin="admin" in roles,
-        request_id=environ.get("openstack.request_id"))
+        request_id=environ.get("openstack.request_id"),
+        global_request_id=environ.get("openstack.global_request_id"))
 
 
-class NoAuth:
-    """Trusts the X-Auth-Token conventions above; never expose it beyond loopback."""
-
-    def __init__(self, app: WSGIApp) -> None:
-        self._app = app
-
-    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        token = environ.get("HTTP_X_AUTH_TOKEN")
-        if token in (None, "", "admin"):
-            user, project, roles = "admin", DEFAULT_PROJECT, ["admin", "member", "reader"]
-        elif ":" in token and all(token.split(":", 1)):
-            user, project = token.split(":", 1)
-            roles = ["member", "reader"]
-        else:
-            resp = errors.render(webob.Request(environ), 401, "noauth expects X-Auth-Token "
-                                 "'admin' or '<user>:<project>'.", "acceld.unauthorized")
-            return resp(environ, start_response)
-        service_roles = ["service"] if environ.get("HTTP_X_SERVICE_TOKEN") else []
-        _set_context(environ, user, project, roles + _split_roles(environ.get("HTTP_X_ROLES")),
-                     service_roles)
-        return self._app(environ, start_response)
+def noauth(environ: dict[str, Any]) -> Reply | None:
+    """noauth's conventions (see the module's doc): sets the caller's context, or answers
+    the 401 to send (with the request id) for a token it does not know."""
+    token = environ.get("HTTP_X_AUTH_TOKEN")
+    if token in (None, "", "admin"):
+        user, project, roles = "admin", DEFAULT_PROJECT, ["admin", "member", "reader"]
+    elif ":" in token and all(token.split(":", 1)):
+        user, project = token.split(":", 1)
+        roles = ["member", "reader"]
+    else:
+        refusal = errors.render(webob.Request(environ), 401, "noauth expects X-Auth-Token "
+                                "'admin' or '<user>:<project>'.", "acceld.unauthorized")
+        req_id = environ.get(request_id.ENV_REQUEST_ID)
+        if req_id:
+            refusal.headerlist.append((request_id.HEADER, req_id))
+        return refusal
+    service_roles = ["service"] if environ.get("HTTP_X_SERVICE_TOKEN") else []
+    _set_context(environ, user, project, roles + _split_roles(environ.get("HTTP_X_ROLES")),
+                 service_roles)
+    return None
 
 
 class KeystoneContext:
@@ -82,21 +83,15 @@ class KeystoneContext:
         return self._app(environ, start_response)
 
 
-class _PublicBypass:
-    """Serves the public routes without authentication, everything else through auth."""
-
-    def __init__(self, app: WSGIApp, authed: WSGIApp) -> None:
-        self._app, self._authed = app, authed
-
-    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        if environ.get("PATH_INFO", "").rstrip("/") in PUBLIC_PATHS:
-            return self._app(environ, start_response)
-        return self._authed(environ, start_response)
+def is_public(environ: dict[str, Any]) -> bool:
+    """Whether the request is for a route served without authentication."""
+    return environ.get("PATH_INFO", "").rstrip("/") in PUBLIC_PATHS
 
 
-def wrap(app: WSGIApp, conf: cfg.ConfigOpts) -> WSGIApp:
+def keystone(app: WSGIApp, conf: cfg.ConfigOpts) -> WSGIApp | None:
+    """``app`` behind keystonemiddleware's ``auth_token`` (``auth_strategy = keystone``);
+    None for noauth (:func:`noauth` is then called for each request)."""
     if conf.api.auth_strategy == "noauth":
-        return _PublicBypass(app, NoAuth(app))
+        return None
     from keystonemiddleware import auth_token
-    authed = auth_token.AuthProtocol(KeystoneContext(app), {"oslo_config_config": conf})
-    return _PublicBypass(app, authed)
+    return auth_token.AuthProtocol(KeystoneContext(app), {"oslo_config_config": conf})

@@ -70,11 +70,12 @@ _HEADER_ITEMS: dict[Version | None, list[tuple[str, str]]] = {}
 
 
 def header_items(version: Version | None) -> list[tuple[str, str]]:
-    """:func:`headers` as WSGI header tuples, built once per version."""
+    """:func:`headers` as WSGI header tuples, built once per version (the list is shared:
+    copy it to change it)."""
     items = _HEADER_ITEMS.get(version)
     if items is None:
         items = _HEADER_ITEMS[version] = list(headers(version).items())
-    return list(items)
+    return items
 
 
 def _requested(value: str | None) -> str | None:

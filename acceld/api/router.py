@@ -16,7 +16,7 @@ from typing import Any
 
 import webob
 
-from acceld.api import errors, listcache, microversion, util
+from acceld.api import errors, listcache, microversion, request_id, util
 from acceld.api.handlers import (
     accelerators,
     arqs,
@@ -190,11 +190,14 @@ class Router:
         return None
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        # every answer carries the request id the pipeline's head gave the request
+        req_id = environ.get(request_id.ENV_REQUEST_ID)
+        tail = [(request_id.HEADER, req_id)] if req_id else []
         key = _answer_key(environ)
         if key is not None:
             stored = _stored_answer(environ, key)
             if stored is not None:
-                start_response(stored[0], stored[1].copy())
+                start_response(stored[0], stored[1] + tail)
                 return [stored[2]]
         _normalise_path(environ)
         req = webob.Request(environ)
@@ -208,13 +211,14 @@ class Router:
             resp = errors.from_exception(req, exc)
         headers = resp.headerlist
         if v2:
-            # an error may carry the range headers already: one copy of each
-            names = microversion.HEADER_NAMES
-            headers = [h for h in headers if h[0].lower() not in names]
-            headers += microversion.header_items(environ.get(microversion.ENV_KEY))
+            if resp.status_int >= 400:
+                # an error may carry the range headers already: one copy of each
+                names = microversion.HEADER_NAMES
+                headers = [h for h in headers if h[0].lower() not in names]
+            headers = headers + microversion.header_items(environ.get(microversion.ENV_KEY))
             if key is not None and resp.status_int == 200:
                 _keep_answer(environ, key, resp.status, headers, resp.body)
-        start_response(resp.status, headers)
+        start_response(resp.status, headers + tail)
         return [] if environ.get("REQUEST_METHOD") == "HEAD" else [resp.body]
 
     def _dispatch(self, req: webob.Request) -> Reply:

@@ -10,7 +10,7 @@ import threading
 import time
 import uuid as uuidlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import fastjsonschema
 import jsonschema
@@ -18,12 +18,28 @@ import webob
 from oslo_config import cfg
 from oslo_policy import policy
 
+from acceld import uuids
 from acceld.api import errors, listcache
 from acceld.api.reply import Reply as Reply  # handlers use these as util.*
 from acceld.api.reply import body_response as body_response
 from acceld.api.reply import empty_response as empty_response
 from acceld.db.api import Database
 from acceld.rpc import ConductorClient
+
+
+class ApiOptions(NamedTuple):
+    """The ``[api]`` options a request reads, read once when the app is built (none of
+    them is mutable; oslo.config's attribute lookup was a visible part of a small
+    request's cost)."""
+
+    public_endpoint: str | None
+    max_limit: int
+    max_request_body_size: int
+
+    @classmethod
+    def of(cls, conf: cfg.ConfigOpts) -> ApiOptions:
+        api = conf.api
+        return cls(api.public_endpoint, api.max_limit, api.max_request_body_size)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +52,15 @@ class AppState:
     enforcer: policy.Enforcer
     lists: listcache.ListCache = dataclasses.field(default_factory=listcache.ListCache)
     answers: listcache.Replies = dataclasses.field(default_factory=listcache.Replies)
+    api: ApiOptions = dataclasses.field(init=False)
+    decisions: _PolicyDecisions = dataclasses.field(init=False)
+    # the public URL of the links per request host (link_inputs), when not configured
+    public_urls: dict[tuple[Any, ...], str] = dataclasses.field(init=False,
+                                                                 default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "api", ApiOptions.of(self.conf))
+        object.__setattr__(self, "decisions", _PolicyDecisions())
 
 
 def state(req: webob.Request) -> AppState:
@@ -93,25 +118,15 @@ class _PolicyDecisions:
         return decision
 
 
-_DECISIONS: dict[int, tuple[policy.Enforcer, _PolicyDecisions]] = {}
-_DECISIONS_LOCK = threading.Lock()
-
-
-def _decisions_for(enforcer: policy.Enforcer) -> _PolicyDecisions:
-    entry = _DECISIONS.get(id(enforcer))
-    if entry is None or entry[0] is not enforcer:
-        with _DECISIONS_LOCK:
-            entry = (enforcer, _PolicyDecisions())
-            _DECISIONS[id(enforcer)] = entry
-    return entry[1]
+_POLICY_KEY = "_acceld_policy_key"
 
 
 def creds_key(ctx: Any) -> tuple[Any, ...]:
     """Everything of a RequestContext that ``to_policy_values`` exposes to a rule (the
     target is the caller's own project and user, also in here); kept on the context."""
-    key = ctx.__dict__.get("_acceld_policy_key")
+    key = ctx.__dict__.get(_POLICY_KEY)
     if key is None:
-        key = ctx.__dict__["_acceld_policy_key"] = _policy_fields(ctx)
+        key = ctx.__dict__[_POLICY_KEY] = _policy_fields(ctx)
     return key
 
 
@@ -137,8 +152,8 @@ ENV_RULES = "acceld.rules"
 
 def allowed(environ: dict[str, Any], rule: str) -> bool:
     """Whether the caller of ``environ`` may ``rule`` on its own project."""
-    enforcer = environ["acceld.app"].enforcer
-    return _decisions_for(enforcer).allowed(enforcer, rule, environ["acceld.context"])
+    st = environ["acceld.app"]
+    return st.decisions.allowed(st.enforcer, rule, environ["acceld.context"])
 
 
 def authorize(req: webob.Request, rule: str) -> None:
@@ -173,7 +188,7 @@ def read_body(req: webob.Request) -> bytes:
     env = req.environ
     if _BODY in env:
         return env[_BODY]
-    limit = state(req).conf.api.max_request_body_size
+    limit = state(req).api.max_request_body_size
     declared = env.get("CONTENT_LENGTH")
     if declared:
         try:
@@ -197,16 +212,20 @@ def read_body(req: webob.Request) -> bytes:
     return body
 
 
-def json_body(req: webob.Request, schema: dict[str, Any]) -> Any:
-    if req.content_type != "application/json":
+def json_body(req: webob.Request, schema: dict[str, Any] | None) -> Any:
+    """The JSON body, valid by ``schema`` (None: the caller validates it)."""
+    # webob's content_type: the header up to any parameters
+    content_type = req.environ.get("CONTENT_TYPE", "").split(";", 1)[0]
+    if content_type != "application/json":
         raise errors.HTTPError(415, f"The body must be application/json, not "
-                               f"{req.content_type or 'nothing'!r}.", "acceld.media_type")
+                               f"{content_type or 'nothing'!r}.", "acceld.media_type")
     body = read_body(req)
     try:
         data = json.loads(body or b"null")
     except (ValueError, RecursionError) as exc:
         raise errors.HTTPError(400, f"Malformed JSON body: {exc}", "acceld.bad_json") from exc
-    validate(data, schema, "body")
+    if schema is not None:
+        validate(data, schema, "body")
     return data
 
 
@@ -221,38 +240,52 @@ def _is_uuid(value: Any) -> bool:
     return all(value[i] == "-" for i in (8, 13, 18, 23))
 
 
-_VALIDATORS: dict[int, tuple[dict[str, Any], jsonschema.protocols.Validator,
-                             Callable[[Any], Any] | None]] = {}
+class _Validators(NamedTuple):
+    schema: dict[str, Any]
+    full: jsonschema.protocols.Validator    # words the 400s
+    fast: Callable[[Any], Any] | None       # fastjsonschema's; None if it cannot compile
+    empty_ok: bool                          # whether {} is valid (a request with no query)
 
 
-def _validator(schema: dict[str, Any]) -> tuple[jsonschema.protocols.Validator,
-                                                Callable[[Any], Any] | None]:
+_VALIDATORS: dict[int, _Validators] = {}
+
+
+def _validators(schema: dict[str, Any]) -> _Validators:
     """Per schema object (schemas are module constants): the jsonschema validator, which
-    words the 400s, and a fastjsonschema-compiled one (None if it cannot compile the
-    schema) that decides the common case, a valid body, about ten times faster."""
+    words the 400s, and a fastjsonschema-compiled one that decides the common case, a
+    valid body, about ten times faster."""
     entry = _VALIDATORS.get(id(schema))
-    if entry is None or entry[0] is not schema:
+    if entry is None or entry.schema is not schema:
         if len(_VALIDATORS) > 512:
             _VALIDATORS.clear()
         try:
             fast = fastjsonschema.compile(schema, formats={"uuid": _is_uuid})
         except Exception:  # noqa: BLE001 - anything it cannot compile: jsonschema alone
             fast = None
-        entry = (schema, jsonschema.Draft202012Validator(
-            schema, format_checker=jsonschema.FormatChecker()), fast)
+        full = jsonschema.Draft202012Validator(schema,
+                                               format_checker=jsonschema.FormatChecker())
+        entry = _Validators(schema, full, fast, full.is_valid({}))
         _VALIDATORS[id(schema)] = entry
-    return entry[1], entry[2]
+    return entry
+
+
+def conforms(data: Any, schema: dict[str, Any]) -> bool:
+    """Whether ``data`` is valid by ``schema`` (no error worded)."""
+    entry = _validators(schema)
+    if entry.fast is None:
+        return entry.full.is_valid(data)
+    try:
+        entry.fast(data)
+    except fastjsonschema.JsonSchemaException:
+        return False
+    return True
 
 
 def validate(data: Any, schema: dict[str, Any], what: str) -> None:
-    validator, fast = _validator(schema)
-    if fast is not None:
-        try:
-            fast(data)
-            return
-        except fastjsonschema.JsonSchemaException:
-            pass            # invalid: let jsonschema find the error to report
-    err = jsonschema.exceptions.best_match(validator.iter_errors(data))
+    """400 naming the first problem when ``data`` is not valid by ``schema``."""
+    if conforms(data, schema):
+        return
+    err = jsonschema.exceptions.best_match(_validators(schema).full.iter_errors(data))
     if err is not None:
         raise errors.HTTPError(400, _schema_error(err, what), "acceld.invalid_input")
 
@@ -260,13 +293,13 @@ def validate(data: Any, schema: dict[str, Any], what: str) -> None:
 def canonical_uuid(value: str) -> str:
     """The lower-case hyphenated form of a UUID; anything else is returned unchanged (so
     a lookup of it is a plain 404)."""
-    try:
-        return str(uuidlib.UUID(value))
-    except ValueError:
-        return value
+    return uuids.canonical(value) or value
 
 
 def query(req: webob.Request, schema: dict[str, Any]) -> dict[str, str]:
+    """The query parameters (each at most once), valid by ``schema``."""
+    if not req.environ.get("QUERY_STRING") and _validators(schema).empty_ok:
+        return {}
     params: dict[str, str] = {}
     for key in (req.GET if req.environ.get("QUERY_STRING") else ()):
         values = req.GET.getall(key)
@@ -286,8 +319,14 @@ def _default(value: Any) -> Any:
     raise TypeError(f"cannot serialize {type(value).__name__}")
 
 
+# json.dumps(data, default=...) builds an encoder on every call; this one is built once
+# (encode() keeps no state between calls)
+_ENCODER = json.JSONEncoder(default=_default)
+
+
 def json_bytes(data: Any) -> bytes:
-    return json.dumps(data, default=_default).encode("utf-8")
+    """``data`` as JSON (json.dumps's defaults; datetimes as ISO 8601 in UTC)."""
+    return _ENCODER.encode(data).encode("utf-8")
 
 
 def json_response(data: Any, status: int = 200,
@@ -303,6 +342,25 @@ def link_inputs(environ: dict[str, Any]) -> tuple[Any, ...]:
             environ.get("SERVER_NAME"), environ.get("SERVER_PORT"))
 
 
+def public_url(req: webob.Request) -> str:
+    """``[api] public_endpoint``, or else the request's host URL (scheme, host and port as
+    the client reached this service), without a trailing slash: what links start with.
+    The host URL is kept per :func:`link_inputs` (a few distinct ones in practice;
+    bounded)."""
+    st = state(req)
+    public = st.api.public_endpoint
+    if public:
+        return public.rstrip("/")
+    key = link_inputs(req.environ)
+    url = st.public_urls.get(key)
+    if url is None:
+        url = req.host_url.rstrip("/")
+        if len(st.public_urls) >= 64:
+            st.public_urls.clear()
+        st.public_urls[key] = url
+    return url
+
+
 def base_url(req: webob.Request) -> str:
-    public = state(req).conf.api.public_endpoint
+    public = state(req).api.public_endpoint
     return (public or req.application_url).rstrip("/")

@@ -63,6 +63,49 @@ class _Plan(NamedTuple):
     # a SELECT's result columns: (key, its type's result processor or None); None for a
     # statement that returns no rows
     columns: tuple[tuple[str, Callable[[Any], Any] | None], ...] | None = None
+    # what construct_params() does for these keys, worked out once: (bind name, the
+    # parameter's key) for each value from the call, and the binds' own values for the
+    # rest; None where a call must go through construct_params() (a bind's value is
+    # computed per call, or a value it requires is missing: it raises)
+    binds: tuple[tuple[str, str], ...] | None = None
+    fixed: dict[str, Any] | None = None
+
+    def values(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The DBAPI parameters for ``params``: construct_params()'s, each bind's type's
+        processor applied."""
+        if self.binds is None:
+            values = self.compiled.construct_params(params)
+        else:
+            values = self.fixed.copy()
+            for name, key in self.binds:
+                values[name] = params[key]
+        for name, process in self.processors:
+            values[name] = process(values[name])
+        return values
+
+
+def _binds(compiled: Any, keys: tuple[str, ...]
+           ) -> tuple[tuple[tuple[str, str], ...] | None, dict[str, Any] | None]:
+    """What ``compiled.construct_params(params)`` gives for parameters named ``keys``, as
+    (bind name, key) pairs and fixed values (see ``_Plan``); (None, None) where it must run
+    per call."""
+    # values given to the statement itself (.params()), which a call's may override
+    collected = getattr(compiled, "_collected_params", None) or {}
+    pairs, fixed = [], {}
+    for bind, name in compiled.bind_names.items():
+        if bind.key in keys:
+            pairs.append((name, bind.key))
+        elif bind.key in collected:
+            fixed[name] = collected[bind.key]
+        elif name in keys:
+            pairs.append((name, name))
+        elif name in collected:
+            fixed[name] = collected[name]
+        elif bind.required or bind.callable:
+            return None, None
+        else:
+            fixed[name] = bind.value
+    return tuple(pairs), fixed
 
 
 class Record(dict[str, Any]):
@@ -146,7 +189,8 @@ class Direct:
             columns = tuple(
                 (name, column.type.dialect_impl(dialect).result_processor(dialect, None))
                 for name, column in zip(names, selected, strict=True))
-        return _Plan(sql, compiled, tuple(processors), columns)
+        binds, fixed = _binds(compiled, keys)
+        return _Plan(sql, compiled, tuple(processors), columns, binds, fixed)
 
     def read(self, stmt: Executable, params: dict[str, Any]) -> list[Record] | None:
         """Runs the SELECT ``stmt`` once (in autocommit: one statement, one snapshot of
@@ -175,9 +219,7 @@ class Direct:
     def _execute(self, plan: _Plan, params: dict[str, Any], fetch: bool) -> Any:
         """The rows (``fetch``) or the rowcount of ``plan`` run once; None on a database
         error that is not a lost connection (the server rolled the statement back)."""
-        values = plan.compiled.construct_params(params)
-        for name, process in plan.processors:
-            values[name] = process(values[name])
+        values = plan.values(params)
         for listener in self.listeners:
             listener(plan.sql)
         held = self._take()

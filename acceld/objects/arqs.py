@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import uuid as uuidlib
 import weakref
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -56,7 +55,7 @@ from sqlalchemy import (
     update,
 )
 
-from acceld import exception
+from acceld import exception, uuids
 from acceld import states as st
 from acceld.db import models as m
 from acceld.db.api import Database
@@ -404,7 +403,7 @@ def create(db: Database, profile_name: str, project_id: str | None) -> list[dict
 
 
 def _arq_row(profile: _Profile, group: int, project_id: str | None) -> dict[str, Any]:
-    return {"uuid": str(uuidlib.uuid4()), "project_id": project_id,
+    return {"uuid": uuids.random_uuid(), "project_id": project_id,
             "state": st.ARQ_INITIAL, "substate": st.ARQ_INITIAL,
             "device_profile_id": profile.id, "device_profile_group_id": group,
             "created_at": m.utcnow().replace(microsecond=0)}  # as every backend keeps it

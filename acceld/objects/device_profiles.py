@@ -10,15 +10,13 @@ conflict (Cyborg answers with the database's error, a 500).
 from __future__ import annotations
 
 import json
-import types
-import uuid as uuidlib
 from collections.abc import Callable
 from typing import Any
 
 from oslo_db import exception as db_exc
 from sqlalchemy import bindparam, delete, func, insert, select
 
-from acceld import exception
+from acceld import exception, uuids
 from acceld.db import models as m
 from acceld.db.api import Database
 
@@ -90,7 +88,7 @@ def create(db: Database, name: str, groups: list[dict[str, Any]],
     One INSERT, committing by itself: the unique constraints on name and uuid decide,
     also between racing creates, and oslo.db names the column that collided."""
     normal = normalise_groups(groups)
-    row = {"uuid": uuid or str(uuidlib.uuid4()), "name": name, "description": description,
+    row = {"uuid": uuid or uuids.random_uuid(), "name": name, "description": description,
            "profile_json": json.dumps({"groups": normal}),
            # whole seconds: what every backend stores, so a later GET shows the same
            "created_at": m.utcnow().replace(microsecond=0), "updated_at": None}
@@ -103,7 +101,8 @@ def create(db: Database, name: str, groups: list[dict[str, Any]],
                                      f"{row['uuid']} already exists.") from exc
         raise exception.Conflict(f"A device_profile with {column} {row[column]} already "
                                  "exists.") from exc
-    return _to_dict(types.SimpleNamespace(**row))
+    return {"uuid": row["uuid"], "name": name, "description": description, "groups": normal,
+            "created_at": row["created_at"], "updated_at": None}
 
 
 _COLUMNS = (_DP.c.uuid, _DP.c.name, _DP.c.description, _DP.c.profile_json, _DP.c.created_at,

@@ -249,3 +249,45 @@ def test_reads_go_direct_with_values_as_sqlalchemy_gives_them(
     assert [tuple(r.values()) for r in db.read(same_name, {})] == \
         [(arq["uuid"], device_profiles.get(db, name=profile)["uuid"])]
     assert sent == []
+
+
+def test_a_plan_binds_the_values_construct_params_would(db: Database, sent: list[str]) -> None:
+    """The bind values a plan works out once are those of SQLAlchemy's construct_params()
+    for the same parameters: values from the call, a bind's own value (a literal in the
+    statement), a bind named twice; one whose value is computed per call keeps
+    construct_params(), and each runs with the right rows."""
+    made = {n: device_profiles.create(db, n, _GROUPS) for n in ("b1", "b2", "b3")}
+    direct = db.direct
+    by_name_and_literal = select(_DP.c.uuid).where(_DP.c.name == bindparam("n"),
+                                                   _DP.c.description.is_(None),
+                                                   _DP.c.id > 0)
+    twice = select(_DP.c.uuid).where((_DP.c.name == bindparam("n")) |
+                                     (_DP.c.uuid == bindparam("n")))
+    computed = select(_DP.c.uuid).where(_DP.c.name == bindparam("c", callable_=lambda: "b3"))
+    given = select(_DP.c.uuid).where(_DP.c.name == bindparam("g"),
+                                     _DP.c.uuid != bindparam("u")).params(g="b1", u="x")
+    cases = [(by_name_and_literal, {"n": "b1"}, "b1"), (twice, {"n": "b2"}, "b2"),
+             (computed, {}, "b3"), (given, {}, "b1"), (given, {"g": "b3"}, "b3")]
+    for stmt, params, name in cases:
+        plan = direct.plan(stmt, tuple(sorted(params)))
+        assert plan is not None
+        expected = plan.compiled.construct_params(params)
+        for bind_name, process in plan.processors:
+            expected[bind_name] = process(expected[bind_name])
+        assert plan.values(params) == expected
+        sent.clear()
+        assert [r.uuid for r in db.read(stmt, params)] == [made[name]["uuid"]]
+        assert len(sent) == 1                       # it went direct
+    assert direct.plan(by_name_and_literal, ("n",)).binds is not None
+    assert direct.plan(given, ("g",)).binds is not None
+    assert direct.plan(computed, ()).binds is None  # construct_params() per call
+    # an INSERT's values from the call, processed for the dialect (SQLite's datetimes)
+    insert_plan = direct.plan(device_profiles._INSERT, tuple(sorted(
+        ("uuid", "name", "description", "profile_json", "created_at", "updated_at"))))
+    row = {"uuid": str(uuidlib.uuid4()), "name": "b4", "description": None,
+           "profile_json": "{}", "created_at": utcnow().replace(microsecond=0),
+           "updated_at": None}
+    expected = insert_plan.compiled.construct_params(row)
+    for bind_name, process in insert_plan.processors:
+        expected[bind_name] = process(expected[bind_name])
+    assert insert_plan.values(row) == expected

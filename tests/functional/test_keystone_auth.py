@@ -62,3 +62,20 @@ def test_valid_tokens_get_their_roles(keystone_app):
     resp = _get(app, "/v1/services", token=member)
     assert resp.status_int == 403
     assert "acceld:service:get_all" in resp.json["errors"][0]["detail"]
+
+
+def _ids(resp) -> list[str]:
+    return [v for k, v in resp.headerlist if k.lower() == "x-openstack-request-id"]
+
+
+def test_every_answer_carries_one_request_id(keystone_app):
+    """auth_token's own 401 gets the id on the way out; acceld's answers carry their own
+    (once, not again on the way out); public routes too."""
+    app, tokens = keystone_app
+    tokens.add_token_data(token_id="tok", user_id="u1", project_id="p1", role_list=["admin"])
+    answers = [_get(app, "/v1/accelerators"), _get(app, "/v1/accelerators", token="tok"),
+               _get(app, "/v2/nothing", token="tok"), _get(app, "/")]
+    assert [r.status_int for r in answers] == [401, 200, 404, 200]
+    ids = [_ids(r) for r in answers]
+    assert all(len(one) == 1 and one[0].startswith("req-") for one in ids), ids
+    assert len({one[0] for one in ids}) == 4

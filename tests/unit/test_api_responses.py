@@ -91,12 +91,31 @@ class _ReadOnce:
 
 def test_read_body_reads_the_input_once() -> None:
     source = _ReadOnce(b'{"a": 1}')
-    conf = types.SimpleNamespace(api=types.SimpleNamespace(max_request_body_size=1024))
+    api = types.SimpleNamespace(max_request_body_size=1024)
     req = webob.Request.blank("/v1/discover", method="POST", environ={
         "wsgi.input": source, "CONTENT_LENGTH": "8",
-        "acceld.app": types.SimpleNamespace(conf=conf)})
+        "acceld.app": types.SimpleNamespace(api=api)})
     assert util.read_body(req) == b'{"a": 1}'
     assert req.body == b'{"a": 1}' and source.reads == 1    # webob sees it too
     req.environ["wsgi.input"] = _ReadOnce(b"")
     req.environ["wsgi.input"].reads = 1                     # any read now fails
     assert util.read_body(req) == b'{"a": 1}'               # answered, not read again
+
+
+def test_the_context_carries_the_request_ids_a_caller_sent_a_good_one_of() -> None:
+    """request_id.begin notes a new id, and the caller's X-OpenStack-Request-ID when it is
+    well formed; the context noauth builds carries both (oslo.log shows them)."""
+    from acceld.api import auth
+    sent = request_id.new_id()
+    for inbound, expected in ((sent, sent), ("req-not-a-uuid", None), (None, None)):
+        environ = {} if inbound is None else {"HTTP_X_OPENSTACK_REQUEST_ID": inbound}
+        own = request_id.begin(environ)
+        assert own != sent and environ["openstack.request_id"] == own
+        assert auth.noauth(environ) is None
+        ctx = environ["acceld.context"]
+        assert ctx.request_id == own and ctx.global_request_id == expected
+        assert ctx.is_admin and ctx.project_id == auth.DEFAULT_PROJECT
+    refused = {"HTTP_X_AUTH_TOKEN": "nocolon"}
+    own = request_id.begin(refused)
+    status, headers, _body = _serve(auth.noauth(refused))
+    assert status == "401 Unauthorized" and (request_id.HEADER, own) in headers

@@ -30,8 +30,8 @@ def list_accelerators(req: webob.Request) -> util.Reply:
     q = util.query(req, schema.LIST_QUERY)
     st = util.state(req)
     limit = int(q["limit"]) if "limit" in q else None
-    if limit is not None and limit > st.conf.api.max_limit:
-        raise errors.HTTPError(400, _MAX_LIMIT_ERROR.format(max=st.conf.api.max_limit),
+    if limit is not None and limit > st.api.max_limit:
+        raise errors.HTTPError(400, _MAX_LIMIT_ERROR.format(max=st.api.max_limit),
                                "acceld.invalid_input")
     for key in ("instance_uuid", "marker"):
         if key in q:

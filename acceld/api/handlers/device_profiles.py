@@ -7,11 +7,11 @@ still in use) acceld answers 400 or 409 naming the problem.
 
 from __future__ import annotations
 
-import uuid as uuidlib
 from typing import Any
 
 import webob
 
+from acceld import uuids
 from acceld.api import errors, microversion, util
 from acceld.api.handlers.v2_inventory import links, page
 from acceld.api.schemas import v2 as schema
@@ -22,14 +22,6 @@ SHOW_BY_NAME_VERSION = microversion.Version(2, 2)
 
 def _present(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
     return dict(record, links=links(req, "device_profiles", record["uuid"]))
-
-
-def _uuid_like(value: str) -> bool:
-    try:
-        uuidlib.UUID(value)
-    except ValueError:
-        return False
-    return True
 
 
 def _names(value: str) -> list[str]:
@@ -55,8 +47,9 @@ def show_profile(req: webob.Request, name_or_uuid: str) -> util.Reply:
     util.authorize(req, "cyborg:device_profile:get_one")
     util.query(req, schema.NO_QUERY)
     db = util.state(req).db
-    if _uuid_like(name_or_uuid):
-        record = device_profiles.get(db, uuid=util.canonical_uuid(name_or_uuid))
+    uuid = uuids.canonical(name_or_uuid)
+    if uuid is not None:
+        record = device_profiles.get(db, uuid=uuid)
     elif microversion.of(req.environ) >= SHOW_BY_NAME_VERSION:
         record = device_profiles.get(db, name=name_or_uuid)
     else:
@@ -70,11 +63,13 @@ def create_profile(req: webob.Request) -> util.Reply:
     """POST /v2/device_profiles [{"name", "groups", "description"?, "uuid"?}] -> 201 the
     bare profile; 400 invalid (one profile per request, group rules); 409 name taken."""
     util.authorize(req, "cyborg:device_profile:create")
-    body = util.json_body(req, schema.PROFILE_LIST)
-    if len(body) != 1:
-        raise errors.HTTPError(400, "Only one device profile allowed per POST request for "
-                               "now.", "acceld.invalid_input")
-    util.validate(body[0], schema.PROFILE, "body")
+    body = util.json_body(req, None)
+    if not util.conforms(body, schema.ONE_PROFILE):
+        util.validate(body, schema.PROFILE_LIST, "body")
+        if len(body) != 1:
+            raise errors.HTTPError(400, "Only one device profile allowed per POST request "
+                                   "for now.", "acceld.invalid_input")
+        util.validate(body[0], schema.PROFILE, "body")
     profile = body[0]
     uuid = util.canonical_uuid(profile["uuid"]) if "uuid" in profile else None
     record = device_profiles.create(util.state(req).db, profile["name"], profile["groups"],
@@ -84,8 +79,9 @@ def create_profile(req: webob.Request) -> util.Reply:
 
 def _delete(req: webob.Request, value: str) -> util.Reply:
     db = util.state(req).db
-    if _uuid_like(value):
-        device_profiles.delete_by_uuid(db, util.canonical_uuid(value))
+    uuid = uuids.canonical(value)
+    if uuid is not None:
+        device_profiles.delete_by_uuid(db, uuid)
     elif _names(value):
         device_profiles.delete_by_names(db, _names(value))
     else:

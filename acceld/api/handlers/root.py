@@ -43,5 +43,4 @@ def v1(req: webob.Request) -> util.Reply:
 
 def v2(req: webob.Request) -> util.Reply:
     """GET /v2 -> 200 the bare v2 version object (not wrapped, as in Cyborg)."""
-    public = util.state(req).conf.api.public_endpoint or req.host_url
-    return util.json_response(_v2("v2.0", f"{public.rstrip('/')}/accelerator/v2/"))
+    return util.json_response(_v2("v2.0", f"{util.public_url(req)}/accelerator/v2/"))

@@ -22,7 +22,7 @@ STATUS_VERSION = microversion.Version(2, 3)
 def links(req: webob.Request, resource: str, uuid: str,
           bookmark: bool = False) -> list[dict[str, str]]:
     """Cyborg's links: ``<public>/accelerator/v2/<res>/<uuid>`` (+ bookmark without v2)."""
-    public = (util.state(req).conf.api.public_endpoint or req.host_url).rstrip("/")
+    public = util.public_url(req)
     out = [{"href": f"{public}/accelerator/v2/{resource}/{uuid}", "rel": "self"}]
     if bookmark:
         out.append({"href": f"{public}/accelerator/{resource}/{uuid}", "rel": "bookmark"})
@@ -31,7 +31,7 @@ def links(req: webob.Request, resource: str, uuid: str,
 
 def page(req: webob.Request, q: dict[str, str]) -> dict[str, Any]:
     """``limit`` (at most ``[api] max_limit``) and a canonical ``marker`` from a query."""
-    max_limit = util.state(req).conf.api.max_limit
+    max_limit = util.state(req).api.max_limit
     limit = int(q["limit"]) if "limit" in q else None
     if limit is not None and limit > max_limit:
         raise errors.HTTPError(400, f"limit must be between 1 and {max_limit}",
@@ -48,7 +48,7 @@ def _cached_list(req: webob.Request, q: dict[str, str], variant: Any,
     microversion changes) and the public URL the links are built from."""
     st = util.state(req)
     env = req.environ
-    public = st.conf.api.public_endpoint or util.link_inputs(env)
+    public = st.api.public_endpoint or util.link_inputs(env)
     key = (env["PATH_INFO"].rstrip("/"), tuple(sorted(q.items())), variant, public)
     generation = st.db.generation(generations.INVENTORY)
     if generation is not None:      # the router may keep the whole answer (Replies)

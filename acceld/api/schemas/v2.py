@@ -57,6 +57,9 @@ PROFILE = {
     "required": ["name", "groups"],
     "additionalProperties": False,
 }
+# the whole of a valid POST (Cyborg's one profile per request): a body it accepts needs
+# no other check; one it refuses is worded by PROFILE_LIST, the count, then PROFILE
+ONE_PROFILE = {"type": "array", "minItems": 1, "maxItems": 1, "items": PROFILE}
 
 # -- accelerator requests ---------------------------------------------------------------------
 # POST: other keys are ignored, as in Cyborg.

@@ -1,0 +1,36 @@
+"""UUID strings, made and recognised without building ``uuid.UUID`` objects.
+
+A request makes and checks a few of them (its request id, a new row's uuid, a uuid in the
+path); ``uuid.UUID`` parses and formats in Python, which was a visible part of a small
+write's cost. These give the same strings: :func:`random_uuid` is ``str(uuid.uuid4())``
+(the same 16 bytes of ``os.urandom``, the version and variant bits set alike), and
+:func:`canonical` is ``str(uuid.UUID(value))`` for any value ``uuid.UUID`` accepts, or
+None where it raises (``tests/unit/test_uuids.py`` holds them to that).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid as uuidlib
+
+# the form str(uuid.UUID(...)) gives: a value already in it needs no parsing
+_CANONICAL = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_VARIANT = "89ab"
+
+
+def random_uuid() -> str:
+    """A random (version 4) UUID in canonical form, as ``str(uuid.uuid4())``."""
+    h = os.urandom(16).hex()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[int(h[16], 16) & 3]}{h[17:20]}-{h[20:]}"
+
+
+def canonical(value: str) -> str | None:
+    """``value`` as ``str(uuid.UUID(value))`` writes it (lower case, hyphenated), or None
+    when it is not a UUID."""
+    if _CANONICAL.fullmatch(value):
+        return value
+    try:
+        return str(uuidlib.UUID(value))
+    except ValueError:
+        return None
