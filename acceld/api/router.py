@@ -85,6 +85,8 @@ V2_COLLECTIONS = frozenset(path.split("/")[2] for path in ROUTES
 def _normalise_path(environ: dict[str, Any]) -> None:
     """Strip devstack's "/accelerator" mount and put a missing "/v2" back."""
     path = environ.get("PATH_INFO", "")
+    if path.startswith("/v2/"):     # what clients send: nothing to do
+        return
     if path == MOUNT_PREFIX or path.startswith(MOUNT_PREFIX + "/"):
         path = path[len(MOUNT_PREFIX):] or "/"
         environ["SCRIPT_NAME"] = environ.get("SCRIPT_NAME", "") + MOUNT_PREFIX
@@ -167,13 +169,24 @@ class Router:
         # the templates with as many segments (a literal segment listed first wins,
         # e.g. ".../state" before ".../{acc_spec}").
         self._static: dict[str, str] = {}
-        self._by_length: dict[int, list[_Template]] = {}
+        by_length: dict[int, list[_Template]] = {}
         for path in table:
             template = _Template(path)
             if any(is_param for is_param, _ in template.segments):
-                self._by_length.setdefault(len(template.segments), []).append(template)
+                by_length.setdefault(len(template.segments), []).append(template)
             else:
                 self._static[path.rstrip("/") or "/"] = path
+        # Where every template of a length starts with two literal segments ("/v2/devices/
+        # {uuid}"), only those with the request's first two are tried (in table order, as
+        # before): a key of (length, first, second); else (length,) keys them all.
+        self._templates: dict[tuple[Any, ...], list[_Template]] = {}
+        for length, templates in by_length.items():
+            two = length > 2 and all(not t.segments[0][0] and not t.segments[1][0]
+                                     for t in templates)
+            for t in templates:
+                key = (length, t.segments[0][1], t.segments[1][1]) if two else (length,)
+                self._templates.setdefault(key, []).append(t)
+        self._keyed = frozenset(k[0] for k in self._templates if len(k) == 3)
 
     def match(self, path: str) -> tuple[str, dict[str, str]] | None:
         """(route path, parameters) for a request path; one trailing slash is allowed."""
@@ -183,7 +196,9 @@ class Router:
         if static is not None:
             return static, {}
         parts = path.strip("/").split("/")
-        for template in self._by_length.get(len(parts), ()):
+        n = len(parts)
+        for template in self._templates.get((n, parts[0], parts[1]) if n in self._keyed
+                                            else (n,), ()):
             params = template.match(parts)
             if params is not None:
                 return template.path, params

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import io
-import json
 import threading
 import time
 import uuid as uuidlib
@@ -18,7 +17,7 @@ import webob
 from oslo_config import cfg
 from oslo_policy import policy
 
-from acceld import uuids
+from acceld import jsoncodec, uuids
 from acceld.api import errors, listcache
 from acceld.api.reply import Reply as Reply  # handlers use these as util.*
 from acceld.api.reply import body_response as body_response
@@ -130,9 +129,12 @@ def creds_key(ctx: Any) -> tuple[Any, ...]:
     return key
 
 
+_STR = frozenset((str,))
+
+
 def _names(values: Any) -> Any:
     """``_frozen`` of a list of role names (strings), without its generic walk."""
-    if isinstance(values, list) and all(type(v) is str for v in values):
+    if type(values) is list and set(map(type, values)) <= _STR:
         return tuple(sorted(values))
     return _frozen(values)
 
@@ -221,7 +223,7 @@ def json_body(req: webob.Request, schema: dict[str, Any] | None) -> Any:
                                f"{content_type or 'nothing'!r}.", "acceld.media_type")
     body = read_body(req)
     try:
-        data = json.loads(body or b"null")
+        data = jsoncodec.loads(body or b"null")
     except (ValueError, RecursionError) as exc:
         raise errors.HTTPError(400, f"Malformed JSON body: {exc}", "acceld.bad_json") from exc
     if schema is not None:
@@ -319,14 +321,12 @@ def _default(value: Any) -> Any:
     raise TypeError(f"cannot serialize {type(value).__name__}")
 
 
-# json.dumps(data, default=...) builds an encoder on every call; this one is built once
-# (encode() keeps no state between calls)
-_ENCODER = json.JSONEncoder(default=_default)
+_encode = jsoncodec.encoder(_default)
 
 
 def json_bytes(data: Any) -> bytes:
-    """``data`` as JSON (json.dumps's defaults; datetimes as ISO 8601 in UTC)."""
-    return _ENCODER.encode(data).encode("utf-8")
+    """``data`` as ``json.dumps(data)`` writes it, datetimes as ISO 8601 in UTC."""
+    return _encode(data).encode("utf-8")
 
 
 def json_response(data: Any, status: int = 200,

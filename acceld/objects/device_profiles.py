@@ -16,7 +16,7 @@ from typing import Any
 from oslo_db import exception as db_exc
 from sqlalchemy import bindparam, delete, func, insert, select
 
-from acceld import exception, uuids
+from acceld import exception, jsoncodec, uuids
 from acceld.db import models as m
 from acceld.db.api import Database
 
@@ -79,6 +79,7 @@ def _to_dict(dp: Any) -> dict[str, Any]:
 
 _DP = m.DeviceProfile.__table__
 _INSERT = insert(_DP)
+_dumps = jsoncodec.encoder()
 
 
 def create(db: Database, name: str, groups: list[dict[str, Any]],
@@ -89,7 +90,7 @@ def create(db: Database, name: str, groups: list[dict[str, Any]],
     also between racing creates, and oslo.db names the column that collided."""
     normal = normalise_groups(groups)
     row = {"uuid": uuid or uuids.random_uuid(), "name": name, "description": description,
-           "profile_json": json.dumps({"groups": normal}),
+           "profile_json": _dumps({"groups": normal}),
            # whole seconds: what every backend stores, so a later GET shows the same
            "created_at": m.utcnow().replace(microsecond=0), "updated_at": None}
     try:

@@ -12,6 +12,7 @@ import pytest
 import webob
 import webob.exc
 
+from acceld import jsoncodec
 from acceld.api import errors, request_id, util
 
 
@@ -119,3 +120,57 @@ def test_the_context_carries_the_request_ids_a_caller_sent_a_good_one_of() -> No
     own = request_id.begin(refused)
     status, headers, _body = _serve(auth.noauth(refused))
     assert status == "401 Unauthorized" and (request_id.HEADER, own) in headers
+
+
+def test_a_context_for_a_request_reads_as_oslos_constructor_makes_it() -> None:
+    """RequestContext.for_request sets only what a request knows; everything oslo.context
+    and oslo.log read of it (policy values, the dict, the logging values, attributes) is
+    what RequestContext(...) with the same arguments gives, and it is the thread's
+    current context as that one would be."""
+    from oslo_context import context as oslo
+
+    from acceld.api import auth
+    args = {"user_id": "u1", "project_id": "p1", "roles": ["member", "reader", "service"],
+            "service_roles": ["service"], "is_admin": False, "request_id": "req-1",
+            "global_request_id": "req-2"}
+    for given in (args, dict(args, global_request_id=None, is_admin=True)):
+        lean = auth.RequestContext.for_request(**given)
+        assert oslo.get_current() is lean
+        full = auth.RequestContext(**given)
+        assert lean.to_policy_values() == full.to_policy_values()
+        assert lean.to_dict() == full.to_dict()
+        assert lean.get_logging_values() == full.get_logging_values()
+        assert vars(full).keys() >= vars(lean).keys()
+        for name in vars(full):
+            assert getattr(lean, name) == getattr(full, name), name
+        assert util.creds_key(lean) == util.creds_key(full)
+    # no list is shared through the class: each context holds the lists it was given
+    assert not any(isinstance(v, list) for v in vars(auth.RequestContext).values())
+
+
+def test_json_is_written_as_json_dumps_writes_it() -> None:
+    import datetime
+    import json
+    plain = [{"a": [1, 2.5, None, True, False], "b": "é ☃ \u0000 \"q\"", "c": {}},
+             [float("nan"), float("inf"), -0.0, 10 ** 30], "plain", 7, None,
+             {3: "int key", "nested": [{"x": [[]]}]}]
+    dated = {"when": datetime.datetime(2026, 11, 24, 5, 1, 2),
+             "aware": datetime.datetime(2026, 11, 24, 5, 1, 2, 7, tzinfo=datetime.UTC)}
+    dumps = jsoncodec.encoder()
+    for value in plain:
+        assert dumps(value) == json.dumps(value)
+    for value in [*plain, dated]:
+        assert util.json_bytes(value) == json.dumps(value, default=util._default).encode()
+    with pytest.raises(TypeError, match="cannot serialize"):
+        util.json_bytes({"x": object()})
+    with pytest.raises(TypeError):
+        dumps(dated)
+
+
+@pytest.mark.parametrize("body", [
+    b'{"a": [1, "\\u00e9"]}', '[{"name": "\u00e9\u2603"}]'.encode(),
+    '{"a": 1}'.encode("utf-16"), '{"a": 1}'.encode("utf-16-le"), '[1]'.encode("utf-32-be"),
+    b'\xef\xbb\xbf{"a": 1}', b' {"a": 1}', b'"text"', b"null", b"3"])
+def test_a_json_body_is_read_as_json_loads_reads_it(body: bytes) -> None:
+    import json
+    assert jsoncodec.loads(body) == json.loads(body)
