@@ -114,6 +114,8 @@ def uwsgi_ini(peers: str, workdir: str, name: str, module: str, pythonpath: str,
 
 
 class Acceld:
+    DB_NAME = "acceld_bench"      # on a database server: made anew for each run
+
     def __init__(self, peers: str, db: str, rabbit_url: str, workdir: str) -> None:
         self.peers, self.db, self.workdir = peers, db, workdir
         self.rabbit_url = rabbit_url
@@ -123,7 +125,7 @@ class Acceld:
     def db_url(self) -> str:
         if self.db == "sqlite":
             return "sqlite:///" + os.path.join(self.workdir, "acceld.sqlite")
-        name = "acceld_bench"
+        name = self.DB_NAME
         if self.db == "postgresql":
             subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-qc",
                             f"DROP DATABASE IF EXISTS {name}"], check=True)
