@@ -33,9 +33,11 @@ database error means the server rolled the statement back; :meth:`Direct.write` 
 answers None and the caller runs the statement through SQLAlchemy, whose oslo.db filters
 raise the error as ``DBDuplicateEntry``, ``DBReferenceError``, ``DBDeadlock`` or whichever
 applies (or the statement succeeds, when what stopped it has gone meanwhile). A
-statement that needs SQLAlchemy at execution (a Python-side column default, an IN list
-expanded per call, bind names the dialect must escape) is never run here:
-:meth:`Direct.write` answers None for it at once. A bind type that converts its value
+statement that needs SQLAlchemy at execution (a Python-side column default, a value
+rendered into the SQL, bind names the dialect must escape) is never run here:
+:meth:`Direct.write` answers None for it at once. An IN list expanded per call gets a
+plan per list length (the SQL SQLAlchemy renders for that length, checked once against
+its values), up to ``MAX_EXPANDED`` elements. A bind type that converts its value
 for the dialect (SQLite's datetimes) is applied here with the type's own processor, and
 SQLite's positional paramstyle is compiled as pysqlite's named one.
 """
@@ -69,6 +71,11 @@ class _Plan(NamedTuple):
     # computed per call, or a value it requires is missing: it raises)
     binds: tuple[tuple[str, str], ...] | None = None
     fixed: dict[str, Any] | None = None
+    # a statement with expanding IN lists: (bind name, parameter key) of each; such a
+    # plan is not run itself but gives one per list length (Direct._for_lengths)
+    expanding: tuple[tuple[str, str], ...] = ()
+    # in a plan for given lengths: (expanded bind name, key, index in the list)
+    elements: tuple[tuple[str, str, int], ...] = ()
 
     def values(self, params: dict[str, Any]) -> dict[str, Any]:
         """The DBAPI parameters for ``params``: construct_params()'s, each bind's type's
@@ -79,9 +86,41 @@ class _Plan(NamedTuple):
             values = self.fixed.copy()
             for name, key in self.binds:
                 values[name] = params[key]
+        for name, key, index in self.elements:
+            values[name] = params[key][index]
         for name, process in self.processors:
             values[name] = process(values[name])
         return values
+
+
+# the longest IN list given its own plan (a longer one goes through SQLAlchemy: a plan per
+# length of any list a caller can send would be a cache without a bound)
+MAX_EXPANDED = 16
+
+
+def _for_lengths(plan: _Plan, params: dict[str, Any]) -> _Plan | None:
+    """``plan`` (with expanding IN lists) for the lengths of the lists in ``params``: the
+    SQL SQLAlchemy renders for them, each list's elements bound by position with the
+    list's type's processor. Checked once against SQLAlchemy's own values for ``params``:
+    None (SQLAlchemy's path) where they differ, or where the values of the other binds
+    must come from construct_params() at each call."""
+    if plan.binds is None:
+        return None
+    state = plan.compiled.construct_expanded_state(params)
+    listed = {name for name, _key in plan.expanding}
+    process = dict(plan.processors)
+    elements, processors = [], [(n, p) for n, p in plan.processors if n not in listed]
+    for name, key in plan.expanding:
+        for index, element in enumerate(state.parameter_expansion.get(name, ())):
+            elements.append((element, key, index))
+            if process.get(name) is not None:
+                processors.append((element, process[name]))
+    sized = plan._replace(sql=state.statement, processors=tuple(processors),
+                          binds=tuple(b for b in plan.binds if b[0] not in listed),
+                          expanding=(), elements=tuple(elements))
+    by_name = dict(processors)
+    expected = {n: by_name[n](v) if n in by_name else v for n, v in state.parameters.items()}
+    return sized if sized.values(params) == expected else None
 
 
 def _binds(compiled: Any, keys: tuple[str, ...]
@@ -164,6 +203,24 @@ class Direct:
         plan = self._plans[cache_key] = self._compile(stmt, keys)   # racing: same plan
         return plan
 
+    def _runnable(self, stmt: Executable, params: dict[str, Any]) -> _Plan | None:
+        """The plan to run ``stmt`` with ``params``: its plan, or for expanding IN lists
+        the plan for these lists' lengths; None when SQLAlchemy is to run it."""
+        keys = tuple(sorted(params))
+        plan = self.plan(stmt, keys)
+        if plan is None or not plan.expanding:
+            return plan
+        lengths = tuple(len(params[key]) for _name, key in plan.expanding)
+        if max(lengths) > MAX_EXPANDED:
+            return None
+        cache_key = (stmt, keys, lengths)
+        try:
+            return self._plans[cache_key]
+        except KeyError:
+            pass
+        sized = self._plans[cache_key] = _for_lengths(plan, params)
+        return sized
+
     def _compile(self, stmt: Executable, keys: tuple[str, ...]) -> _Plan | None:
         dialect = self._sql_dialect
         if dialect.positional:
@@ -171,9 +228,16 @@ class Direct:
         compiled = stmt.compile(dialect=dialect, column_keys=list(keys))
         sql = compiled.string
         generations.refuse_outside_transaction(sql, "Database.write_one")
-        # rendered at each execution: expanding IN lists, literal_execute values
-        if "POSTCOMPILE" in sql or getattr(compiled, "insert_prefetch", None) or \
+        # rendered at each execution: literal_execute values (here never), expanding IN
+        # lists (a plan per length)
+        expanding = tuple((name, bind.key) for bind, name in compiled.bind_names.items()
+                          if bind.expanding)
+        if any(bind.literal_execute for bind in compiled.bind_names) or \
+                ("POSTCOMPILE" in sql and not expanding) or \
+                getattr(compiled, "insert_prefetch", None) or \
                 getattr(compiled, "update_prefetch", None) or compiled.escaped_bind_names:
+            return None
+        if any(key not in keys for _name, key in expanding):
             return None
         processors = []
         for bind, name in compiled.bind_names.items():
@@ -190,14 +254,14 @@ class Direct:
                 (name, column.type.dialect_impl(dialect).result_processor(dialect, None))
                 for name, column in zip(names, selected, strict=True))
         binds, fixed = _binds(compiled, keys)
-        return _Plan(sql, compiled, tuple(processors), columns, binds, fixed)
+        return _Plan(sql, compiled, tuple(processors), columns, binds, fixed, expanding)
 
     def read(self, stmt: Executable, params: dict[str, Any]) -> list[Record] | None:
         """Runs the SELECT ``stmt`` once (in autocommit: one statement, one snapshot of
         its own); its rows, each column's value processed as SQLAlchemy's result would
         (a MySQL boolean as a bool, a SQLite datetime as a datetime), or None when the
         caller is to run it through SQLAlchemy instead (as for :meth:`write`)."""
-        plan = self.plan(stmt, tuple(sorted(params)))
+        plan = self._runnable(stmt, params)
         if plan is None or plan.columns is None:
             return None
         rows = self._execute(plan, params, fetch=True)
@@ -211,7 +275,7 @@ class Direct:
     def write(self, stmt: Executable, params: dict[str, Any]) -> int | None:
         """Runs ``stmt`` once, committing by itself; its rowcount, or None when the
         caller is to run it through SQLAlchemy instead (see the module's docstring)."""
-        plan = self.plan(stmt, tuple(sorted(params)))
+        plan = self._runnable(stmt, params)
         if plan is None or plan.columns is not None:
             return None
         return self._execute(plan, params, fetch=False)

@@ -230,12 +230,6 @@ _TAKE_AND_BEGIN = _scoped(
              _arq.c.attach_handle_id: bindparam("handle_id"),
              _arq.c.deployable_id: bindparam("to_deployable_id"),
              _arq.c.updated_at: bindparam("now")}))
-# The same without the no-hot-add question: a request's later ARQs; one instance's.
-_TAKEN_ONE = _scoped(select(_arq.c.instance_uuid)
-                     .where(_arq.c.instance_uuid == bindparam("instance")).limit(1))
-_FREE_UNBOUND_ONE = {
-    scoped: _FREE_ROWS.add_columns(_TAKEN_ONE[scoped].scalar_subquery().label("taken"))
-    for scoped in (False, True)}
 # MySQL and MariaDB: what an unbind decides from (the ARQ, the handle it holds and that
 # handle's target), read without a lock, then the unbind as one statement whose CAS is
 # that the ARQ still is as read (its state, its handle); the handle is freed by the same
@@ -459,12 +453,7 @@ def _candidates(read: Reader, rp_uuid: str, uuid: str, unbound_instances: Collec
     params = {"rp_uuid": rp_uuid, "after": 0}
     if unbound_instances:
         instances = sorted(unbound_instances)
-        if len(instances) == 1:
-            rows = read(_FREE_UNBOUND_ONE[scoped],
-                        _params(project_id, instance=instances[0], **params))
-        else:
-            rows = read(_FREE_UNBOUND[scoped],
-                        _params(project_id, instances=instances, **params))
+        rows = read(_FREE_UNBOUND[scoped], _params(project_id, instances=instances, **params))
         if rows and rows[0].taken is not None:
             raise _hot_add(rows[0].taken)
         if not rows:            # no deployable: no row to carry the answer, so ask alone

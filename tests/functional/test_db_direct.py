@@ -206,9 +206,9 @@ def test_statements_that_need_sqlalchemy_are_not_sent_directly(
         db: Database, sent: list[str]) -> None:
     made = [device_profiles.create(db, f"e{n}", _GROUPS)["uuid"] for n in range(2)]
     sent.clear()
-    # an IN list expanded at each execution: SQLAlchemy's path, with the same result
-    expanding = delete(_DP).where(_DP.c.uuid.in_(bindparam("uuids", expanding=True)))
-    assert db.write_one(expanding, {"uuids": made}) == 2
+    # a value rendered into the SQL at each execution: SQLAlchemy's path, same result
+    rendered = delete(_DP).where(_DP.c.uuid == bindparam("u", literal_execute=True))
+    assert db.write_one(rendered, {"u": made[0]}) == 1
     assert sent == []
     # a generation's tables: refused, as on the autocommit pool
     with pytest.raises(RuntimeError, match="needs a transaction"):
@@ -237,13 +237,14 @@ def test_reads_go_direct_with_values_as_sqlalchemy_gives_them(
         rows[0].no_such_column  # noqa: B018
     # an ARQ as the API shows it, read directly
     assert arqs.get(db, arq["uuid"], project_id=None) == arq
-    # an IN list expanded at each execution: through SQLAlchemy, the same rows
+    # an IN list expanded at each execution: a plan per length, the same rows
     sent.clear()
     expanding = handles.where(AttachHandle.__table__.c.id.in_(
         bindparam("ids", expanding=True)))
     assert db.read(expanding, {"ids": [r["id"] for r in rows]}) == expected
-    assert sent == []
+    assert len(sent) == 1
     # two columns of one name: SQLAlchemy tells them apart, so it reads them
+    sent.clear()
     arq_table, dp_table = ExtendedAcceleratorRequest.__table__, DeviceProfile.__table__
     same_name = select(arq_table.c.uuid, dp_table.c.uuid).join_from(arq_table, dp_table)
     assert [tuple(r.values()) for r in db.read(same_name, {})] == \
@@ -291,3 +292,41 @@ def test_a_plan_binds_the_values_construct_params_would(db: Database, sent: list
     for bind_name, process in insert_plan.processors:
         expected[bind_name] = process(expected[bind_name])
     assert insert_plan.values(row) == expected
+
+
+def test_an_in_list_gets_a_plan_per_length_as_sqlalchemy_renders_it(
+        db: Database, sent: list[str]) -> None:
+    """An expanding IN list runs directly with the SQL SQLAlchemy renders for its length
+    (empty too) and the same rows and row counts; a list longer than MAX_EXPANDED, or a
+    typed list whose values a processor converts (SQLite's datetimes), likewise, the
+    long one through SQLAlchemy."""
+    from acceld.db import direct
+    made = [device_profiles.create(db, f"i{n}", _GROUPS) for n in range(20)]
+    uuids = [p["uuid"] for p in made]
+    by_uuids = select(_DP.c.name).where(_DP.c.uuid.in_(bindparam("u", expanding=True)),
+                                        _DP.c.id > bindparam("after")).order_by(_DP.c.id)
+    by_dates = select(_DP.c.name).where(
+        _DP.c.created_at.in_(bindparam("d", expanding=True))).order_by(_DP.c.id)
+    for n in (0, 1, 2, 3, 1, direct.MAX_EXPANDED):
+        sent.clear()
+        rows = db.read(by_uuids, {"u": uuids[:n], "after": 0})
+        assert [r.name for r in rows] == [f"i{k}" for k in range(n)]
+        assert len(sent) == 1
+        if n:
+            assert sent[0].count(",") >= n - 1    # the list rendered for its length
+    sent.clear()
+    long = direct.MAX_EXPANDED + 2
+    assert [r.name for r in db.read(by_uuids, {"u": uuids[:long], "after": 0})] == \
+        [f"i{k}" for k in range(long)]
+    assert sent == []
+    dates = sorted({p["created_at"] for p in made})
+    with db.autocommit(write=False) as conn:
+        expected = [r.name for r in conn.execute(by_dates, {"d": dates[:2]})]
+    sent.clear()
+    assert [r.name for r in db.read(by_dates, {"d": dates[:2]})] == expected and expected
+    assert len(sent) == 1
+    sent.clear()
+    gone = delete(_DP).where(_DP.c.uuid.in_(bindparam("u", expanding=True)))
+    assert db.write_one(gone, {"u": uuids[:3]}) == 3
+    assert db.write_one(gone, {"u": []}) == 0
+    assert len(sent) == 2
