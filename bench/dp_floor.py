@@ -20,10 +20,8 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 
 import vs_cyborg as vc
 
@@ -46,25 +44,12 @@ def main() -> int:
     load = vc.load_peers_module(peers)
     workdir = tempfile.mkdtemp(prefix="acceld-dp-floor-")
     acceld = _Acceld(peers, a.db, "rabbit://guest:guest@127.0.0.1:5672/", workdir)
-    conf = acceld.write_config()
-    env = dict(os.environ, PYTHONPATH=vc.REPO)
-    subprocess.run([os.path.join(os.path.dirname(sys.executable), "acceld"), "db",
-                    "upgrade", "--config-file", conf], check=True, env=env,
-                   stdout=subprocess.DEVNULL)
-    api_ini = acceld.uwsgi_ini(conf)
-    with open(os.path.join(workdir, "acceld-api.log"), "w") as log:
-        api = subprocess.Popen([os.path.join(peers, ".venv-cyborg", "bin", "uwsgi"), "--ini",
-                                api_ini], stdout=log, stderr=subprocess.STDOUT, env=env,
-                               start_new_session=True)
-    floor = vc.Floor(peers, workdir, acceld.database_url)
+    floor = None
     try:
+        acceld.start(api_only=True)
+        floor = vc.Floor(peers, workdir, acceld.database_url)
         floor.start()
-        deadline = time.monotonic() + 60
-        while vc.http("GET", acceld.url + "/v2")[0] != 200:
-            if time.monotonic() > deadline:
-                raise SystemExit(f"acceld's API did not start; see {workdir}")
-            time.sleep(0.2)
-        groups = {api.pid: "acceld-api", **floor.pgids()}
+        groups = {**acceld.pgids(), **floor.pgids()}
         load.cpu_groups = lambda names=None: vc.cpu_by_pgid(load, groups)
         sides = {"acceld": load.Target(acceld.url), "floor": load.Target(floor.url)}
         ops = {}
@@ -84,8 +69,9 @@ def main() -> int:
                 print(f"{name:7s} {res['throughput']:8.1f} pairs/s  api {cpu:.3f} ms/pair  "
                       f"errors {res['errors']}", flush=True)
     finally:
-        floor.stop()
-        vc.stop_groups([api])
+        if floor is not None:
+            floor.stop()
+        acceld.stop()
     med = {n: (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs))
            for n, rs in results.items()}
     for name, (ops_s, cpu) in med.items():

@@ -165,7 +165,10 @@ handles = 16
         return uwsgi_ini(self.peers, self.workdir, "acceld-api", "acceld.wsgi.api:application",
                          REPO, f"ACCELD_CONFIG_FILE={conf}", ACCELD_PORT)
 
-    def start(self) -> None:
+    def start(self, api_only: bool = False) -> None:
+        """The API, conductor and agent, ready once the fake FPGA is in Placement; with
+        ``api_only`` the API alone (device profiles need nothing else), ready once it
+        answers."""
         if http("GET", self.url + "/")[0] != 0:
             raise SystemExit(f"something already listens on {self.url}; stop it first "
                              f"(or set ACCELD_BENCH_PORT)")
@@ -174,19 +177,26 @@ handles = 16
         env = dict(os.environ, PYTHONPATH=REPO)
         subprocess.run([acceld, "db", "upgrade", "--config-file", conf], check=True, env=env,
                        stdout=subprocess.DEVNULL)
-        # a compute node of acceld's own in the peers' Placement
-        http("POST", f"http://127.0.0.1:{os.environ.get('PEERS_PLACEMENT_PORT', '8778')}"
-             "/resource_providers", {"name": HOST},
-             {"OpenStack-API-Version": "placement 1.20"})
         uwsgi = os.path.join(self.peers, ".venv-cyborg", "bin", "uwsgi")
-        cmds = {"acceld-conductor": [acceld, "conductor", "--config-file", conf],
-                "acceld-agent": [acceld, "agent", "--config-file", conf],
-                "acceld-api": [uwsgi, "--ini", self.uwsgi_ini(conf)]}
+        cmds = {"acceld-api": [uwsgi, "--ini", self.uwsgi_ini(conf)]}
+        if not api_only:
+            # a compute node of acceld's own in the peers' Placement
+            http("POST", f"http://127.0.0.1:{os.environ.get('PEERS_PLACEMENT_PORT', '8778')}"
+                 "/resource_providers", {"name": HOST},
+                 {"OpenStack-API-Version": "placement 1.20"})
+            cmds["acceld-conductor"] = [acceld, "conductor", "--config-file", conf]
+            cmds["acceld-agent"] = [acceld, "agent", "--config-file", conf]
         for name, cmd in cmds.items():
             log = open(os.path.join(self.workdir, name + ".log"), "w")  # noqa: SIM115
             self.procs[name] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                                 env=env, start_new_session=True)
         deadline = time.monotonic() + 150
+        if api_only:
+            while http("GET", self.url + "/v2")[0] != 200:
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"acceld's API did not start; see {self.workdir}")
+                time.sleep(0.2)
+            return
         while time.monotonic() < deadline:
             st, data = http("GET", self.url + "/v2/deployables")
             if st == 200 and any(d.get("rp_uuid") for d in json.loads(data)["deployables"]):

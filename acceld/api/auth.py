@@ -81,7 +81,7 @@ def _set_context(environ: dict[str, Any], user: str | None, project: str | None,
 
 def noauth(environ: dict[str, Any]) -> Reply | None:
     """noauth's conventions (see the module's doc): sets the caller's context, or answers
-    the 401 to send (with the request id) for a token it does not know."""
+    the 401 to send for a token it does not know."""
     token = environ.get("HTTP_X_AUTH_TOKEN")
     if token in (None, "", "admin"):
         user, project, roles = "admin", DEFAULT_PROJECT, ["admin", "member", "reader"]
@@ -89,12 +89,8 @@ def noauth(environ: dict[str, Any]) -> Reply | None:
         user, project = token.split(":", 1)
         roles = ["member", "reader"]
     else:
-        refusal = errors.render(webob.Request(environ), 401, "noauth expects X-Auth-Token "
-                                "'admin' or '<user>:<project>'.", "acceld.unauthorized")
-        req_id = environ.get(request_id.ENV_REQUEST_ID)
-        if req_id:
-            refusal.headerlist.append((request_id.HEADER, req_id))
-        return refusal
+        return errors.render(webob.Request(environ), 401, "noauth expects X-Auth-Token "
+                             "'admin' or '<user>:<project>'.", "acceld.unauthorized")
     service_roles = ["service"] if environ.get("HTTP_X_SERVICE_TOKEN") else []
     _set_context(environ, user, project, roles + _split_roles(environ.get("HTTP_X_ROLES")),
                  service_roles)

@@ -37,7 +37,7 @@ class Front:
             return self._keystone(environ, request_id.adding_header(start_response, req_id))
         refusal = auth.noauth(environ)
         if refusal is not None:
-            return refusal(environ, start_response)
+            return refusal(environ, request_id.adding_header(start_response, req_id))
         return self._app(environ, start_response)
 
 

@@ -5,8 +5,8 @@ Every response carries ``x-openstack-request-id: req-<uuid>``; the id is in
 ``environ['openstack.request_id']`` for the context and the logs. A caller's own
 ``X-OpenStack-Request-ID`` of the same form becomes ``openstack.global_request_id``, as
 with oslo.middleware. The head of the pipeline (``deploy.Front``) calls :func:`begin`;
-acceld's own answers carry the header (the router and noauth's refusal add it), and an
-answer of another WSGI app (keystonemiddleware's) gets it through :func:`adding_header`.
+the router adds the header to its answers, and any other answer (noauth's refusal,
+keystonemiddleware's) gets it through :func:`adding_header`.
 """
 
 from __future__ import annotations

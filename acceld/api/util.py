@@ -7,7 +7,6 @@ import datetime
 import io
 import threading
 import time
-import uuid as uuidlib
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -235,11 +234,8 @@ def _is_uuid(value: Any) -> bool:
     """The ``uuid`` format as jsonschema checks it: parses, hyphens in place."""
     if not isinstance(value, str):
         return True
-    try:
-        uuidlib.UUID(value)
-    except ValueError:
-        return False
-    return all(value[i] == "-" for i in (8, 13, 18, 23))
+    return uuids.canonical(value) is not None and \
+        all(value[i] == "-" for i in (8, 13, 18, 23))
 
 
 class _Validators(NamedTuple):
@@ -300,10 +296,11 @@ def canonical_uuid(value: str) -> str:
 
 def query(req: webob.Request, schema: dict[str, Any]) -> dict[str, str]:
     """The query parameters (each at most once), valid by ``schema``."""
-    if not req.environ.get("QUERY_STRING") and _validators(schema).empty_ok:
+    given = req.environ.get("QUERY_STRING")
+    if not given and _validators(schema).empty_ok:
         return {}
     params: dict[str, str] = {}
-    for key in (req.GET if req.environ.get("QUERY_STRING") else ()):
+    for key in (req.GET if given else ()):
         values = req.GET.getall(key)
         if len(values) > 1:
             raise errors.HTTPError(400, f"Query parameter {key!r} given more than once.",

@@ -70,11 +70,17 @@ def normalise_groups(groups: list[dict[str, Any]]) -> list[dict[str, str]]:
     return out
 
 
+def _view(uuid: str, name: str, description: str | None, groups: list[dict[str, str]],
+          created_at: Any, updated_at: Any) -> dict[str, Any]:
+    """The API view of a profile."""
+    return {"uuid": uuid, "name": name, "description": description, "groups": groups,
+            "created_at": created_at, "updated_at": updated_at}
+
+
 def _to_dict(dp: Any) -> dict[str, Any]:
     """The API view of a profile (an ORM object or a row with the same columns)."""
-    return {"uuid": dp.uuid, "name": dp.name, "description": dp.description,
-            "groups": json.loads(dp.profile_json)["groups"],
-            "created_at": dp.created_at, "updated_at": dp.updated_at}
+    return _view(dp.uuid, dp.name, dp.description, json.loads(dp.profile_json)["groups"],
+                 dp.created_at, dp.updated_at)
 
 
 _DP = m.DeviceProfile.__table__
@@ -102,8 +108,7 @@ def create(db: Database, name: str, groups: list[dict[str, Any]],
                                      f"{row['uuid']} already exists.") from exc
         raise exception.Conflict(f"A device_profile with {column} {row[column]} already "
                                  "exists.") from exc
-    return {"uuid": row["uuid"], "name": name, "description": description, "groups": normal,
-            "created_at": row["created_at"], "updated_at": None}
+    return _view(row["uuid"], name, description, normal, row["created_at"], None)
 
 
 _COLUMNS = (_DP.c.uuid, _DP.c.name, _DP.c.description, _DP.c.profile_json, _DP.c.created_at,

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import datetime
 import json
-import uuid as uuidlib
 from typing import Any
 
 from oslo_db import exception as db_exc
 from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 
-from acceld import exception, reports, states
+from acceld import exception, reports, states, uuids
 from acceld.db import models as m
 from acceld.db.api import Database
 
@@ -83,7 +82,7 @@ def begin(db: Database, deployable_uuid: str, image_ref: str,
         with db.writer() as s:
             dep, dev = _target(s, deployable_uuid)
             _check_programmable(s, dep, dev)
-            op = _OP(uuid=str(uuidlib.uuid4()), deployable_uuid=dep.uuid,
+            op = _OP(uuid=uuids.random_uuid(), deployable_uuid=dep.uuid,
                      device_uuid=dev.uuid, host=dev.hostname, driver_name=dev.driver_name,
                      identity=dev.identity or "", image_ref=image_ref,
                      image_sha256=image_sha256.lower(), state=states.PROGRAM_QUEUED,
@@ -178,7 +177,4 @@ def touch(db: Database, op_uuid: str) -> None:
 
 
 def _is_uuid(value: str) -> bool:
-    try:
-        return str(uuidlib.UUID(value)) == value.lower()
-    except ValueError:
-        return False
+    return uuids.canonical(value) == value.lower()
