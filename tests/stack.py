@@ -6,8 +6,10 @@ transport is the in-process one that ``acceld serve`` uses.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from acceld import rpc
@@ -60,6 +62,18 @@ class Stack:
         server.start()
         self.agents[host], self._agent_servers[host] = mgr, server
         return mgr
+
+    @classmethod
+    @contextlib.contextmanager
+    def reported(cls, db: Database, **kwargs: Any) -> Iterator[Stack]:
+        """A stack (``kwargs`` as for the constructor) whose agents have reported once;
+        stopped afterwards."""
+        stack = cls(db, **kwargs)
+        try:
+            stack.report_all()
+            yield stack
+        finally:
+            stack.stop()
 
     def report_all(self) -> None:
         """One synchronous report from every agent (tests do not wait for loops)."""

@@ -191,10 +191,8 @@ def test_a_write_finished_by_another_process_is_in_the_next_read(db, monkeypatch
 
 @pytest.fixture
 def stack(db):
-    s = Stack(db, hosts=(HOST,), device_count=3)
-    s.report_all()
-    yield s
-    s.stop()
+    with Stack.reported(db, hosts=(HOST,), device_count=3) as s:
+        yield s
 
 
 def _get(stack, path, version="2.3"):

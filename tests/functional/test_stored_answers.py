@@ -22,10 +22,8 @@ from tests.stack import Stack
 
 @pytest.fixture
 def stack(db):
-    s = Stack(db, hosts=(HOST,), device_count=2)
-    s.report_all()
-    yield s
-    s.stop()
+    with Stack.reported(db, hosts=(HOST,), device_count=2) as s:
+        yield s
 
 
 @pytest.fixture

@@ -16,10 +16,8 @@ SERVICE = {"X-Service-Token": "x"}  # the caller's token (admin here) plus a ser
 
 @pytest.fixture
 def stack(db):
-    s = Stack(db, hosts=("host1",), device_count=4)
-    s.report_all()
-    yield s
-    s.stop()
+    with Stack.reported(db, hosts=("host1",), device_count=4) as s:
+        yield s
 
 
 def _call(stack, method, path, body=None, headers=None):
