@@ -31,6 +31,10 @@ class Base(DeclarativeBase):
     pass
 
 
+# driver_states.capabilities: room for every capability (tests/unit/test_reports.py)
+CAPABILITIES_LENGTH = 255
+
+
 class _Timestamps:
     created_at: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
     updated_at: Mapped[datetime.datetime | None] = mapped_column(DateTime, onupdate=utcnow)
@@ -86,7 +90,10 @@ class DriverState(_Timestamps, Base):
     # JSON: the driver's explanation of its last discovery (checks, expected/found,
     # skipped devices) and what it can do beyond discovery (host_work, program)
     explanation: Mapped[str | None] = mapped_column(Text)
-    capabilities: Mapped[str | None] = mapped_column(Text)
+    # the canonical JSON list of the driver's capabilities (a few names of a fixed set):
+    # VARCHAR, so a sorted read that selects it stays off an on-disk temporary table on
+    # MariaDB (migration 0006)
+    capabilities: Mapped[str | None] = mapped_column(String(CAPABILITIES_LENGTH))
 
 
 class Device(_Timestamps, Base):

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import tempfile
 
 import pytest
 
-from acceld import exception, reports
+from acceld import diff, exception, reports
 from acceld.agent.drivers.base import DriverContext
 from acceld.agent.drivers.fake import FakeDriver
+from acceld.db import models
 from tests import helpers
 
 
@@ -113,3 +115,16 @@ def test_invalid_v3_fields_are_rejected(mutate, where):
     mutate(data)
     with pytest.raises(exception.InvalidReport, match=where):
         reports.InventoryReport.from_dict(data)
+
+
+def test_every_capability_fits_the_stored_column():
+    # driver_states.capabilities is a VARCHAR (migration 0006): the stored form of a
+    # driver declaring every capability there is must fit it, and a capability added to
+    # reports.CAPABILITIES is checked here with the rest.
+    everything = reports.DriverReport(name="x", version="1", devices=(),
+                                      capabilities=tuple(reports.CAPABILITIES))
+    stored = diff.driver_fields(everything)["capabilities"]
+    assert set(json.loads(stored)) == set(reports.CAPABILITIES)
+    assert len(stored) <= models.CAPABILITIES_LENGTH
+    assert models.DriverState.__table__.c.capabilities.type.length \
+        == models.CAPABILITIES_LENGTH
