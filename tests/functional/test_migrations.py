@@ -14,6 +14,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from oslo_db import exception as db_exc
 from sqlalchemy import event, inspect, text
 
 from acceld.db import migration
@@ -118,3 +119,27 @@ def test_compare_detects_a_drift(db):
     diffs = _differences(db)
     assert [(d[0], d[2], d[3].name) for d in diffs if isinstance(d, tuple)] == [
         ("remove_column", "driver_states", "extra_col")]
+
+
+def test_capabilities_become_varchar_and_keep_their_rows(empty_db):
+    # 0006 turns driver_states.capabilities from TEXT into VARCHAR(255); a host's driver
+    # rows written before it (SQLite rebuilds the table in batch mode) come through as
+    # they were, and the unique (host, name) constraint with them.
+    migration.upgrade(empty_db, "0005")
+    with empty_db.writer() as s:
+        s.execute(text(
+            "INSERT INTO driver_states (host, name, version, state, device_count, "
+            "capabilities, created_at) VALUES ('h1', 'fake', '1.0', 'installed', 2, "
+            "'[\"host_work\",\"program\"]', CURRENT_TIMESTAMP)"))
+    migration.upgrade(empty_db)
+    column = next(c for c in inspect(empty_db.engine).get_columns("driver_states")
+                  if c["name"] == "capabilities")
+    assert getattr(column["type"], "length", None) == m.CAPABILITIES_LENGTH
+    with empty_db.reader() as s:
+        assert s.execute(text("SELECT host, name, device_count, capabilities "
+                              "FROM driver_states")).all() \
+            == [("h1", "fake", 2, '["host_work","program"]')]
+    with pytest.raises(db_exc.DBDuplicateEntry), empty_db.writer() as s:
+        s.execute(text(
+            "INSERT INTO driver_states (host, name, version, state, device_count, "
+            "created_at) VALUES ('h1', 'fake', '1.0', 'installed', 0, CURRENT_TIMESTAMP)"))
