@@ -3,9 +3,9 @@
 A bind reads its candidate handles with their driver's capabilities, sorted by handle id.
 On MariaDB a TEXT column in a sorted join sends the sort to an on-disk temporary table:
 that read took 0.52 ms against 0.23 ms with the column as VARCHAR (acceld_bench on
-MariaDB 10.11). The column holds the canonical JSON list of the
-capabilities a driver declared, from a fixed set (``acceld.reports.CAPABILITIES``), so it
-is short; ``tests/unit/test_reports.py`` checks that the whole set fits.
+MariaDB 10.11). The column holds the canonical JSON list of the capabilities a driver
+declared, from a fixed set (``acceld.reports.CAPABILITIES``), so it is short;
+``tests/unit/test_reports.py`` checks that the whole set fits.
 
 Revision ID: 0006
 Revises: 0005
