@@ -6,8 +6,9 @@ Hierarchy::
     ├── NotFound            (AcceleratorNotFound, ServiceNotFound, DriverNotFound,
     │                        ARQNotFound, NoFreeAttachHandle, ProgramNotFound)
     ├── Conflict            (DuplicateName, RevisionConflict, InvalidStateTransition,
-    │                        AlreadyAttached, AllocationsExist, NotReady, ARQBadState,
-    │                        ProgramInProgress, NotProgrammable, DeployableInUse)
+    │                        AlreadyAttached, AllocationsExist, NotReady, DeviceInUse,
+    │                        ARQBadState, DeviceNotUsable, ProgramInProgress,
+    │                        NotProgrammable, DeployableInUse)
     ├── InvalidInput        (InvalidReport)
     ├── Forbidden           (a hard rule policy cannot relax: the service-token gate)
     ├── NotResolved         (423: an instance's ARQs are not all resolved yet)
@@ -78,6 +79,14 @@ class NotReady(Conflict):
     code = "acceld.accelerator.not_ready"
 
 
+class DeviceInUse(Conflict):
+    """An instance or the host holds the device (a bound ARQ, a v1 attachment): taking it
+    out of service now (inactive, disabled, its driver removed) would pull it from under
+    the holder, who is named in the message."""
+
+    code = "acceld.device.in_use"
+
+
 class InvalidInput(AccelDError):
     code = "acceld.invalid_input"
 
@@ -109,6 +118,13 @@ class ARQBadState(Conflict):
     """An ARQ is not in a state the requested change may start from (Cyborg: 500)."""
 
     code = "acceld.arq.bad_state"
+
+
+class DeviceNotUsable(Conflict):
+    """A bind landed on a device that may not be given to a guest now (not ready,
+    disabled, failed), or whose attach handles Nova cannot attach."""
+
+    code = "acceld.arq.device_not_usable"
 
 
 class NoFreeAttachHandle(NotFound):

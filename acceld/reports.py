@@ -11,6 +11,8 @@ Schema versions (one line of history each; a test guards the list):
 * 3: adds per driver ``explanation`` (checks, expected/found, skipped devices) and
   ``capabilities`` (``host_work``: its handles need prepare/release at bind; ``program``),
   and per device ``health`` {status ok|degraded|failed, reasons}
+* 4: adds per attach handle an optional ``uuid`` (the driver names the handle: an MDEV
+  handle's uuid is its mdev's, which Nova uses) and the attach type ``MIG``
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ import jsonschema
 
 from acceld import exception, states
 
-SCHEMA_VERSIONS = (1, 2, 3)
+SCHEMA_VERSIONS = (1, 2, 3, 4)
 SCHEMA_VERSION = SCHEMA_VERSIONS[-1]
 
 _STR_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
+_UUID_PATTERN = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 _REASON = {"type": "string", "maxLength": 1000}
 
 # Device health as drivers report it (acceld.agent.drivers.base.HEALTH_STATES).
@@ -42,8 +45,9 @@ _HANDLE = {
     "type": "object",
     "required": ["attach_type", "attach_info"],
     "additionalProperties": False,
-    "properties": {"attach_type": {"type": "string", "enum": ["PCI", "MDEV", "TEST_PCI"]},
-                   "attach_info": _STR_MAP},
+    "properties": {"attach_type": {"type": "string", "enum": list(states.ATTACH_TYPES)},
+                   "attach_info": _STR_MAP,
+                   "uuid": {"type": "string", "pattern": _UUID_PATTERN}},
 }
 _DEPLOYABLE = {
     "type": "object",
@@ -136,6 +140,7 @@ def _frozen_map(value: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:
 class AttachHandle:
     attach_type: str
     attach_info: tuple[tuple[str, str], ...]
+    uuid: str | None = None         # the driver's name for it (None: derived by acceld)
 
     @property
     def info_key(self) -> str:
@@ -241,12 +246,17 @@ def _device_to_dict(dev: Device) -> dict[str, Any]:
         "deployables": [
             {"name": dep.name, "num_accelerators": dep.num_accelerators,
              "attributes": dict(dep.attributes),
-             "attach_handles": [{"attach_type": h.attach_type,
-                                 "attach_info": dict(h.attach_info)}
-                                for h in dep.attach_handles]}
+             "attach_handles": [_handle_to_dict(h) for h in dep.attach_handles]}
             for dep in dev.deployables],
         "health": {"status": dev.health, "reasons": list(dev.health_reasons)},
     }
+
+
+def _handle_to_dict(h: AttachHandle) -> dict[str, Any]:
+    out: dict[str, Any] = {"attach_type": h.attach_type, "attach_info": dict(h.attach_info)}
+    if h.uuid is not None:
+        out["uuid"] = h.uuid
+    return out
 
 
 def _driver_from_dict(d: Mapping[str, Any]) -> DriverReport:
@@ -275,7 +285,8 @@ def make_device(*, identity: str, type: str, vendor: str, model: str,
             Deployable(name=dep["name"], num_accelerators=dep["num_accelerators"],
                        attributes=_frozen_map(dep.get("attributes")),
                        attach_handles=tuple(
-                           AttachHandle(h["attach_type"], _frozen_map(h["attach_info"]))
+                           AttachHandle(h["attach_type"], _frozen_map(h["attach_info"]),
+                                        h.get("uuid"))
                            for h in dep.get("attach_handles", ())))
             for dep in deployables),
         health=health.get("status", states.HEALTH_OK),

@@ -48,6 +48,17 @@ HEALTH_FAILED = "failed"
 HEALTH_STATES = (HEALTH_OK, HEALTH_UNKNOWN, HEALTH_MISSING, HEALTH_DEGRADED, HEALTH_FAILED)
 USABLE_HEALTH = (HEALTH_OK, HEALTH_DEGRADED)
 
+# What a bind may hand over: a ready, enabled device whose health is usable.
+DEVICE_STATUS_ENABLED = "enabled"
+
+# Attach handle types (contract 1.4): ``PCI`` (a function passed through), ``MDEV`` (a
+# mediated device: a vGPU), ``TEST_PCI`` (upstream's fake) and ``MIG`` (an NVIDIA MIG
+# instance, which is neither). Nova 34's libvirt driver attaches PCI and MDEV handles to
+# a guest and skips the others with an INFO log, so a bind (always Nova's) refuses them:
+# a guest would boot without its device.
+ATTACH_TYPES = ("PCI", "MDEV", "TEST_PCI", "MIG")
+GUEST_ATTACH_TYPES = frozenset({"PCI", "MDEV"})
+
 DRIVER_INSTALLED = "installed"
 DRIVER_UNINSTALLED = "uninstalled"
 DRIVER_FAILED = "failed"

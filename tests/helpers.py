@@ -42,12 +42,13 @@ def outside_connection(db: Database) -> Iterator[sqlalchemy.Connection]:
 def make_qat_inventory(db: Database, handles: int, units: int = 1) -> tuple[str, str]:
     """Rows for one QAT-like device on host1 whose deployable has ``handles`` free PCI
     attach handles, and a device profile asking ``units`` of it. Returns (rp_uuid,
-    profile name). For tests of binding that do not need an agent."""
+    profile name). The device is ready (an operator readied it), so binds may take it.
+    For tests of binding that do not need an agent."""
     rp_uuid = str(uuidlib.uuid4())
     name = f"qat-{rp_uuid[:8]}"
     with db.writer() as s:
         dev = m.Device(uuid=str(uuidlib.uuid4()), name=f"dev-{rp_uuid[:8]}", hostname="host1",
-                       driver_name="fake", identity=rp_uuid, type="QAT")
+                       driver_name="fake", identity=rp_uuid, type="QAT", state="ready")
         s.add(dev)
         s.flush()
         cpid = m.ControlpathID(uuid=str(uuidlib.uuid4()), device_id=dev.id, cpid_type="PCI",

@@ -12,11 +12,14 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from acceld import rpc
+from sqlalchemy import select
+
+from acceld import rpc, states
 from acceld.agent.manager import AgentManager
 from acceld.api import deploy
 from acceld.cmd import wiring
 from acceld.conductor.manager import ConductorManager
+from acceld.db import models as m
 from acceld.db.api import Database
 from tests import helpers
 
@@ -79,6 +82,15 @@ class Stack:
         """One synchronous report from every agent (tests do not wait for loops)."""
         for agent in self.agents.values():
             assert agent.report_once()
+
+    def ready_all(self) -> None:
+        """An operator readies every reported device (its driver's install step runs on
+        its agent): a bind takes only ready devices."""
+        with self.db.reader() as s:
+            uuids = list(s.execute(select(m.Device.uuid).where(
+                m.Device.hostname.is_not(None), m.Device.state != states.READY)).scalars())
+        for uuid in uuids:
+            assert self.conductor.set_state(uuid, states.READY)["state"] == states.READY, uuid
 
     def start_agent_loops(self) -> None:
         for agent in self.agents.values():

@@ -30,7 +30,7 @@ from acceld.conductor.hostwork import AgentHostWork
 from acceld.conductor.placement_apply import PlacementSyncer
 from acceld.db import models as m
 from acceld.db.api import Database
-from acceld.objects import accelerators, inventory, services
+from acceld.objects import accelerators, holders, inventory, services
 from acceld.objects import placement as placement_objects
 from acceld.objects import program as program_objects
 from acceld.rpc import AgentClient
@@ -322,6 +322,8 @@ class ConductorManager:
 
     def driver_action(self, name: str, action: str, host: str | None) -> list[dict[str, Any]]:
         hosts = [host] if host else services.agent_hosts(self._db)
+        if action == "uninstall":
+            holders.refuse_driver_removal(self._db, name, hosts)
         results = []
         for h in hosts:
             try:

@@ -19,10 +19,7 @@ from sqlalchemy.orm import Session
 from acceld import exception, states
 from acceld.db import models as m
 from acceld.db.api import Database
-from acceld.objects import inventory
-
-# ARQ states that mean an instance holds (or is being given) the accelerator.
-_ALLOCATED_ARQ_STATES = ("BindStarted", "Bound")
+from acceld.objects import holders, inventory
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +59,7 @@ def _allocated_arqs():  # noqa: ANN202 - a SQLAlchemy select
                    m.ExtendedAcceleratorRequest.instance_uuid)
             .join(m.Deployable,
                   m.Deployable.id == m.ExtendedAcceleratorRequest.deployable_id)
-            .where(m.ExtendedAcceleratorRequest.state.in_(_ALLOCATED_ARQ_STATES)))
+            .where(m.ExtendedAcceleratorRequest.state.in_(holders.HOLDING_STATES)))
 
 
 def _allocations(s: Session, dev_ids: list[int]) -> dict[int, list[dict[str, str]]]:
@@ -109,8 +106,10 @@ def list_accelerators(db: Database, *, host: str | None = None, state: str | Non
         return _with_allocations(s, list(s.execute(q).scalars()))
 
 
-def _get(s: Session, uuid: str) -> m.Device:
-    dev = s.execute(select(m.Device).where(m.Device.uuid == uuid)).scalar_one_or_none()
+def _get(s: Session, uuid: str, *, lock: bool = False) -> m.Device:
+    """The device row (``lock``: locked for the transaction, ``acceld.objects.holders``)."""
+    q = select(m.Device).where(m.Device.uuid == uuid)
+    dev = s.execute(q.with_for_update() if lock else q).scalar_one_or_none()
     if dev is None:
         raise exception.AcceleratorNotFound(f"Accelerator {uuid} not found.")
     return dev
@@ -156,7 +155,7 @@ def begin_transition(db: Database, uuid: str, requested: str
                      ) -> tuple[dict[str, Any], Operation | None]:
     """Move towards ``requested`` (ready/inactive); returns the operation to run, if any."""
     with db.writer() as s:
-        dev = _get(s, uuid)
+        dev = _get(s, uuid, lock=requested == states.INACTIVE)
         try:
             transient = states.request_target(dev.state, requested)
         except ValueError as exc:
@@ -166,10 +165,8 @@ def begin_transition(db: Database, uuid: str, requested: str
             return to_dict(dev), None
         if dev.hostname is None:
             raise exception.NotReady(f"Accelerator {uuid} is not on any host yet.")
-        if requested == states.INACTIVE and dev.attached_to is not None:
-            raise exception.AlreadyAttached(
-                f"Accelerator {uuid} is attached to {dev.attach_type} {dev.attached_to}; "
-                "detach it first.")
+        if requested == states.INACTIVE:   # the uninstall would run under its holder
+            holders.refuse_if_held(s, dev, f"set accelerator {uuid} inactive")
         op_id = str(uuidlib.uuid4())
         res = s.execute(update(m.Device).where(
             m.Device.uuid == uuid,
@@ -267,7 +264,7 @@ def _check_no_allocations(s: Session, dev: m.Device) -> None:
     allocations = s.execute(select(func.count()).select_from(m.ExtendedAcceleratorRequest)
                             .where(m.ExtendedAcceleratorRequest.deployable_id.in_(dep_ids),
                                    m.ExtendedAcceleratorRequest.state.in_(
-                                       _ALLOCATED_ARQ_STATES))).scalar()
+                                       holders.HOLDING_STATES))).scalar()
     if allocations:
         raise exception.AllocationsExist(
             f"Accelerator {dev.uuid} has {allocations} allocation record(s) (bound "

@@ -49,6 +49,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     delete,
+    func,
     insert,
     literal_column,
     select,
@@ -65,6 +66,7 @@ _arq = m.ExtendedAcceleratorRequest.__table__
 _ah = m.AttachHandle.__table__
 _dp = m.DeviceProfile.__table__
 _dep = m.Deployable.__table__
+_dev = m.Device.__table__
 
 # Whether a handle needs host work (binding.HostWork.needs), asked with the bind's or the
 # unbind's own connection, or with the Database where the answer is read without one.
@@ -179,12 +181,23 @@ _INSERT_ONE_BY_ID = insert(_arq).values(
     device_profile_group_id=bindparam("group", type_=_arq.c.device_profile_group_id.type),
     created_at=bindparam("created_at", type_=_arq.c.created_at.type))
 
+# Whether the device may be handed to a guest (``states``): read with the candidates, and
+# read again under a shared lock of the device's row before a claim (see ``holders``).
+_DEVICE_COLUMNS = (_dev.c.id.label("device_id"), _dev.c.uuid.label("device_uuid"),
+                   _dev.c.state.label("device_state"), _dev.c.status.label("device_status"),
+                   _dev.c.health.label("device_health"))
+_USABLE = and_(_dev.c.state == st.READY, _dev.c.status == st.DEVICE_STATUS_ENABLED,
+               _dev.c.health.in_([literal_column(f"'{h}'") for h in st.USABLE_HEALTH]))
+_DEVICE_NOW = select(*_DEVICE_COLUMNS).where(_dev.c.id == bindparam("device_id"))
+_LOCK_DEVICE = _DEVICE_NOW.with_for_update(read=True)
+
 # The deployables behind an rp_uuid, each with its first few free handles after handle id
 # ``after`` (none: one NULL row) and the handles' target. A claim needs one handle; reading
 # every free one cost more than the rest of the bind.
 _CANDIDATES = 4
 _FREE_ROWS = (select(_dep.c.id.label("deployable_id"), _ah.c.id, _ah.c.uuid,
-                     _ah.c.attach_type, _ah.c.attach_info, *hostwork.TARGET_COLUMNS)
+                     _ah.c.attach_type, _ah.c.attach_info, *hostwork.TARGET_COLUMNS,
+                     *_DEVICE_COLUMNS)
               .select_from(hostwork.with_target(
                   _dep.outerjoin(_ah, and_(_ah.c.deployable_id == _dep.c.id,
                                            _ah.c.in_use.is_(False),
@@ -198,6 +211,9 @@ _FREE = _FREE_ROWS.add_columns(literal_column("NULL").label("taken"))
 _FREE_UNBOUND = {
     scoped: _FREE_ROWS.add_columns(
         _TAKEN[scoped].scalar_subquery().label("taken")) for scoped in (False, True)}
+# A bind never moves an ARQ to another project: ``owner`` (an admin's ``/project_id``)
+# only fills in the project of an ARQ that has none (rows from before projects were kept).
+_KEEP_OWNER = func.coalesce(_arq.c.project_id, bindparam("owner", type_=_arq.c.project_id.type))
 _TAKE = update(_ah).where(_ah.c.id == bindparam("handle_id"), _ah.c.in_use.is_(False)) \
     .values(in_use=True)
 # Initial/Unbound -> ``to_state``, recording where and for whom it binds and its handle.
@@ -206,7 +222,7 @@ _BEGIN = _scoped(update(_arq).where(_arq.c.uuid == bindparam("arq_uuid"),
                  .values(state=bindparam("to_state"), hostname=bindparam("to_hostname"),
                          device_rp_uuid=bindparam("to_rp_uuid"),
                          instance_uuid=bindparam("to_instance"),
-                         project_id=bindparam("owner"),
+                         project_id=_KEEP_OWNER,
                          attach_handle_id=bindparam("to_handle_id"),
                          deployable_id=bindparam("to_deployable_id")))
 _FINISH = update(_arq).where(_arq.c.uuid == bindparam("arq_uuid"),
@@ -215,18 +231,22 @@ _FINISH = update(_arq).where(_arq.c.uuid == bindparam("arq_uuid"),
     .values(state=st.ARQ_BOUND)
 
 # MySQL and MariaDB: a claim as one statement that changes both rows, committing by
-# itself (see :func:`bind`): the handle, still free, and the ARQ, still Initial/Unbound.
+# itself (see :func:`bind`): the handle, still free, and the ARQ, still Initial/Unbound,
+# of a device still usable (InnoDB reads the device's row of a multi-table UPDATE with a
+# shared lock, so a concurrent change of its state waits for the claim or the claim for
+# it: ``acceld.objects.holders``).
 # Every value is a parameter (``updated_at`` too: a Python-side default would take the
 # statement off the direct path).
 _TAKE_AND_BEGIN = _scoped(
     update(_ah).where(_ah.c.id == bindparam("handle_id"), _ah.c.in_use.is_(False),
                       _arq.c.uuid == bindparam("arq_uuid"),
-                      _state_in(st.ARQ_TRANSITIONS[st.ARQ_BIND_STARTED]))
+                      _state_in(st.ARQ_TRANSITIONS[st.ARQ_BIND_STARTED]),
+                      _dev.c.id == bindparam("device_id"), _USABLE)
     .values({_ah.c.in_use: True, _ah.c.updated_at: bindparam("now"),
              _arq.c.state: bindparam("to_state"), _arq.c.hostname: bindparam("to_hostname"),
              _arq.c.device_rp_uuid: bindparam("to_rp_uuid"),
              _arq.c.instance_uuid: bindparam("to_instance"),
-             _arq.c.project_id: bindparam("owner"),
+             _arq.c.project_id: _KEEP_OWNER,
              _arq.c.attach_handle_id: bindparam("handle_id"),
              _arq.c.deployable_id: bindparam("to_deployable_id"),
              _arq.c.updated_at: bindparam("now")}))
@@ -442,13 +462,40 @@ def _check_unbound(read: Reader, instance_uuids: list[str], project_id: str | No
         raise _hot_add(rows[0].instance_uuid)
 
 
+def _unusable(row: Any, rp_uuid: str, uuid: str) -> _ClaimFailed | None:
+    """Why the device of a candidate row (selected with :data:`_DEVICE_COLUMNS`) may not
+    be given to a guest now; None when it may."""
+    why = []
+    if row.device_state != st.READY:
+        why.append(f"is {row.device_state}, not {st.READY}")
+    if row.device_status != st.DEVICE_STATUS_ENABLED:
+        why.append(f"is disabled ({row.device_status})")
+    if row.device_health not in st.USABLE_HEALTH:
+        why.append(f"has health {row.device_health}")
+    if not why:
+        return None
+    return _ClaimFailed(exception.DeviceNotUsable(
+        f"Device {row.device_uuid} of resource provider {rp_uuid} {' and '.join(why)}: "
+        f"ARQ {uuid} cannot be bound to it."))
+
+
+def _not_for_guests(row: Any, rp_uuid: str, uuid: str) -> _ClaimFailed:
+    return _ClaimFailed(exception.DeviceNotUsable(
+        f"The attach handles of resource provider {rp_uuid} are of type "
+        f"{row.attach_type}, which Nova cannot attach to a guest (it attaches "
+        f"{' and '.join(sorted(st.GUEST_ATTACH_TYPES))}): ARQ {uuid} cannot be bound to it."))
+
+
 def _candidates(read: Reader, rp_uuid: str, uuid: str, unbound_instances: Collection[str],
-                project_id: str | None) -> Iterator[Any]:
+                project_id: str | None,
+                lock: Callable[[int], Any] | None = None) -> Iterator[Any]:
     """The free handles (with the deployable id and their target) of the one deployable
     whose ``rp_uuid`` is ``rp_uuid``, a few at a time in handle id order: after the
-    first few, the next few after them (a racing bind may take any). No such deployable:
+    first few, the next few after them (a racing bind may take any). No such deployable,
+    a device that may not go to a guest (:func:`_unusable`) or handles Nova cannot attach:
     :class:`_ClaimFailed`. ``unbound_instances`` are checked first (see :func:`bind`), by
-    the same statement."""
+    the same statement. ``lock(device_id)``, where given, reads the device again under a
+    shared lock held to the end of the transaction, and that read decides."""
     scoped = project_id is not None
     params = {"rp_uuid": rp_uuid, "after": 0}
     if unbound_instances:
@@ -463,6 +510,11 @@ def _candidates(read: Reader, rp_uuid: str, uuid: str, unbound_instances: Collec
     if len({row.deployable_id for row in rows}) != 1:
         raise _ClaimFailed(exception.NotFound(
             f"No deployable with rp_uuid {rp_uuid} for ARQ {uuid}."))
+    refusal = _unusable(lock(rows[0].device_id) if lock else rows[0], rp_uuid, uuid)
+    if refusal is not None:
+        raise refusal
+    if rows[0].id is not None and rows[0].attach_type not in st.GUEST_ATTACH_TYPES:
+        raise _not_for_guests(rows[0], rp_uuid, uuid)
     while rows and rows[0].id is not None:
         yield from rows
         params["after"] = rows[-1].id
@@ -484,7 +536,12 @@ def _claim(conn: Connection, rp_uuid: str, uuid: str, unbound_instances: Collect
     def read(stmt: Executable, params: dict[str, Any]) -> Sequence[Any]:
         return conn.execute(stmt, params).all()
 
-    for row in _candidates(read, rp_uuid, uuid, unbound_instances, project_id):
+    def lock(device_id: int) -> Any:
+        return conn.execute(_LOCK_DEVICE, {"device_id": device_id}).one()
+
+    # SQLite runs one writing transaction at a time (BEGIN IMMEDIATE): no lock to take
+    locking = lock if conn.dialect.name != "sqlite" else None
+    for row in _candidates(read, rp_uuid, uuid, unbound_instances, project_id, locking):
         if conn.execute(_TAKE, {"handle_id": row.id}).rowcount == 1:
             return row
     raise _no_free_handle(rp_uuid, uuid)
@@ -558,7 +615,8 @@ def _bind_by_one_statement(db: Database, binding: dict[str, Any], project_id: st
     :data:`_TAKE_AND_BEGIN`, which takes the handle (free -> in use) and moves the ARQ,
     both or neither, committing by itself. When it changes nothing, the ARQ's state says why: not
     bindable (any more), which is the error with nothing changed; or bindable, so the
-    handle went to a racing bind and the next candidate is tried. Two statements for a
+    handle went to a racing bind, or the device was taken out of service (BindFailed),
+    and otherwise the next candidate is tried. Two statements for a
     bind instead of a transaction's four round trips."""
     uuid, rp_uuid = binding["arq_uuid"], binding["to_rp_uuid"]
     take = _TAKE_AND_BEGIN[project_id is not None]
@@ -568,12 +626,17 @@ def _bind_by_one_statement(db: Database, binding: dict[str, Any], project_id: st
             bound = not needs_host_work(db, info)
             if db.write_one(take, _params(project_id, **binding, handle_id=row.id,
                                           to_deployable_id=row.deployable_id,
+                                          device_id=row.device_id,
                                           to_state=st.ARQ_BOUND if bound
                                           else st.ARQ_BIND_STARTED, now=m.utcnow())):
                 return info, bound
             state = _state_now(db, uuid, project_id)
             if state not in st.ARQ_TRANSITIONS[st.ARQ_BIND_STARTED]:
                 raise _state_error(uuid, state, st.ARQ_BIND_STARTED)
+            refusal = _unusable(db.read(_DEVICE_NOW, {"device_id": row.device_id})[0],
+                                rp_uuid, uuid)
+            if refusal is not None:     # taken out of service since the read
+                raise refusal
         raise _no_free_handle(rp_uuid, uuid)
     except _ClaimFailed as failed:
         failure = failed.error

@@ -279,7 +279,7 @@ def _add_handles(s: Session, added: list[tuple[int, int, reports.AttachHandle]])
         return
     uuids = _dep_uuids(s, {a[0] for a in added})
     s.execute(insert(m.AttachHandle), [
-        dict(uuid=identity.attach_handle_uuid(uuids[dep_id], h.info_key),
+        dict(uuid=h.uuid or identity.attach_handle_uuid(uuids[dep_id], h.info_key),
              deployable_id=dep_id, cpid_id=cpid_id, in_use=False,
              attach_type=h.attach_type, attach_info=h.info_key, created_at=m.utcnow())
         for dep_id, cpid_id, h in added])

@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 from acceld import exception, reports, states, uuids
 from acceld.db import models as m
 from acceld.db.api import Database
+from acceld.objects import holders
 
 _OP = m.ProgramOperation
 
@@ -48,16 +49,20 @@ def agent_op(op: dict[str, Any] | m.ProgramOperation) -> dict[str, Any]:
             "image_ref": row["image_ref"], "image_sha256": row["image_sha256"]}
 
 
-def _target(s: Session, deployable_uuid: str) -> tuple[m.Deployable, m.Device]:
-    row = s.execute(select(m.Deployable, m.Device)
-                    .join(m.Device, m.Device.id == m.Deployable.device_id)
-                    .where(m.Deployable.uuid == deployable_uuid)).one_or_none()
+def _target(s: Session, deployable_uuid: str, *,
+            lock: bool = False) -> tuple[m.Deployable, m.Device]:
+    """The deployable and its device (``lock``: their rows locked for the transaction,
+    as ``acceld.objects.holders`` asks of whoever checks the holders)."""
+    q = (select(m.Deployable, m.Device).join(m.Device, m.Device.id == m.Deployable.device_id)
+         .where(m.Deployable.uuid == deployable_uuid))
+    row = s.execute(q.with_for_update() if lock else q).one_or_none()
     if row is None:
         raise exception.NotFound(f"Deployable {deployable_uuid} could not be found.")
     return row[0], row[1]
 
 
-def _check_programmable(s: Session, dep: m.Deployable, dev: m.Device) -> None:
+def _check_programmable(s: Session, dep: m.Deployable, dev: m.Device,
+                        for_arq: str | None = None) -> None:
     if dev.hostname is None or dev.driver_name is None:
         raise exception.NotProgrammable(f"Deployable {dep.uuid} is on no host.")
     caps = s.execute(select(m.DriverState.capabilities).where(
@@ -66,13 +71,11 @@ def _check_programmable(s: Session, dep: m.Deployable, dev: m.Device) -> None:
         raise exception.NotProgrammable(
             f"Deployable {dep.uuid} cannot be programmed: driver {dev.driver_name} on "
             f"{dev.hostname} does not program devices.")
-    in_use = s.execute(select(func.count()).select_from(m.AttachHandle).where(
-        m.AttachHandle.deployable_id == dep.id, m.AttachHandle.in_use.is_(True))).scalar()
-    if in_use or dev.attached_to is not None:
+    found = holders.holders(s, dev, except_arq=for_arq)
+    if found:
         raise exception.DeployableInUse(
-            f"Deployable {dep.uuid} is in use ({in_use} attach handle(s) held"
-            f"{', device attached' if dev.attached_to else ''}); release it before "
-            "programming.")
+            f"Deployable {dep.uuid} is in use (held by {'; '.join(found)}); release it "
+            "before programming.")
 
 
 def begin(db: Database, deployable_uuid: str, image_ref: str,
@@ -80,7 +83,7 @@ def begin(db: Database, deployable_uuid: str, image_ref: str,
     """Queue a program operation; returns it with what the agent needs (``agent_op``)."""
     try:
         with db.writer() as s:
-            dep, dev = _target(s, deployable_uuid)
+            dep, dev = _target(s, deployable_uuid, lock=True)
             _check_programmable(s, dep, dev)
             op = _OP(uuid=uuids.random_uuid(), deployable_uuid=dep.uuid,
                      device_uuid=dev.uuid, host=dev.hostname, driver_name=dev.driver_name,

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from acceld import exception
 from acceld.db import models as m
 from acceld.db.api import Database
+from acceld.objects import holders
 
 DEVICE_STATUSES = ("enabled", "maintaining")
 
@@ -82,15 +83,16 @@ def get_device(db: Database, uuid: str) -> dict[str, Any]:
 
 def set_device_status(db: Database, uuid: str, status: str) -> str:
     """Sets a reported device's ``status``; returns its host (whose Placement inventory
-    should now be synced: ``reserved`` follows the status)."""
+    should now be synced: ``reserved`` follows the status). Disabling a device that an
+    instance or the host holds is DeviceInUse."""
     if status not in DEVICE_STATUSES:
         raise exception.InvalidInput(f"status must be one of {DEVICE_STATUSES}")
     with db.writer() as s:
-        # No UPDATE ... RETURNING: MariaDB lacks it.
-        if s.execute(update(m.Device).where(m.Device.uuid == uuid, _REPORTED)
-                     .values(status=status)).rowcount == 0:
-            raise exception.NotFound(f"Device {uuid} could not be found.")
-        return s.execute(select(m.Device.hostname).where(m.Device.uuid == uuid)).scalar_one()
+        dev = holders.lock_device(s, uuid, _REPORTED)
+        if status != "enabled":     # maintenance takes it from whoever holds it
+            holders.refuse_if_held(s, dev, f"disable device {uuid}")
+        s.execute(update(m.Device).where(m.Device.id == dev.id).values(status=status))
+        return dev.hostname
 
 
 # -- deployables ------------------------------------------------------------------------------

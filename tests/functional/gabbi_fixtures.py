@@ -17,6 +17,7 @@ Fixtures (name them under ``fixtures:`` in a YAML file, StackFixture first):
 * :class:`AllocationFixture`: one device profile and one ``Bound`` accelerator request on
   the deployable of ``host2-fake-gpu-0``; exports ``ACCELD_ALLOCATED_UUID`` (that
   accelerator) and ``ACCELD_ALLOCATED_INSTANCE`` (the request's instance).
+* :class:`ReadyFixture`: an operator readied every device (a bind takes only ready ones).
 * :class:`DeployableRPFixture`: exports the Placement resource provider uuid of every
   reported deployable as ``ACCELD_<HOST>_<TYPE>_RP`` (``ACCELD_HOST1_QAT_RP``: the fake QAT
   deployable on host1, four PCI attach handles; ``ACCELD_HOST1_GPU_RP``: one handle).
@@ -231,6 +232,16 @@ class AllocationFixture(_EnvFixture):
 
     def stop_fixture(self) -> None:
         self.restore_env()
+
+
+class ReadyFixture(fixture.GabbiFixture):
+    """An operator readied every reported device (binds take only ready devices)."""
+
+    def start_fixture(self) -> None:
+        _stack().ready_all()
+
+    def stop_fixture(self) -> None:
+        pass
 
 
 class DeployableRPFixture(_EnvFixture):

@@ -153,7 +153,7 @@ def test_attach_compare_and_swap(db, devices):
     assert acc.attachment(db, uuid) == ("instance", "vm-1", HOST)
     with pytest.raises(exception.AlreadyAttached, match="vm-1"):
         acc.attach(db, uuid, "instance", "vm-2")
-    with pytest.raises(exception.AlreadyAttached):
+    with pytest.raises(exception.DeviceInUse, match=r"held by instance vm-1 \(attached\)"):
         acc.begin_transition(db, uuid, states.INACTIVE)              # detach first
     acc.detach(db, uuid)
     assert acc.attachment(db, uuid) == (None, None, HOST)

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.parametrize(
     "backend", [b for b in BACKENDS if b.values[0] == "mysql"])
 
 PROJECT = "proj1"
-_TAKE_SQL = "UPDATE attach_handles, extended_accelerator_requests SET"
+_TAKE_SQL = "UPDATE attach_handles, extended_accelerator_requests, devices SET"
 _UNBIND_SQL = "UPDATE extended_accelerator_requests, attach_handles SET"
 
 

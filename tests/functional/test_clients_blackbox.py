@@ -20,7 +20,7 @@ import openstack
 import pytest
 from openstack import exceptions as sdk_exc
 
-from tests.functional.test_serve_e2e import _get, served  # noqa: F401 - fixture
+from tests.functional.test_serve_e2e import _cli, _get, served  # noqa: F401 - fixture
 
 OPENSTACK = shutil.which("openstack", path=os.path.dirname(sys.executable))
 QAT_GROUP = {"resources:CUSTOM_QAT": "2", "trait:CUSTOM_QAT_FAKE_4XXX": "required"}
@@ -210,6 +210,9 @@ def test_nova_cyborg_client_boot_rebuild_evacuate_and_delete_flow(served):  # no
                   if {"rc": "CUSTOM_QAT"} in json.loads(d["attributes_list"]))
     group = {"resources:CUSTOM_QAT": "1", "trait:CUSTOM_QAT_FAKE_4XXX": "required"}
     _connect(url).accelerator.create_device_profile(name="nova-qat", groups=[group])
+    # The operator readies the QAT card (only ready devices are bound).
+    qat = next(a for a in _cli(url, "accelerator", "list") if a["device_type"] == "QAT")
+    assert _cli(url, "accelerator", "set-ready", qat["uuid"])["state"] == "ready"
     client = _nova_cyborg_client(url, with_service_token=True)
 
     # API: the flavor's accel:device_profile becomes Placement request groups.

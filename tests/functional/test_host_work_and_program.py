@@ -199,6 +199,7 @@ def test_bind_and_unbind_run_the_drivers_host_work(make_stack, use_driver):
     use_driver(HostWorkFake)
     stack = make_stack()
     stack.report_all()
+    stack.ready_all()
     [driver] = _api(stack, "GET", "/v1/drivers?long=true").json["drivers"]
     assert driver["capabilities"] == ["host_work", "program"]
     uuid, fields = _arq_for(stack, "QAT", "CUSTOM_QAT")
@@ -221,6 +222,7 @@ def test_an_api_unbind_asks_the_conductor_only_for_host_work(make_stack, use_dri
         use_driver(HostWorkFake)
     stack = make_stack()
     stack.report_all()
+    stack.ready_all()
     asked: list[list[str]] = []
     unbind = rpc.ConductorClient.arq_unbind
 
@@ -255,6 +257,7 @@ def test_deleting_bound_arqs_releases_their_handles_on_the_host(make_stack, use_
     use_driver(HostWorkFake)
     stack = make_stack()
     stack.report_all()
+    stack.ready_all()
     uuid, fields = _arq_for(stack, "QAT", "CUSTOM_QAT")
     stack.conductor.arq_bind({uuid: fields}, None)
     info = _arq(stack, uuid)["attach_handle_info"]
@@ -273,6 +276,7 @@ def test_a_failed_prepare_fails_the_bind_and_frees_the_handle(make_stack, use_dr
     use_driver(HostWorkFake)
     stack = make_stack()
     stack.report_all()
+    stack.ready_all()
     HostWorkFake.fail_prepare = True
     uuid, fields = _arq_for(stack, "QAT", "CUSTOM_QAT")
     with pytest.raises(exception.OperationFailed, match="no room for"):
@@ -289,6 +293,7 @@ def test_mdev_handles_always_go_to_the_agent(make_stack, use_driver):
     use_driver(MdevFake)
     stack = make_stack()
     stack.report_all()
+    stack.ready_all()
     stack._agent_servers[HOST].stop()           # the agent stops answering
     mdev, mdev_fields = _arq_for(stack, "QAT", "CUSTOM_QAT")
     with pytest.raises(exception.HostUnreachable):

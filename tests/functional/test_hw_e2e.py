@@ -148,6 +148,7 @@ class _Hw:
         return out
 
     def bind(self, rp_uuid: str, rc: str) -> dict[str, Any]:
+        self.stack.ready_all()
         name = f"p-{uuidlib.uuid4().hex[:6]}"
         device_profiles.create(self.stack.db, name, [{f"resources:{rc}": "1"}])
         [arq] = arqs.create(self.stack.db, name, PROJECT)

@@ -14,13 +14,15 @@ import pytest
 from sqlalchemy import select, update
 
 from acceld import exception, reports, states
+from acceld.conductor.binding import Binder
 from acceld.db import models as m
 from acceld.db.api import Database
-from acceld.objects import hostwork
+from acceld.objects import arqs, hostwork
 from acceld.objects import program as program_objects
 from tests import helpers
 
 SHA = "ab" * 32
+VM = "5d1c1b7e-3f1f-4d5e-8c4a-2a9b8c7d6e5f"
 
 
 def _programmable(db: Database, capabilities: list[str]) -> str:
@@ -32,6 +34,18 @@ def _programmable(db: Database, capabilities: list[str]) -> str:
                             device_count=1, capabilities=json.dumps(capabilities)))
         return s.execute(select(m.Deployable.uuid).where(m.Deployable.rp_uuid == rp_uuid)
                          ).scalar_one()
+
+
+def _bound_arq(db: Database, dep_uuid: str) -> str:
+    """An ARQ of instance VM bound to the deployable (through the real bind)."""
+    with db.reader() as s:
+        rp_uuid = s.execute(select(m.Deployable.rp_uuid).where(m.Deployable.uuid == dep_uuid)
+                            ).scalar_one()
+        profile = s.execute(select(m.DeviceProfile.name)).scalars().first()
+    [arq] = arqs.create(db, profile, "p1")
+    Binder(db).bind({arq["uuid"]: {"hostname": "host1", "device_rp_uuid": rp_uuid,
+                                   "instance_uuid": VM, "project_id": None}}, None)
+    return arq["uuid"]
 
 
 def test_one_operation_at_a_time_per_deployable(db):
@@ -82,8 +96,9 @@ def test_refusals_name_the_reason(db):
         program_objects.begin(db, dep, "/img/a.gbs", SHA)
     with db.writer() as s:
         s.execute(update(m.DriverState).values(capabilities=json.dumps(["program"])))
-        s.execute(update(m.AttachHandle).values(in_use=True))
-    with pytest.raises(exception.DeployableInUse, match="2 attach handle"):
+    arq = _bound_arq(db, dep)
+    with pytest.raises(exception.DeployableInUse,
+                       match=f"held by accelerator request {arq} \\(Bound, instance {VM}\\)"):
         program_objects.begin(db, dep, "/img/a.gbs", SHA)
     with pytest.raises(exception.NotFound):
         program_objects.begin(db, "0b7f3e2c-6a3a-4f59-9f0c-1d2e3f405060", "/i", SHA)

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 import webob
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from acceld import exception, rpc
 from acceld.agent import programming
@@ -206,6 +206,9 @@ def _vgpu_host(world: World) -> Path:
 
 
 def _bind(world: World, rp_uuid: str) -> tuple[str, dict[str, Any]]:
+    with world.db.writer() as s:    # the operator readied the host's devices
+        s.execute(update(m.Device).where(m.Device.hostname == world.host)
+                  .values(state="ready"))
     name = f"p-{uuidlib.uuid4().hex[:6]}"
     device_profiles.create(world.db, name, [{"resources:VGPU": "1"}])
     [arq] = arqs.create(world.db, name, "proj1")

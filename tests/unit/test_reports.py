@@ -24,7 +24,7 @@ def _fake_report(host: str = "h1", count: int = 4, seq: int = 1) -> reports.Inve
 
 def test_schema_versions_are_guarded():
     # Adding a version means adding a line to the module docstring's history too.
-    assert reports.SCHEMA_VERSIONS == (1, 2, 3)
+    assert reports.SCHEMA_VERSIONS == (1, 2, 3, 4)
     for version in reports.SCHEMA_VERSIONS:
         assert f"* {version}:" in reports.__doc__
 
@@ -126,3 +126,17 @@ def test_every_capability_fits_the_stored_column():
     stored = diff.driver_fields(everything)["capabilities"]
     assert set(json.loads(stored)) == set(reports.CAPABILITIES)
     assert len(stored) <= models.CAPABILITIES_LENGTH
+
+
+def test_a_handle_named_by_its_driver_keeps_its_uuid_on_the_wire():
+    device = reports.make_device(
+        identity="0000:3b:00.0", type="GPU", vendor="10de", model="2236",
+        controlpath={"type": "PCI", "info": {}},
+        deployables=[{"name": "d", "num_accelerators": 1, "attributes": {},
+                      "attach_handles": [{"attach_type": "MDEV", "attach_info": {"a": "b"},
+                                          "uuid": "4b20d080-1b54-4048-85b3-a6a62d165c01"}]}])
+    report = reports.InventoryReport(host="h1", epoch="e1", seq=1, drivers=(
+        reports.DriverReport(name="nvidia_gpu", version="1", devices=(device,)),))
+    again = reports.InventoryReport.from_dict(report.to_dict())
+    handle = again.drivers[0].devices[0].deployables[0].attach_handles[0]
+    assert handle.uuid == "4b20d080-1b54-4048-85b3-a6a62d165c01"

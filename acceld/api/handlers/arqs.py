@@ -54,7 +54,7 @@ def _require_service_token(req: webob.Request) -> None:
 
 
 def parse_ops(uuid: str, ops: list[dict[str, Any]], version: microversion.Version,
-              is_admin: bool, project_id: str | None) -> dict[str, str] | None:
+              is_admin: bool) -> dict[str, str | None] | None:
     """One ARQ's patch (already schema-valid), checked in Cyborg's order: the bind fields
     (an add), or None (a remove = unbind). Raises HTTPError 400/406/403."""
     kinds = {op["op"] for op in ops}
@@ -78,7 +78,9 @@ def parse_ops(uuid: str, ops: list[dict[str, Any]], version: microversion.Versio
     fields = {f: values[f] for f in BIND_FIELDS}
     fields["instance_uuid"] = util.canonical_uuid(fields["instance_uuid"])
     fields["device_rp_uuid"] = util.canonical_uuid(fields["device_rp_uuid"])
-    fields["project_id"] = values.get("project_id") or project_id
+    # A bind never changes an ARQ's project (the binder may be an admin of another
+    # project, e.g. Nova's evacuate): /project_id only fills in a missing one.
+    fields["project_id"] = values.get("project_id")
     return fields
 
 
@@ -125,7 +127,7 @@ def update_arqs(req: webob.Request, uuid: str | None = None) -> util.Reply:
     body = util.json_body(req, schema.ARQ_PATCH)
     ctx = req.environ["acceld.context"]
     version = microversion.of(req.environ)
-    patch = {util.canonical_uuid(u): parse_ops(u, ops, version, ctx.is_admin, ctx.project_id)
+    patch = {util.canonical_uuid(u): parse_ops(u, ops, version, ctx.is_admin)
              for u, ops in body.items()}
     binds = {u: f for u, f in patch.items() if f is not None}
     if binds and len(binds) != len(patch):
