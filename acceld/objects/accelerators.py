@@ -238,6 +238,14 @@ def attach(db: Database, uuid: str, attach_type: str, target: str) -> dict[str, 
             raise exception.NotReady(
                 f"Accelerator {uuid} is {dev.state} (health {dev.health}); only a ready, "
                 "healthy accelerator can be attached.")
+        if attach_type == "instance":
+            kinds = set(s.execute(select(m.AttachHandle.attach_type).distinct()
+                                  .where(_device_handles(dev.id))).scalars())
+            if kinds - states.GUEST_ATTACH_TYPES:
+                raise exception.DeviceNotUsable(
+                    f"Accelerator {uuid} offers attach handles of type "
+                    f"{', '.join(sorted(kinds - states.GUEST_ATTACH_TYPES))}, which no "
+                    "hypervisor attaches to an instance; attach it to a host.")
         total = s.execute(select(func.count()).select_from(m.AttachHandle)
                           .where(_device_handles(dev.id))).scalar()
         claimed = s.execute(update(m.AttachHandle)

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 import webob
 
+from acceld import exception
 from acceld.agent.drivers import registry
 from acceld.agent.drivers.fpga import FpgaDriver, function_trait
 from acceld.db import migration
@@ -224,11 +225,11 @@ def test_binds_show_the_attach_handles_and_do_the_host_work(hw):
     hw.stack.conductor.arq_unbind([arq["uuid"]], None)
     assert hw.kernel.driver_of(vf) == "iavf"               # release gave it back
 
+    # A raw MIG instance is no device a hypervisor attaches: the bind (always Nova's)
+    # fails with the reason instead of giving Nova a handle it would skip.
     mig_dep = next(d for n, d in deps.items() if n.endswith("_mig_19"))
-    arq = hw.bind(mig_dep["rp_uuid"], "CUSTOM_NVIDIA_MIG_1G_10GB")
-    assert arq["state"] == "Bound" and arq["attach_handle_type"] == "MDEV"
-    assert arq["attach_handle_info"]["parent"] == GPU_B
-    assert arq["attach_handle_info"]["mig_uuid"].startswith("MIG-")
+    with pytest.raises(exception.DeviceNotUsable, match="of type MIG, which Nova cannot"):
+        hw.bind(mig_dep["rp_uuid"], "CUSTOM_NVIDIA_MIG_1G_10GB")
     assert hw.stack.agents[hw.host].journal.inflight() == []
 
 
@@ -248,6 +249,21 @@ def test_host_attach_and_detach_move_the_device_between_drivers(hw):
     resp = hw.api("PUT", f"{path}/state", {"state": "inactive"})
     assert resp.json["state"] == "inactive", resp.text
     assert hw.kernel.driver_of(FPGA) == "dfl-pci"          # uninstall restores it
+
+
+def test_a_mig_gpu_goes_to_a_host_never_to_an_instance(hw):
+    gpu = next(a for a in hw.get(f"/v1/accelerators?host={hw.host}")["accelerator"]
+               if a["device_type"] == "GPU" and a["name"].endswith(GPU_B))
+    path = f"/v1/accelerators/{gpu['uuid']}"
+    assert hw.api("PUT", f"{path}/state", {"state": "ready"}).json["state"] == "ready"
+    resp = hw.api("PUT", path, {"instance_uuid": str(uuidlib.uuid4())})
+    assert resp.status_int == 409
+    assert resp.json["errors"][0]["detail"].endswith(
+        "offers attach handles of type MIG, which no hypervisor attaches to an instance; "
+        "attach it to a host.")
+    resp = hw.api("PUT", path, {"host": hw.host})
+    assert resp.status_int == 200 and resp.json["attached_to"] == {"type": "host",
+                                                                   "id": hw.host}
 
 
 def test_a_failing_host_detach_keeps_the_device_attached(hw):

@@ -258,7 +258,7 @@ def test_agent_killed_in_the_middle_of_a_prepare(world):
     assert "error" not in bind["outcome"], bind["outcome"]
     arq = arqs.get(world.db, again, project_id=None)
     assert arq["state"] == "Bound"
-    assert _mdevs(world) == [arq["attach_handle_info"]["uuid"]]
+    assert _mdevs(world) == [arq["attach_handle_uuid"]]      # the mdev Nova will find
 
 
 # -- a program -----------------------------------------------------------------------------

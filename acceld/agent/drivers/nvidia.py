@@ -7,14 +7,25 @@ whose identity is its normalised PCI address and which carries exactly one kind 
 deployable, chosen in this order:
 
 1. vGPU, when ``[nvidia_driver] vgpu_types`` enables a type the GPU can create: one
-   ``VGPU`` deployable per type. The layout is probed per GPU: the legacy mdev layout
-   (``mdev_supported_types`` on the PF or its VFs) gives MDEV handles
-   ``{parent, type, uuid}`` whose UUID is derived from host, parent, type and slot, so
-   it is the same on every discovery and after a crash; NVIDIA's vendor-specific VFIO
-   framework (``nvidia/creatable_vgpu_types`` on each VF, no mdev) gives PCI handles of
-   the VFs plus ``vgpu_type``, because the guest gets the VF itself.
+   ``VGPU`` deployable per type. The layout is probed per GPU:
+
+   * the legacy mdev layout (``mdev_supported_types`` on the PF or its VFs) gives one
+     MDEV handle per slot, in the form Nova 34's libvirt driver reads: the parent's PCI
+     address (``domain``, ``bus``, ``device``, ``function``), ``asked_type`` (the mdev
+     type) and ``vgpu_mark`` (``<type>_<slot>``, which keeps the slots of one parent
+     apart). The handle's uuid is the mdev's UUID, derived from host, parent, type and
+     slot, so it is the same on every discovery and after a crash; Nova uses it as the
+     mdev's UUID (``attach_handle_uuid``). The agent creates the mdev at bind (a bind
+     that finds no free vGPU fails there, not at the guest's spawn) and removes it at
+     unbind; Nova finds it by that UUID and creates it itself, with the same UUID, only
+     where a host reboot lost it.
+   * NVIDIA's vendor-specific VFIO framework (``nvidia/creatable_vgpu_types`` on each
+     VF, no mdev) gives PCI handles of the VFs plus ``vgpu_type``: the guest gets the
+     VF itself (prepare sets its vGPU type).
 2. MIG, when MIG mode is on: one ``CUSTOM_NVIDIA_MIG_<PROFILE>`` deployable per GPU
-   instance profile, one MDEV-typed handle per MIG device keyed by its MIG UUID.
+   instance profile, one ``MIG`` handle per MIG device keyed by its MIG UUID. A MIG
+   instance is not an mdev and no hypervisor attaches it: it is for the host (v1 host
+   attach); a bind refuses it, and guests get MIG through MIG-backed vGPU types (1).
 3. Otherwise the whole GPU: resource class ``PGPU`` with one PCI handle.
 
 A GPU whose MIG mode change waits for a reset is skipped (and flagged in health) until
@@ -311,7 +322,7 @@ class NvidiaDriver(BaseDriver):
             traits = self._base_traits(gpu)
             if profile_id >= 0:
                 traits.append(f"CUSTOM_NVIDIA_MIG_PROFILE_{profile_id}")
-            handles = [{"attach_type": "MDEV",
+            handles = [{"attach_type": "MIG",
                         "attach_info": {"parent": gpu.address, "mig_uuid": m.uuid}}
                        for m in sorted(members, key=lambda m: m.uuid)]
             suffix = str(profile_id) if profile_id >= 0 else "unknown"
@@ -358,21 +369,23 @@ class NvidiaDriver(BaseDriver):
                 type_id = vgpu_type_id(type_name)
                 if type_id not in enabled:
                     continue
-                for uuid in self._mdev_slots(parent.address, type_name,
-                                             mtype.available_instances or 0):
-                    out.setdefault(type_id, []).append({"attach_type": "MDEV", "attach_info": {
-                        "parent": parent.address, "type": type_name, "uuid": uuid}})
+                for slot, uuid in self._mdev_slots(parent.address, type_name,
+                                                   mtype.available_instances or 0):
+                    out.setdefault(type_id, []).append({
+                        "attach_type": "MDEV", "uuid": uuid,
+                        "attach_info": mdev_attach_info(parent.address, type_name, slot)})
         return out
 
-    def _mdev_slots(self, parent: str, type_name: str, available: int) -> list[str]:
-        """The UUIDs of the slots to offer: every existing mdev of ours (so a handle in
-        use never disappears) plus as many unused slots as the kernel has free."""
+    def _mdev_slots(self, parent: str, type_name: str,
+                    available: int) -> list[tuple[int, str]]:
+        """(slot, mdev UUID) of the slots to offer: every existing mdev of ours (so a
+        handle in use never disappears) plus as many unused slots as the kernel has
+        free."""
         existing = set(self._sysfs.mdev_devices(parent, type_name))
-        candidates = [self._mdev_uuid(parent, type_name, slot)
+        candidates = [(slot, self._mdev_uuid(parent, type_name, slot))
                       for slot in range(max(0, available) + len(existing))]
-        ours = [u for u in candidates if u in existing]
-        unused = [u for u in candidates if u not in existing][:max(0, available)]
-        return [u for u in candidates if u in ours or u in unused]
+        unused = [c for c in candidates if c[1] not in existing][:max(0, available)]
+        return [c for c in candidates if c[1] in existing or c in unused]
 
     def _vf_handles(self, vfs: list[PciDevice],
                     enabled: set[int]) -> dict[int, list[dict[str, Any]]]:
@@ -399,12 +412,10 @@ class NvidiaDriver(BaseDriver):
         """Create what the handle names (mdev or per-VF vGPU); idempotent."""
         if "mig_uuid" in attach_info:
             self._check_mig(identity, attach_info["mig_uuid"])
-            return dict(attach_info)
-        if "vgpu_type" in attach_info:
+        elif "vgpu_type" in attach_info:
             self._set_vf_vgpu(identity, attach_info)
-            return dict(attach_info)
-        if "type" in attach_info:
-            return self._create_mdev(identity, attach_info)
+        elif "asked_type" in attach_info:
+            self._create_mdev(identity, attach_info)
         return dict(attach_info)
 
     def release(self, identity: str, attach_info: dict[str, str]) -> None:
@@ -416,7 +427,7 @@ class NvidiaDriver(BaseDriver):
             if current == int(attach_info["vgpu_type"]):
                 self._sysfs_op(lambda: self._sysfs.set_current_vgpu_type(vf, 0), vf)
             return
-        if "type" in attach_info:
+        if "asked_type" in attach_info:
             uuid = self._handle_uuid(identity, attach_info)
             self._sysfs_op(lambda: self._sysfs.mdev_remove(uuid), uuid)
 
@@ -442,9 +453,9 @@ class NvidiaDriver(BaseDriver):
             raise DriverError(f"VF {vf} already has vGPU type {current}, not {wanted}")
         self._sysfs_op(lambda: self._sysfs.set_current_vgpu_type(vf, wanted), vf)
 
-    def _create_mdev(self, identity: str, attach_info: dict[str, str]) -> dict[str, str]:
-        parent = self._own_parent(identity, attach_info["parent"])
-        type_name = attach_info["type"]
+    def _create_mdev(self, identity: str, attach_info: dict[str, str]) -> None:
+        parent = self._mdev_parent(identity, attach_info)
+        type_name = attach_info["asked_type"]
         uuid = self._handle_uuid(identity, attach_info)
         if self._sysfs.mdev_exists(uuid):
             have = (self._sysfs.mdev_parent_of(uuid), self._sysfs.mdev_type_of(uuid))
@@ -453,13 +464,23 @@ class NvidiaDriver(BaseDriver):
                                   f"{type_name} on {parent}")
         else:
             self._sysfs_op(lambda: self._sysfs.mdev_create(parent, type_name, uuid), uuid)
-        return {**attach_info, "uuid": uuid}
+
+    def _mdev_parent(self, identity: str, attach_info: dict[str, str]) -> str:
+        try:
+            address = str(pci.from_attach_info(attach_info))
+        except ValueError as exc:
+            raise DriverError(f"bad MDEV attach_info {attach_info!r}: {exc}") from None
+        return self._own_parent(identity, address)
 
     def _handle_uuid(self, identity: str, attach_info: dict[str, str]) -> str:
-        if attach_info.get("uuid"):
-            return str(uuidlib.UUID(attach_info["uuid"]))
-        parent = self._own_parent(identity, attach_info["parent"])
-        return self._mdev_uuid(parent, attach_info["type"], int(attach_info.get("slot", 0)))
+        """The mdev UUID of an MDEV handle: the one discovery named it by (and reported
+        as the handle's uuid), from its parent, type and ``vgpu_mark`` slot."""
+        type_name = attach_info["asked_type"]
+        mark = attach_info.get("vgpu_mark", f"{type_name}_0")
+        slot = mark.removeprefix(f"{type_name}_")
+        if not slot.isdigit():
+            raise DriverError(f"bad vgpu_mark {mark!r} for type {type_name}")
+        return self._mdev_uuid(self._mdev_parent(identity, attach_info), type_name, int(slot))
 
     def _own_parent(self, identity: str, address: str) -> str:
         """``address`` normalised, when it is the GPU ``identity`` or one of its VFs."""
@@ -562,6 +583,14 @@ class NvidiaDriver(BaseDriver):
             if values:
                 out[key] = values
         return out
+
+
+def mdev_attach_info(parent: str, type_name: str, slot: int) -> dict[str, str]:
+    """An MDEV handle as Nova 34's libvirt driver reads it: the parent's PCI address as
+    hex strings (it names the parent ``pci_<domain>_<bus>_<device>_<function>``), the
+    mdev type to create (``asked_type``) and the slot (``vgpu_mark``)."""
+    return {**pci.to_attach_info(parent), "asked_type": type_name,
+            "vgpu_mark": f"{type_name}_{slot}"}
 
 
 def _vgpu_layout(pf: PciDevice, vfs: list[PciDevice]) -> str | None:

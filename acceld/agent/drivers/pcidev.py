@@ -63,6 +63,11 @@ BASE_PROPERTIES: dict[str, Any] = {
     "count": {"type": "integer", "minimum": 0},
 }
 SELECTORS = ("vendor_id", "product_id", "class", "address")
+# Nova puts a port's physical network, read from the attach handle, into the port's
+# binding (nova.accelerator.cyborg.get_arq_pci_device_profile): a NIC handle without one
+# fails the port binding with a KeyError, so no NIC is reported without it.
+_NO_PHYSNET = ("is a NIC but spec {} names no physical_network: Nova binds a port to a NIC "
+               "handle only with the handle's physical network")
 
 _HINTS = {errno.EBUSY: "the device is busy", errno.ENODEV: "the device is gone"}
 _NUMVFS_HINTS = {
@@ -242,8 +247,11 @@ class PciDriverBase(BaseDriver):
                 if reason:
                     skipped.append(Skipped(dev.address, reason))
                     continue
-                claimed.add(dev.address)
                 match = Match(spec, dev, self._handles(spec, dev))
+                if self.device_type(match) == "NIC" and not spec.physical_network:
+                    skipped.append(Skipped(dev.address, _NO_PHYSNET.format(spec.index)))
+                    continue
+                claimed.add(dev.address)
                 matches.append(match)
                 found.append(match)
                 checks.extend(self._device_checks(match))

@@ -21,7 +21,14 @@ from acceld.agent.drivers.base import (
     DriverContext,
     DriverError,
 )
-from acceld.agent.drivers.nvidia import NvidiaDriver, mig_resource_class, vgpu_type_id
+from acceld.agent.drivers import nvidia
+from acceld.agent.drivers.nvidia import (
+    NvidiaDriver,
+    mdev_attach_info,
+    mig_resource_class,
+    vgpu_type_id,
+)
+from acceld.hw import pci
 from acceld.hw.nvml import NvmlBackend
 from tests.fakes.kernel import FakeKernel, FakeSysfsBuilder
 from tests.fakes.nvml import GIB, FakeGpu, FakeNvmlLib, NvmlSandbox, h100, mig
@@ -96,6 +103,11 @@ def _handles(dep: reports.Deployable) -> list[dict[str, str]]:
     return [dict(h.attach_info) for h in dep.attach_handles]
 
 
+def _mdev_uuids(dep: reports.Deployable) -> list[str]:
+    """The uuids the driver named its MDEV handles by (their mdevs' UUIDs)."""
+    return [h.uuid for h in dep.attach_handles]
+
+
 def _validate(devices: list[reports.Device]) -> None:
     """Round-trip through the report schema, as the conductor receives it."""
     report = reports.InventoryReport(host="host1", epoch="e", seq=1, drivers=(
@@ -130,7 +142,7 @@ def test_discovers_whole_gpu_and_mig_instances(tmp_path, sandbox):
     small = by_rc["CUSTOM_NVIDIA_MIG_1G_10GB"]
     assert small.num_accelerators == 2
     assert dict(small.attributes)["trait1"] == "CUSTOM_NVIDIA_MIG_PROFILE_19"
-    assert {h.attach_type for h in small.attach_handles} == {"MDEV"}
+    assert {h.attach_type for h in small.attach_handles} == {"MIG"}   # not an mdev
     assert _handles(small) == [{"parent": B, "mig_uuid": m.uuid} for m in w.gpus[1].migs[:2]]
     assert _handles(by_rc["CUSTOM_NVIDIA_MIG_2G_20GB"]) == [
         {"parent": B, "mig_uuid": w.gpus[1].migs[2].uuid}]
@@ -366,9 +378,12 @@ def test_vgpu_mdev_layout_reports_vgpu_deployables(tmp_path, sandbox):
     assert dep.num_accelerators == 2
     handles = _handles(dep)
     assert {h.attach_type for h in dep.attach_handles} == {"MDEV"}
-    assert [(h["parent"], h["type"]) for h in handles] == [(A, "nvidia-471")] * 2
-    assert len({h["uuid"] for h in handles}) == 2
-    assert all(uuidlib.UUID(h["uuid"]) for h in handles)
+    # what Nova 34's libvirt driver reads: the parent's address, the type to create
+    assert handles == [{"domain": "0000", "bus": "3b", "device": "00", "function": "0",
+                        "asked_type": "nvidia-471", "vgpu_mark": f"nvidia-471_{slot}"}
+                       for slot in (0, 1)]
+    uuids = _mdev_uuids(dep)
+    assert len(set(uuids)) == 2 and all(str(uuidlib.UUID(u)) == u for u in uuids)
     assert dict(devices[B].deployables[0].attributes)["rc"] == "PGPU"   # no mdev types
     check = {c.name: c for c in w.driver.explain().checks}[f"vgpu {A}"]
     assert check.ok and "mdev layout" in check.detail and "GRID H100-8C" in check.detail
@@ -401,54 +416,72 @@ def test_vgpu_mdev_prepare_release(tmp_path, sandbox):
     w = _mdev_world(tmp_path, sandbox)
     [dep] = _by_identity(w.driver.discover())[A].deployables
     first, second = _handles(dep)
+    uuid1, _uuid2 = _mdev_uuids(dep)
 
-    info = w.driver.prepare(A, first)
-    assert info == first and info["uuid"] == first["uuid"]
-    assert w.kernel.mdev_exists(first["uuid"])
-    assert w.kernel.mdev_type_of(first["uuid"]) == "nvidia-471"
-    assert w.kernel.mdev_parent_of(first["uuid"]) == A
+    assert w.driver.prepare(A, first) == first      # the handle's identity never changes
+    assert w.kernel.mdev_exists(uuid1)              # created under the handle's uuid
+    assert w.kernel.mdev_type_of(uuid1) == "nvidia-471"
+    assert w.kernel.mdev_parent_of(uuid1) == A
     creates = len(w.kernel.writes_to("/create"))
-    assert w.driver.prepare(A, first) == info            # idempotent: no second create
+    assert w.driver.prepare(A, first) == first      # idempotent: no second create
     assert len(w.kernel.writes_to("/create")) == creates
 
     # The handles stay the same after the mdev exists (in-use handles never vanish).
     [dep_after] = _by_identity(w.driver.discover())[A].deployables
     assert _handles(dep_after) == [first, second] and dep_after.num_accelerators == 2
+    assert _mdev_uuids(dep_after) == _mdev_uuids(dep)
 
     w.driver.prepare(A, second)
     assert w.kernel.read_int(w.kernel.device_path(
         A, "mdev_supported_types/nvidia-471/available_instances")) == 0
     w.driver.release(A, first)
-    assert not w.kernel.mdev_exists(first["uuid"])
+    assert not w.kernel.mdev_exists(uuid1)
     w.driver.release(A, first)                              # already gone: fine
-    assert w.kernel.writes_to(f"{first['uuid']}/remove") == [
-        (f"/sys/bus/mdev/devices/{first['uuid']}/remove", "1")]
+    assert w.kernel.writes_to(f"{uuid1}/remove") == [
+        (f"/sys/bus/mdev/devices/{uuid1}/remove", "1")]
 
 
-def test_vgpu_mdev_uuid_derived_when_handle_has_none(tmp_path, sandbox):
+def test_an_mdev_nova_made_after_a_host_reboot_is_the_handles_own(tmp_path, sandbox):
+    """A reboot loses the mdevs; Nova's libvirt driver then creates the guest's mdev
+    itself under the handle's uuid: the driver still counts it as that slot's, and the
+    unbind removes it (no second mdev, none left behind)."""
     w = _mdev_world(tmp_path, sandbox)
     [dep] = _by_identity(w.driver.discover())[A].deployables
-    slot0 = _handles(dep)[0]
-    info = w.driver.prepare(A, {"parent": A, "type": "nvidia-471"})
-    assert info["uuid"] == slot0["uuid"]
-    assert w.kernel.mdev_exists(slot0["uuid"])
+    first, second = _handles(dep)
+    uuid1, _uuid2 = _mdev_uuids(dep)
+    w.kernel.mdev_create(A, "nvidia-471", uuid1)            # what Nova did at spawn
+    [dep_after] = _by_identity(w.driver.discover())[A].deployables
+    assert _handles(dep_after) == [first, second] and _mdev_uuids(dep_after) == [
+        uuid1, _uuid2]
+    creates = len(w.kernel.writes_to("/create"))
+    w.driver.prepare(A, first)                              # found, not made twice
+    assert len(w.kernel.writes_to("/create")) == creates
+    w.driver.release(A, first)
+    assert not w.kernel.mdev_exists(uuid1)
 
 
 def test_vgpu_mdev_prepare_errors(tmp_path, sandbox):
     w = _mdev_world(tmp_path, sandbox)
-    w.driver.discover()
+    [dep] = _by_identity(w.driver.discover())[A].deployables
+    on_b = {**_handles(dep)[0], "bus": "86"}
     with pytest.raises(DriverError, match="neither"):
-        w.driver.prepare(A, {"parent": B, "type": "nvidia-471"})
+        w.driver.prepare(A, on_b)
+    with pytest.raises(DriverError, match="bad vgpu_mark"):
+        w.driver.prepare(A, {**_handles(dep)[0], "vgpu_mark": "nvidia-471_x"})
     # nvidia-472 has one instance: the second distinct mdev finds none free (ENOSPC).
-    w.driver.prepare(A, {"parent": A, "type": "nvidia-472", "uuid": str(uuidlib.uuid4())})
+    w.driver.prepare(A, mdev_attach_info(A, "nvidia-472", 0))
     with pytest.raises(DriverError, match="no free vGPU instance"):
-        w.driver.prepare(A, {"parent": A, "type": "nvidia-472",
-                             "uuid": str(uuidlib.uuid4())})
+        w.driver.prepare(A, mdev_attach_info(A, "nvidia-472", 1))
     # A UUID already used by an mdev of another type is not silently accepted.
-    taken = str(uuidlib.uuid4())
-    w.kernel.mdev_create(A, "nvidia-471", taken)
+    w.kernel.mdev_create(A, "nvidia-471", _mdev_uuid(w, A, "nvidia-472", 5))
     with pytest.raises(DriverError, match="exists as nvidia-471"):
-        w.driver.prepare(A, {"parent": A, "type": "nvidia-472", "uuid": taken})
+        w.driver.prepare(A, mdev_attach_info(A, "nvidia-472", 5))
+
+
+def _mdev_uuid(w: World, parent: str, type_name: str, slot: int) -> str:
+    """The uuid the driver derives for a slot (the one its report names the handle by)."""
+    key = f"{w.driver.ctx.host}|{parent}|{type_name}|{slot}"
+    return str(uuidlib.uuid5(nvidia._MDEV_NAMESPACE, key))
 
 
 def test_vgpu_mdev_on_sriov_vfs(tmp_path, sandbox):
@@ -459,14 +492,15 @@ def test_vgpu_mdev_on_sriov_vfs(tmp_path, sandbox):
                                "vf_mdev_types": {"nvidia-471": ("GRID A100-4C", 1)}}})
     [dep] = _by_identity(w.driver.discover())[A].deployables
     vfs = w.kernel.virtfns(A)
-    assert [h["parent"] for h in _handles(dep)] == vfs
+    # each VF is the parent Nova names (pci_<domain>_<bus>_<device>_<function>)
+    assert [pci.from_attach_info(h) for h in _handles(dep)] == [pci.parse(v) for v in vfs]
     assert dep.num_accelerators == 2
     assert all(s.address != vfs[0] for s in w.driver.explain().skipped)  # VFs: no noise
-    handle = _handles(dep)[1]
+    handle, uuid = _handles(dep)[1], _mdev_uuids(dep)[1]
     w.driver.prepare(A, handle)
-    assert w.kernel.mdev_parent_of(handle["uuid"]) == vfs[1]
+    assert w.kernel.mdev_parent_of(uuid) == vfs[1]
     w.driver.release(A, handle)
-    assert not w.kernel.mdev_exists(handle["uuid"])
+    assert not w.kernel.mdev_exists(uuid)
 
 
 # -- vGPU: NVIDIA vendor-specific VFIO framework (per-VF nvidia/) -------------------------

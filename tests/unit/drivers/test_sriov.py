@@ -136,7 +136,7 @@ def test_nvme_prepare_and_release_vf(tmp_path):
 
 def test_shrinking_with_a_vf_in_use_fails_cleanly(tmp_path):
     k = host(tmp_path)
-    d = driver(tmp_path, k, {"address": NIC0, "num_vfs": 2})
+    d = driver(tmp_path, k, {"address": NIC0, "num_vfs": 2, "physical_network": "physnet1"})
     d.install(NIC0)
     vf = k.virtfns(NIC0)[0]
     d.prepare(NIC0, pci.to_attach_info(vf))
@@ -147,6 +147,15 @@ def test_shrinking_with_a_vf_in_use_fails_cleanly(tmp_path):
     k.mark_in_use(vf, False)
     d.uninstall(NIC0)
     assert k.virtfns(NIC0) == []
+
+
+def test_a_nic_without_physical_network_is_not_reported(tmp_path):
+    """Nova's port binding reads the handle's physical_network (a KeyError without it)."""
+    d = driver(tmp_path, host(tmp_path), {"class": "02"})
+    assert d.discover() == []
+    skipped = {s.address: s.reason for s in d.explain().skipped}
+    assert skipped[NIC0] == ("is a NIC but spec 0 names no physical_network: Nova binds a "
+                             "port to a NIC handle only with the handle's physical network")
 
 
 def test_bad_pf_spec_names_the_option(tmp_path):
