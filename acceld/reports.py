@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -40,6 +41,16 @@ DEVICE_HEALTH = (states.HEALTH_OK, states.HEALTH_DEGRADED, states.HEALTH_FAILED)
 CAP_HOST_WORK = "host_work"      # attach handles need prepare/release on the host at bind
 CAP_PROGRAM = "program"          # devices can be loaded with an image (FPGAs)
 CAPABILITIES = (CAP_HOST_WORK, CAP_PROGRAM)
+
+FUNCTION_TRAIT_PREFIX = "CUSTOM_FPGA_FUNCTION_ID_"
+
+
+def function_trait(function_id: str) -> str:
+    """The trait a programmable driver reports for a function loaded in a device (an
+    FPGA's AFU id or xclbin UUID, a fake image's function name): what a device profile's
+    ``accel:function_id`` is compared with, and what Placement shows."""
+    return FUNCTION_TRAIT_PREFIX + re.sub(r"[^A-Z0-9_]", "", function_id.upper())
+
 
 _HANDLE = {
     "type": "object",

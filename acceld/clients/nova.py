@@ -8,7 +8,9 @@ Errors are typed::
     └── ServerError    5xx, or Nova unreachable
 
 Nova answers 207 with a per-event code 422 when the instance has no host yet; that is
-normal (Nova then finds the ARQ states by polling) and is logged, not raised. Only ids
+normal (its compute, once it runs, reads the resolved ARQs before it waits for events)
+and is logged, not raised. Connection failures and 503s are retried by keystoneauth
+(``[nova] connect_retries``, ``status_code_retries``). Only ids
 (server and ARQ uuids) and status codes are ever logged; never tokens or bodies.
 """
 
@@ -109,7 +111,7 @@ class NovaClient:
             code = codes.get((ev.server_uuid, ev.arq_uuid), 200)
             if code == 422:
                 LOG.info("Nova did not take event for ARQ %s of server %s (422: no host "
-                         "yet); it will poll the ARQ", ev.arq_uuid, ev.server_uuid)
+                         "yet); its compute will read the ARQ", ev.arq_uuid, ev.server_uuid)
             elif code != 200:
                 bad.append(f"{ev.arq_uuid}={code}")
         if bad:

@@ -48,7 +48,8 @@ def placement_syncer(conf: cfg.ConfigOpts, db: Database) -> PlacementSyncer | No
 
 def nova_notifier(conf: cfg.ConfigOpts) -> nova_client.NovaClient | None:
     """The client that tells Nova about resolved binds, or None when [nova] is not
-    configured (no events; Nova polls the ARQs)."""
+    configured (no events: Nova then sees only the binds resolved before its compute
+    reads the ARQs)."""
     if not nova_conf.enabled(conf):
         return None
     return nova_client.NovaClient(nova_client.make_adapter(conf))

@@ -19,11 +19,12 @@ every ARQ of an instance is resolved (Bound -> ``completed``; BindFailed, Deleti
 instance whose binds have not resolved within ``bind_timeout`` is given up: its
 BindStarted ARQs become BindFailed and Nova is told ``failed`` for each ARQ that is not
 Bound, instead of being left to its own (longer) timeout. Each instance is notified at most
-once per bind; a failed notification is logged, never raised (Nova also polls the ARQs).
-In the conductor the events go out from a thread of their own, in order, so a bind answers
-without waiting on Nova's API. Nova copes with an event at any time after the bind: when
-its compute starts waiting it reads the resolved ARQs and counts their events as received
-(``_get_bound_arq_resources``, ``exit_wait_early``).
+once per bind; a notification that still fails after the Nova client's retries is logged,
+never raised. In the conductor the events go out from a thread of their own, in order, so
+a bind answers without waiting on Nova's API. Nova copes with an event at any time after
+the bind, but it does not poll: when its compute starts waiting it reads the instance's
+ARQs once, counts the resolved ones as received (``_get_bound_arq_resources``,
+``exit_wait_early``) and waits for the events of the others.
 """
 
 from __future__ import annotations

@@ -4,7 +4,11 @@ notification timeout.
 acceld tells Nova that an instance's accelerator requests are resolved with the
 ``accelerator-request-bound`` external event (contract 3.2 step 3). The notification is
 on when an auth plugin is configured (``auth_type``); with no ``[nova]`` section nothing
-is sent and Nova falls back on polling the ARQs.
+is sent. Nova's compute does not poll: it reads the instance's ARQs once when it starts
+waiting, counts those already resolved, and waits for the events of the others (up to
+its ``arq_binding_timeout``). Event delivery is therefore retried on a lost connection
+or a 503 (keystoneauth's ``connect_retries`` and ``status_code_retries``, 3 by default
+here).
 """
 
 from __future__ import annotations
@@ -23,12 +27,22 @@ OPTS = [
 ]
 
 
+# Event delivery is retried (a lost event leaves Nova waiting for its own timeout).
+RETRY_DEFAULTS = {"connect_retries": 3, "status_code_retries": 3}
+
+
 def register_opts(conf: cfg.ConfigOpts) -> None:
     service_client.register(conf, GROUP, "compute", OPTS)
+    for name, value in RETRY_DEFAULTS.items():
+        conf.set_default(name, value, group=GROUP)
 
 
 def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
-    return service_client.list_opts(GROUP, OPTS)
+    [(group, opts)] = service_client.list_opts(GROUP, OPTS)
+    for opt in opts:
+        if opt.dest in RETRY_DEFAULTS:
+            opt.default = RETRY_DEFAULTS[opt.dest]
+    return [(group, opts)]
 
 
 def enabled(conf: cfg.ConfigOpts) -> bool:

@@ -375,7 +375,7 @@ def test_program_reports_progress_and_changes_the_function_trait(make_stack, ima
     with stack.db.reader() as s:
         traits = set(s.execute(select(m.Attribute.value).where(
             m.Attribute.deployable_id == dep.id, m.Attribute.key.like("trait%"))).scalars())
-    assert "CUSTOM_FPGA_FUNCTION_ID_FAKE_SHA3" in traits
+    assert "CUSTOM_FPGA_FUNCTION_ID_SHA3" in traits
     assert stack.agents[HOST].journal.results() == []      # the outcome was delivered
 
 

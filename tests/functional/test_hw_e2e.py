@@ -29,11 +29,12 @@ import webob
 
 from acceld import exception
 from acceld.agent.drivers import registry
-from acceld.agent.drivers.fpga import FpgaDriver, function_trait
+from acceld.agent.drivers.fpga import FpgaDriver
 from acceld.db import migration
 from acceld.db.api import Database
 from acceld.hw.nvml import NvmlBackend
 from acceld.objects import arqs, device_profiles
+from acceld.reports import function_trait
 from tests.fakes.fpga import FakeFpgaTools, FpgaTree, make_gbs
 from tests.fakes.kernel import FakeKernel, FakeSysfsBuilder
 from tests.fakes.nvml import GIB, FakeNvmlLib, NvmlSandbox, h100, mig

@@ -142,12 +142,12 @@ def test_reprogrammed_fpga_changes_traits(env):
     env.control(device_count=4, fpga_function="AES256")
     env.report()
     fpga = env.children()[f"{env.host}_fake_3c"]
-    assert "CUSTOM_FPGA_FUNCTION_ID_FAKE_AES256" in fpga["traits"]
+    assert "CUSTOM_FPGA_FUNCTION_ID_AES256" in fpga["traits"]
     env.control(device_count=4, fpga_function="SHA3")
     env.report()
     traits = env.children()[f"{env.host}_fake_3c"]["traits"]
-    assert "CUSTOM_FPGA_FUNCTION_ID_FAKE_SHA3" in traits
-    assert "CUSTOM_FPGA_FUNCTION_ID_FAKE_AES256" not in traits
+    assert "CUSTOM_FPGA_FUNCTION_ID_SHA3" in traits
+    assert "CUSTOM_FPGA_FUNCTION_ID_AES256" not in traits
 
 
 def test_inactive_and_ready_again_toggle_reserved(env):

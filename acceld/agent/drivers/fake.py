@@ -1,12 +1,18 @@
 """The fake driver: deterministic devices for demos and tests.
 
 Devices are seeded by the host name, so every run on a host finds the same devices with
-the same identities; types cycle GPU, FPGA, QAT, NIC. ``[fake_driver] control_file`` (read
-at every discovery) lets a demo or a test change the host while the agent runs:
-``device_count``, ``vf_count`` (handles of the QAT and NIC functions), ``fpga_function``
-(the function loaded on the FPGAs, shown as a trait), ``fail`` (discovery fails),
-``fail_install``, ``health`` ({identity: {"status", "reasons"}}), ``skipped``
-([{"address", "reason"}], shown in the explanation), ``program_fail`` (programming fails)
+the same identities; types cycle GPU, FPGA, QAT, NIC. ``[fake_driver] profile = cyborg``
+reports upstream Cyborg's fake device instead (one FPGA, one deployable
+``<host>_FakeDevice`` of 16 PCI handles, trait ``CUSTOM_FAKE_DEVICE``), the shape Nova's
+functional tests and client test suites assume. Attach handles are real PCI addresses
+(hex function 0-7, eight functions per device number); ``traits`` and
+``physical_networks`` set a kind's traits and the physical network its handles carry.
+``[fake_driver] control_file`` (read at every discovery) lets a demo or a test change
+the host while the agent runs: ``device_count``, ``vf_count`` (handles of the QAT and
+NIC functions), ``fpga_function`` (the function loaded on the FPGAs, shown as a trait),
+``fail`` (discovery fails), ``fail_install``, ``health`` ({identity: {"status",
+"reasons"}}), ``skipped`` ([{"address", "reason"}], shown in the explanation),
+``program_fail`` (programming fails)
 and ``program_seconds`` (how long programming takes; past the timeout it fails).
 
 Install state and the function each FPGA was programmed with live in a JSON file under
@@ -37,6 +43,7 @@ from acceld.agent.drivers.base import (
     ProgressFn,
     Skipped,
 )
+from acceld.hw import pci
 
 _KINDS = (
     # type, vendor, product, resource class, trait, handles
@@ -45,6 +52,8 @@ _KINDS = (
     ("QAT", "8086", "4941", "CUSTOM_QAT", "CUSTOM_QAT_FAKE_4XXX", 4),
     ("NIC", "15b3", "101e", "CUSTOM_NIC", "CUSTOM_NIC_FAKE_CX6", 2),
 )
+# upstream Cyborg's fake driver: one FPGA card with 16 functions, trait CUSTOM_FAKE_DEVICE
+_CYBORG = ("FPGA", "abcd", "abcd", "FPGA", "CUSTOM_FAKE_DEVICE", 16)
 _FUNCTION_LINE = re.compile(rb"^function:\s*([A-Za-z0-9_]{1,64})\s*$")
 _PROGRAM_STEPS = 10
 
@@ -55,12 +64,16 @@ class FakeDriver(BaseDriver):
 
     def __init__(self, ctx: DriverContext) -> None:
         super().__init__(ctx)
+        conf = ctx.conf.fake_driver
         self._host = ctx.host
-        self._count = ctx.conf.fake_driver.device_count
-        self._kinds = [k for t in ctx.conf.fake_driver.device_types
-                       for k in _KINDS if k[0] == t] or list(_KINDS)
-        self._handles = ctx.conf.fake_driver.handles
-        self._control_file = ctx.conf.fake_driver.control_file
+        self._cyborg = conf.profile == "cyborg"
+        self._count = 1 if self._cyborg else conf.device_count
+        self._kinds = [_CYBORG] if self._cyborg else (
+            [k for t in conf.device_types for k in _KINDS if k[0] == t] or list(_KINDS))
+        self._handles = None if self._cyborg else conf.handles
+        self._traits = {kind: tuple(value.split()) for kind, value in conf.traits.items()}
+        self._physnets = dict(conf.physical_networks)
+        self._control_file = conf.control_file
         self._state_file = os.path.join(ctx.state_dir, "fake-driver-state.json")
 
     def _control(self) -> dict[str, Any]:
@@ -73,7 +86,7 @@ class FakeDriver(BaseDriver):
         control = self._control()
         if control.get("fail"):
             raise DriverError("fake discovery failure (control file says fail)")
-        count = int(control.get("device_count", self._count))
+        count = 1 if self._cyborg else int(control.get("device_count", self._count))
         seed = int.from_bytes(hashlib.sha256(self._host.encode()).digest()[:8], "big")
         rng = random.Random(seed)
         programmed = self._state().get("programmed", {})
@@ -91,32 +104,33 @@ class FakeDriver(BaseDriver):
         dtype, vendor, product, rc, trait, nhandles = self._kinds[index % len(self._kinds)]
         if self._handles:
             nhandles = self._handles
-        if nhandles > 1 and "vf_count" in control:
+        if nhandles > 1 and "vf_count" in control and not self._cyborg:
             nhandles = max(1, int(control["vf_count"]))
-        attributes = {"rc": rc, "trait0": trait}
-        bus = f"{0x3b + index:02x}"
-        identity = f"0000:{bus}:00.0"
+        bus = 0x0c if self._cyborg else 0x3b + index
+        identity = str(pci.PciAddress(0, bus, 0, 0))
+        traits = self._traits.get(dtype, (trait,))
+        attributes = {"rc": rc, **{f"trait{i}": t for i, t in enumerate(traits)}}
         function = programmed.get(identity) or control.get("fpga_function")
         if dtype == "FPGA" and function:
-            attributes["trait1"] = f"CUSTOM_FPGA_FUNCTION_ID_FAKE_{function}"
+            attributes[f"trait{len(traits)}"] = reports.function_trait(function)
         serial = f"FAKE{rng.randrange(16**8):08X}"
-        handles = [{"attach_type": "PCI",
-                    "attach_info": {"domain": "0000", "bus": bus, "device": "00",
-                                    "function": str(fn + (1 if nhandles > 1 else 0))}}
-                   for fn in range(nhandles)]
-        if dtype == "NIC":
+        first = 1 if nhandles > 1 else 0      # a multi-function card keeps function 0
+        handles = [{"attach_type": "PCI", "attach_info": pci.to_attach_info(
+            pci.PciAddress(0, bus, n // 8, n % 8))} for n in range(first, first + nhandles)]
+        if dtype in self._physnets:
             for h in handles:
-                h["attach_info"]["physical_network"] = "physnet1"
+                h["attach_info"]["physical_network"] = self._physnets[dtype]
+        name = f"{self._host}-fake-{dtype.lower()}-{index}"
+        deployable = f"{self._host}_fake_{bus:02x}"
+        if self._cyborg:
+            name = deployable = re.sub(r"[^A-Za-z0-9_-]", "_", f"{self._host}_FakeDevice")
         return reports.make_device(
-            identity=identity, type=dtype, vendor=vendor, model=product,
-            name=f"{self._host}-fake-{dtype.lower()}-{index}",
+            identity=identity, type=dtype, vendor=vendor, model=product, name=name,
             std_board_info={"product_id": product, "class": "fake"},
             vendor_board_info={"serial": serial},
-            controlpath={"type": "PCI", "info": {"domain": "0000", "bus": bus,
-                                                 "device": "00", "function": "0"}},
-            deployables=[{"name": f"{self._host}_fake_{bus}", "num_accelerators": nhandles,
-                          "attributes": attributes,
-                          "attach_handles": handles}])
+            controlpath={"type": "PCI", "info": pci.to_attach_info(identity)},
+            deployables=[{"name": deployable, "num_accelerators": nhandles,
+                          "attributes": attributes, "attach_handles": handles}])
 
     def health(self) -> dict[str, Health]:
         return {identity: Health(h.get("status", "ok"), tuple(h.get("reasons", ())))

@@ -128,10 +128,6 @@ def function_id(raw: str | None) -> str | None:
     return text
 
 
-def function_trait(fid: str) -> str:
-    return f"CUSTOM_FPGA_FUNCTION_ID_{fid.upper()}"
-
-
 def model_trait(vendor: str, device: str) -> str:
     vname = _VENDOR_TRAIT.get(vendor, vendor.upper())
     model = _MODEL_TRAIT.get((vendor, device), device.upper())
@@ -225,7 +221,7 @@ class FpgaDriver(BaseDriver):
                 fid = self._program_xrt(card, image_path, progress, timeout)
             self._remember({addr: [fid]})
             progress(100, f"{addr} now runs function {fid}")
-            return {"function_id": fid, "trait": function_trait(fid)}
+            return {"function_id": fid, "trait": reports.function_trait(fid)}
 
     # -- scanning ----------------------------------------------------------------------
     def _scan(self) -> _Scan:
@@ -401,7 +397,7 @@ class FpgaDriver(BaseDriver):
     def _report(self, card: Card) -> reports.Device:
         attributes = {"rc": "FPGA", "trait0": model_trait(card.vendor, card.device)}
         for i, fid in enumerate(card.functions, start=1):
-            attributes[f"trait{i}"] = function_trait(fid)
+            attributes[f"trait{i}"] = reports.function_trait(fid)
         slug = card.identity.replace(":", "_").replace(".", "_")
         std = {"vendor_id": card.vendor, "device_id": card.device, "kind": card.kind}
         if card.numa_node is not None:

@@ -11,12 +11,12 @@ from acceld.agent.drivers import base, registry
 from acceld.agent.drivers.base import DriverContext, DriverError
 from acceld.agent.drivers.fpga import (
     FpgaDriver,
-    function_trait,
     gbs_function,
     xclbin_function,
 )
 from acceld.hw.runner import Result
 from acceld.hw.sysfs import Sysfs
+from acceld.reports import function_trait
 from tests.fakes.fpga import (
     FPGACONF,
     XBUTIL,

@@ -13,7 +13,7 @@ import pynvml
 import pytest
 
 from acceld import reports
-from acceld.agent.drivers import registry
+from acceld.agent.drivers import nvidia, registry
 from acceld.agent.drivers.base import (
     HEALTH_DEGRADED,
     HEALTH_FAILED,
@@ -21,7 +21,6 @@ from acceld.agent.drivers.base import (
     DriverContext,
     DriverError,
 )
-from acceld.agent.drivers import nvidia
 from acceld.agent.drivers.nvidia import (
     NvidiaDriver,
     mdev_attach_info,
