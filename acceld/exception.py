@@ -10,7 +10,8 @@ Hierarchy::
     │                        ARQBadState, DeviceNotUsable, ProgramInProgress,
     │                        NotProgrammable, DeployableInUse)
     ├── InvalidInput        (InvalidReport)
-    ├── Forbidden           (a hard rule policy cannot relax: the service-token gate)
+    ├── Forbidden           (a hard rule policy cannot relax: the service-token gate,
+    │                        OtherProject)
     ├── NotResolved         (423: an instance's ARQs are not all resolved yet)
     ├── Unavailable         (HostUnreachable)
     └── OperationFailed
@@ -135,6 +136,12 @@ class Forbidden(AccelDError):
     """The caller may not do this whatever the policy says (the service-token gate)."""
 
     code = "acceld.arq.service_token_required"
+
+
+class OtherProject(Forbidden):
+    """Another project's request made what the caller tries to undo."""
+
+    code = "acceld.forbidden.other_project"
 
 
 class NotResolved(AccelDError):

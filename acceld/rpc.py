@@ -266,11 +266,13 @@ class ConductorClient:
     def set_state(self, uuid: str, state: str) -> dict[str, Any]:
         return self._call("set_state", uuid=uuid, state=state)
 
-    def attach(self, uuid: str, attach_type: str, target: str) -> dict[str, Any]:
-        return self._call("attach", uuid=uuid, attach_type=attach_type, target=target)
+    def attach(self, uuid: str, attach_type: str, target: str,
+               project_id: str | None = None) -> dict[str, Any]:
+        return self._call("attach", uuid=uuid, attach_type=attach_type, target=target,
+                          project_id=project_id)
 
-    def detach(self, uuid: str) -> None:
-        self._call("detach", uuid=uuid)
+    def detach(self, uuid: str, project_id: str | None = None) -> None:
+        self._call("detach", uuid=uuid, project_id=project_id)
 
     def discover(self, host: str | None) -> list[str]:
         return self._call("discover", host=host)

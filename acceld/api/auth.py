@@ -51,7 +51,8 @@ class RequestContext(context.RequestContext):
     @classmethod
     def for_request(cls, user_id: str | None, project_id: str | None, roles: list[str],
                     service_roles: list[str], is_admin: bool, request_id: str | None,
-                    global_request_id: str | None) -> RequestContext:
+                    global_request_id: str | None,
+                    scope: Scope | None = None) -> RequestContext:
         """``cls(user_id=..., ...)`` for these, current in this thread as that is."""
         self = cls.__new__(cls)
         attrs = self.__dict__
@@ -63,8 +64,19 @@ class RequestContext(context.RequestContext):
         attrs["request_id"] = request_id or context.generate_request_id()
         if global_request_id is not None:
             attrs["global_request_id"] = global_request_id
+        if scope is not None:
+            attrs.update((k, v) for k, v in scope.items() if v is not None)
         self.update_store()
         return self
+
+
+# What a token says of its scope besides its project (keystonemiddleware's headers, read
+# by oslo.context): a system-scoped token (``system_scope``, ``OpenStack-System-Scope``)
+# or a domain-scoped one (``domain_id``, ``X-Domain-Id``), and the domains of the user
+# and the project. oslo.policy compares the first two with each rule's scope_types, so a
+# system or domain token is refused by every project-scoped rule however admin it is.
+Scope = dict[str, "str | None"]
+SCOPE_ATTRIBUTES = ("system_scope", "domain_id", "user_domain_id", "project_domain_id")
 
 
 def _split_roles(value: str | None) -> list[str]:
@@ -72,11 +84,12 @@ def _split_roles(value: str | None) -> list[str]:
 
 
 def _set_context(environ: dict[str, Any], user: str | None, project: str | None,
-                 roles: list[str], service_roles: list[str]) -> None:
+                 roles: list[str], service_roles: list[str],
+                 scope: Scope | None = None) -> None:
     environ["acceld.context"] = RequestContext.for_request(
         user, project, list(dict.fromkeys(roles + service_roles)), service_roles,
         "admin" in roles, environ.get(request_id.ENV_REQUEST_ID),
-        environ.get(request_id.ENV_GLOBAL_REQUEST_ID))
+        environ.get(request_id.ENV_GLOBAL_REQUEST_ID), scope)
 
 
 def noauth(environ: dict[str, Any]) -> Reply | None:
@@ -110,7 +123,8 @@ class KeystoneContext:
             return resp(environ, start_response)
         ctx = RequestContext.from_environ(environ)
         _set_context(environ, ctx.user_id, ctx.project_id, list(ctx.roles),
-                     list(ctx.service_roles or []))
+                     list(ctx.service_roles or []),
+                     {name: getattr(ctx, name) for name in SCOPE_ATTRIBUTES})
         return self._app(environ, start_response)
 
 

@@ -283,22 +283,25 @@ class ConductorManager:
                                           accelerators.identity_of(self._db, uuid))
         return {"uuid": uuid, "host": record["host"], "stats": stats}
 
-    def attach(self, uuid: str, attach_type: str, target: str) -> dict[str, Any]:
-        record = accelerators.attach(self._db, uuid, attach_type, target)
+    def attach(self, uuid: str, attach_type: str, target: str,
+               project_id: str | None = None) -> dict[str, Any]:
+        """``project_id``: whose request it is (None: an admin's); the answer is that
+        project's view."""
+        record = accelerators.attach(self._db, uuid, attach_type, target, project_id)
         if attach_type == "host":
             try:
                 self._host_attachment(record, True)
             except exception.AccelDError:
                 accelerators.detach(self._db, uuid)
                 raise
-        return _jsonable(accelerators.get_accelerator(self._db, uuid))
+        return _jsonable(accelerators.get_accelerator(self._db, uuid, project_id))
 
-    def detach(self, uuid: str) -> None:
+    def detach(self, uuid: str, project_id: str | None = None) -> None:
         attach_type, _target, _host = accelerators.attachment(self._db, uuid)
         if attach_type == "host":
             accelerators.check_no_allocations(self._db, uuid)
             self._host_attachment(accelerators.get_accelerator(self._db, uuid), False)
-        accelerators.detach(self._db, uuid)
+        accelerators.detach(self._db, uuid, project_id)
 
     def _host_attachment(self, record: dict[str, Any], attach: bool) -> None:
         identity = accelerators.identity_of(self._db, record["uuid"])

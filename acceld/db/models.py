@@ -125,6 +125,8 @@ class Device(_Timestamps, Base):
     revision: Mapped[int] = mapped_column(Integer, default=1)
     attach_type: Mapped[str | None] = mapped_column(String(16))
     attached_to: Mapped[str | None] = mapped_column(String(255))
+    # the project whose request attached it to an instance (None: an admin's, or a host)
+    attached_project_id: Mapped[str | None] = mapped_column(String(255))
     last_error: Mapped[str | None] = mapped_column(Text)
     op_id: Mapped[str | None] = mapped_column(String(36))
     op_started_at: Mapped[datetime.datetime | None] = mapped_column(DateTime)
@@ -260,6 +262,8 @@ class ProgramOperation(_Timestamps, Base):
     progress: Mapped[int] = mapped_column(Integer, default=0)
     message: Mapped[str | None] = mapped_column(Text)
     active_key: Mapped[str | None] = mapped_column(String(36))
+    # the ARQ whose bind this programming is part of (None: an operator's request)
+    arq_uuid: Mapped[str | None] = mapped_column(String(36))
     started_at: Mapped[datetime.datetime | None] = mapped_column(DateTime)
     finished_at: Mapped[datetime.datetime | None] = mapped_column(DateTime)
 

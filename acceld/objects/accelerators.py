@@ -2,6 +2,12 @@
 
 Every write is a single ``UPDATE ... WHERE`` on the expected revision, state or
 attachment; a row count of zero is turned into the precise conflict (or 404).
+
+Tenancy, as the v2 API keeps it for ARQs: a read takes the ``viewer``, the caller's
+project (None: an admin, who sees everything). A project sees the accelerator requests
+holding a device (its ``allocations``) only when they are its own, and the instance a
+device is attached to only when its own request attached it; the device itself (host,
+state, health) is inventory every reader may see.
 """
 
 from __future__ import annotations
@@ -34,13 +40,16 @@ class Operation:
     operation: str           # install | uninstall
 
 
-def to_dict(dev: m.Device, allocations: list[dict[str, str]] | None = None
-            ) -> dict[str, Any]:
-    """The v1 view. ``allocations`` are the v2 accelerator requests holding the device
-    (the seed's "allocation records"), so v1 and v2 always agree on who holds it."""
+def to_dict(dev: m.Device, allocations: list[dict[str, str]] | None = None,
+            viewer: str | None = None) -> dict[str, Any]:
+    """The v1 view for ``viewer`` (see the module's doc). ``allocations`` are the v2
+    accelerator requests holding the device (the seed's "allocation records"), so v1 and
+    v2 always agree on who holds it; the caller has filtered them for the viewer."""
     attached = None
     if dev.attached_to is not None:
-        attached = {"type": dev.attach_type, "id": dev.attached_to}
+        hidden = (viewer is not None and dev.attach_type == "instance"
+                  and dev.attached_project_id != viewer)
+        attached = {"type": dev.attach_type, "id": None if hidden else dev.attached_to}
     return {
         "uuid": dev.uuid, "name": dev.name, "host": dev.hostname, "driver": dev.driver_name,
         "device_type": dev.type, "vendor_id": dev.vendor, "product_id": dev.model,
@@ -53,35 +62,40 @@ def to_dict(dev: m.Device, allocations: list[dict[str, str]] | None = None
     }
 
 
-def _allocated_arqs():  # noqa: ANN202 - a SQLAlchemy select
-    """(device id, ARQ uuid, instance uuid) of the ARQs holding a handle of a device."""
-    return (select(m.Deployable.device_id, m.ExtendedAcceleratorRequest.uuid,
-                   m.ExtendedAcceleratorRequest.instance_uuid)
-            .join(m.Deployable,
-                  m.Deployable.id == m.ExtendedAcceleratorRequest.deployable_id)
-            .where(m.ExtendedAcceleratorRequest.state.in_(holders.HOLDING_STATES)))
+_ARQ = m.ExtendedAcceleratorRequest
 
 
-def _allocations(s: Session, dev_ids: list[int]) -> dict[int, list[dict[str, str]]]:
+def _allocated_arqs(viewer: str | None = None):  # noqa: ANN202 - a SQLAlchemy select
+    """(device id, ARQ uuid, instance uuid) of the ARQs holding a handle of a device
+    (only ``viewer``'s, when one is given)."""
+    q = (select(m.Deployable.device_id, _ARQ.uuid, _ARQ.instance_uuid)
+         .join(m.Deployable, m.Deployable.id == _ARQ.deployable_id)
+         .where(_ARQ.state.in_(holders.HOLDING_STATES)))
+    return q if viewer is None else q.where(_ARQ.project_id == viewer)
+
+
+def _allocations(s: Session, dev_ids: list[int],
+                 viewer: str | None) -> dict[int, list[dict[str, str]]]:
     found: dict[int, list[dict[str, str]]] = {}
     if dev_ids:
         for dev_id, arq, instance in s.execute(
-                _allocated_arqs().where(m.Deployable.device_id.in_(dev_ids))
-                .order_by(m.ExtendedAcceleratorRequest.id)):
+                _allocated_arqs(viewer).where(m.Deployable.device_id.in_(dev_ids))
+                .order_by(_ARQ.id)):
             found.setdefault(dev_id, []).append({"accelerator_request": arq,
                                                  "instance_uuid": instance})
     return found
 
 
-def _with_allocations(s: Session, devs: list[m.Device]) -> list[dict[str, Any]]:
-    allocations = _allocations(s, [d.id for d in devs])
-    return [to_dict(d, allocations.get(d.id)) for d in devs]
+def _with_allocations(s: Session, devs: list[m.Device],
+                      viewer: str | None = None) -> list[dict[str, Any]]:
+    allocations = _allocations(s, [d.id for d in devs], viewer)
+    return [to_dict(d, allocations.get(d.id), viewer) for d in devs]
 
 
 def list_accelerators(db: Database, *, host: str | None = None, state: str | None = None,
                       device_type: str | None = None, instance_uuid: str | None = None,
                       limit: int | None = None, marker: str | None = None,
-                      ) -> list[dict[str, Any]]:
+                      viewer: str | None = None) -> list[dict[str, Any]]:
     with db.reader() as s:
         q = select(m.Device).order_by(m.Device.id)
         if host is not None:
@@ -91,11 +105,13 @@ def list_accelerators(db: Database, *, host: str | None = None, state: str | Non
         if device_type is not None:
             q = q.where(m.Device.type == device_type)
         if instance_uuid is not None:  # attached through v1, or held through a v2 ARQ
-            held = _allocated_arqs().where(
-                m.ExtendedAcceleratorRequest.instance_uuid == instance_uuid).subquery()
-            q = q.where(or_(and_(m.Device.attach_type == "instance",
-                                 m.Device.attached_to == instance_uuid),
-                            m.Device.id.in_(select(held.c.device_id))))
+            held = _allocated_arqs(viewer).where(
+                _ARQ.instance_uuid == instance_uuid).subquery()
+            attached = and_(m.Device.attach_type == "instance",
+                            m.Device.attached_to == instance_uuid)
+            if viewer is not None:
+                attached = and_(attached, m.Device.attached_project_id == viewer)
+            q = q.where(or_(attached, m.Device.id.in_(select(held.c.device_id))))
         if marker is not None:
             marker_id = s.execute(select(m.Device.id).where(m.Device.uuid == marker)).scalar()
             if marker_id is None:
@@ -103,7 +119,7 @@ def list_accelerators(db: Database, *, host: str | None = None, state: str | Non
             q = q.where(m.Device.id > marker_id)
         if limit is not None:
             q = q.limit(limit)
-        return _with_allocations(s, list(s.execute(q).scalars()))
+        return _with_allocations(s, list(s.execute(q).scalars()), viewer)
 
 
 def _get(s: Session, uuid: str, *, lock: bool = False) -> m.Device:
@@ -115,9 +131,9 @@ def _get(s: Session, uuid: str, *, lock: bool = False) -> m.Device:
     return dev
 
 
-def get_accelerator(db: Database, uuid: str) -> dict[str, Any]:
+def get_accelerator(db: Database, uuid: str, viewer: str | None = None) -> dict[str, Any]:
     with db.reader() as s:
-        return _with_allocations(s, [_get(s, uuid)])[0]
+        return _with_allocations(s, [_get(s, uuid)], viewer)[0]
 
 
 def create_accelerator(db: Database, name: str, uuid: str | None = None) -> dict[str, Any]:
@@ -219,15 +235,19 @@ def _device_handles(dev_id: int):  # noqa: ANN202 - a SQLAlchemy clause
         select(m.Deployable.id).where(m.Deployable.device_id == dev_id).scalar_subquery())
 
 
-def attach(db: Database, uuid: str, attach_type: str, target: str) -> dict[str, Any]:
+def attach(db: Database, uuid: str, attach_type: str, target: str,
+           project_id: str | None = None) -> dict[str, Any]:
     """Attach to an instance or a host: a CAS on the attachment plus a claim of every
     attach handle of the device (the same ``in_use`` claim a v2 bind makes), all or
-    nothing, so a device held through v2 cannot be attached through v1 and vice versa."""
+    nothing, so a device held through v2 cannot be attached through v1 and vice versa.
+    ``project_id``: the project whose request it is (None: an admin's); it alone (and
+    admins) will see the instance. Returns the view for that project."""
     with db.writer() as s:
         res = s.execute(update(m.Device).where(
             m.Device.uuid == uuid, m.Device.attached_to.is_(None),
             m.Device.state == states.READY, m.Device.health.in_(states.USABLE_HEALTH))
             .values(attach_type=attach_type, attached_to=target,
+                    attached_project_id=project_id if attach_type == "instance" else None,
                     revision=m.Device.revision + 1, updated_at=m.utcnow()))
         dev = _get(s, uuid)
         if res.rowcount == 0:
@@ -256,7 +276,7 @@ def attach(db: Database, uuid: str, attach_type: str, target: str) -> dict[str, 
             raise exception.AlreadyAttached(
                 f"Accelerator {uuid} is held by accelerator requests ({total - claimed} of "
                 f"its {total} attach handles are in use).")
-        return _with_allocations(s, [dev])[0]
+        return _with_allocations(s, [dev], project_id)[0]
 
 
 def attachment(db: Database, uuid: str) -> tuple[str | None, str | None, str | None]:
@@ -264,6 +284,13 @@ def attachment(db: Database, uuid: str) -> tuple[str | None, str | None, str | N
     with db.reader() as s:
         dev = _get(s, uuid)
         return dev.attach_type, dev.attached_to, dev.hostname
+
+
+def attached_project(db: Database, uuid: str) -> str | None:
+    """The project whose request attached the accelerator to an instance (None: none,
+    or an admin's)."""
+    with db.reader() as s:
+        return _get(s, uuid).attached_project_id
 
 
 def _check_no_allocations(s: Session, dev: m.Device) -> None:
@@ -290,15 +317,26 @@ def identity_of(db: Database, uuid: str) -> str:
         return _get(s, uuid).identity or ""
 
 
-def detach(db: Database, uuid: str) -> None:
-    """Detach; refused while allocation records (bound ARQs) exist for the device."""
+def check_owner(dev_project: str | None, attach_type: str | None, uuid: str,
+                project_id: str | None) -> None:
+    """OtherProject when ``project_id`` (None: an admin) may not undo the instance
+    attachment another project's request made."""
+    if project_id is not None and attach_type == "instance" and dev_project != project_id:
+        raise exception.OtherProject(
+            f"Accelerator {uuid} was attached to an instance by another project's request.")
+
+
+def detach(db: Database, uuid: str, project_id: str | None = None) -> None:
+    """Detach; refused while allocation records (bound ARQs) exist for the device, and
+    (OtherProject) for a project that did not attach it (``project_id`` None: admin)."""
     with db.writer() as s:
         dev = _get(s, uuid)
+        check_owner(dev.attached_project_id, dev.attach_type, uuid, project_id)
         _check_no_allocations(s, dev)
         if dev.attached_to is None:
             return
         s.execute(update(m.Device).where(m.Device.id == dev.id)
-                  .values(attach_type=None, attached_to=None,
+                  .values(attach_type=None, attached_to=None, attached_project_id=None,
                           revision=m.Device.revision + 1, updated_at=m.utcnow()))
         # No ARQ holds a handle (checked above), so every claimed handle is the v1 claim.
         s.execute(update(m.AttachHandle).where(_device_handles(dev.id))

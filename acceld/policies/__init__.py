@@ -19,8 +19,8 @@ BASE_RULES = [
     policy.RuleDefault("project_member_api", "role:member", "A project member."),
     policy.RuleDefault("admin_or_service", "rule:admin_api or rule:service_api",
                        "Administrator or service."),
-    policy.RuleDefault("project_reader_or_admin", "rule:project_reader_api or rule:admin_api",
-                       "Project reader or administrator."),
+    v2.bridged("project_reader_or_admin", "rule:project_reader_api or rule:admin_api",
+               "Project reader or administrator."),
 ]
 
 

@@ -1,11 +1,16 @@
 """Cyborg's v2 policy rules (names and base rules as upstream defines them).
 
-The defaults are Cyborg's *new* defaults, without the deprecated ``is_admin:True or
-project_id:%(project_id)s`` bridges that upstream still ORs in: inventory reads need the
-project manager role (or admin), device profile reads any project reader, accelerator
-request reads any project reader and their writes a project member or a service, and every
-other write here needs admin. The legacy base rules are registered so that an operator's
-Cyborg policy file that refers to them keeps loading.
+The defaults are Cyborg's *new* defaults: inventory reads need the project manager role
+(or admin), device profile reads any project reader, accelerator request reads any
+project reader and their writes a project member or a service, and every other write
+here needs admin. Like upstream, the persona base rules carry the deprecated bridge
+``is_admin:True or project_id:%(project_id)s``, which oslo.policy ORs in only under the
+legacy defaults (``[oslo_policy] enforce_new_defaults = false``, what upstream Cyborg
+forces): there every project token passes them, inventory reads included, as with
+upstream. Either way every rule is project-scoped (system- and domain-scoped tokens are
+refused; oslo.policy 6 always checks scope), and which project's requests a caller sees
+is decided in the database layer, not by policy. The legacy base rules are registered so
+that an operator's Cyborg policy file that refers to them keeps loading.
 """
 
 from __future__ import annotations
@@ -15,20 +20,28 @@ from oslo_policy import policy
 from acceld.policies.base import rule as _rule
 
 _IN_PROJECT = " and project_id:%(project_id)s"
+# Upstream's deprecated bridge, ORed in under the legacy defaults only.
+LEGACY_BRIDGE = "is_admin:True or project_id:%(project_id)s"
+
+
+def bridged(name: str, check: str, description: str) -> policy.RuleDefault:
+    return policy.RuleDefault(name, check, description, deprecated_rule=policy.DeprecatedRule(
+        name=name, check_str=LEGACY_BRIDGE, deprecated_since="2026.2",
+        deprecated_reason="Cyborg's project-or-admin bridge: any project token passes. "
+                          "The new defaults check the persona's role."))
+
 
 BASE_RULES = [
     policy.RuleDefault("project_admin_api", "role:admin" + _IN_PROJECT,
                        "An administrator of the project."),
     policy.RuleDefault("project_manager_api", "role:manager" + _IN_PROJECT,
                        "A manager of the project."),
-    policy.RuleDefault("project_member_or_admin", "rule:project_member_api or rule:admin_api",
-                       "Project member or administrator."),
-    policy.RuleDefault("project_manager_or_admin",
-                       "rule:project_manager_api or rule:admin_api",
-                       "Project manager or administrator."),
-    policy.RuleDefault("project_member_or_service",
-                       "rule:project_member_api or rule:service_api",
-                       "Project member or an OpenStack service."),
+    bridged("project_member_or_admin", "rule:project_member_api or rule:admin_api",
+             "Project member or administrator."),
+    bridged("project_manager_or_admin", "rule:project_manager_api or rule:admin_api",
+             "Project manager or administrator."),
+    bridged("project_member_or_service", "rule:project_member_api or rule:service_api",
+             "Project member or an OpenStack service."),
     # Cyborg's legacy rules, for policy files written against them.
     policy.RuleDefault("public_api", "is_public_api:True", "Internal flag for public API."),
     policy.RuleDefault("allow", "@", "Always allowed."),

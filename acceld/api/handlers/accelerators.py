@@ -20,6 +20,13 @@ def _present(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _viewer(req: webob.Request) -> str | None:
+    """Whose requests the caller sees: its project's; every project's for an admin (None),
+    as for v2 ARQs."""
+    ctx = req.environ["acceld.context"]
+    return None if ctx.is_admin else ctx.project_id
+
+
 def _etag(record: dict[str, Any]) -> dict[str, str]:
     return {"ETag": f'"{record["revision"]}"'}
 
@@ -38,7 +45,8 @@ def list_accelerators(req: webob.Request) -> util.Reply:
             q[key] = util.canonical_uuid(q[key])
     records = accelerators.list_accelerators(
         st.db, host=q.get("host"), state=q.get("state"), device_type=q.get("device_type"),
-        instance_uuid=q.get("instance_uuid"), limit=limit, marker=q.get("marker"))
+        instance_uuid=q.get("instance_uuid"), limit=limit, marker=q.get("marker"),
+        viewer=_viewer(req))
     return util.json_response({"accelerator": [_present(req, r) for r in records]})
 
 
@@ -46,7 +54,7 @@ def show_accelerator(req: webob.Request, uuid: str) -> util.Reply:
     """GET /v1/accelerators/{uuid} -> 200 with an ETag; 404 when missing."""
     util.authorize(req, "acceld:accelerator:get_one")
     util.query(req, schema.NO_QUERY)
-    record = accelerators.get_accelerator(util.state(req).db, uuid)
+    record = accelerators.get_accelerator(util.state(req).db, uuid, _viewer(req))
     return util.json_response(_present(req, record), headers=_etag(record))
 
 
@@ -109,12 +117,13 @@ def attach(req: webob.Request, uuid: str) -> util.Reply:
     body = util.json_body(req, schema.ATTACH)
     kind, target = ("instance", util.canonical_uuid(body["instance_uuid"])) \
         if "instance_uuid" in body else ("host", body["host"])
-    record = util.state(req).conductor.attach(uuid, kind, target)
+    record = util.state(req).conductor.attach(uuid, kind, target, _viewer(req))
     return util.json_response(_present(req, record), headers=_etag(record))
 
 
 def detach(req: webob.Request, uuid: str) -> util.Reply:
-    """DELETE /v1/accelerators/{uuid} -> 204; 404; 409 while allocation records exist."""
+    """DELETE /v1/accelerators/{uuid} -> 204; 404; 403 an instance attachment another
+    project's request made; 409 while allocation records exist."""
     util.authorize(req, "acceld:accelerator:detach")
-    util.state(req).conductor.detach(uuid)
+    util.state(req).conductor.detach(uuid, _viewer(req))
     return util.empty_response(204)
