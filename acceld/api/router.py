@@ -74,6 +74,18 @@ ROUTES: dict[str, dict[str, Handler]] = {
 
 MOUNT_PREFIX = "/accelerator"
 
+# The methods of Cyborg's v2 controllers (pecan RestControllers), which decide what a
+# request no route serves gets there: below a collection, a GET or a method the controller
+# has is a 404 and any other method a 405; on the collection itself, a method the
+# controller has with no route here (a DELETE of attributes without a uuid) is a 400.
+CYBORG_CONTROLLERS: dict[str, frozenset[str]] = {
+    "devices": frozenset({"GET"}),
+    "deployables": frozenset({"GET"}),
+    "attributes": frozenset({"GET", "POST", "DELETE"}),
+    "device_profiles": frozenset({"GET", "POST", "DELETE"}),
+    "accelerator_requests": frozenset({"GET", "POST", "PATCH", "DELETE"}),
+}
+
 
 # The first segments of the v2 collections; Cyborg's root controller serves them without
 # the "/v2" (e.g. "/devices"), and the upstream CLI relies on that when it is pointed at
@@ -241,19 +253,35 @@ class Router:
         # access; an ASCII path is the same string either way
         path_info = req.environ.get("PATH_INFO", "")
         found = self.match((path_info if path_info.isascii() else req.path_info) or "/")
-        if found is None:
-            raise errors.HTTPError(404, f"The resource {req.path_info} could not be found.",
-                                   "acceld.not_found")
-        path, match = found
-        methods = self._table[path]
-        if "uuid" in match:  # one spelling of a UUID everywhere below the router
-            match["uuid"] = util.canonical_uuid(match["uuid"])
         method = req.environ["REQUEST_METHOD"]
         if method == "HEAD":
             method = "GET"
-        if method not in methods:
-            allow = ", ".join(sorted(methods))
-            raise errors.HTTPError(405, f"Method {req.method} is not allowed on "
-                                   f"{req.path_info}; allowed: {allow}.",
-                                   "acceld.method_not_allowed", {"Allow": allow})
-        return methods[method](req, **match)
+        if found is None or method not in self._table[found[0]]:
+            raise _unrouted(req, method, None if found is None else self._table[found[0]])
+        path, match = found
+        if "uuid" in match:  # one spelling of a UUID everywhere below the router
+            match["uuid"] = util.canonical_uuid(match["uuid"])
+        return self._table[path][method](req, **match)
+
+
+def _unrouted(req: webob.Request, method: str,
+              methods: dict[str, Handler] | None) -> errors.HTTPError:
+    """The error for a request no route serves: 404 for an unknown path, 405 (with
+    ``Allow``) for another method of a known one; below ``/v2`` what Cyborg's controllers
+    answer there (:data:`CYBORG_CONTROLLERS`)."""
+    parts = req.environ.get("PATH_INFO", "").strip("/").split("/")
+    cyborg = (CYBORG_CONTROLLERS.get(parts[1]) if len(parts) > 1 and parts[0] == "v2"
+              else None)
+    if cyborg is not None and len(parts) > 2 and (method == "GET" or method in cyborg):
+        methods = None                                    # a 404 there
+    elif cyborg is not None and len(parts) > 2:
+        methods = methods or {}                           # a 405 there
+    elif cyborg is not None and method in cyborg:
+        return errors.HTTPError(400, 'Missing argument: "uuid"', "acceld.invalid_input")
+    if methods is None:
+        return errors.HTTPError(404, f"The resource {req.path_info} could not be found.",
+                                "acceld.not_found")
+    allow = ", ".join(sorted(methods))
+    return errors.HTTPError(405, f"Method {req.method} is not allowed on {req.path_info}"
+                            + (f"; allowed: {allow}." if allow else "."),
+                            "acceld.method_not_allowed", {"Allow": allow})

@@ -218,8 +218,7 @@ def json_body(req: webob.Request, schema: dict[str, Any] | None) -> Any:
     # webob's content_type: the header up to any parameters
     content_type = req.environ.get("CONTENT_TYPE", "").split(";", 1)[0]
     if content_type != "application/json":
-        raise errors.HTTPError(415, f"The body must be application/json, not "
-                               f"{content_type or 'nothing'!r}.", "acceld.media_type")
+        _not_json(req, content_type)
     body = read_body(req)
     try:
         data = jsoncodec.loads(body or b"null")
@@ -288,10 +287,44 @@ def validate(data: Any, schema: dict[str, Any], what: str) -> None:
         raise errors.HTTPError(400, _schema_error(err, what), "acceld.invalid_input")
 
 
+# Cyborg's framework reads a form body (and a POST without a content type) as query
+# arguments, which it then refuses as unknown (400); any other type is a 415. The v1 API
+# (acceld's own) answers 415 for them all.
+_FORM = "application/x-www-form-urlencoded"
+
+
+def _not_json(req: webob.Request, content_type: str) -> None:
+    what = content_type or "nothing"
+    form = content_type == _FORM or (not content_type and req.method == "POST")
+    if form and req.environ.get("PATH_INFO", "").startswith("/v2/"):
+        raise errors.HTTPError(400, f"The body must be application/json, not {what!r}: "
+                               "it was read as unknown arguments.", "acceld.invalid_input")
+    raise errors.HTTPError(415, f"The body must be application/json, not {what!r}.",
+                           "acceld.media_type")
+
+
 def canonical_uuid(value: str) -> str:
     """The lower-case hyphenated form of a UUID; anything else is returned unchanged (so
     a lookup of it is a plain 404)."""
     return uuids.canonical(value) or value
+
+
+def require_uuid(value: str, field: str = "uuid") -> str:
+    """The canonical form of a UUID the route needs (400, in Cyborg's words, for
+    anything else: its typed path parameters refuse a non-UUID)."""
+    canonical = uuids.canonical(value)
+    if canonical is None:
+        raise errors.HTTPError(400, f"Invalid input for field/attribute {field}. Value: "
+                               f"{value!r}. unable to convert to uuid",
+                               "acceld.invalid_input")
+    return canonical
+
+
+def text(value: str | float) -> str:
+    """A free-form value Cyborg stores as given: a number as its text (``1``, ``1.5``)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value)
 
 
 def query(req: webob.Request, schema: dict[str, Any]) -> dict[str, str]:

@@ -87,6 +87,15 @@ class _QuietHandler(simple_server.WSGIRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
         LOG.debug("%s %s", self.address_string(), format % args)
 
+    def get_environ(self) -> dict[str, Any]:
+        """wsgiref's environ, without the ``text/plain`` it invents for a request that
+        named no Content-Type (other servers leave CONTENT_TYPE out, and the API answers
+        a missing type differently from a wrong one)."""
+        environ = super().get_environ()
+        if self.headers.get("Content-Type") is None:
+            environ.pop("CONTENT_TYPE", None)
+        return environ
+
 
 def make_http_server(conf: cfg.ConfigOpts, app: Any) -> simple_server.WSGIServer:
     return simple_server.make_server(conf.api.host_ip, conf.api.port, app,

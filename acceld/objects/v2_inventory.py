@@ -1,8 +1,8 @@
 """The inventory as the Cyborg v2 API shows it: devices, deployables, attributes.
 
 Only devices an agent reported (``hostname IS NOT NULL``) are v2 devices; a v1 declared
-accelerator is not. Lists are ordered by id and paged with ``limit`` and a ``marker``
-uuid (an unknown marker is invalid input). Every public function is one transaction.
+accelerator is not. Lists are ordered by id and not paged (Cyborg's v2 API has no
+paging). Every public function is one transaction.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import uuid as uuidlib
 from typing import Any
 
 from oslo_db import exception as db_exc
-from sqlalchemy import Connection, Select, delete, select, update
+from sqlalchemy import Connection, delete, select, update
 from sqlalchemy.orm import Session
 
 from acceld import exception
@@ -21,18 +21,6 @@ from acceld.db.api import Database
 from acceld.objects import holders
 
 DEVICE_STATUSES = ("enabled", "maintaining")
-
-
-def _page(s: Session | Connection, q: Select, model: type, limit: int | None,
-          marker: str | None) -> Select:
-    if marker is not None:
-        marker_id = s.execute(select(model.id).where(model.uuid == marker)).scalar()
-        if marker_id is None:
-            raise exception.InvalidInput(f"marker {marker} is not a known "
-                                         f"{model.__tablename__[:-1]}")
-        q = q.where(model.id > marker_id)
-    q = q.order_by(model.id)
-    return q.limit(limit) if limit is not None else q
 
 
 # -- devices ----------------------------------------------------------------------------------
@@ -55,8 +43,7 @@ _REPORTED = m.Device.hostname.is_not(None)
 
 
 def list_devices(db: Database, *, type: str | None = None, vendor: str | None = None,
-                 hostname: str | None = None, limit: int | None = None,
-                 marker: str | None = None) -> list[dict[str, Any]]:
+                 hostname: str | None = None) -> list[dict[str, Any]]:
     """Reported devices, with exact-match filters."""
     with db.rows() as s:
         # Plain columns on a Core connection, no ORM: lists are the hot read path.
@@ -65,7 +52,7 @@ def list_devices(db: Database, *, type: str | None = None, vendor: str | None = 
                               (m.Device.hostname, hostname)):
             if value is not None:
                 q = q.where(column == value)
-        return [_device(d) for d in s.execute(_page(s, q, m.Device, limit, marker))]
+        return [_device(d) for d in s.execute(q.order_by(m.Device.id))]
 
 
 def _one(s: Session, model: Any, uuid: str, label: str, *where: Any) -> Any:
@@ -120,11 +107,10 @@ def _with_attributes(s: Session | Connection, deps: list[Any]) -> list[dict[str,
     return [_deployable(d, attrs[d.id]) for d in deps]
 
 
-def list_deployables(db: Database, *, limit: int | None = None,
-                     marker: str | None = None) -> list[dict[str, Any]]:
+def list_deployables(db: Database) -> list[dict[str, Any]]:
     with db.rows() as s:
-        q = select(m.Deployable.__table__)      # rows, not ORM entities (hot read path)
-        deps = list(s.execute(_page(s, q, m.Deployable, limit, marker)))
+        # rows, not ORM entities (hot read path)
+        deps = list(s.execute(select(m.Deployable.__table__).order_by(m.Deployable.id)))
         return _with_attributes(s, deps)
 
 
@@ -142,16 +128,14 @@ def _attribute(attr: m.Attribute) -> dict[str, Any]:
 
 
 def list_attributes(db: Database, *, deployable_id: int | None = None,
-                    key: str | None = None, limit: int | None = None,
-                    marker: str | None = None) -> list[dict[str, Any]]:
+                    key: str | None = None) -> list[dict[str, Any]]:
     with db.reader() as s:
         q = select(m.Attribute)
         if deployable_id is not None:
             q = q.where(m.Attribute.deployable_id == deployable_id)
         if key is not None:
             q = q.where(m.Attribute.key == key)
-        return [_attribute(a) for a in
-                s.execute(_page(s, q, m.Attribute, limit, marker)).scalars()]
+        return [_attribute(a) for a in s.execute(q.order_by(m.Attribute.id)).scalars()]
 
 
 def get_attribute(db: Database, uuid: str) -> dict[str, Any]:

@@ -61,7 +61,7 @@ def parse_ops(uuid: str, ops: list[dict[str, Any]], version: microversion.Versio
     if len(kinds) != 1:
         raise errors.HTTPError(400, f"Patch of ARQ {uuid}: the operations must be all "
                                "'add' (bind) or all 'remove' (unbind).", "acceld.invalid_input")
-    values = {op["path"][1:]: op.get("value") for op in ops}
+    values = {op["path"].lstrip("/"): op.get("value") for op in ops}
     if "project_id" in values:
         if version < PROJECT_ID_VERSION:
             raise errors.HTTPError(406, f"Patching /project_id needs microversion "
@@ -75,12 +75,14 @@ def parse_ops(uuid: str, ops: list[dict[str, Any]], version: microversion.Versio
     if absent:
         raise errors.HTTPError(400, f"Fields absent in patch of ARQ {uuid}: "
                                f"{', '.join(absent)}.", "acceld.invalid_input")
-    fields = {f: values[f] for f in BIND_FIELDS}
+    # Cyborg stores what it is given; an unknown device_rp_uuid is a 404 at the bind
+    fields = {f: util.text(values[f]) for f in BIND_FIELDS}
     fields["instance_uuid"] = util.canonical_uuid(fields["instance_uuid"])
     fields["device_rp_uuid"] = util.canonical_uuid(fields["device_rp_uuid"])
     # A bind never changes an ARQ's project (the binder may be an admin of another
     # project, e.g. Nova's evacuate): /project_id only fills in a missing one.
-    fields["project_id"] = values.get("project_id")
+    owner = values.get("project_id")
+    fields["project_id"] = None if owner is None else util.text(owner)
     return fields
 
 
@@ -90,7 +92,7 @@ def create_arqs(req: webob.Request) -> util.Reply:
     util.authorize(req, "cyborg:arq:create")
     util.query(req, schema.NO_QUERY)
     body = util.json_body(req, schema.ARQ_CREATE)
-    records = arq_objects.create(util.state(req).db, body["device_profile_name"],
+    records = arq_objects.create(util.state(req).db, util.text(body["device_profile_name"]),
                                  req.environ["acceld.context"].project_id)
     return util.json_response({"arqs": [_present(req, r) for r in records]}, status=201)
 
@@ -113,7 +115,8 @@ def show_arq(req: webob.Request, uuid: str) -> util.Reply:
     project's)."""
     util.authorize(req, "cyborg:arq:get_one")
     util.query(req, schema.NO_QUERY)
-    record = arq_objects.get(util.state(req).db, uuid, project_id=_scope(req))
+    record = arq_objects.get(util.state(req).db, util.require_uuid(uuid),
+                             project_id=_scope(req))
     return util.json_response(_present(req, record))
 
 
@@ -182,13 +185,18 @@ def delete_arqs(req: webob.Request) -> util.Reply:
                                                project_id=_scope(req))
         _release(req, freed)
         return util.empty_response(204)
-    uuids = [util.canonical_uuid(u) for u in q["arqs"].split(",") if u]
-    return _delete_uuids(req, uuids)
+    return _delete_uuids(req, [util.canonical_uuid(u) for u in q["arqs"].split(",")])
 
 
 def _delete_uuids(req: webob.Request, uuids: list[str]) -> util.Reply:
-    if not uuids:
+    """As Cyborg: an empty name (``arqs=u1,``) is an ARQ not found; unlike it (which
+    deletes the first and then answers 404 for the second), a name given twice is a 404
+    before anything is deleted."""
+    if uuids == [""]:
         raise errors.HTTPError(400, "No ARQ named in 'arqs'.", "acceld.invalid_input")
+    twice = sorted({u for u in uuids if uuids.count(u) > 1})
+    if twice:
+        raise exception.ARQNotFound(f"ARQ not found with uuids {twice}: each named twice.")
     freed = arq_objects.delete_by_uuids(util.state(req).db, uuids, project_id=_scope(req),
                                         service=_has_service_token(req))
     _release(req, freed)

@@ -13,7 +13,7 @@ import webob
 
 from acceld import uuids
 from acceld.api import errors, microversion, util
-from acceld.api.handlers.v2_inventory import links, page
+from acceld.api.handlers.v2_inventory import links
 from acceld.api.schemas import v2 as schema
 from acceld.objects import device_profiles
 
@@ -29,11 +29,11 @@ def _names(value: str) -> list[str]:
 
 
 def list_profiles(req: webob.Request) -> util.Reply:
-    """GET /v2/device_profiles[?name=a,b&limit=&marker=] -> 200 {"device_profiles": [...]}."""
+    """GET /v2/device_profiles[?name=a,b] -> 200 {"device_profiles": [...]}."""
     util.authorize(req, "cyborg:device_profile:get_all")
     q = util.query(req, schema.PROFILE_LIST_QUERY)
     names = _names(q["name"]) if "name" in q else None
-    records = device_profiles.list_profiles(util.state(req).db, names=names, **page(req, q))
+    records = device_profiles.list_profiles(util.state(req).db, names=names)
     return util.json_response({"device_profiles": [_present(req, r) for r in records]})
 
 
@@ -63,6 +63,7 @@ def create_profile(req: webob.Request) -> util.Reply:
     """POST /v2/device_profiles [{"name", "groups", "description"?, "uuid"?}] -> 201 the
     bare profile; 400 invalid (one profile per request, group rules); 409 name taken."""
     util.authorize(req, "cyborg:device_profile:create")
+    util.query(req, schema.NO_QUERY)
     body = util.json_body(req, None)
     if not util.conforms(body, schema.ONE_PROFILE):
         util.validate(body, schema.PROFILE_LIST, "body")
@@ -71,9 +72,11 @@ def create_profile(req: webob.Request) -> util.Reply:
                                    "for now.", "acceld.invalid_input")
         util.validate(body[0], schema.PROFILE, "body")
     profile = body[0]
-    uuid = util.canonical_uuid(profile["uuid"]) if "uuid" in profile else None
+    uuid = util.canonical_uuid(profile["uuid"]) if profile.get("uuid") else None
+    description = profile.get("description")
     record = device_profiles.create(util.state(req).db, profile["name"], profile["groups"],
-                                    profile.get("description"), uuid)
+                                    None if description is None else util.text(description),
+                                    uuid)
     return util.json_response(_present(req, record), status=201)
 
 
@@ -82,11 +85,8 @@ def _delete(req: webob.Request, value: str) -> util.Reply:
     uuid = uuids.canonical(value)
     if uuid is not None:
         device_profiles.delete_by_uuid(db, uuid)
-    elif _names(value):
-        device_profiles.delete_by_names(db, _names(value))
-    else:
-        raise errors.HTTPError(400, f"No device profile named in {value!r}.",
-                               "acceld.invalid_input")
+    else:       # as Cyborg: an empty name is a profile that does not exist
+        device_profiles.delete_by_names(db, _names(value) or [value])
     return util.empty_response(204)
 
 

@@ -12,6 +12,7 @@ NAME = "OpenStack Cyborg API"
 DESCRIPTION = ("Cyborg is the OpenStack project for lifecycle management of hardware "
                "accelerators, such as GPUs,FPGAs, AI chips, security accelerators, etc.")
 V1 = {"id": "v1", "status": "SUPPORTED"}
+NO_QUERY = {"type": "object", "additionalProperties": False}
 
 
 def _v1(req: webob.Request) -> dict[str, Any]:
@@ -42,5 +43,7 @@ def v1(req: webob.Request) -> util.Reply:
 
 
 def v2(req: webob.Request) -> util.Reply:
-    """GET /v2 -> 200 the bare v2 version object (not wrapped, as in Cyborg)."""
+    """GET /v2 -> 200 the bare v2 version object (not wrapped, as in Cyborg); 400 for a
+    query parameter (it takes none)."""
+    util.query(req, NO_QUERY)
     return util.json_response(_v2("v2.0", f"{util.public_url(req)}/accelerator/v2/"))

@@ -11,7 +11,7 @@ from typing import Any
 
 import webob
 
-from acceld.api import errors, listcache, microversion, util
+from acceld.api import listcache, microversion, util
 from acceld.api.schemas import v2 as schema
 from acceld.db import generations
 from acceld.objects import v2_inventory as inventory
@@ -27,17 +27,6 @@ def links(req: webob.Request, resource: str, uuid: str,
     if bookmark:
         out.append({"href": f"{public}/accelerator/{resource}/{uuid}", "rel": "bookmark"})
     return out
-
-
-def page(req: webob.Request, q: dict[str, str]) -> dict[str, Any]:
-    """``limit`` (at most ``[api] max_limit``) and a canonical ``marker`` from a query."""
-    max_limit = util.state(req).api.max_limit
-    limit = int(q["limit"]) if "limit" in q else None
-    if limit is not None and limit > max_limit:
-        raise errors.HTTPError(400, f"limit must be between 1 and {max_limit}",
-                               "acceld.invalid_input")
-    marker = util.canonical_uuid(q["marker"]) if "marker" in q else None
-    return {"limit": limit, "marker": marker}
 
 
 def _cached_list(req: webob.Request, q: dict[str, str], variant: Any,
@@ -67,14 +56,13 @@ def _device(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
 
 
 def list_devices(req: webob.Request) -> util.Reply:
-    """GET /v2/devices[?type=&vendor=&hostname=&limit=&marker=] -> 200 {"devices": [...]}."""
+    """GET /v2/devices[?type=&vendor=&hostname=] -> 200 {"devices": [...]}."""
     util.authorize(req, "cyborg:device:get_all")
     q = util.query(req, schema.DEVICE_LIST_QUERY)
 
     def render() -> dict[str, Any]:
         records = inventory.list_devices(util.state(req).db, type=q.get("type"),
-                                         vendor=q.get("vendor"), hostname=q.get("hostname"),
-                                         **page(req, q))
+                                         vendor=q.get("vendor"), hostname=q.get("hostname"))
         return {"devices": [_device(req, r) for r in records]}
 
     return _cached_list(req, q, microversion.of(req.environ) >= STATUS_VERSION, render)
@@ -115,22 +103,22 @@ def _deployable(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
 
 
 def list_deployables(req: webob.Request) -> util.Reply:
-    """GET /v2/deployables[?limit=&marker=] -> 200 {"deployables": [...]}."""
+    """GET /v2/deployables -> 200 {"deployables": [...]}."""
     util.authorize(req, "cyborg:deployable:get_all")
     q = util.query(req, schema.LIST_QUERY)
 
     def render() -> dict[str, Any]:
-        records = inventory.list_deployables(util.state(req).db, **page(req, q))
+        records = inventory.list_deployables(util.state(req).db)
         return {"deployables": [_deployable(req, r) for r in records]}
 
     return _cached_list(req, q, None, render)
 
 
 def show_deployable(req: webob.Request, uuid: str) -> util.Reply:
-    """GET /v2/deployables/{uuid} -> 200 the deployable; 404."""
+    """GET /v2/deployables/{uuid} -> 200 the deployable; 400 not a UUID; 404."""
     util.authorize(req, "cyborg:deployable:get_one")
     util.query(req, schema.NO_QUERY)
-    record = inventory.get_deployable(util.state(req).db, uuid)
+    record = inventory.get_deployable(util.state(req).db, util.require_uuid(uuid))
     return util.json_response(_deployable(req, record))
 
 
@@ -141,38 +129,41 @@ def _attribute(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
 
 
 def list_attributes(req: webob.Request) -> util.Reply:
-    """GET /v2/attributes[?deployable_id=<int>&key=&limit=&marker=] -> 200 {"attributes"}."""
+    """GET /v2/attributes[?deployable_id=<int>&key=] -> 200 {"attributes": [...]}."""
     util.authorize(req, "cyborg:attribute:get_all")
     q = util.query(req, schema.ATTRIBUTE_LIST_QUERY)
     deployable_id = int(q["deployable_id"]) if "deployable_id" in q else None
     records = inventory.list_attributes(util.state(req).db, deployable_id=deployable_id,
-                                        key=q.get("key"), **page(req, q))
+                                        key=q.get("key"))
     return util.json_response({"attributes": [_attribute(req, r) for r in records]})
 
 
 def show_attribute(req: webob.Request, uuid: str) -> util.Reply:
-    """GET /v2/attributes/{uuid} -> 200 the attribute; 404."""
+    """GET /v2/attributes/{uuid} -> 200 the attribute; 400 not a UUID; 404."""
     util.authorize(req, "cyborg:attribute:get_one")
     util.query(req, schema.NO_QUERY)
-    return util.json_response(_attribute(req, inventory.get_attribute(util.state(req).db,
-                                                                      uuid)))
+    return util.json_response(_attribute(req, inventory.get_attribute(
+        util.state(req).db, util.require_uuid(uuid))))
 
 
 def create_attribute(req: webob.Request) -> util.Reply:
     """POST /v2/attributes {"deployable_id", "key", "value"} (bare, or wrapped in
-    "attribute" as openstacksdk sends it) -> 201 the attribute; 400 unknown deployable."""
+    "attribute" as openstacksdk sends it; other fields ignored, numbers stored as text,
+    as in Cyborg) -> 201 the attribute; 400 unknown deployable."""
     util.authorize(req, "cyborg:attribute:create")
+    util.query(req, schema.NO_QUERY)
     body = util.json_body(req, schema.ANY_JSON)
     if isinstance(body, dict) and list(body) == ["attribute"]:
         body = body["attribute"]
     util.validate(body, schema.ATTRIBUTE, "body")
-    record = inventory.create_attribute(util.state(req).db, body["deployable_id"],
-                                        body["key"], body["value"])
+    record = inventory.create_attribute(util.state(req).db, int(body["deployable_id"]),
+                                        util.text(body["key"]), util.text(body["value"]))
     return util.json_response(_attribute(req, record), status=201)
 
 
 def delete_attribute(req: webob.Request, uuid: str) -> util.Reply:
     """DELETE /v2/attributes/{uuid} -> 204; 404."""
     util.authorize(req, "cyborg:attribute:delete")
+    util.query(req, schema.NO_QUERY)
     inventory.delete_attribute(util.state(req).db, uuid)
     return util.empty_response(204)

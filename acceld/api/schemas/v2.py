@@ -1,7 +1,10 @@
 """Schemas of the Cyborg-compatible v2 API (query strings and bodies).
 
-Every list takes ``limit`` and ``marker`` (openstacksdk sends them; Cyborg rejects them);
-any other unknown query parameter is a 400, as in Cyborg.
+An unknown query parameter is a 400, as in Cyborg (``limit`` and ``marker`` included:
+Cyborg's v2 API has no paging). Where Cyborg stores what it is given without checking
+its type (an ARQ bind's values, a profile's description, an attribute's key and value)
+a string or a number is accepted (a number is stored as its string), and unknown body
+fields are ignored as Cyborg ignores them; what Cyborg answers with a 500 is a 400 here.
 """
 
 from __future__ import annotations
@@ -12,12 +15,12 @@ _UUID = {"type": "string", "format": "uuid",
          "pattern": "^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?"
                     "[0-9a-fA-F]{12}$"}
 _TEXT = {"type": "string", "minLength": 1, "maxLength": 255}
-_PAGE = {"limit": {"type": "string", "pattern": "^[1-9][0-9]{0,3}$"}, "marker": _UUID}
+# what Cyborg takes for a free-form value: a string, or a number it stores as text
+_SCALAR = {"type": ["string", "number"], "maxLength": 255}
 
 
 def _query(**props: Any) -> dict[str, Any]:
-    return {"type": "object", "properties": dict(_PAGE, **props),
-            "additionalProperties": False}
+    return {"type": "object", "properties": props, "additionalProperties": False}
 
 
 NO_QUERY = {"type": "object", "additionalProperties": False}
@@ -26,17 +29,15 @@ DEVICE_LIST_QUERY = _query(type=_TEXT, vendor=_TEXT, hostname=_TEXT)
 ATTRIBUTE_LIST_QUERY = _query(deployable_id={"type": "string", "pattern": "^[0-9]{1,18}$"},
                               key=_TEXT)
 PROFILE_LIST_QUERY = _query(name={"type": "string", "minLength": 1})
-PROFILE_DELETE_QUERY = {"type": "object", "properties": {"value": {"type": "string",
-                                                                    "minLength": 1}},
+PROFILE_DELETE_QUERY = {"type": "object", "properties": {"value": {"type": "string"}},
                         "required": ["value"], "additionalProperties": False}
 
 ATTRIBUTE = {
     "type": "object",
-    "properties": {"deployable_id": {"type": "integer", "minimum": 1},
-                   "key": _TEXT,
-                   "value": {"type": "string", "maxLength": 65535}},
+    "properties": {"deployable_id": {"type": "number", "minimum": 1},
+                   "key": {"type": ["string", "number"], "maxLength": 65535},
+                   "value": {"type": ["string", "number"], "maxLength": 65535}},
     "required": ["deployable_id", "key", "value"],
-    "additionalProperties": False,
 }
 # openstacksdk wraps the attribute in {"attribute": {...}}; Cyborg takes it bare.
 ANY_JSON: dict[str, Any] = {}
@@ -51,21 +52,20 @@ PROFILE = {
         "groups": {"type": "array", "minItems": 1,
                    "items": {"type": "object", "minProperties": 1,
                              "additionalProperties": {"type": ["string", "integer"]}}},
-        "description": {"type": ["string", "null"], "maxLength": 65535},
-        "uuid": _UUID,
+        "description": {"type": ["string", "number", "null"], "maxLength": 65535},
+        "uuid": {"anyOf": [_UUID, {"const": ""}]},      # "": none given
     },
     "required": ["name", "groups"],
-    "additionalProperties": False,
 }
 # the whole of a valid POST (Cyborg's one profile per request): a body it accepts needs
 # no other check; one it refuses is worded by PROFILE_LIST, the count, then PROFILE
 ONE_PROFILE = {"type": "array", "minItems": 1, "maxItems": 1, "items": PROFILE}
 
 # -- accelerator requests ---------------------------------------------------------------------
-# POST: other keys are ignored, as in Cyborg.
+# POST: other keys are ignored, as in Cyborg; a name it cannot know is a 404 there too.
 ARQ_CREATE = {
     "type": "object",
-    "properties": {"device_profile_name": _TEXT},
+    "properties": {"device_profile_name": {"type": ["string", "number"]}},
     "required": ["device_profile_name"],
 }
 ARQ_LIST_QUERY = _query(instance=_UUID, bind_state={"enum": ["resolved"]})
@@ -74,40 +74,39 @@ ARQ_DELETE_QUERY = {
     "properties": {"arqs": {"type": "string", "minLength": 1}, "instance": _UUID},
     "additionalProperties": False,
 }
+# Cyborg takes a path with or without its leading "/".
 ARQ_PATCH_PATHS = ("/hostname", "/device_rp_uuid", "/instance_uuid", "/project_id")
-_UUID_PATHS = {"enum": ["/device_rp_uuid", "/instance_uuid"]}
 _PATCH_OP = {
     "type": "object",
-    "properties": {"op": {"enum": ["add", "remove"]}, "path": {"enum": list(ARQ_PATCH_PATHS)},
+    "properties": {"op": {"enum": ["add", "remove"]},
+                   "path": {"enum": [*ARQ_PATCH_PATHS, *(p[1:] for p in ARQ_PATCH_PATHS)]},
                    "value": {}},
     "required": ["op", "path"],
-    "allOf": [
-        # Cyborg fails with a 500 on an add without a value and stores any value.
-        {"if": {"properties": {"op": {"const": "add"}}},
-         "then": {"required": ["value"], "properties": {"value": _TEXT}}},
-        {"if": {"properties": {"op": {"const": "add"}, "path": _UUID_PATHS}},
-         "then": {"properties": {"value": _UUID}}},
-    ],
+    # Cyborg fails with a 500 on an add without a value and stores any value given: an
+    # unknown device_rp_uuid or ARQ is a 404 after, as there
+    "if": {"properties": {"op": {"const": "add"}}},
+    "then": {"required": ["value"], "properties": {"value": _SCALAR}},
 }
 # {arq_uuid: [json-patch op, ...], ...}
 ARQ_PATCH = {
     "type": "object",
     "minProperties": 1,
-    "propertyNames": {"pattern": _UUID["pattern"]},
+    "propertyNames": {"maxLength": 255},
     "additionalProperties": {"type": "array", "minItems": 1, "items": _PATCH_OP},
 }
 
 # -- FPGA programming (contract 1.4 "Deployables") ---------------------------------------------
 # [{"op": "replace", "path": "/program", "value": [{"image_uuid": ..., "image_sha256": ...}]}]
-# acceld requires the image's SHA-256 (what is loaded must be what the operator approved)
-# and also takes ``image_path`` (an absolute path in the agent's
-# ``[fpga_driver] local_image_dirs``) instead of a Glance ``image_uuid``.
+# Upstream's body names a Glance image; acceld also takes the image's SHA-256
+# (``image_sha256``: without it the agent checks the image against the digest Glance
+# keeps, ``os_hash_value``) and ``image_path`` (an absolute path in the agent's
+# ``[fpga_driver] local_image_dirs``, which needs ``image_sha256``) instead of a Glance
+# ``image_uuid``.
 _SHA256 = {"type": "string", "pattern": "^[0-9a-fA-F]{64}$"}
 _IMAGE = {
     "type": "object",
     "properties": {"image_uuid": _UUID, "image_sha256": _SHA256,
                    "image_path": {"type": "string", "pattern": "^/", "maxLength": 1024}},
-    "required": ["image_sha256"],
     "additionalProperties": False,
 }
 PROGRAM_PATCH = {
