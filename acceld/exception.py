@@ -9,7 +9,7 @@ Hierarchy::
     │                        AlreadyAttached, AllocationsExist, NotReady, DeviceInUse,
     │                        ARQBadState, DeviceNotUsable, ProgramInProgress,
     │                        NotProgrammable, DeployableInUse)
-    ├── InvalidInput        (InvalidReport)
+    ├── InvalidInput        (InvalidReport, InstanceHasARQs)
     ├── Forbidden           (a hard rule policy cannot relax: the service-token gate,
     │                        OtherProject)
     ├── NotResolved         (423: an instance's ARQs are not all resolved yet)
@@ -90,6 +90,13 @@ class DeviceInUse(Conflict):
 
 class InvalidInput(AccelDError):
     code = "acceld.invalid_input"
+
+
+class InstanceHasARQs(InvalidInput):
+    """A bind for an instance that already has accelerator requests (no hot add, as in
+    Cyborg): the whole request is refused before anything changes."""
+
+    code = "acceld.arq.instance_has_arqs"
 
 
 class InvalidReport(InvalidInput):

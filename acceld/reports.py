@@ -45,6 +45,11 @@ CAPABILITIES = (CAP_HOST_WORK, CAP_PROGRAM)
 FUNCTION_TRAIT_PREFIX = "CUSTOM_FPGA_FUNCTION_ID_"
 
 
+# The image reference of a program operation that names a function, not an image: the
+# agent asks Glance for the one image whose ``accel:function_id`` property is it.
+FUNCTION_IMAGE_PREFIX = "function:"
+
+
 def function_trait(function_id: str) -> str:
     """The trait a programmable driver reports for a function loaded in a device (an
     FPGA's AFU id or xclbin UUID, a fake image's function name): what a device profile's

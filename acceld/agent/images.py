@@ -1,14 +1,17 @@
 """Fetch an FPGA image to local disk, verified, before a driver programs it.
 
-An image reference is either a Glance image id (downloaded from
-``GET /v2/images/{id}/file`` through the ``[glance]`` keystoneauth session) or an
-absolute path inside one of ``[fpga_driver] local_image_dirs``. Either way the bytes
-are streamed into a temporary file in ``dest_dir`` while their SHA-256 is computed;
-the caller's digest is mandatory, because what gets loaded into a card must be exactly
-what the operator approved (Glance's own checksum is MD5 and optional). The temporary
-file is renamed to ``<sha256>.img`` only once the digest matches and the size is under
-``[fpga_driver] max_image_bytes``; on any failure it is removed, so ``dest_dir`` never
-holds a partial or unverified image under its final name.
+An image reference is a Glance image id (downloaded from ``GET /v2/images/{id}/file``
+through the ``[glance]`` keystoneauth session), ``function:<id>`` (the one Glance image
+whose property ``accel:function_id`` is that id: a device profile's
+``accel:function_id``), or an absolute path inside one of ``[fpga_driver]
+local_image_dirs``. Either way the bytes are streamed into a temporary file in
+``dest_dir`` while their digest is computed, because what gets loaded into a card must
+be exactly what was approved: the caller's SHA-256 when it gives one (mandatory for a
+local file), else the digest Glance keeps for the image (its multihash,
+``os_hash_algo``/``os_hash_value``; an image without one is refused). The temporary
+file is renamed to ``<algorithm>-<digest>.img`` only once the digest matches and the
+size is under ``[fpga_driver] max_image_bytes``; on any failure it is removed, so
+``dest_dir`` never holds a partial or unverified image under its final name.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import hashlib
 import os
 import re
 import tempfile
+import urllib.parse
 from collections.abc import Iterable, Iterator
 from typing import Any, BinaryIO
 
@@ -24,12 +28,15 @@ import requests
 from keystoneauth1 import exceptions as ks_exc
 from oslo_config import cfg
 
+from acceld import reports
 from acceld.agent.drivers.base import DriverError
 from acceld.conf import glance as glance_conf
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_HEX = re.compile(r"^[0-9a-f]{32,128}$")
 _IMAGE_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _LOCAL_CHUNK = 1024 * 1024
+FUNCTION_REF = reports.FUNCTION_IMAGE_PREFIX
 
 
 class ImageError(DriverError):
@@ -37,27 +44,38 @@ class ImageError(DriverError):
     agent reports it on the bind like any other programming failure."""
 
 
+Digest = tuple[str, str]          # (hashlib algorithm, lower-case hex digest)
+
+
 def fetch_image(conf: cfg.ConfigOpts, image_ref: str, sha256: str, dest_dir: str, *,
                 adapter: Any = None) -> str:
     """Fetch ``image_ref`` into ``dest_dir`` and return the verified file's path.
 
-    ``adapter`` replaces the keystoneauth adapter built from ``[glance]`` (tests, or a
-    caller that already has one). An image already in ``dest_dir`` under its digest is
-    re-hashed and reused, so a retried bind does not download again.
+    ``sha256`` may be empty for a Glance image (its digest is then Glance's). ``adapter``
+    replaces the keystoneauth adapter built from ``[glance]`` (tests, or a caller that
+    already has one). An image already in ``dest_dir`` under its digest is re-hashed and
+    reused, so a retried bind does not download again.
     """
-    expected = _checked_digest(sha256)
+    local = image_ref.startswith("/")
+    if not (local or image_ref.startswith(FUNCTION_REF) or _IMAGE_ID.match(image_ref.lower())):
+        raise ImageError(f"image reference {image_ref!r} is neither a Glance image id nor "
+                         f"an absolute path")
+    if local or sha256:
+        expected = ("sha256", _checked_digest(sha256))
+    if not local:
+        adapter = adapter if adapter is not None else _glance_adapter(conf)
+        image_ref = _glance_image_id(adapter, image_ref)
+        if not sha256:
+            expected = _glance_digest(adapter, image_ref)
     os.makedirs(dest_dir, exist_ok=True)
-    final = os.path.join(dest_dir, f"{expected}.img")
+    final = os.path.join(dest_dir, f"{expected[0]}-{expected[1]}.img")
     if _cached(final, expected):
         return final
     max_bytes = conf.fpga_driver.max_image_bytes
-    if image_ref.startswith("/"):
+    if local:
         source = _local_chunks(conf, image_ref, max_bytes)
-    elif _IMAGE_ID.match(image_ref.lower()):
-        source = _glance_chunks(conf, image_ref.lower(), max_bytes, adapter)
     else:
-        raise ImageError(f"image reference {image_ref!r} is neither a Glance image id nor "
-                         f"an absolute path")
+        source = _glance_chunks(conf, image_ref, max_bytes, adapter)
     _store(source, image_ref, expected, final, max_bytes)
     return final
 
@@ -71,37 +89,38 @@ def image_dir(conf: cfg.ConfigOpts, state_dir: str) -> str:
 def _checked_digest(sha256: str) -> str:
     digest = (sha256 or "").strip().lower()
     if not _SHA256.match(digest):
-        raise ImageError(f"the image's sha256 is mandatory and must be 64 hex digits "
-                         f"(got {sha256!r})")
+        raise ImageError(f"the image's sha256 (mandatory for a local file) must be 64 "
+                         f"hex digits (got {sha256!r})")
     return digest
 
 
-def _cached(path: str, expected: str) -> bool:
+def _cached(path: str, expected: Digest) -> bool:
     """True when ``path`` exists with the expected digest; a corrupt copy is removed."""
     if not os.path.isfile(path):
         return False
-    digest = hashlib.sha256()
+    digest = hashlib.new(expected[0])
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(_LOCAL_CHUNK), b""):
             digest.update(chunk)
-    if digest.hexdigest() == expected:
+    if digest.hexdigest() == expected[1]:
         return True
     os.unlink(path)
     return False
 
 
-def _store(chunks: Iterable[bytes], image_ref: str, expected: str, final: str,
+def _store(chunks: Iterable[bytes], image_ref: str, expected: Digest, final: str,
            max_bytes: int) -> None:
     """Stream ``chunks`` into a temp file next to ``final``, hashing and counting; rename
     it into place only when size and digest are right."""
     fd, tmp = tempfile.mkstemp(prefix=".fetch-", suffix=".part", dir=os.path.dirname(final))
     try:
         with os.fdopen(fd, "wb") as out:
-            actual = _copy(chunks, out, image_ref, max_bytes)
+            actual = _copy(chunks, out, image_ref, max_bytes, expected[0])
             out.flush()
             os.fsync(out.fileno())
-        if actual != expected:
-            raise ImageError(f"image {image_ref} has sha256 {actual}, expected {expected}")
+        if actual != expected[1]:
+            raise ImageError(f"image {image_ref} has {expected[0]} {actual}, expected "
+                             f"{expected[1]}")
         os.replace(tmp, final)
     except BaseException:
         if os.path.exists(tmp):
@@ -113,8 +132,9 @@ def _store(chunks: Iterable[bytes], image_ref: str, expected: str, final: str,
             close()
 
 
-def _copy(chunks: Iterable[bytes], out: BinaryIO, image_ref: str, max_bytes: int) -> str:
-    digest = hashlib.sha256()
+def _copy(chunks: Iterable[bytes], out: BinaryIO, image_ref: str, max_bytes: int,
+          algorithm: str) -> str:
+    digest = hashlib.new(algorithm)
     size = 0
     for chunk in chunks:
         size += len(chunk)
@@ -177,9 +197,48 @@ def _glance_adapter(conf: cfg.ConfigOpts) -> Any:
     return make_adapter(conf, glance_conf.GROUP)
 
 
+def _glance_json(adapter: Any, url: str, what: str) -> Any:
+    try:
+        resp = adapter.get(url, raise_exc=False)
+    except ks_exc.ClientException as exc:
+        raise ImageError(f"cannot reach Glance for {what}: {exc}") from exc
+    if resp.status_code != 200:
+        raise ImageError(f"Glance could not show {what}: HTTP {resp.status_code}")
+    try:
+        return resp.json()
+    except ValueError as exc:
+        raise ImageError(f"Glance answered {what} with something not JSON") from exc
+
+
+def _glance_image_id(adapter: Any, image_ref: str) -> str:
+    """The Glance image id of ``image_ref``: an id, or ``function:<id>`` (the one image
+    whose ``accel:function_id`` property is that id, as Cyborg finds it)."""
+    if image_ref.startswith(FUNCTION_REF):
+        function = image_ref[len(FUNCTION_REF):]
+        found = _glance_json(adapter, "/v2/images?" + urllib.parse.urlencode(
+            {"accel:function_id": function}), f"images of function {function!r}")
+        ids = [image.get("id") for image in found.get("images", [])]
+        if len(ids) != 1:
+            raise ImageError(f"Glance has {len(ids)} images with accel:function_id "
+                             f"{function!r}; exactly one is needed")
+        image_ref = str(ids[0])
+    if not _IMAGE_ID.match(image_ref.lower()):
+        raise ImageError(f"Glance image id {image_ref!r} is not a UUID")
+    return image_ref.lower()
+
+
+def _glance_digest(adapter: Any, image_id: str) -> Digest:
+    """The digest Glance keeps for an image (its multihash)."""
+    image = _glance_json(adapter, f"/v2/images/{image_id}", f"image {image_id}")
+    algorithm, value = image.get("os_hash_algo"), str(image.get("os_hash_value") or "")
+    if algorithm not in hashlib.algorithms_guaranteed or not _HEX.match(value.lower()):
+        raise ImageError(f"image {image_id} has no digest in Glance (os_hash_algo/"
+                         "os_hash_value) and none was given: nothing to check it against")
+    return algorithm, value.lower()
+
+
 def _glance_chunks(conf: cfg.ConfigOpts, image_id: str, max_bytes: int,
                    adapter: Any) -> Iterator[bytes]:
-    adapter = adapter if adapter is not None else _glance_adapter(conf)
     url = f"/v2/images/{image_id}/file"
     try:
         resp = adapter.get(url, stream=True, raise_exc=False,

@@ -6,6 +6,16 @@ of the host work makes the ARQ BindFailed and frees its handle. Each ARQ of a re
 bound on its own, so one bad ARQ does not stop the others; the first error is raised
 once every ARQ was tried (the API turns it into the response).
 
+Programming at bind (contract 6.3): when the ARQ's profile group names
+``accel:bitstream_id`` or ``accel:function_id`` that the deployable does not carry yet
+(``objects.arqs.program_request``; asked only of drivers that program), the claim leaves
+the ARQ BindStarted and the Binder has the :class:`Programmer` queue a program operation
+for the ARQ; the PATCH is answered then, as upstream answers a bind that programs. When
+the agent's outcome arrives (:meth:`Binder.program_done`) the host work runs and the ARQ
+becomes Bound, or BindFailed (the program operation keeps the reason) with its handle
+freed; Nova is told either way. Such a bind has ``program_timeout`` more before it is
+given up.
+
 Host work: :class:`HostWork` runs on the ARQ's host between the claim and Bound, and
 after a handle is freed; the conductor gives the Binder
 ``conductor.hostwork.AgentHostWork`` (the driver's prepare/release through the agent).
@@ -72,6 +82,13 @@ class NoHostWork:
         return None
 
 
+class Programmer(Protocol):
+    """Queues the program operation of a bind (``request``: ``objects.arqs.
+    program_request``); its outcome comes back through :meth:`Binder.program_done`."""
+
+    def program_for_bind(self, arq_uuid: str, request: dict[str, str]) -> None: ...
+
+
 class Notifier(Protocol):
     """Nova's external-events API (``clients.nova.NovaClient``)."""
 
@@ -80,11 +97,15 @@ class Notifier(Protocol):
 
 class Binder:
     def __init__(self, db: Database, host_work: HostWork | None = None,
-                 notifier: Notifier | None = None, bind_timeout: float = 60.0) -> None:
+                 notifier: Notifier | None = None, bind_timeout: float = 60.0,
+                 programmer: Programmer | None = None,
+                 program_timeout: float = 0.0) -> None:
         self._db = db
         self._host = host_work or NoHostWork()
         self._notifier = notifier
         self._bind_timeout = bind_timeout
+        self._programmer = programmer
+        self._program_timeout = program_timeout
         # instance uuid -> (deadline, its ARQ uuids): binds Nova still waits to hear about
         self._pending: dict[str, tuple[float, list[str]]] = {}
         self._pending_lock = threading.Lock()
@@ -98,8 +119,9 @@ class Binder:
         """``patch``: ARQ uuid -> {hostname, device_rp_uuid, instance_uuid, project_id}.
 
         No hot add: the first ARQ's bind transaction first checks that none of the
-        request's instances has ARQs yet, and its InvalidInput refuses the whole request
-        (nothing changed, nothing for Nova to wait on); the other ARQs need not ask."""
+        request's instances has ARQs yet, and its InstanceHasARQs refuses the whole
+        request (nothing changed, nothing for Nova to wait on); the other ARQs need not
+        ask."""
         by_instance: dict[str, list[str]] = {}
         for uuid, fields in patch.items():
             by_instance.setdefault(fields["instance_uuid"], []).append(uuid)
@@ -111,7 +133,7 @@ class Binder:
                 try:
                     self._bind_one(uuid, fields, project_id, unbound)
                 except exception.AccelDError as exc:
-                    if unbound and isinstance(exc, exception.InvalidInput):
+                    if isinstance(exc, exception.InstanceHasARQs):
                         self._forget(expected)      # refused: nothing changed
                         raise
                     LOG.warning("bind of ARQ %s failed: %s", uuid, exc)
@@ -141,6 +163,13 @@ class Binder:
         with self._pending_lock:
             self._pending.update(entries)
         return entries
+
+    def _extend(self, instance: str, seconds: float) -> None:
+        """``instance``'s binds may take ``seconds`` more from now (an FPGA programs)."""
+        with self._pending_lock:
+            entry = self._pending.get(instance)
+            if entry is not None:
+                self._pending[instance] = (time.monotonic() + seconds, entry[1])
 
     def _forget(self, entries: dict[str, tuple[float, list[str]]]) -> None:
         """Drops ``entries`` (a refused request), not another request's newer ones."""
@@ -266,8 +295,22 @@ class Binder:
         return True
 
     def _needs_host_work(self, conn: Any, handle: dict[str, Any]) -> bool:
+        """Whether a bind of ``handle`` is more than its claim: host work, or programming
+        (asked only of a driver that programs)."""
+        return self._host_needs(handle, conn) or self._program_request(handle, conn) is not None
+
+    def _host_needs(self, handle: dict[str, Any], conn: Any = None) -> bool:
         needs = getattr(self._host, "needs", None)
         return True if needs is None else bool(needs(handle, conn=conn))
+
+    def _program_request(self, handle: dict[str, Any],
+                         conn: Any = None) -> dict[str, str] | None:
+        target = handle.get("target")
+        if self._programmer is None or not target or not target.get("program") \
+                or handle.get("deployable_id") is None:
+            return None
+        return arqs.program_request(self._db if conn is None else conn, handle["arq_uuid"],
+                                    handle["deployable_id"])
 
     def _bind_one(self, uuid: str, fields: dict[str, str], project_id: str | None,
                   unbound_instances: list[str]) -> None:
@@ -281,6 +324,8 @@ class Binder:
             LOG.info("ARQ %s bound to %s on %s", uuid, handle["uuid"], fields["hostname"])
             return
         try:
+            if self._start_programming(uuid, handle, fields["instance_uuid"]):
+                return                      # program_done finishes it
             self._host.prepare(handle)
         except Exception:
             for freed in arqs.fail_bind(self._db, uuid):
@@ -292,6 +337,43 @@ class Binder:
             self._release(handle)  # an unbind or a delete won; it freed the handle row
             raise
         LOG.info("ARQ %s bound to %s on %s", uuid, handle["uuid"], fields["hostname"])
+
+    def _start_programming(self, uuid: str, handle: dict[str, Any], instance: str) -> bool:
+        """Queue the program operation the bind needs, if any (True: one was queued)."""
+        request = self._program_request(handle)
+        if request is None:
+            return False
+        if "error" in request:
+            raise exception.InvalidInput(f"ARQ {uuid}: {request['error']}.")
+        assert self._programmer is not None
+        self._programmer.program_for_bind(uuid, request)
+        self._extend(instance, self._program_timeout)
+        LOG.info("ARQ %s waits for %s to be loaded into deployable %s", uuid,
+                 request["image_ref"], request["deployable_uuid"])
+        return True
+
+    def program_done(self, uuid: str, ok: bool, error: str | None) -> None:
+        """The program operation of ARQ ``uuid``'s bind ended: host work and Bound, or
+        BindFailed with its handle freed; then Nova is told if it waits on the instance.
+        A no-op for an ARQ that no longer holds its handle (unbound or deleted)."""
+        held = arqs.held_handle(self._db, uuid)
+        if held is None:
+            return
+        instance, handle = held
+        try:
+            if not ok:
+                raise exception.OperationFailed(f"programming the deployable of ARQ {uuid} "
+                                                f"failed: {error}")
+            if self._host_needs(handle):
+                self._host.prepare(handle)
+            arqs.finish_bind(self._db, uuid)
+            LOG.info("ARQ %s bound to %s (programmed)", uuid, handle["uuid"])
+        except Exception as exc:  # every failure ends the bind: BindFailed, handle freed
+            LOG.warning("bind of ARQ %s failed: %s", uuid, exc)
+            for freed in arqs.fail_bind(self._db, uuid):
+                self._release(freed)
+        if instance:
+            self._notify_if_resolved(instance)
 
     def unbind(self, uuids: list[str], project_id: str | None) -> None:
         errors: list[exception.AccelDError] = []

@@ -38,6 +38,9 @@ from acceld.rpc import AgentClient
 LOG = logging.getLogger(__name__)
 
 CONDUCTOR_BINARY = "acceld-conductor"
+# A bind that programs an FPGA waits for the agent's outcome up to [fpga_driver]
+# program_timeout plus this (the agent's own watchdog fires 30 s past the timeout).
+PROGRAM_GRACE = 60.0
 
 
 class HeartbeatBuffer:
@@ -81,8 +84,10 @@ class ConductorManager:
         self._thread: threading.Thread | None = None
         self.on_inventory_changed: list[Any] = []   # hooks: (host, device uuids) -> None
         # one Binder for every bind: it tracks the binds Nova waits on (None: no events)
-        self._binder = binding.Binder(db, host_work=AgentHostWork(db, agents),
-                                      notifier=nova, bind_timeout=conf.nova.bind_timeout)
+        self._binder = binding.Binder(
+            db, host_work=AgentHostWork(db, agents), notifier=nova,
+            bind_timeout=conf.nova.bind_timeout, programmer=self,
+            program_timeout=conf.fpga_driver.program_timeout + PROGRAM_GRACE)
         if placement is not None:
             self.on_inventory_changed.append(lambda host, _uuids: placement.schedule(host))
 
@@ -256,6 +261,17 @@ class ConductorManager:
         self._dispatch_program(op)
         return _jsonable(record)
 
+    def program_for_bind(self, arq_uuid: str, request: dict[str, str]) -> None:
+        """binding.Programmer: queue the programming a bind needs (no caller digest: the
+        agent checks the Glance image against Glance's own)."""
+        record = program_objects.begin(self._db, request["deployable_uuid"],
+                                       request["image_ref"], "", arq_uuid=arq_uuid)
+        op = record.pop("agent_op")
+        LOG.info("program operation %s for the bind of ARQ %s: deployable %s on %s, "
+                 "image %s", op["op_id"], arq_uuid, request["deployable_uuid"], op["host"],
+                 request["image_ref"])
+        self._dispatch_program(op)
+
     def _dispatch_program(self, op: dict[str, Any]) -> None:
         try:
             self._agents.run_program(op["host"], op)
@@ -271,6 +287,9 @@ class ConductorManager:
         if recorded:
             LOG.info("program operation %s %s%s", op_id, "succeeded" if ok else "failed",
                      "" if ok else f": {error}")
+            arq = program_objects.get(self._db, op_id)["arq_uuid"]
+            if arq is not None:
+                self._binder.program_done(arq, ok, error)
         return {"recorded": recorded}
 
     # -- stats on demand ------------------------------------------------------------------

@@ -56,7 +56,7 @@ from sqlalchemy import (
     update,
 )
 
-from acceld import exception, uuids
+from acceld import exception, reports, uuids
 from acceld import states as st
 from acceld.db import models as m
 from acceld.db.api import Database
@@ -84,9 +84,11 @@ _retry_on_deadlock = oslo_db_api.wrap_db_retry(max_retries=10, retry_interval=0.
 def units_per_group(groups: list[dict[str, str]]) -> list[int]:
     """How many ARQs each group of a profile asks for: the sum of its ``resources:*``.
 
-    Cyborg's quirk of doubling FPGA ARQs for ``trait:CUSTOM_FPGA_XILINX`` is not copied.
+    Cyborg's quirk of doubling FPGA ARQs for ``trait:CUSTOM_FPGA_XILINX`` is not copied;
+    a group whose amounts add up to nothing (or less) asks for no ARQ.
     """
-    return [sum(int(v) for k, v in g.items() if k.startswith("resources:")) for g in groups]
+    return [max(0, sum(int(v) for k, v in g.items() if k.startswith("resources:")))
+            for g in groups]
 
 
 def resolved(arqs: list[dict[str, Any]], by_instance: bool) -> list[dict[str, Any]]:
@@ -117,11 +119,12 @@ def _to_dict(row: Mapping[str, Any]) -> dict[str, Any]:
 def _handle_dict(handle: Row[Any], arq_uuid: str, hostname: str | None) -> dict[str, Any]:
     """What host work needs to know about a handle (plain data, fit for RPC), with its
     ``target`` (:func:`acceld.objects.hostwork.target_of`, as a dict; None: no host) read
-    by the same query (:data:`acceld.objects.hostwork.TARGET_COLUMNS`)."""
+    by the same query (:data:`acceld.objects.hostwork.TARGET_COLUMNS`), and its
+    deployable's id where the query read it."""
     target = hostwork.target_of(handle)
     return {"uuid": handle.uuid, "attach_type": handle.attach_type,
             "attach_info": json.loads(handle.attach_info), "hostname": hostname,
-            "arq_uuid": arq_uuid,
+            "arq_uuid": arq_uuid, "deployable_id": getattr(handle, "deployable_id", None),
             "target": None if target is None else dataclasses.asdict(target)}
 
 
@@ -449,9 +452,9 @@ def _state_now(db: Database, uuid: str, project_id: str | None) -> str | None:
 Reader = Callable[[Executable, dict[str, Any]], Sequence[Any]]
 
 
-def _hot_add(instance_uuid: str) -> exception.InvalidInput:
-    return exception.InvalidInput(f"Instance {instance_uuid} already has accelerator "
-                                  "requests. Cannot bind additional ARQs.")
+def _hot_add(instance_uuid: str) -> exception.InstanceHasARQs:
+    return exception.InstanceHasARQs(f"Instance {instance_uuid} already has accelerator "
+                                     "requests. Cannot bind additional ARQs.")
 
 
 def _check_unbound(read: Reader, instance_uuids: list[str], project_id: str | None) -> None:
@@ -586,7 +589,7 @@ def bind(db: Database, uuid: str, *, hostname: str, device_rp_uuid: str, instanc
 
     ``unbound_instances`` (a request's instances, given with its first ARQ) are checked
     first, in this transaction: when one already has ARQs (Cyborg has no hot add) the
-    bind raises InvalidInput before anything changes, the only InvalidInput it raises."""
+    bind raises InstanceHasARQs before anything changes."""
     binding = {"arq_uuid": uuid, "to_hostname": hostname, "to_rp_uuid": device_rp_uuid,
                "to_instance": instance_uuid, "owner": owner}
     if db.updates_tables_together:
@@ -645,6 +648,76 @@ def _bind_by_one_statement(db: Database, binding: dict[str, Any], project_id: st
                             to_handle_id=None, to_deployable_id=None)) != 1:
         raise _state_error(uuid, _state_now(db, uuid, project_id), st.ARQ_BIND_STARTED)
     raise failure
+
+
+# -- programming at bind (accel:bitstream_id / accel:function_id) ------------------------------
+
+PROGRAM_KEYS = ("accel:bitstream_id", "accel:function_id")
+_ARQ_GROUP = (select(_dp.c.profile_json, _arq.c.device_profile_group_id)
+              .select_from(_arq.join(_dp, _dp.c.id == _arq.c.device_profile_id))
+              .where(_arq.c.uuid == bindparam("arq_uuid")))
+_LOADED = (select(_dep.c.uuid, _dep.c.bitstream_id, m.Attribute.value)
+           .select_from(_dep.outerjoin(m.Attribute.__table__, and_(
+               m.Attribute.deployable_id == _dep.c.id, m.Attribute.key.like("trait%"))))
+           .where(_dep.c.id == bindparam("dep_id")))
+
+
+def program_request(conn: Connection | Database, arq_uuid: str,
+                    deployable_id: int) -> dict[str, str] | None:
+    """What a bind must load into the deployable before the ARQ is Bound, from its
+    profile group (contract 6.3): ``accel:bitstream_id`` (a Glance image id) unless the
+    deployable's ``bitstream_id`` is that image, or ``accel:function_id`` unless the
+    deployable already shows that function's trait (``reports.function_trait``; the
+    image is then Glance's of that function). ``{"deployable_uuid", "image_ref"}``,
+    ``{"error"}`` for a group asking both or a bitstream id that is no UUID, or None.
+    ``conn``: the bind's transaction, or the Database (a read of its own)."""
+    def read(stmt: Executable, params: dict[str, Any]) -> Sequence[Any]:
+        if isinstance(conn, Database):
+            return conn.read(stmt, params)
+        return conn.execute(stmt, params).all()
+
+    rows = read(_ARQ_GROUP, {"arq_uuid": arq_uuid})
+    if not rows:
+        return None
+    groups = json.loads(rows[0].profile_json)["groups"]
+    group = groups[rows[0].device_profile_group_id]
+    asked = {key: str(group[key]) for key in PROGRAM_KEYS if group.get(key)}
+    if not asked:
+        return None
+    if len(asked) > 1:
+        return {"error": "a device profile group names both accel:bitstream_id and "
+                         "accel:function_id; give one"}
+    loaded = read(_LOADED, {"dep_id": deployable_id})
+    if "accel:bitstream_id" in asked:
+        image = uuids.canonical(asked["accel:bitstream_id"])
+        if image is None:
+            return {"error": f"accel:bitstream_id {asked['accel:bitstream_id']!r} is not "
+                             "a Glance image id"}
+        if loaded[0].bitstream_id == image:
+            return None
+        return {"deployable_uuid": loaded[0].uuid, "image_ref": image}
+    function = asked["accel:function_id"]
+    if reports.function_trait(function) in {row.value for row in loaded}:
+        return None
+    return {"deployable_uuid": loaded[0].uuid,
+            "image_ref": reports.FUNCTION_IMAGE_PREFIX + function}
+
+
+_BOUND_HANDLE = (select(_arq.c.instance_uuid, _arq.c.hostname, _ah.c.id, _ah.c.uuid,
+                        _ah.c.attach_type, _ah.c.attach_info,
+                        _ah.c.deployable_id.label("deployable_id"), *hostwork.TARGET_COLUMNS)
+                 .select_from(_arq.join(hostwork.HANDLES_WITH_TARGET,
+                                        _ah.c.id == _arq.c.attach_handle_id))
+                 .where(_arq.c.uuid == bindparam("arq_uuid")))
+
+
+def held_handle(db: Database, uuid: str) -> tuple[str | None, dict[str, Any]] | None:
+    """(instance, the handle the ARQ holds, as :func:`bind` returned it); None when it
+    holds none (gone, unbound, failed)."""
+    rows = db.read(_BOUND_HANDLE, {"arq_uuid": uuid})
+    if not rows:
+        return None
+    return rows[0].instance_uuid, _handle_dict(rows[0], uuid, rows[0].hostname)
 
 
 @_retry_on_deadlock

@@ -26,6 +26,7 @@ class HandleTarget:
     driver: str
     identity: str
     host_work: bool          # the driver declared that its handles need prepare/release
+    program: bool = False    # the driver can load an image into its devices (FPGAs)
 
 
 def handle_target(db: Database, handle_uuid: str) -> HandleTarget | None:
@@ -81,7 +82,8 @@ def target_of(row: Any) -> HandleTarget | None:
     caps = json.loads(row.target_caps or "[]")
     return HandleTarget(host=row.target_host, driver=row.target_driver,
                         identity=row.target_identity or "",
-                        host_work=reports.CAP_HOST_WORK in caps)
+                        host_work=reports.CAP_HOST_WORK in caps,
+                        program=reports.CAP_PROGRAM in caps)
 
 
 def target_for(handle: dict[str, Any],

@@ -31,7 +31,7 @@ def to_dict(op: m.ProgramOperation) -> dict[str, Any]:
     return {"uuid": op.uuid, "deployable_uuid": op.deployable_uuid,
             "device_uuid": op.device_uuid, "host": op.host, "image_ref": op.image_ref,
             "image_sha256": op.image_sha256, "state": op.state, "progress": op.progress,
-            "message": op.message, "created_at": op.created_at,
+            "message": op.message, "arq_uuid": op.arq_uuid, "created_at": op.created_at,
             "updated_at": op.updated_at, "started_at": op.started_at,
             "finished_at": op.finished_at}
 
@@ -78,18 +78,21 @@ def _check_programmable(s: Session, dep: m.Deployable, dev: m.Device,
             "before programming.")
 
 
-def begin(db: Database, deployable_uuid: str, image_ref: str,
-          image_sha256: str) -> dict[str, Any]:
-    """Queue a program operation; returns it with what the agent needs (``agent_op``)."""
+def begin(db: Database, deployable_uuid: str, image_ref: str, image_sha256: str,
+          arq_uuid: str | None = None) -> dict[str, Any]:
+    """Queue a program operation; returns it with what the agent needs (``agent_op``).
+    ``image_sha256`` "": the agent checks a Glance image against Glance's digest.
+    ``arq_uuid``: the bind this programming is part of (that ARQ holds the deployable
+    already; anyone else holding it makes it DeployableInUse)."""
     try:
         with db.writer() as s:
             dep, dev = _target(s, deployable_uuid, lock=True)
-            _check_programmable(s, dep, dev)
+            _check_programmable(s, dep, dev, for_arq=arq_uuid)
             op = _OP(uuid=uuids.random_uuid(), deployable_uuid=dep.uuid,
                      device_uuid=dev.uuid, host=dev.hostname, driver_name=dev.driver_name,
                      identity=dev.identity or "", image_ref=image_ref,
                      image_sha256=image_sha256.lower(), state=states.PROGRAM_QUEUED,
-                     progress=0, active_key=dep.uuid)
+                     progress=0, active_key=dep.uuid, arq_uuid=arq_uuid)
             s.add(op)
             s.flush()
             return dict(to_dict(op), **{"agent_op": agent_op(op)})

@@ -22,11 +22,15 @@ from acceld.objects import v2_inventory as inventory
 
 def image_ref(image: dict[str, str]) -> str:
     """The one image reference of a program request: a Glance ``image_uuid`` or a local
-    ``image_path`` (exactly one of them)."""
+    ``image_path`` (exactly one of them; a local file needs ``image_sha256``: there is no
+    Glance digest to check it against)."""
     given = [key for key in ("image_uuid", "image_path") if key in image]
     if len(given) != 1:
         raise errors.HTTPError(400, "Invalid body field '0/value/0': give exactly one of "
                                "'image_uuid' and 'image_path'.", "acceld.invalid_input")
+    if given == ["image_path"] and "image_sha256" not in image:
+        raise errors.HTTPError(400, "Invalid body field '0/value/0': 'image_path' needs "
+                               "'image_sha256'.", "acceld.invalid_input")
     value = image[given[0]]
     return util.canonical_uuid(value) if given[0] == "image_uuid" else value
 
@@ -40,17 +44,20 @@ def _view(req: webob.Request, deployable: dict[str, Any],
 
 def program_deployable(req: webob.Request, uuid: str) -> util.Reply:
     """PATCH /v2/deployables/{uuid}/program [{"op": "replace", "path": "/program",
-    "value": [{"image_uuid"|"image_path", "image_sha256"}]}] -> 202 the deployable with
+    "value": [{"image_uuid"|"image_path", "image_sha256"?}]}] -> 202 the deployable with
     ``program`` (the queued operation) and ``Location`` of its status; 400 bad body (the
-    field named), 404 unknown deployable, 409 not programmable, in use, or a program
-    already in progress."""
+    field named; a deployable that is no UUID), 404 unknown deployable, 409 not
+    programmable, in use, or a program
+    already in progress. Without ``image_sha256`` (upstream's body) the agent checks a
+    Glance image against the digest Glance keeps."""
     util.authorize(req, "cyborg:deployable:program")
     util.query(req, schema.NO_QUERY)
+    uuid = util.require_uuid(uuid)
     body = util.json_body(req, schema.PROGRAM_PATCH)
     image = body[0]["value"][0]
     st = util.state(req)
     operation = st.conductor.program_deployable(uuid, image_ref(image),
-                                                image["image_sha256"].lower())
+                                                image.get("image_sha256", "").lower())
     deployable = inventory.get_deployable(st.db, uuid)
     location = f"{util.base_url(req)}/v2/deployables/{uuid}/program"
     return util.json_response(_view(req, deployable, operation), status=202,

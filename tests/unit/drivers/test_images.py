@@ -1,12 +1,15 @@
 """Image fetching for FPGA programming: Glance (a real HTTP server on 127.0.0.1 behind a
-real keystoneauth session) and local paths, always verified by SHA-256."""
+real keystoneauth session) and local paths, always verified: by the caller's SHA-256, or
+for a Glance image by Glance's own multihash."""
 
 from __future__ import annotations
 
 import hashlib
 import http.server
+import json
 import os
 import threading
+import urllib.parse
 from collections.abc import Iterator
 
 import pytest
@@ -23,13 +26,32 @@ def _sha(data: bytes) -> str:
 
 
 class _GlanceHandler(http.server.BaseHTTPRequestHandler):
-    """Serves ``GET /v2/images/<id>/file`` from the server's ``images`` dict. With
+    """Serves ``GET /v2/images/<id>/file`` from the server's ``images`` dict, an image's
+    record (``GET /v2/images/<id>``, with Glance's multihash in ``hashes``) and the images
+    of a function (``GET /v2/images?accel:function_id=``, from ``functions``). With
     ``chunked`` set the body is sent without Content-Length (like a proxied stream)."""
+
+    def _json(self, body: object) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         server = self.server
         server.requests.append(self.path)
-        parts = self.path.strip("/").split("/")
+        url = urllib.parse.urlsplit(self.path)
+        parts = url.path.strip("/").split("/")
+        if parts == ["v2", "images"]:
+            function = urllib.parse.parse_qs(url.query)["accel:function_id"][0]
+            self._json({"images": [{"id": i} for i in server.functions.get(function, [])]})
+            return
+        if len(parts) == 3 and parts[:2] == ["v2", "images"] and parts[2] in server.images:
+            algo, value = server.hashes.get(parts[2], (None, None))
+            self._json({"id": parts[2], "os_hash_algo": algo, "os_hash_value": value})
+            return
         if len(parts) != 4 or parts[:2] != ["v2", "images"] or parts[3] != "file":
             self.send_error(400)
             return
@@ -65,6 +87,8 @@ class _GlanceServer(http.server.ThreadingHTTPServer):
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _GlanceHandler)
         self.images: dict[str, bytes] = {}
+        self.hashes: dict[str, tuple[str, str]] = {}       # image id -> Glance's multihash
+        self.functions: dict[str, list[str]] = {}          # accel:function_id -> image ids
         self.requests: list[str] = []
         self.chunked = False
 
@@ -106,18 +130,48 @@ def test_glance_image_is_streamed_verified_and_renamed(glance, tmp_path):
     glance.images[IMAGE_ID] = PAYLOAD
     dest = str(tmp_path / "images")
     path = images.fetch_image(_conf(glance.url), IMAGE_ID, _sha(PAYLOAD), dest)
-    assert path == os.path.join(dest, f"{_sha(PAYLOAD)}.img")
+    assert path == os.path.join(dest, f"sha256-{_sha(PAYLOAD)}.img")
     with open(path, "rb") as f:
         assert f.read() == PAYLOAD
     assert glance.requests == [f"/v2/images/{IMAGE_ID}/file"]
-    assert _left(dest) == [f"{_sha(PAYLOAD)}.img"]   # no temp file left behind
+    assert _left(dest) == [f"sha256-{_sha(PAYLOAD)}.img"]   # no temp file left behind
+
+
+def test_without_a_sha256_glances_multihash_verifies_the_image(glance, tmp_path):
+    """Upstream's program body names no digest: Glance's own (sha512 by default) is
+    checked instead, and an image Glance keeps no digest of is refused."""
+    glance.images[IMAGE_ID] = PAYLOAD
+    glance.hashes[IMAGE_ID] = ("sha512", hashlib.sha512(PAYLOAD).hexdigest())
+    path = images.fetch_image(_conf(glance.url), IMAGE_ID, "", str(tmp_path))
+    assert os.path.basename(path) == f"sha512-{hashlib.sha512(PAYLOAD).hexdigest()}.img"
+    glance.hashes[IMAGE_ID] = ("sha512", hashlib.sha512(b"other").hexdigest())
+    with pytest.raises(images.ImageError, match="has sha512 .*, expected"):
+        images.fetch_image(_conf(glance.url), IMAGE_ID, "", str(tmp_path / "again"))
+    del glance.hashes[IMAGE_ID]
+    with pytest.raises(images.ImageError, match="no digest in Glance"):
+        images.fetch_image(_conf(glance.url), IMAGE_ID, "", str(tmp_path / "none"))
+
+
+def test_a_function_id_names_the_one_glance_image_of_that_function(glance, tmp_path):
+    glance.images[IMAGE_ID] = PAYLOAD
+    glance.functions["3c8e"] = [IMAGE_ID]
+    path = images.fetch_image(_conf(glance.url), "function:3c8e", _sha(PAYLOAD),
+                              str(tmp_path))
+    with open(path, "rb") as f:
+        assert f.read() == PAYLOAD
+    assert glance.requests[0] == "/v2/images?accel%3Afunction_id=3c8e"
+    glance.functions["3c8e"] = [IMAGE_ID, "7b1f4b2e-3c1d-4f6e-9a7b-2d5c8e9f0a11"]
+    for function in ("3c8e", "none"):
+        with pytest.raises(images.ImageError, match="exactly one is needed"):
+            images.fetch_image(_conf(glance.url), f"function:{function}", _sha(PAYLOAD),
+                               str(tmp_path / function))
 
 
 def test_glance_upper_case_digest_and_id_are_accepted(glance, tmp_path):
     glance.images[IMAGE_ID] = PAYLOAD
     path = images.fetch_image(_conf(glance.url), IMAGE_ID.upper(), _sha(PAYLOAD).upper(),
                               str(tmp_path))
-    assert os.path.basename(path) == f"{_sha(PAYLOAD)}.img"
+    assert os.path.basename(path) == f"sha256-{_sha(PAYLOAD)}.img"
 
 
 def test_glance_digest_mismatch_names_both_digests_and_cleans_up(glance, tmp_path):
@@ -270,12 +324,22 @@ def test_local_empty_file_is_refused(local, tmp_path):
 # -- arguments -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("digest", ["", "abc", "g" * 64, _sha(PAYLOAD) + "0", None])
-def test_sha256_is_mandatory_and_checked_before_any_transfer(glance, tmp_path, digest):
+@pytest.mark.parametrize("digest", ["abc", "g" * 64, _sha(PAYLOAD) + "0"])
+def test_a_bad_sha256_is_refused_before_any_transfer(glance, tmp_path, digest):
     glance.images[IMAGE_ID] = PAYLOAD
-    with pytest.raises(images.ImageError, match="sha256 is mandatory"):
+    with pytest.raises(images.ImageError, match="must be 64 hex digits"):
         images.fetch_image(_conf(glance.url), IMAGE_ID, digest, str(tmp_path))
     assert glance.requests == []
+
+
+@pytest.mark.parametrize("digest", ["", None])
+def test_a_local_file_needs_its_sha256(tmp_path, digest):
+    local = tmp_path / "local"
+    local.mkdir()
+    (local / "a.gbs").write_bytes(PAYLOAD)
+    with pytest.raises(images.ImageError, match=r"mandatory for a local file"):
+        images.fetch_image(_conf(local_image_dirs=[str(local)]), str(local / "a.gbs"),
+                           digest, str(tmp_path / "dest"))
 
 
 @pytest.mark.parametrize("ref", ["relative/x.gbs", "http://evil/x.gbs", "not-a-uuid", ""])
