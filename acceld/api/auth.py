@@ -69,6 +69,14 @@ class RequestContext(context.RequestContext):
         self.update_store()
         return self
 
+    def to_policy_values(self) -> Any:
+        """oslo.context's values plus ``is_admin``, which Cyborg's legacy rules test
+        (``is_admin:True``, ORed in under the legacy defaults); oslo.context offers it as
+        a deprecated value (reading it warns that a rule still depends on it)."""
+        values = super().to_policy_values()
+        values["is_admin"] = self.is_admin
+        return values
+
 
 # What a token says of its scope besides its project (keystonemiddleware's headers, read
 # by oslo.context): a system-scoped token (``system_scope``, ``OpenStack-System-Scope``)

@@ -22,7 +22,7 @@ OPTS = [
                 item_type=cfg.types.String(choices=list(KINDS)),
                 help="The kinds of fake devices, cycled in this order. A benchmark that "
                      "mirrors upstream Cyborg's fake driver uses FPGA alone."),
-    cfg.IntOpt("handles", min=1, max=256,
+    cfg.IntOpt("handles", min=1, max=255,
                help="Attach handles per fake deployable, for every kind (default: 1 for "
                     "GPU and FPGA, 4 for QAT, 2 for NIC; the control file's vf_count "
                     "still wins)."),

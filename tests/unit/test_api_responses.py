@@ -153,6 +153,20 @@ def test_a_context_for_a_request_reads_as_oslos_constructor_makes_it() -> None:
     assert not any(isinstance(v, list) for v in vars(auth.RequestContext).values())
 
 
+def test_the_policy_values_carry_is_admin() -> None:
+    """Cyborg's legacy bridges test ``is_admin:True``; a process where another service
+    registered an ``is_admin`` check that reads it from the values (Nova's does) must find
+    it too, not a KeyError."""
+    import warnings
+
+    from acceld.api import auth
+    for admin in (True, False):
+        ctx = auth.RequestContext.for_request("u1", "p1", ["member"], [], admin, None, None)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            assert ctx.to_policy_values()["is_admin"] is admin
+
+
 def test_json_is_written_as_json_dumps_writes_it() -> None:
     import datetime
     import json
