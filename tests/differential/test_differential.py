@@ -1,9 +1,10 @@
 """acceld answers every bad request with the status upstream Cyborg answers.
 
-The Cyborg peer is the one ``shared/peers`` runs (``setup.sh``, then ``PEERS_DB=mariadb
-start.sh --fresh``: see README.md);
-its service root comes from ``$ACCELD_DIFF_CYBORG_URL`` (default
-``http://127.0.0.1:6680/accelerator``), and the test is skipped when it does not answer.
+The Cyborg peer is the one ``shared/peers`` runs (see README.md): at
+``$ACCELD_DIFF_CYBORG_URL`` (default ``http://127.0.0.1:6680/accelerator``) when it
+answers there, else set up and started by this module from a copy of ``../shared/peers``
+on the MariaDB and RabbitMQ the suite uses (skipped, with the reason, where there is no
+``shared/peers``; under ``CI=true`` that fails).
 acceld is ``$ACCELD_DIFF_ACCELD_URL`` when set, else an ``acceld serve`` this module
 starts on a free port with a fresh database, the peer's fake host (upstream's fake
 device) and the peer's policy defaults (the legacy ones). Run with ``-s`` to see the whole
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import IN_CI, MYSQL_HOST, require_service
 from tests.differential import cases, runner
 from tests.differential.sides import Side
 
@@ -56,15 +58,59 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.wait(timeout=10)
 
 
+# shared/peers beside the checkout (every developer and CI run has it); it is read-only,
+# so it is run from a copy kept in a cache directory (its venvs are reused).
+SHARED_PEERS = Path(__file__).resolve().parents[3] / "shared" / "peers"
+PEERS_COPY = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "acceld" / "peers"
+PEERS_ENV = {"PEERS_DB": "mariadb", "PEERS_MARIADB_TCP": "1"}
+
+
+def _peers(script: str, *args: str, timeout: float) -> None:
+    done = subprocess.run(["bash", str(PEERS_COPY / script), *args], capture_output=True,
+                          text=True, timeout=timeout, check=False,
+                          env=dict(os.environ, **PEERS_ENV))
+    if done.returncode != 0:
+        pytest.fail(f"shared/peers {script} {' '.join(args)} failed:\n"
+                    f"{(done.stdout + done.stderr)[-4000:]}")
+
+
+def _copy_peers() -> None:
+    """shared/peers into the cache, writable, keeping the venvs and state made there."""
+    for src in SHARED_PEERS.rglob("*"):
+        dest = PEERS_COPY / src.relative_to(SHARED_PEERS)
+        if src.is_dir():
+            dest.mkdir(parents=True, exist_ok=True)
+        elif not dest.exists() or dest.read_bytes() != src.read_bytes():
+            dest.write_bytes(src.read_bytes())
+        dest.chmod(0o755 if src.is_dir() or os.access(src, os.X_OK) else 0o644)
+
+
 @pytest.fixture(scope="module")
-def cyborg() -> Side:
-    """The upstream Cyborg peer, or a skip saying how to start it."""
+def cyborg() -> Iterator[Side]:
+    """The upstream Cyborg peer: the one running at ``$ACCELD_DIFF_CYBORG_URL`` (or the
+    default), else shared/peers started here on MariaDB (and stopped afterwards)."""
     side = Side("cyborg", os.environ.get(runner.CYBORG_URL_ENV, runner.DEFAULT_CYBORG_URL))
-    if not side.reachable():
-        pytest.skip(f"upstream Cyborg is not reachable at {side.root} (set "
-                    f"{runner.CYBORG_URL_ENV}, or start the peer: shared/peers/setup.sh, "
-                    "then shared/peers/start.sh --fresh)")
-    return side
+    if side.reachable():
+        yield side
+        return
+    if not SHARED_PEERS.is_dir():
+        message = f"upstream Cyborg is not reachable at {side.root} and {SHARED_PEERS} is absent"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+    require_service("MariaDB", MYSQL_HOST, 3306)
+    require_service("RabbitMQ", "127.0.0.1", 5672)
+    PEERS_COPY.mkdir(parents=True, exist_ok=True)
+    _copy_peers()
+    _peers("setup.sh", timeout=1200)
+    _peers("stop.sh", timeout=120)
+    _peers("start.sh", "--fresh", timeout=300)
+    try:
+        if not side.reachable():
+            pytest.fail(f"shared/peers started, but Cyborg does not answer at {side.root}")
+        yield side
+    finally:
+        _peers("stop.sh", timeout=120)
 
 
 @pytest.fixture(scope="module")
