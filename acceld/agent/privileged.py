@@ -29,7 +29,8 @@ from oslo_privsep import capabilities as caps
 from oslo_privsep import priv_context
 
 # Tools the agent drives: OPAE and XRT FPGA programming, NVIDIA SR-IOV and nvidia-smi.
-ALLOWED_PROGRAMS = frozenset({"fpgaconf", "xbutil", "xbmgmt", "sriov-manage", "nvidia-smi"})
+ALLOWED_PROGRAMS = frozenset({"fpgaconf", "xbutil", "xbmgmt", "sriov-manage", "nvidia-smi",
+                              "mdevctl"})
 
 MAX_VALUE_LENGTH = 4096
 MAX_OUTPUT = 4 * 1024 * 1024

@@ -18,7 +18,9 @@ deployable, chosen in this order:
      mdev's UUID (``attach_handle_uuid``). The agent creates the mdev at bind (a bind
      that finds no free vGPU fails there, not at the guest's spawn) and removes it at
      unbind; Nova finds it by that UUID and creates it itself, with the same UUID, only
-     where a host reboot lost it.
+     where a host reboot lost it. Nova also defines such an mdev persistently (libvirt
+     through mdevctl, autostarted at boot), so the unbind undefines it too: otherwise the
+     next boot would bring back an mdev whose handle is free.
    * NVIDIA's vendor-specific VFIO framework (``nvidia/creatable_vgpu_types`` on each
      VF, no mdev) gives PCI handles of the VFs plus ``vgpu_type``: the guest gets the
      VF itself (prepare sets its vGPU type).
@@ -57,6 +59,7 @@ from acceld.agent.drivers.base import (
 )
 from acceld.hw import nvml as nvmlmod
 from acceld.hw import pci
+from acceld.hw.runner import RC_NOT_FOUND, SubprocessRunner
 from acceld.hw.sysfs import PciDevice, Sysfs
 
 LOG = logging.getLogger(__name__)
@@ -68,6 +71,7 @@ _GIB = 1024 ** 3
 # orphan every mdev created before).
 _MDEV_NAMESPACE = uuidlib.UUID("5b0e3a52-8f0c-4c55-9d51-64a3f7f0c2d1")
 _VGPU_LINE = re.compile(r"^\s*(\d+)\s*:\s*(.+?)\s*$")
+_MDEVCTL_TIMEOUT = 30.0
 _TYPE_ID = re.compile(r"^(?:nvidia-)?(\d+)$")
 
 
@@ -116,6 +120,7 @@ class NvidiaDriver(BaseDriver):
         self._conf = ctx.conf.nvidia_driver
         self._sysfs: Sysfs = ctx.sysfs if ctx.sysfs is not None else Sysfs("/")
         self._nvml: Any = ctx.nvml if ctx.nvml is not None else nvmlmod.NvmlBackend()
+        self._runner: Any = ctx.runner if ctx.runner is not None else SubprocessRunner()
         self._known = _Known()
         self._events: dict[str, tuple[float, str]] = {}   # identity -> (when, reason)
 
@@ -430,6 +435,20 @@ class NvidiaDriver(BaseDriver):
         if "asked_type" in attach_info:
             uuid = self._handle_uuid(identity, attach_info)
             self._sysfs_op(lambda: self._sysfs.mdev_remove(uuid), uuid)
+            self._undefine_mdev(uuid)
+
+    def _undefine_mdev(self, uuid: str) -> None:
+        """Remove the persistent definition of mdev ``uuid`` (mdevctl's, which libvirt
+        writes for Nova), if there is one; a host without mdevctl keeps none."""
+        listed = self._runner.run(["mdevctl", "list", "--defined", "--uuid", uuid],
+                                  _MDEVCTL_TIMEOUT, privileged=False)
+        if listed.rc == RC_NOT_FOUND or (listed.ok and not listed.stdout.strip()):
+            return
+        done = self._runner.run(["mdevctl", "undefine", "--uuid", uuid], _MDEVCTL_TIMEOUT,
+                                privileged=True)
+        if not done.ok:
+            raise DriverError(f"mdev {uuid}: mdevctl undefine failed: "
+                              f"{(done.stderr or listed.stderr).strip()[:500]}")
 
     def _check_mig(self, identity: str, mig_uuid: str) -> None:
         if not self._nvml.start():

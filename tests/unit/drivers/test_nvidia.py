@@ -29,8 +29,10 @@ from acceld.agent.drivers.nvidia import (
 )
 from acceld.hw import pci
 from acceld.hw.nvml import NvmlBackend
+from acceld.hw.runner import Result
 from tests.fakes.kernel import FakeKernel, FakeSysfsBuilder
 from tests.fakes.nvml import GIB, FakeGpu, FakeNvmlLib, NvmlSandbox, h100, mig
+from tests.fakes.runner import RecordingRunner
 from tests.helpers import make_conf
 
 A = "0000:3b:00.0"
@@ -61,6 +63,7 @@ class World:
     lib: FakeNvmlLib
     gpus: list[FakeGpu]
     clock: Clock
+    runner: RecordingRunner
 
 
 def _world(tmp_path, sandbox, gpus: list[FakeGpu], *, conf: dict[str, Any] | None = None,
@@ -76,10 +79,11 @@ def _world(tmp_path, sandbox, gpus: list[FakeGpu], *, conf: dict[str, Any] | Non
         kernel.set_numvfs(pf, count)
     lib = sandbox.install(FakeNvmlLib(gpus))
     clock = Clock()
+    runner = RecordingRunner()          # no mdevctl on this host (127) unless scripted
     ctx = DriverContext(conf=make_conf(nvidia_driver=conf or {}), host="host1",
                         state_dir=str(tmp_path / "state"), sysfs=kernel, nvml=NvmlBackend(),
-                        clock=clock, sleep=lambda s: None)
-    return World(NvidiaDriver(ctx), kernel, lib, gpus, clock)
+                        runner=runner, clock=clock, sleep=lambda s: None)
+    return World(NvidiaDriver(ctx), kernel, lib, gpus, clock, runner)
 
 
 def _plain_and_mig() -> list[FakeGpu]:
@@ -457,6 +461,33 @@ def test_an_mdev_nova_made_after_a_host_reboot_is_the_handles_own(tmp_path, sand
     assert len(w.kernel.writes_to("/create")) == creates
     w.driver.release(A, first)
     assert not w.kernel.mdev_exists(uuid1)
+
+
+def test_release_undefines_the_mdev_nova_defined(tmp_path, sandbox):
+    """Nova's libvirt driver defines the mdevs it creates (libvirt through mdevctl, with
+    autostart): the unbind removes the definition too, or the next boot would bring the
+    mdev back while its handle is free."""
+    w = _mdev_world(tmp_path, sandbox)
+    [dep] = _by_identity(w.driver.discover())[A].deployables
+    first = _handles(dep)[0]
+    uuid = _mdev_uuids(dep)[0]
+    w.driver.prepare(A, first)
+    defined = f"{uuid} {A} nvidia-471 auto (defined)\n"
+    w.runner.script(["mdevctl", "list"], Result(0, stdout=defined))
+    w.runner.script(["mdevctl", "undefine"], Result(0))
+    w.driver.release(A, first)
+    assert not w.kernel.mdev_exists(uuid)
+    assert [(c.argv, c.privileged) for c in w.runner.calls] == [
+        (["mdevctl", "list", "--defined", "--uuid", uuid], False),
+        (["mdevctl", "undefine", "--uuid", uuid], True)]
+    # nothing defined: nothing undefined; a failing undefine is the release's error
+    w.runner.script(["mdevctl", "list"], Result(0, stdout=""))
+    w.driver.release(A, first)
+    assert len(w.runner.calls) == 3
+    w.runner.script(["mdevctl", "list"], Result(0, stdout=defined))
+    w.runner.script(["mdevctl", "undefine"], Result(1, stderr="permission denied"))
+    with pytest.raises(DriverError, match="mdevctl undefine failed: permission denied"):
+        w.driver.release(A, first)
 
 
 def test_vgpu_mdev_prepare_errors(tmp_path, sandbox):

@@ -110,7 +110,7 @@ def test_entrypoints_belong_to_the_privsep_context():
     assert privileged.default.is_entrypoint(privileged.execute)
     assert not privileged.default.is_entrypoint(privileged.write_checked)
     assert privileged.ALLOWED_PROGRAMS == {"fpgaconf", "xbutil", "xbmgmt", "sriov-manage",
-                                           "nvidia-smi"}
+                                           "nvidia-smi", "mdevctl"}
 
 
 def test_subprocess_runner_plain():
