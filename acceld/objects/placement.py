@@ -47,7 +47,10 @@ def _state(row: m.PlacementSync | None) -> SyncState | None:
 
 
 def host_inputs(db: Database, host: str) -> HostInputs:
-    """The host's deployables as plain rows, its provider name and its sync state."""
+    """The host's deployables as plain rows, its provider name and its sync state. A
+    deployable is schedulable when its device may go to a guest (ready, enabled, healthy)
+    and it has attach handles Nova attaches (``states.GUEST_ATTACH_TYPES``): a bind
+    refuses the others, so Placement must not offer them (NVIDIA MIG instances)."""
     with db.reader() as s:
         devs = {d.id: d for d in s.execute(select(m.Device).where(m.Device.hostname == host))
                 .scalars()}
@@ -59,6 +62,11 @@ def host_inputs(db: Database, host: str) -> HostInputs:
                                       m.Attribute.value)
                                .where(m.Attribute.deployable_id.in_([d.id for d in deps]))):
                 attrs[a.deployable_id].append((a.key, a.value))
+        guest_ready = set(s.execute(
+            select(m.AttachHandle.deployable_id).distinct()
+            .where(m.AttachHandle.deployable_id.in_([d.id for d in deps]),
+                   m.AttachHandle.attach_type.in_(states.GUEST_ATTACH_TYPES))).scalars()) \
+            if deps else set()
         provider = s.execute(select(m.Service.provider_name).where(
             m.Service.host == host, m.Service.binary == AGENT_BINARY)).scalar()
         state = _state(s.execute(select(m.PlacementSync).where(m.PlacementSync.host == host))
@@ -71,7 +79,8 @@ def host_inputs(db: Database, host: str) -> HostInputs:
             attributes=tuple(sorted(attrs.get(dep.id, []))), vendor=dev.vendor or "",
             model=dev.model or "",
             schedulable=(dev.state == states.READY and dev.health in states.USABLE_HEALTH
-                         and dev.status == "enabled")))
+                         and dev.status == states.DEVICE_STATUS_ENABLED
+                         and dep.id in guest_ready)))
     return HostInputs(host=host, provider_name=provider or host, rows=rows, state=state)
 
 

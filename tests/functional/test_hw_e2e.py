@@ -197,6 +197,20 @@ def test_api_and_placement_show_the_host(hw):
     assert "CUSTOM_NVIDIA_MIG_PROFILE_19" in mig_rp["traits"]
 
 
+def test_placement_offers_guests_only_what_nova_can_attach(hw):
+    """Once both GPUs are ready, the whole GPU is offered and the raw MIG instances are
+    not (all reserved): no guest is scheduled onto a handle its bind would refuse."""
+    hw.stack.ready_all()
+    hw.stack.conductor.placement.sync_host(hw.host, full=True, dry_run=False)
+    providers = hw.providers()
+    whole = providers[f"{hw.host}_{GPU_A}"]["inventories"]["PGPU"]
+    assert (whole["total"], whole["reserved"]) == (1, 0)
+    for profile, rc, total in ((19, "CUSTOM_NVIDIA_MIG_1G_10GB", 2),
+                               (14, "CUSTOM_NVIDIA_MIG_2G_20GB", 1)):
+        inventory = providers[f"{hw.host}_{GPU_B}_mig_{profile}"]["inventories"][rc]
+        assert (inventory["total"], inventory["reserved"]) == (total, total)
+
+
 def test_drivers_explain_and_backends_list_services(hw):
     drivers = {d["name"]: d for d in hw.get("/v1/drivers?long=true")["drivers"]}
     generic, nvidia = drivers["generic"], drivers["nvidia_gpu"]
