@@ -155,9 +155,7 @@ token = admin
 [agent]
 enabled_drivers = fake
 [fake_driver]
-device_count = 1
-device_types = FPGA
-handles = 16
+profile = cyborg
 """)
         return conf
 
@@ -200,10 +198,21 @@ handles = 16
         while time.monotonic() < deadline:
             st, data = http("GET", self.url + "/v2/deployables")
             if st == 200 and any(d.get("rp_uuid") for d in json.loads(data)["deployables"]):
+                self._ready_all()
                 time.sleep(3)   # let start-up work (imports, first sync) finish
                 return
             time.sleep(0.3)
         raise SystemExit(f"acceld did not report its fake FPGA in time; see {self.workdir}")
+
+    def _ready_all(self) -> None:
+        """An operator readies the fake FPGA (binds take only ready devices; Cyborg
+        binds any discovered device)."""
+        st, data = http("GET", self.url + "/v1/accelerators")
+        for acc in json.loads(data)["accelerator"]:
+            st, body = http("PUT", f"{self.url}/v1/accelerators/{acc['uuid']}/state",
+                            {"state": "ready"})
+            if st != 200 or json.loads(body)["state"] != "ready":
+                raise SystemExit(f"acceld could not ready {acc['uuid']}: {st} {body!r}")
 
     def pgids(self) -> dict[int, str]:
         return {p.pid: name for name, p in self.procs.items()}
