@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
+import subprocess
 import tempfile
 import uuid as uuidlib
 from collections.abc import Iterator
@@ -15,6 +17,17 @@ from oslo_config import cfg
 from acceld import conf as config
 from acceld.db import models as m
 from acceld.db.api import Database
+
+
+def stop_process(proc: subprocess.Popen) -> None:
+    """SIGTERM a server the test started, SIGKILL it when it has not gone in 20 s."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
 
 
 def make_conf(**groups: dict[str, Any]) -> cfg.ConfigOpts:

@@ -7,11 +7,13 @@ transport is the in-process one that ``acceld serve`` uses.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 from collections.abc import Iterator
 from typing import Any
 
+import webob
 from sqlalchemy import select
 
 from acceld import rpc, states
@@ -82,6 +84,15 @@ class Stack:
         """One synchronous report from every agent (tests do not wait for loops)."""
         for agent in self.agents.values():
             assert agent.report_once()
+
+    def call(self, method: str, path: str, body: Any = None,
+             headers: dict[str, str] | None = None) -> webob.Response:
+        """One request to the stack's API (a JSON body when ``body`` is given)."""
+        req = webob.Request.blank(path, method=method, headers=headers or {})
+        if body is not None:
+            req.content_type = "application/json"
+            req.body = json.dumps(body).encode()
+        return req.get_response(self.app)
 
     def ready_all(self) -> None:
         """An operator readies every reported device (its driver's install step runs on

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -28,6 +27,7 @@ import pytest
 from tests.conftest import IN_CI, MYSQL_HOST, require_service
 from tests.differential import cases, runner
 from tests.differential.sides import Side
+from tests.helpers import stop_process
 
 ACCELD = shutil.which("acceld", path=os.path.dirname(sys.executable)) or "acceld"
 MIN_CASES = 200
@@ -46,16 +46,6 @@ def _wait_until_up(side: Side, proc: subprocess.Popen, timeout: float = 30.0) ->
         if proc.poll() is not None or time.monotonic() > deadline:
             pytest.fail(f"acceld serve did not answer at {side.root} within {timeout:.0f} s")
         time.sleep(0.2)
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
 
 
 # shared/peers beside the checkout (every developer and CI run has it); it is read-only,
@@ -136,7 +126,7 @@ def acceld(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Side]:
         _wait_until_up(side, proc)
         yield side
     finally:
-        _stop(proc)
+        stop_process(proc)
 
 
 def test_enough_cases_with_unique_ids() -> None:

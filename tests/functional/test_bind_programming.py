@@ -66,29 +66,21 @@ def cloud(db, nova, tmp_path) -> Iterator[tuple[Stack, Images]]:
         yield stack, images
 
 
-def _call(stack: Stack, method: str, path: str, body: Any = None,
-          headers: dict[str, str] | None = None) -> webob.Response:
-    req = webob.Request.blank(path, method=method, headers=headers or {})
-    if body is not None:
-        req.content_type = "application/json"
-        req.body = json.dumps(body).encode()
-    return req.get_response(stack.app)
-
 
 def _fpga(stack: Stack) -> dict[str, Any]:
-    return next(d for d in _call(stack, "GET", "/v2/deployables").json["deployables"]
+    return next(d for d in stack.call("GET", "/v2/deployables").json["deployables"]
                 if d["name"] == f"{HOST}_fake_3c")
 
 
 def _bind(stack: Stack, group: dict[str, str]) -> tuple[str, str, webob.Response]:
     name = f"dp-{uuidlib.uuid4().hex[:8]}"
-    assert _call(stack, "POST", "/v2/device_profiles",
+    assert stack.call("POST", "/v2/device_profiles",
                  [{"name": name, "groups": [{"resources:FPGA": "1", **group}]}]
                  ).status_int == 201
-    arq = _call(stack, "POST", "/v2/accelerator_requests",
+    arq = stack.call("POST", "/v2/accelerator_requests",
                 {"device_profile_name": name}).json["arqs"][0]["uuid"]
     instance = str(uuidlib.uuid4())
-    resp = _call(stack, "PATCH", "/v2/accelerator_requests", {arq: [
+    resp = stack.call("PATCH", "/v2/accelerator_requests", {arq: [
         {"op": "add", "path": "/hostname", "value": HOST},
         {"op": "add", "path": "/device_rp_uuid", "value": _fpga(stack)["rp_uuid"]},
         {"op": "add", "path": "/instance_uuid", "value": instance}]}, SERVICE)
@@ -96,7 +88,7 @@ def _bind(stack: Stack, group: dict[str, str]) -> tuple[str, str, webob.Response
 
 
 def _state(stack: Stack, arq: str) -> str:
-    return _call(stack, "GET", f"/v2/accelerator_requests/{arq}").json["state"]
+    return stack.call("GET", f"/v2/accelerator_requests/{arq}").json["state"]
 
 
 def _events(nova: Receiver) -> list[dict[str, str]]:
@@ -104,7 +96,7 @@ def _events(nova: Receiver) -> list[dict[str, str]]:
 
 
 def _program(stack: Stack) -> dict[str, Any]:
-    return _call(stack, "GET", f"/v2/deployables/{_fpga(stack)['uuid']}/program").json[
+    return stack.call("GET", f"/v2/deployables/{_fpga(stack)['uuid']}/program").json[
         "program"]
 
 
@@ -122,7 +114,7 @@ def test_a_bitstream_id_is_loaded_before_the_arq_is_bound(cloud, nova):
         "name": "accelerator-request-bound", "server_uuid": instance, "tag": arq,
         "status": "completed"}]
     # loaded already: the next bind asking for it programs nothing
-    _call(stack, "DELETE", f"/v2/accelerator_requests?instance={instance}", headers=SERVICE)
+    stack.call("DELETE", f"/v2/accelerator_requests?instance={instance}", headers=SERVICE)
     again, _instance, resp = _bind(stack, {"accel:bitstream_id": IMAGE})
     assert resp.status_int == 202 and _state(stack, again) == "Bound"
     assert len(images.asked) == 1
@@ -138,7 +130,7 @@ def test_a_function_id_finds_its_image_and_shows_as_the_function_trait(cloud, no
     traits = json.loads(_fpga(stack)["attributes_list"])
     assert {"trait1": reports.function_trait("AES256")} in traits
     # that function is loaded now: another bind of it programs nothing
-    _call(stack, "DELETE", f"/v2/accelerator_requests?arqs={arq}", headers=SERVICE)
+    stack.call("DELETE", f"/v2/accelerator_requests?arqs={arq}", headers=SERVICE)
     again, _instance, resp = _bind(stack, {"accel:function_id": "aes256"})
     assert resp.status_int == 202 and _state(stack, again) == "Bound"
     assert len(images.asked) == 1
@@ -159,7 +151,7 @@ def test_a_failed_programming_fails_the_bind_and_tells_nova(cloud, nova):
     # the handle was freed: the FPGA's one handle binds again (without programming)
     with open(stack.control_file, "w", encoding="utf-8") as f:
         json.dump({}, f)
-    _call(stack, "DELETE", f"/v2/accelerator_requests?arqs={arq}", headers=SERVICE)
+    stack.call("DELETE", f"/v2/accelerator_requests?arqs={arq}", headers=SERVICE)
     again, _instance, resp = _bind(stack, {})
     assert resp.status_int == 202 and _state(stack, again) == "Bound"
 
@@ -181,5 +173,5 @@ def test_a_group_naming_both_or_a_bad_bitstream_id_fails_the_bind(cloud, nova):
         assert resp.status_int == 400, resp.text
         assert why in resp.json["errors"][0]["detail"]
         assert _state(stack, arq) == "BindFailed"
-        _call(stack, "DELETE", f"/v2/accelerator_requests?arqs={arq}", headers=SERVICE)
+        stack.call("DELETE", f"/v2/accelerator_requests?arqs={arq}", headers=SERVICE)
     assert images.asked == []

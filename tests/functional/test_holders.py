@@ -9,7 +9,6 @@ Placement reserves every device a bind would refuse.
 
 from __future__ import annotations
 
-import json
 import uuid as uuidlib
 from typing import Any
 
@@ -31,20 +30,12 @@ def stack(db):
         yield s
 
 
-def _call(stack: Stack, method: str, path: str, body: Any = None,
-          headers: dict[str, str] | None = None) -> webob.Response:
-    req = webob.Request.blank(path, method=method, headers=headers or {})
-    if body is not None:
-        req.content_type = "application/json"
-        req.body = json.dumps(body).encode()
-    return req.get_response(stack.app)
-
 
 def _device(stack: Stack, kind: str) -> tuple[str, str]:
     """(device uuid, its deployable's rp_uuid) of the fake device of ``kind``."""
-    dev = next(d for d in _call(stack, "GET", "/v2/devices").json["devices"]
+    dev = next(d for d in stack.call("GET", "/v2/devices").json["devices"]
                if d["type"] == kind)
-    rp = next(d["rp_uuid"] for d in _call(stack, "GET", "/v2/deployables").json["deployables"]
+    rp = next(d["rp_uuid"] for d in stack.call("GET", "/v2/deployables").json["deployables"]
               if d["device_id"] is not None and _device_uuid_of(stack, d) == dev["uuid"])
     return dev["uuid"], rp
 
@@ -55,26 +46,26 @@ def _device_uuid_of(stack: Stack, deployable: dict[str, Any]) -> str:
 
 
 def _set_state(stack: Stack, uuid: str, state: str) -> webob.Response:
-    return _call(stack, "PUT", f"/v1/accelerators/{uuid}/state", {"state": state})
+    return stack.call("PUT", f"/v1/accelerators/{uuid}/state", {"state": state})
 
 
 def _arq(stack: Stack, rc: str) -> str:
     name = f"dp-{uuidlib.uuid4().hex[:8]}"
-    assert _call(stack, "POST", "/v2/device_profiles",
+    assert stack.call("POST", "/v2/device_profiles",
                  [{"name": name, "groups": [{f"resources:{rc}": "1"}]}]).status_int == 201
-    return _call(stack, "POST", "/v2/accelerator_requests",
+    return stack.call("POST", "/v2/accelerator_requests",
                  {"device_profile_name": name}).json["arqs"][0]["uuid"]
 
 
 def _bind(stack: Stack, arq: str, rp: str, instance: str) -> webob.Response:
-    return _call(stack, "PATCH", "/v2/accelerator_requests", {arq: [
+    return stack.call("PATCH", "/v2/accelerator_requests", {arq: [
         {"op": "add", "path": "/hostname", "value": HOST},
         {"op": "add", "path": "/device_rp_uuid", "value": rp},
         {"op": "add", "path": "/instance_uuid", "value": instance}]}, SERVICE)
 
 
 def _state_of(stack: Stack, arq: str) -> str:
-    return _call(stack, "GET", f"/v2/accelerator_requests/{arq}").json["state"]
+    return stack.call("GET", f"/v2/accelerator_requests/{arq}").json["state"]
 
 
 def _schedulable(stack: Stack, rp: str) -> bool:
@@ -93,26 +84,26 @@ def test_a_bound_arq_keeps_its_device_in_service(stack):
     assert resp.status_int == 409, resp.text
     assert resp.json["errors"][0]["code"] == "acceld.device.in_use"
     assert holder in resp.json["errors"][0]["detail"]
-    resp = _call(stack, "POST", f"/v2/devices/{dev}/disable")
+    resp = stack.call("POST", f"/v2/devices/{dev}/disable")
     assert resp.status_int == 409 and holder in resp.json["errors"][0]["detail"]
-    resp = _call(stack, "POST", "/v1/drivers/fake/action",
+    resp = stack.call("POST", "/v1/drivers/fake/action",
                  {"action": "uninstall", "host": HOST})
     assert resp.status_int == 409 and holder in resp.json["errors"][0]["detail"]
     # nothing changed: still ready, enabled, installed, and the guest's ARQ still Bound
-    view = _call(stack, "GET", f"/v1/accelerators/{dev}").json
+    view = stack.call("GET", f"/v1/accelerators/{dev}").json
     assert (view["state"], view["allocations"]) == (
         "ready", [{"accelerator_request": arq, "instance_uuid": instance}])
-    assert _call(stack, "GET", f"/v2/devices/{dev}",
+    assert stack.call("GET", f"/v2/devices/{dev}",
                  headers={"OpenStack-API-Version": "accelerator 2.3"}).json["status"] == \
         "enabled"
-    assert [(d["name"], d["state"]) for d in _call(stack, "GET", "/v1/drivers").json[
+    assert [(d["name"], d["state"]) for d in stack.call("GET", "/v1/drivers").json[
         "drivers"]] == [("fake", "installed")]
     assert _state_of(stack, arq) == "Bound"
 
     # released, every one of them goes through
-    assert _call(stack, "DELETE", f"/v2/accelerator_requests?instance={instance}",
+    assert stack.call("DELETE", f"/v2/accelerator_requests?instance={instance}",
                  headers=SERVICE).status_int == 204
-    assert _call(stack, "POST", f"/v2/devices/{dev}/disable").status_int == 200
+    assert stack.call("POST", f"/v2/devices/{dev}/disable").status_int == 200
     assert _set_state(stack, dev, "inactive").json["state"] == "inactive"
 
 
@@ -121,9 +112,9 @@ def test_an_fpga_another_caller_holds_is_not_programmed(stack):
     assert _set_state(stack, dev, "ready").json["state"] == "ready"
     arq, instance = _arq(stack, "FPGA"), str(uuidlib.uuid4())
     assert _bind(stack, arq, rp, instance).status_int == 202
-    dep = next(d["uuid"] for d in _call(stack, "GET", "/v2/deployables").json["deployables"]
+    dep = next(d["uuid"] for d in stack.call("GET", "/v2/deployables").json["deployables"]
                if d["rp_uuid"] == rp)
-    resp = _call(stack, "PATCH", f"/v2/deployables/{dep}/program", [
+    resp = stack.call("PATCH", f"/v2/deployables/{dep}/program", [
         {"op": "replace", "path": "/program",
          "value": [{"image_uuid": str(uuidlib.uuid4()), "image_sha256": "ab" * 32}]}])
     assert resp.status_int == 409, resp.text
@@ -138,7 +129,7 @@ def test_a_bind_refuses_a_device_that_may_not_go_to_a_guest(stack, why):
     if why != "inactive":
         assert _set_state(stack, dev, "ready").json["state"] == "ready"
     if why == "disabled":
-        assert _call(stack, "POST", f"/v2/devices/{dev}/disable").status_int == 200
+        assert stack.call("POST", f"/v2/devices/{dev}/disable").status_int == 200
     if why == "failed":     # what a driver's health report leaves on the row
         with stack.db.writer() as s:
             s.execute(update(m.Device).where(m.Device.uuid == dev).values(health="failed"))

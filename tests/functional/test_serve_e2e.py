@@ -14,6 +14,8 @@ import urllib.request
 
 import pytest
 
+from tests import helpers
+
 ACCELD = shutil.which("acceld", path=os.path.dirname(sys.executable)) or "acceld"
 
 
@@ -37,13 +39,7 @@ def served(tmp_path):
     try:
         yield url, proc, started
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        helpers.stop_process(proc)
         log.close()
         if os.environ.get("ACCELD_TEST_SHOW_LOGS"):
             print((tmp_path / "serve.log").read_text())

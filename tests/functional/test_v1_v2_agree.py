@@ -3,11 +3,9 @@ disagree about which accelerator an instance holds (on every database backend)."
 
 from __future__ import annotations
 
-import json
 import uuid
 
 import pytest
-import webob
 
 from tests.stack import Stack
 
@@ -20,30 +18,23 @@ def stack(db):
         yield s
 
 
-def _call(stack, method, path, body=None, headers=None):
-    req = webob.Request.blank(path, method=method, headers=headers or {})
-    if body is not None:
-        req.content_type = "application/json"
-        req.body = json.dumps(body).encode()
-    return req.get_response(stack.app)
-
 
 def _qat(stack) -> tuple[str, str]:
-    acc = next(a for a in _call(stack, "GET", "/v1/accelerators").json["accelerator"]
+    acc = next(a for a in stack.call("GET", "/v1/accelerators").json["accelerator"]
                if a["device_type"] == "QAT")
-    rp = next(d["rp_uuid"] for d in _call(stack, "GET", "/v2/deployables").json["deployables"]
+    rp = next(d["rp_uuid"] for d in stack.call("GET", "/v2/deployables").json["deployables"]
               if d["name"] == "host1_fake_3d")
-    assert _call(stack, "PUT", f"/v1/accelerators/{acc['uuid']}/state",
+    assert stack.call("PUT", f"/v1/accelerators/{acc['uuid']}/state",
                  {"state": "ready"}).json["state"] == "ready"
     return acc["uuid"], rp
 
 
 def _bound_arq(stack, rp: str, instance: str) -> tuple[str, int]:
-    _call(stack, "POST", "/v2/device_profiles",
+    stack.call("POST", "/v2/device_profiles",
           [{"name": f"dp-{instance[:8]}", "groups": [{"resources:CUSTOM_QAT": "1"}]}])
-    arq = _call(stack, "POST", "/v2/accelerator_requests",
+    arq = stack.call("POST", "/v2/accelerator_requests",
                 {"device_profile_name": f"dp-{instance[:8]}"}).json["arqs"][0]["uuid"]
-    resp = _call(stack, "PATCH", "/v2/accelerator_requests", {arq: [
+    resp = stack.call("PATCH", "/v2/accelerator_requests", {arq: [
         {"op": "add", "path": "/hostname", "value": "host1"},
         {"op": "add", "path": "/device_rp_uuid", "value": rp},
         {"op": "add", "path": "/instance_uuid", "value": instance}]}, SERVICE)
@@ -55,27 +46,27 @@ def test_a_v2_binding_shows_in_v1_and_blocks_v1_attach_and_detach(stack):
     instance = str(uuid.uuid4())
     arq, status = _bound_arq(stack, rp, instance)
     assert status == 202
-    view = _call(stack, "GET", f"/v1/accelerators/{acc}").json
+    view = stack.call("GET", f"/v1/accelerators/{acc}").json
     assert view["allocations"] == [{"accelerator_request": arq, "instance_uuid": instance}]
-    held = _call(stack, "GET", f"/v1/accelerators?instance_uuid={instance}").json
+    held = stack.call("GET", f"/v1/accelerators?instance_uuid={instance}").json
     assert [a["uuid"] for a in held["accelerator"]] == [acc]
-    resp = _call(stack, "PUT", f"/v1/accelerators/{acc}", {"instance_uuid": str(uuid.uuid4())})
+    resp = stack.call("PUT", f"/v1/accelerators/{acc}", {"instance_uuid": str(uuid.uuid4())})
     assert resp.status_int == 409 and "accelerator requests" in resp.json["errors"][0]["detail"]
-    assert _call(stack, "DELETE", f"/v1/accelerators/{acc}").status_int == 409
+    assert stack.call("DELETE", f"/v1/accelerators/{acc}").status_int == 409
 
-    assert _call(stack, "DELETE", f"/v2/accelerator_requests?arqs={arq}",
+    assert stack.call("DELETE", f"/v2/accelerator_requests?arqs={arq}",
                  headers=SERVICE).status_int == 204
-    assert _call(stack, "GET", f"/v1/accelerators/{acc}").json["allocations"] == []
-    assert _call(stack, "PUT", f"/v1/accelerators/{acc}",
+    assert stack.call("GET", f"/v1/accelerators/{acc}").json["allocations"] == []
+    assert stack.call("PUT", f"/v1/accelerators/{acc}",
                  {"instance_uuid": instance}).status_int == 200
 
 
 def test_a_v1_attachment_blocks_v2_binds_until_detached(stack):
     acc, rp = _qat(stack)
-    assert _call(stack, "PUT", f"/v1/accelerators/{acc}",
+    assert stack.call("PUT", f"/v1/accelerators/{acc}",
                  {"instance_uuid": str(uuid.uuid4())}).status_int == 200
     _arq, status = _bound_arq(stack, rp, str(uuid.uuid4()))
     assert status == 404                       # no free attach handle: BindFailed
-    assert _call(stack, "DELETE", f"/v1/accelerators/{acc}").status_int == 204
+    assert stack.call("DELETE", f"/v1/accelerators/{acc}").status_int == 204
     _arq, status = _bound_arq(stack, rp, str(uuid.uuid4()))
     assert status == 202
