@@ -36,7 +36,6 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _HEX = re.compile(r"^[0-9a-f]{32,128}$")
 _IMAGE_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _LOCAL_CHUNK = 1024 * 1024
-FUNCTION_REF = reports.FUNCTION_IMAGE_PREFIX
 
 
 class ImageError(DriverError):
@@ -57,7 +56,8 @@ def fetch_image(conf: cfg.ConfigOpts, image_ref: str, sha256: str, dest_dir: str
     reused, so a retried bind does not download again.
     """
     local = image_ref.startswith("/")
-    if not (local or image_ref.startswith(FUNCTION_REF) or _IMAGE_ID.match(image_ref.lower())):
+    function = image_ref.startswith(reports.FUNCTION_IMAGE_PREFIX)
+    if not (local or function or _IMAGE_ID.match(image_ref.lower())):
         raise ImageError(f"image reference {image_ref!r} is neither a Glance image id nor "
                          f"an absolute path")
     if local or sha256:
@@ -213,8 +213,8 @@ def _glance_json(adapter: Any, url: str, what: str) -> Any:
 def _glance_image_id(adapter: Any, image_ref: str) -> str:
     """The Glance image id of ``image_ref``: an id, or ``function:<id>`` (the one image
     whose ``accel:function_id`` property is that id, as Cyborg finds it)."""
-    if image_ref.startswith(FUNCTION_REF):
-        function = image_ref[len(FUNCTION_REF):]
+    if image_ref.startswith(reports.FUNCTION_IMAGE_PREFIX):
+        function = image_ref[len(reports.FUNCTION_IMAGE_PREFIX):]
         found = _glance_json(adapter, "/v2/images?" + urllib.parse.urlencode(
             {"accel:function_id": function}), f"images of function {function!r}")
         ids = [image.get("id") for image in found.get("images", [])]

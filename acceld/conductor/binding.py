@@ -296,21 +296,24 @@ class Binder:
 
     def _needs_host_work(self, conn: Any, handle: dict[str, Any]) -> bool:
         """Whether a bind of ``handle`` is more than its claim: host work, or programming
-        (asked only of a driver that programs)."""
-        return self._host_needs(handle, conn) or self._program_request(handle, conn) is not None
+        (asked only of a driver that programs). What to program is read here, in the
+        bind's transaction, and kept on the handle (``program``) for
+        :meth:`_start_programming`."""
+        handle["program"] = self._program_request(handle, conn)
+        return handle["program"] is not None or self._host_needs(conn, handle)
 
-    def _host_needs(self, handle: dict[str, Any], conn: Any = None) -> bool:
+    def _host_needs(self, conn: Any, handle: dict[str, Any]) -> bool:
+        """Whether binding or freeing ``handle`` takes host work (``conn``: the bind's or
+        unbind's transaction; None: a read of its own)."""
         needs = getattr(self._host, "needs", None)
         return True if needs is None else bool(needs(handle, conn=conn))
 
-    def _program_request(self, handle: dict[str, Any],
-                         conn: Any = None) -> dict[str, str] | None:
+    def _program_request(self, handle: dict[str, Any], conn: Any) -> dict[str, str] | None:
         target = handle.get("target")
         if self._programmer is None or not target or not target.get("program") \
                 or handle.get("deployable_id") is None:
             return None
-        return arqs.program_request(self._db if conn is None else conn, handle["arq_uuid"],
-                                    handle["deployable_id"])
+        return arqs.program_request(conn, handle["arq_uuid"], handle["deployable_id"])
 
     def _bind_one(self, uuid: str, fields: dict[str, str], project_id: str | None,
                   unbound_instances: list[str]) -> None:
@@ -340,7 +343,7 @@ class Binder:
 
     def _start_programming(self, uuid: str, handle: dict[str, Any], instance: str) -> bool:
         """Queue the program operation the bind needs, if any (True: one was queued)."""
-        request = self._program_request(handle)
+        request = handle.pop("program", None)
         if request is None:
             return False
         if "error" in request:
@@ -364,7 +367,7 @@ class Binder:
             if not ok:
                 raise exception.OperationFailed(f"programming the deployable of ARQ {uuid} "
                                                 f"failed: {error}")
-            if self._host_needs(handle):
+            if self._host_needs(None, handle):
                 self._host.prepare(handle)
             arqs.finish_bind(self._db, uuid)
             LOG.info("ARQ %s bound to %s (programmed)", uuid, handle["uuid"])
@@ -380,7 +383,7 @@ class Binder:
         for uuid in uuids:
             try:
                 for freed in arqs.unbind(self._db, uuid, project_id=project_id,
-                                         needs_host_work=self._needs_host_work):
+                                         needs_host_work=self._host_needs):
                     self._release(freed)
             except exception.AccelDError as exc:
                 errors.append(exc)

@@ -62,25 +62,13 @@ def to_dict(dev: m.Device, allocations: list[dict[str, str]] | None = None,
     }
 
 
-_ARQ = m.ExtendedAcceleratorRequest
-
-
-def _allocated_arqs(viewer: str | None = None):  # noqa: ANN202 - a SQLAlchemy select
-    """(device id, ARQ uuid, instance uuid) of the ARQs holding a handle of a device
-    (only ``viewer``'s, when one is given)."""
-    q = (select(m.Deployable.device_id, _ARQ.uuid, _ARQ.instance_uuid)
-         .join(m.Deployable, m.Deployable.id == _ARQ.deployable_id)
-         .where(_ARQ.state.in_(holders.HOLDING_STATES)))
-    return q if viewer is None else q.where(_ARQ.project_id == viewer)
-
-
 def _allocations(s: Session, dev_ids: list[int],
                  viewer: str | None) -> dict[int, list[dict[str, str]]]:
     found: dict[int, list[dict[str, str]]] = {}
     if dev_ids:
-        for dev_id, arq, instance in s.execute(
-                _allocated_arqs(viewer).where(m.Deployable.device_id.in_(dev_ids))
-                .order_by(_ARQ.id)):
+        for dev_id, arq, instance, _state in s.execute(
+                holders.holding_arqs(viewer).where(m.Deployable.device_id.in_(dev_ids))
+                .order_by(m.ExtendedAcceleratorRequest.id)):
             found.setdefault(dev_id, []).append({"accelerator_request": arq,
                                                  "instance_uuid": instance})
     return found
@@ -105,8 +93,8 @@ def list_accelerators(db: Database, *, host: str | None = None, state: str | Non
         if device_type is not None:
             q = q.where(m.Device.type == device_type)
         if instance_uuid is not None:  # attached through v1, or held through a v2 ARQ
-            held = _allocated_arqs(viewer).where(
-                _ARQ.instance_uuid == instance_uuid).subquery()
+            held = holders.holding_arqs(viewer).where(
+                m.ExtendedAcceleratorRequest.instance_uuid == instance_uuid).subquery()
             attached = and_(m.Device.attach_type == "instance",
                             m.Device.attached_to == instance_uuid)
             if viewer is not None:
@@ -258,16 +246,16 @@ def attach(db: Database, uuid: str, attach_type: str, target: str,
             raise exception.NotReady(
                 f"Accelerator {uuid} is {dev.state} (health {dev.health}); only a ready, "
                 "healthy accelerator can be attached.")
-        if attach_type == "instance":
-            kinds = set(s.execute(select(m.AttachHandle.attach_type).distinct()
-                                  .where(_device_handles(dev.id))).scalars())
-            if kinds - states.GUEST_ATTACH_TYPES:
-                raise exception.DeviceNotUsable(
-                    f"Accelerator {uuid} offers attach handles of type "
-                    f"{', '.join(sorted(kinds - states.GUEST_ATTACH_TYPES))}, which no "
-                    "hypervisor attaches to an instance; attach it to a host.")
-        total = s.execute(select(func.count()).select_from(m.AttachHandle)
-                          .where(_device_handles(dev.id))).scalar()
+        per_type = dict(s.execute(select(m.AttachHandle.attach_type, func.count())
+                                  .where(_device_handles(dev.id))
+                                  .group_by(m.AttachHandle.attach_type)).all())
+        unattachable = set(per_type) - states.GUEST_ATTACH_TYPES
+        if attach_type == "instance" and unattachable:
+            raise exception.DeviceNotUsable(
+                f"Accelerator {uuid} offers attach handles of type "
+                f"{', '.join(sorted(unattachable))}, which no hypervisor attaches to an "
+                "instance; attach it to a host.")
+        total = sum(per_type.values())
         claimed = s.execute(update(m.AttachHandle)
                             .where(_device_handles(dev.id), m.AttachHandle.in_use.is_(False))
                             .values(in_use=True)
@@ -294,12 +282,8 @@ def attached_project(db: Database, uuid: str) -> str | None:
 
 
 def _check_no_allocations(s: Session, dev: m.Device) -> None:
-    dep_ids = select(m.Deployable.id).where(m.Deployable.device_id == dev.id) \
-        .scalar_subquery()
-    allocations = s.execute(select(func.count()).select_from(m.ExtendedAcceleratorRequest)
-                            .where(m.ExtendedAcceleratorRequest.deployable_id.in_(dep_ids),
-                                   m.ExtendedAcceleratorRequest.state.in_(
-                                       holders.HOLDING_STATES))).scalar()
+    allocations = s.execute(select(func.count()).select_from(
+        holders.holding_arqs().where(m.Deployable.device_id == dev.id).subquery())).scalar()
     if allocations:
         raise exception.AllocationsExist(
             f"Accelerator {dev.uuid} has {allocations} allocation record(s) (bound "

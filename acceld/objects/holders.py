@@ -37,19 +37,37 @@ def lock_device(s: Session, uuid: str, *where: Any) -> m.Device:
     return dev
 
 
+def holding_arqs(viewer: str | None = None):  # noqa: ANN201 - a SQLAlchemy select
+    """(device id, ARQ uuid, instance uuid, state) of the accelerator requests holding a
+    handle of a device (only ``viewer``'s, when one is given)."""
+    q = (select(m.Deployable.device_id, _ARQ.uuid, _ARQ.instance_uuid, _ARQ.state)
+         .join(m.Deployable, m.Deployable.id == _ARQ.deployable_id)
+         .where(_ARQ.state.in_(HOLDING_STATES)))
+    return q if viewer is None else q.where(_ARQ.project_id == viewer)
+
+
 def holders(s: Session, dev: m.Device, *, except_arq: str | None = None) -> list[str]:
     """Who holds ``dev``, each as a phrase naming it (empty: nobody). ``except_arq``: an
     accelerator request not to count (the bind that is programming the device)."""
-    q = (select(_ARQ.uuid, _ARQ.instance_uuid, _ARQ.state)
-         .join(m.Deployable, m.Deployable.id == _ARQ.deployable_id)
-         .where(m.Deployable.device_id == dev.id, _ARQ.state.in_(HOLDING_STATES))
+    return _holders_of(s, [dev], except_arq).get(dev.id, [])
+
+
+def _holders_of(s: Session, devs: list[m.Device],
+                except_arq: str | None = None) -> dict[int, list[str]]:
+    """:func:`holders` of each of ``devs`` (by device id; the held ones only), in one
+    query."""
+    q = (holding_arqs().where(m.Deployable.device_id.in_([dev.id for dev in devs]))
          .order_by(_ARQ.id))
     if except_arq is not None:
         q = q.where(_ARQ.uuid != except_arq)
-    found = [f"accelerator request {arq} ({state}, instance {instance})"
-             for arq, instance, state in s.execute(q)]
-    if dev.attached_to is not None:
-        found.append(f"{dev.attach_type} {dev.attached_to} (attached)")
+    found: dict[int, list[str]] = {}
+    for dev_id, arq, instance, state in s.execute(q):
+        found.setdefault(dev_id, []).append(
+            f"accelerator request {arq} ({state}, instance {instance})")
+    for dev in devs:
+        if dev.attached_to is not None:
+            found.setdefault(dev.id, []).append(f"{dev.attach_type} {dev.attached_to} "
+                                                "(attached)")
     return found
 
 
@@ -69,11 +87,12 @@ def refuse_driver_removal(db: Database, driver: str, hosts: list[str]) -> None:
     from an agent would drop devices that instances or hosts hold. (Advisory: the removal
     itself is the agent's, not a row this transaction could lock.)"""
     with db.reader() as s:
-        devs = s.execute(select(m.Device).where(m.Device.driver_name == driver,
-                                                m.Device.hostname.in_(hosts))
-                         .order_by(m.Device.id)).scalars().all()
-        found = [f"device {dev.uuid} on {dev.hostname} ({'; '.join(held)})"
-                 for dev in devs for held in [holders(s, dev)] if held]
+        devs = list(s.execute(select(m.Device).where(m.Device.driver_name == driver,
+                                                     m.Device.hostname.in_(hosts))
+                              .order_by(m.Device.id)).scalars())
+        held = _holders_of(s, devs)
+        found = [f"device {dev.uuid} on {dev.hostname} ({'; '.join(held[dev.id])})"
+                 for dev in devs if dev.id in held]
     if found:
         raise exception.DeviceInUse(
             f"Cannot remove driver {driver}: it drives held devices: {', '.join(found)}. "

@@ -15,12 +15,12 @@ from oslo_db import exception as db_exc
 from sqlalchemy import Connection, delete, select, update
 from sqlalchemy.orm import Session
 
-from acceld import exception
+from acceld import exception, states
 from acceld.db import models as m
 from acceld.db.api import Database
 from acceld.objects import holders
 
-DEVICE_STATUSES = ("enabled", "maintaining")
+DEVICE_STATUSES = (states.DEVICE_STATUS_ENABLED, "maintaining")
 
 
 # -- devices ----------------------------------------------------------------------------------
@@ -76,7 +76,7 @@ def set_device_status(db: Database, uuid: str, status: str) -> str:
         raise exception.InvalidInput(f"status must be one of {DEVICE_STATUSES}")
     with db.writer() as s:
         dev = holders.lock_device(s, uuid, _REPORTED)
-        if status != "enabled":     # maintenance takes it from whoever holds it
+        if status != states.DEVICE_STATUS_ENABLED:     # maintenance takes it from whoever holds it
             holders.refuse_if_held(s, dev, f"disable device {uuid}")
         s.execute(update(m.Device).where(m.Device.id == dev.id).values(status=status))
         return dev.hostname

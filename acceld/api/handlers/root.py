@@ -7,12 +7,12 @@ from typing import Any
 import webob
 
 from acceld.api import microversion, util
+from acceld.api.schemas import v2 as schema
 
 NAME = "OpenStack Cyborg API"
 DESCRIPTION = ("Cyborg is the OpenStack project for lifecycle management of hardware "
                "accelerators, such as GPUs,FPGAs, AI chips, security accelerators, etc.")
 V1 = {"id": "v1", "status": "SUPPORTED"}
-NO_QUERY = {"type": "object", "additionalProperties": False}
 
 
 def _v1(req: webob.Request) -> dict[str, Any]:
@@ -45,5 +45,5 @@ def v1(req: webob.Request) -> util.Reply:
 def v2(req: webob.Request) -> util.Reply:
     """GET /v2 -> 200 the bare v2 version object (not wrapped, as in Cyborg); 400 for a
     query parameter (it takes none)."""
-    util.query(req, NO_QUERY)
+    util.query(req, schema.NO_QUERY)
     return util.json_response(_v2("v2.0", f"{util.public_url(req)}/accelerator/v2/"))
