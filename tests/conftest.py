@@ -10,6 +10,7 @@ import os
 import socket
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -152,3 +153,12 @@ def pytest_collection_modifyitems(items):
     finally:
         for item, name in renamed:
             item.name = name
+
+
+@pytest.fixture
+def receiver() -> Iterator[Any]:
+    """Nova's external-events API on loopback (``tests.nova_events.Receiver``)."""
+    from tests.nova_events import Receiver
+    r = Receiver()
+    yield r
+    r.close()

@@ -75,7 +75,6 @@ import dataclasses
 import json
 import os
 import shutil
-import socketserver
 import subprocess
 import sys
 import tempfile
@@ -537,25 +536,12 @@ password_hash_rounds = 4
 def _serve(workdir: str, admin_password: str) -> None:  # pragma: no cover - child
     timings: dict[str, float] = {}
     began = time.monotonic()
-    from wsgiref import simple_server
+    from tests.placement_server import LoopbackWSGIServer, QuietHandler
 
-    class Handler(simple_server.WSGIRequestHandler):
-        timeout = 60
+    class Server(LoopbackWSGIServer):
+        daemon_threads, block_on_close = True, False     # the process exits at EOF
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-            pass
-
-    class Server(socketserver.ThreadingMixIn, simple_server.WSGIServer):
-        daemon_threads = True
-        allow_reuse_address = True
-        request_queue_size = 128
-
-        def server_bind(self) -> None:  # no reverse DNS of 127.0.0.1
-            socketserver.TCPServer.server_bind(self)
-            self.server_name, self.server_port = self.server_address[:2]
-            self.setup_environ()
-
-    server = Server(("127.0.0.1", 0), Handler)
+    server = Server(("127.0.0.1", 0), QuietHandler)
     url = f"http://127.0.0.1:{server.server_port}"
     conf_file = os.path.join(workdir, "keystone.conf")
     with open(conf_file, "w") as f:
@@ -622,5 +608,7 @@ if __name__ == "__main__":  # pragma: no cover - the child
     if len(sys.argv) != 4 or sys.argv[1] != "serve":
         sys.exit("usage: keystone_server.py serve WORKDIR ADMIN_PASSWORD")
     _workdir, _password = sys.argv[2], sys.argv[3]
+    # the repository root (not tests/, see start()): tests.placement_server's server
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     del sys.argv[1:]     # keystone.server.configure parses sys.argv[1:]
     _serve(_workdir, _password)

@@ -165,7 +165,7 @@ class RecordingApp:
         return result
 
 
-class _QuietHandler(simple_server.WSGIRequestHandler):
+class QuietHandler(simple_server.WSGIRequestHandler):
     # A connection that never sends its request must not hang stop().
     timeout = 30
 
@@ -173,7 +173,10 @@ class _QuietHandler(simple_server.WSGIRequestHandler):
         pass
 
 
-class _ThreadingWSGIServer(socketserver.ThreadingMixIn, simple_server.WSGIServer):
+class LoopbackWSGIServer(socketserver.ThreadingMixIn, simple_server.WSGIServer):
+    """A threaded wsgiref server for loopback test services (Placement here, Keystone
+    in ``tests.keystone_server``)."""
+
     # Request threads are joined by server_close() (block_on_close), so stop() waits
     # for in-flight requests before the database is torn down.
     daemon_threads = False
@@ -250,7 +253,7 @@ class PlacementServer:
         self.start_seconds: float | None = None
         self._tmpdir: str | None = None
         self._recorder: RecordingApp | None = None
-        self._server: _ThreadingWSGIServer | None = None
+        self._server: LoopbackWSGIServer | None = None
         self._thread: threading.Thread | None = None
         self._restore_factory: Callable[[], None] | None = None
         self._configure_was_called = False
@@ -341,7 +344,7 @@ class PlacementServer:
         self._recorder = RecordingApp(app)
 
         port = self._port_arg or 0
-        self._server = _ThreadingWSGIServer((self.host, port), _QuietHandler)
+        self._server = LoopbackWSGIServer((self.host, port), QuietHandler)
         self._server.set_app(self._recorder)
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05},

@@ -21,7 +21,7 @@ import pytest
 import webob
 
 from acceld import reports
-from tests.functional.test_nova_notify import Receiver
+from tests.nova_events import Receiver
 from tests.stack import Stack, wait_for
 
 HOST = "host1"
@@ -49,19 +49,12 @@ class Images:
 
 
 @pytest.fixture
-def nova() -> Iterator[Receiver]:
-    receiver = Receiver()
-    yield receiver
-    receiver.close()
-
-
-@pytest.fixture
-def cloud(db, nova, tmp_path) -> Iterator[tuple[Stack, Images]]:
+def cloud(db, receiver, tmp_path) -> Iterator[tuple[Stack, Images]]:
     images = Images(str(tmp_path / "images"))
     with Stack.reported(db, hosts=(HOST,), device_count=4,
                         agent_collaborators={"fetch_image": images},
-                        nova={"auth_type": "admin_token", "endpoint": nova.url, "token": "x",
-                              "bind_timeout": 30.0}) as stack:
+                        nova={"auth_type": "admin_token", "endpoint": receiver.url,
+                              "token": "x", "bind_timeout": 30.0}) as stack:
         stack.ready_all()
         yield stack, images
 
@@ -91,8 +84,8 @@ def _state(stack: Stack, arq: str) -> str:
     return stack.call("GET", f"/v2/accelerator_requests/{arq}").json["state"]
 
 
-def _events(nova: Receiver) -> list[dict[str, str]]:
-    return [e for r in nova.requests for e in r["body"]["events"]]
+def _events(receiver: Receiver) -> list[dict[str, str]]:
+    return [e for r in receiver.requests for e in r["body"]["events"]]
 
 
 def _program(stack: Stack) -> dict[str, Any]:
@@ -100,7 +93,7 @@ def _program(stack: Stack) -> dict[str, Any]:
         "program"]
 
 
-def test_a_bitstream_id_is_loaded_before_the_arq_is_bound(cloud, nova):
+def test_a_bitstream_id_is_loaded_before_the_arq_is_bound(cloud, receiver):
     stack, images = cloud
     arq, instance, resp = _bind(stack, {"accel:bitstream_id": IMAGE})
     assert resp.status_int == 202, resp.text
@@ -110,7 +103,7 @@ def test_a_bitstream_id_is_loaded_before_the_arq_is_bound(cloud, nova):
     op = _program(stack)
     assert (op["state"], op["arq_uuid"], op["image_ref"]) == ("done", arq, IMAGE)
     assert _fpga(stack)["bitstream_id"] == IMAGE
-    assert wait_for(lambda: _events(nova)) == [{
+    assert wait_for(lambda: _events(receiver)) == [{
         "name": "accelerator-request-bound", "server_uuid": instance, "tag": arq,
         "status": "completed"}]
     # loaded already: the next bind asking for it programs nothing
@@ -120,7 +113,7 @@ def test_a_bitstream_id_is_loaded_before_the_arq_is_bound(cloud, nova):
     assert len(images.asked) == 1
 
 
-def test_a_function_id_finds_its_image_and_shows_as_the_function_trait(cloud, nova):
+def test_a_function_id_finds_its_image_and_shows_as_the_function_trait(cloud, receiver):
     stack, images = cloud
     arq, _instance, resp = _bind(stack, {"accel:function_id": "AES256"})
     assert resp.status_int == 202, resp.text
@@ -136,7 +129,7 @@ def test_a_function_id_finds_its_image_and_shows_as_the_function_trait(cloud, no
     assert len(images.asked) == 1
 
 
-def test_a_failed_programming_fails_the_bind_and_tells_nova(cloud, nova):
+def test_a_failed_programming_fails_the_bind_and_tells_nova(cloud, receiver):
     stack, _images = cloud
     with open(stack.control_file, "w", encoding="utf-8") as f:
         json.dump({"program_fail": True}, f)
@@ -145,7 +138,7 @@ def test_a_failed_programming_fails_the_bind_and_tells_nova(cloud, nova):
     assert wait_for(lambda: _state(stack, arq) == "BindFailed")
     op = _program(stack)
     assert op["state"] == "failed" and "fake programming" in op["message"]
-    assert wait_for(lambda: _events(nova)) == [{
+    assert wait_for(lambda: _events(receiver)) == [{
         "name": "accelerator-request-bound", "server_uuid": instance, "tag": arq,
         "status": "failed"}]
     # the handle was freed: the FPGA's one handle binds again (without programming)
@@ -156,7 +149,7 @@ def test_a_failed_programming_fails_the_bind_and_tells_nova(cloud, nova):
     assert resp.status_int == 202 and _state(stack, again) == "Bound"
 
 
-def test_an_image_glance_does_not_have_fails_the_bind(cloud, nova):
+def test_an_image_glance_does_not_have_fails_the_bind(cloud, receiver):
     stack, _images = cloud
     arq, _instance, resp = _bind(stack, {"accel:bitstream_id": str(uuidlib.uuid4())})
     assert resp.status_int == 202, resp.text
@@ -164,7 +157,7 @@ def test_an_image_glance_does_not_have_fails_the_bind(cloud, nova):
     assert "Glance has no image" in _program(stack)["message"]
 
 
-def test_a_group_naming_both_or_a_bad_bitstream_id_fails_the_bind(cloud, nova):
+def test_a_group_naming_both_or_a_bad_bitstream_id_fails_the_bind(cloud, receiver):
     stack, images = cloud
     for group, why in (({"accel:bitstream_id": IMAGE, "accel:function_id": "AES256"},
                         "names both accel:bitstream_id and accel:function_id"),

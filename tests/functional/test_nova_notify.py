@@ -7,20 +7,11 @@ Nova 34.0.0 itself applies to ``POST /os-server-external-events`` at 2.82.
 
 from __future__ import annotations
 
-import http.server
-import json
 import threading
 import uuid as uuidlib
-import warnings
-from collections.abc import Iterator
 from typing import Any
 
-import jsonschema
 import pytest
-
-with warnings.catch_warnings():  # nova's imports pull in eventlet (not patched: no warning)
-    warnings.simplefilter("ignore")
-    from nova.api.openstack.compute.schemas import server_external_events as nova_schema
 
 from acceld import exception
 from acceld.clients import nova
@@ -28,74 +19,10 @@ from acceld.conductor.binding import Binder
 from acceld.db.api import Database
 from acceld.objects import arqs
 from tests import helpers
+from tests.nova_events import Receiver
 from tests.stack import Stack, wait_for
 
 PROJECT = "proj1"
-
-
-class Receiver:
-    """Nova's API endpoint on 127.0.0.1: records each request, answers ``reply``."""
-
-    def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
-        self.reply: tuple[int, Any] = (200, None)   # None: echo the events, code 200
-        self.hold: threading.Event | None = None    # set: answer (each waits at most 10 s)
-        self.answered = 0
-        receiver = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            timeout = 10
-
-            def do_POST(self) -> None:  # noqa: N802 - stdlib name
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                receiver.requests.append({"path": self.path, "body": body,
-                                          "headers": dict(self.headers)})
-                if receiver.hold is not None:
-                    receiver.hold.wait(10)
-                status, reply = receiver.reply
-                if reply is None:
-                    reply = {"events": [dict(e, code=200) for e in body["events"]]}
-                data = json.dumps(reply).encode()
-                receiver.answered += 1      # before the client can have the answer
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-                pass
-
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v2.1"
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(10)
-
-    def events(self) -> list[list[dict[str, str]]]:
-        """Each request's events, after checking it is what Nova 34.0.0 accepts."""
-        out = []
-        for req in self.requests:
-            assert req["path"] == "/v2.1/os-server-external-events"
-            assert req["headers"]["OpenStack-API-Version"] == "compute 2.82"
-            assert req["headers"]["X-Auth-Token"] == "x"
-            jsonschema.validate(req["body"], nova_schema.create_v282,
-                                format_checker=jsonschema.FormatChecker())
-            out.append(req["body"]["events"])
-        return out
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    yield r
-    r.close()
 
 
 def _nova_conf(url: str, **extra: Any) -> dict[str, Any]:
