@@ -208,6 +208,8 @@ profile = cyborg
         """An operator readies the fake FPGA (binds take only ready devices; Cyborg
         binds any discovered device)."""
         st, data = http("GET", self.url + "/v1/accelerators")
+        if st != 200:
+            raise SystemExit(f"acceld could not list its accelerators: {st} {data!r}")
         for acc in json.loads(data)["accelerator"]:
             st, body = http("PUT", f"{self.url}/v1/accelerators/{acc['uuid']}/state",
                             {"state": "ready"})

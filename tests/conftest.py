@@ -155,6 +155,14 @@ def pytest_collection_modifyitems(items):
             item.name = name
 
 
+@pytest.fixture(scope="session")
+def ks() -> Any:
+    """The test process's real Keystone (``tests.keystone_server``; skipped without
+    keystone installed, a failure under CI=true)."""
+    from tests import keystone_server
+    return keystone_server.session_keystone()
+
+
 @pytest.fixture
 def receiver() -> Iterator[Any]:
     """Nova's external-events API on loopback (``tests.nova_events.Receiver``)."""

@@ -79,3 +79,10 @@ def make_qat_inventory(db: Database, handles: int, units: int = 1) -> tuple[str,
         s.add(m.DeviceProfile(uuid=str(uuidlib.uuid4()), name=name, profile_json=json.dumps(
             {"groups": [{"resources:CUSTOM_QAT": str(units)}]})))
     return rp_uuid, name
+
+
+def bind_patch(arq: str, host: str, rp_uuid: str, instance: str) -> dict[str, Any]:
+    """The body of Nova's bind of ``arq`` (``PATCH /v2/accelerator_requests``)."""
+    return {arq: [{"op": "add", "path": "/hostname", "value": host},
+                  {"op": "add", "path": "/device_rp_uuid", "value": rp_uuid},
+                  {"op": "add", "path": "/instance_uuid", "value": instance}]}

@@ -24,7 +24,7 @@ the root logger (``oslo_log``), and has global SQL, cache and policy state. So i
 a child process of its own, started once per test process (:func:`shared`), and exits by
 itself when its parent goes away (its stdin reaches EOF).
 
-Usage::
+Usage (tests take the ``ks`` fixture of ``tests/conftest.py``, which is this)::
 
     from tests import keystone_server
 
@@ -80,13 +80,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-__all__ = ["KeystoneServer", "KeystoneServerError", "Persona", "Token", "keystone",
-           "keystone_installed", "require_keystone", "session_keystone", "shared"]
+__all__ = ["KeystoneServer", "KeystoneServerError", "Persona", "Token", "keystone_installed",
+           "require_keystone", "session_keystone", "shared"]
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 START_TIMEOUT_S = float(os.environ.get("ACCELD_TEST_KEYSTONE_START_TIMEOUT", "120"))
@@ -163,11 +162,6 @@ class Token:
     ``token`` document (catalog included)."""
     id: str
     body: dict[str, Any]
-    issue_s: float                         # wall time of the POST /v3/auth/tokens
-
-    @property
-    def roles(self) -> list[str]:
-        return sorted(r["name"] for r in self.body.get("roles", []))
 
     @property
     def user_id(self) -> str:
@@ -185,10 +179,6 @@ class Token:
     def system(self) -> bool:
         return bool((self.body.get("system") or {}).get("all"))
 
-    @property
-    def expires_at(self) -> str:
-        return self.body["expires_at"]
-
 
 class KeystoneServer:
     """One Keystone child process (see the module's doc). ``start()`` returns once it
@@ -199,8 +189,6 @@ class KeystoneServer:
         self.url: str = ""                   # http://127.0.0.1:<port> (unversioned)
         self.workdir: str = ""
         self.admin_password = "admin-secret"
-        self.timings: dict[str, float] = {}  # child's own steps, ready_s, personas_s
-        self.keystone_version: str = ""
         self.personas: dict[str, Persona] = {}
         self.projects: dict[str, str] = {}  # name -> id
         self.domains: dict[str, str] = {}   # name -> id
@@ -211,12 +199,6 @@ class KeystoneServer:
         self._tokens: dict[tuple[Any, ...], tuple[Token, float]] = {}
 
     # -- life cycle ---------------------------------------------------------------------
-    def __enter__(self) -> KeystoneServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     def start(self) -> KeystoneServer:
         if self._proc is not None:
             raise KeystoneServerError("already started")
@@ -232,17 +214,10 @@ class KeystoneServer:
                 stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
                 cwd=self.workdir, env=_child_env())
         try:
-            info = self._wait_ready(ready, began)
-            self.url = info["url"]
-            self.keystone_version = info["keystone_version"]
-            self.timings = dict(info["timings"])
-            self.timings["ready_s"] = time.monotonic() - began
+            self.url = self._wait_ready(ready, began)["url"]
             import requests
             self._http = requests.Session()
-            mark = time.monotonic()
             self._create_personas()
-            self.timings["personas_s"] = time.monotonic() - mark
-            self.timings["start_s"] = time.monotonic() - began
         except BaseException:
             self.stop()
             raise
@@ -363,26 +338,24 @@ class KeystoneServer:
 
     # -- tokens -------------------------------------------------------------------------
     def token(self, persona: str, *, project: str | None = None, domain: str | None = None,
-              system: bool = False, fresh: bool = False) -> str:
+              system: bool = False) -> str:
         """A real token of ``persona`` (see the module's doc), scoped to ``project`` or
         ``domain`` (a name or id) or the system; without any, the persona's default
-        scope. Tokens are reused for 30 minutes unless ``fresh``."""
-        return self.issue(persona, project=project, domain=domain, system=system,
-                          fresh=fresh).id
+        scope. Tokens are reused for 30 minutes."""
+        return self.issue(persona, project=project, domain=domain, system=system).id
 
     def issue(self, persona: str, *, project: str | None = None, domain: str | None = None,
-              system: bool = False, fresh: bool = False) -> Token:
+              system: bool = False) -> Token:
         """:meth:`token`, with the token's body (roles, scope, catalog, expiry)."""
         who = self.personas[persona]
         if project is None and domain is None and not system:
             project, domain = who.scope.get("project"), who.scope.get("domain")
             system = bool(who.scope.get("system"))
         key = (persona, project, domain, system)
-        if not fresh:
-            with self._lock:
-                cached = self._tokens.get(key)
-            if cached is not None and time.monotonic() - cached[1] < 1800:
-                return cached[0]
+        with self._lock:
+            cached = self._tokens.get(key)
+        if cached is not None and time.monotonic() - cached[1] < 1800:
+            return cached[0]
         if system:
             scope: dict[str, Any] = {"system": {"all": True}}
         elif domain is not None:
@@ -405,14 +378,12 @@ class KeystoneServer:
             "user": {**user, "password": who.password}}}}}
         if scope:
             body["auth"]["scope"] = scope
-        began = time.monotonic()
         resp = self._http.post(self.url + "/v3/auth/tokens", json=body,
                                timeout=REQUEST_TIMEOUT_S)
-        took = time.monotonic() - began
         if resp.status_code != 201:
             raise KeystoneServerError(f"token for {persona} scoped {scope}: "
                                       f"{resp.status_code} {resp.text}")
-        return Token(resp.headers["X-Subject-Token"], resp.json()["token"], took)
+        return Token(resp.headers["X-Subject-Token"], resp.json()["token"])
 
     # -- keystonemiddleware -------------------------------------------------------------
     def authtoken_options(self, persona: str = "acceld", **extra: Any) -> dict[str, Any]:
@@ -440,17 +411,6 @@ class KeystoneServer:
         }
         options.update(extra)
         return options
-
-    def authtoken_ini(self, persona: str = "acceld", **extra: Any) -> str:
-        """:meth:`authtoken_options` as a config file's ``[keystone_authtoken]``."""
-        lines = ["[keystone_authtoken]"]
-        for name, value in self.authtoken_options(persona, **extra).items():
-            if isinstance(value, bool):
-                value = str(value).lower()
-            elif isinstance(value, list | tuple):
-                value = ",".join(value)
-            lines.append(f"{name} = {value}")
-        return "\n".join(lines) + "\n"
 
     def configure_authtoken(self, conf: Any, persona: str = "acceld",
                             group: str = "keystone_authtoken", **extra: Any) -> Any:
@@ -501,12 +461,6 @@ def session_keystone() -> KeystoneServer:
     return shared()
 
 
-@pytest.fixture(scope="session")
-def keystone() -> Iterator[KeystoneServer]:
-    """The session's Keystone (import into a conftest.py to use it by this name)."""
-    yield session_keystone()
-
-
 # -- the child: Keystone itself ---------------------------------------------------------
 _CONF_TEMPLATE = """\
 [DEFAULT]
@@ -534,8 +488,6 @@ password_hash_rounds = 4
 
 
 def _serve(workdir: str, admin_password: str) -> None:  # pragma: no cover - child
-    timings: dict[str, float] = {}
-    began = time.monotonic()
     from tests.placement_server import LoopbackWSGIServer, QuietHandler
 
     class Server(LoopbackWSGIServer):
@@ -547,8 +499,6 @@ def _serve(workdir: str, admin_password: str) -> None:  # pragma: no cover - chi
     with open(conf_file, "w") as f:
         f.write(_CONF_TEMPLATE.format(d=workdir))
 
-    from importlib import metadata
-
     import keystone.conf
     import keystone.server
     from keystone.cmd import bootstrap
@@ -556,9 +506,7 @@ def _serve(workdir: str, admin_password: str) -> None:  # pragma: no cover - chi
     from keystone.common.sql import upgrades
     from keystone.server.flask import application
     from keystone.server.flask import core as flask_core
-    timings["import_s"] = time.monotonic() - began
 
-    mark = time.monotonic()
     conf = keystone.conf.CONF
     keystone.server.configure(config_files=[conf_file])       # keystone's own CONF parse
     upgrades.offline_sync_database_to_version()               # keystone-manage db_sync
@@ -569,9 +517,7 @@ def _serve(workdir: str, admin_password: str) -> None:  # pragma: no cover - chi
         keys.create_key_directory(None, None)
         if keys.validate_key_repository(requires_write=True):
             keys.initialize_key_repository(None, None)
-    timings["db_sync_and_keys_s"] = time.monotonic() - mark
 
-    mark = time.monotonic()
     boot = bootstrap.Bootstrapper()      # keystone-manage bootstrap; loads the backends
     boot.admin_username, boot.admin_password = "admin", admin_password
     boot.project_name, boot.admin_role_name = ADMIN_PROJECT, "admin"
@@ -579,14 +525,12 @@ def _serve(workdir: str, admin_password: str) -> None:  # pragma: no cover - chi
     boot.public_url = boot.internal_url = boot.admin_url = url
     boot.immutable_roles = True
     boot.bootstrap()
-    timings["bootstrap_s"] = time.monotonic() - mark
 
     # keystone.server.flask.core.initialize_application, less configure() and the
     # backends (loaded once per process, by the Bootstrapper above).
     app = flask_core.setup_app_middleware(application.application_factory("public"))
     profiler.setup("public")
     server.set_app(app)
-    timings["child_total_s"] = time.monotonic() - began
 
     def exit_at_eof() -> None:   # the parent stopped us, or died
         try:
@@ -598,8 +542,7 @@ def _serve(workdir: str, admin_password: str) -> None:  # pragma: no cover - chi
     threading.Thread(target=exit_at_eof, daemon=True).start()
     ready = os.path.join(workdir, "ready.json")
     with open(ready + ".tmp", "w") as f:
-        json.dump({"url": url, "pid": os.getpid(), "timings": timings,
-                   "keystone_version": metadata.version("keystone")}, f)
+        json.dump({"url": url, "pid": os.getpid()}, f)
     os.replace(ready + ".tmp", ready)
     server.serve_forever()
 

@@ -16,10 +16,8 @@ calls Nova's functions, and reads back what they produced.
   Nova reads ``physical_network`` (and a port's PCI address) from an ARQ.
   :func:`port_vif` wraps that profile in a Nova ``VIF`` so :func:`guest_devices` can
   show the ``<interface>`` or ``<hostdev>`` Nova's VIF driver makes of it.
-* :func:`domain_schema_errors` / :func:`device_schema_errors` check XML against
-  libvirt's RelaxNG schema (``domain.rng``) when a copy is available, and
-  :func:`libvirt_define_error` asks a real ``virsh`` (libvirt's ``test:///default``
-  driver) whether libvirt's own parser accepts the XML.
+* :func:`device_schema_errors` checks each device element against libvirt's RelaxNG
+  schema (``domain.rng``), found by :func:`find_domain_schema`.
 
 Isolation, and why Nova's usual test fixtures are not all used:
 
@@ -42,6 +40,7 @@ Import this module after ``pytest.importorskip("nova.virt.libvirt.driver")``.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import os
@@ -77,6 +76,10 @@ ARQ = Mapping[str, Any]
 SYSTEM_SCHEMA_DIR = Path("/usr/share/libvirt/schemas")
 #: Environment variable naming another directory holding ``domain.rng`` and its includes.
 SCHEMA_DIR_ENV = "ACCELD_LIBVIRT_SCHEMAS"
+#: Where Debian's ``libvirt0`` package is unpacked when the host has no schemas
+#: (``apt-get download`` and ``dpkg -x``: no root, nothing installed).
+PACKAGE_DIR = (Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "acceld"
+               / "libvirt0")
 
 _DRIVER_LOGGER = "nova.virt.libvirt.driver"
 _IGNORED_ARQS_MESSAGE = "Ignoring accelerator requests with unsupported attach handle types"
@@ -133,15 +136,13 @@ class MdevCreate:
 class _DefinedMdev:
     """What real libvirt's ``nodeDeviceDefineXML`` returns, for ``device_set_autostart``."""
 
-    def __init__(self, name: str, host: FakeHost) -> None:
+    def __init__(self, name: str) -> None:
         self._name = name
-        self._host = host
 
     def name(self) -> str:
         return self._name
 
     def setAutostart(self, autostart: bool) -> int:  # noqa: N802 - libvirt's name
-        self._host.autostarted.append(self._name)
         return 0
 
 
@@ -174,7 +175,6 @@ class FakeHost(fakelibvirt.Connection):
                          mdev_info=fakelibvirt.HostMdevDevicesInfo(devices=existing))
         self.created: list[MdevCreate] = []
         self.defined: list[str] = []
-        self.autostarted: list[str] = []
         self.lookups: list[str] = []
 
     def nodeDeviceLookupByName(self, name: str) -> Any:  # noqa: N802 - libvirt's name
@@ -209,12 +209,12 @@ class FakeHost(fakelibvirt.Connection):
         name = self._name(mdev)
         self.mdev_info.devices[name] = fakelibvirt.FakeMdevDevice(
             dev_name=name, type_id=mdev.type, parent=mdev.parent)
-        return _DefinedMdev(name, self)
+        return _DefinedMdev(name)
 
     def nodeDeviceDefineXML(self, xml: str, flags: int = 0) -> Any:  # noqa: N802
         name = self._name(self._mdev(xml))
         self.defined.append(name)
-        return _DefinedMdev(name, self)
+        return _DefinedMdev(name)
 
 
 class _Records(logging.Handler):
@@ -318,8 +318,8 @@ class Device:
     """``pci`` (``<hostdev type="pci">``), ``mdev`` (``<hostdev type="mdev">``) or
     ``interface`` (``<interface type="hostdev">``)."""
     element: etree._Element
-    schema_errors: list[str] | None = None
-    """RelaxNG errors for this element alone (in a minimal domain); ``None``: no schema."""
+    schema_errors: list[str]
+    """libvirt's RelaxNG errors for this element alone (in a minimal domain)."""
 
     @property
     def attrib(self) -> dict[str, str]:
@@ -332,11 +332,6 @@ class Device:
         found = self.element.find("source/address")
         return dict(found.attrib) if found is not None else {}
 
-    @property
-    def xml(self) -> str:
-        """The element as XML text."""
-        return etree.tostring(self.element, encoding="unicode").strip()
-
 
 @dataclass
 class GuestDevices:
@@ -344,7 +339,6 @@ class GuestDevices:
 
     xml: str
     """The whole domain XML ``_get_guest_xml`` returned."""
-    domain: etree._Element
     devices: list[Device]
     """Host devices in document order: ``<hostdev>`` and ``<interface type="hostdev">``."""
     mdev_uuids: list[str]
@@ -356,20 +350,12 @@ class GuestDevices:
     """Node device names Nova looked up (``nodeDeviceLookupByName``)."""
     ignored_types: set[str]
     messages: list[str] = field(default_factory=list)
-    schema: Path | None = None
-    schema_errors: list[str] | None = None
-    """RelaxNG errors for the whole document; ``None`` when no schema was found."""
-
-    def of_kind(self, kind: str) -> list[Device]:
-        """The devices of one kind: ``pci``, ``mdev`` or ``interface``."""
-        return [device for device in self.devices if device.kind == kind]
 
 
 def guest_devices(arqs: Sequence[ARQ], *, gpus: Iterable[str] | None = None,
                   existing_mdevs: Iterable[str] = (),
                   network_info: Sequence[network_model.VIF] = (),
-                  conf: Mapping[str, Mapping[str, Any]] | None = None,
-                  schema: str | os.PathLike[str] | None = None) -> GuestDevices:
+                  conf: Mapping[str, Mapping[str, Any]] | None = None) -> GuestDevices:
     """Give ``arqs`` to Nova's libvirt driver as ``accel_info`` and report what it built.
 
     Runs ``_allocate_cyborg_mdevs`` and ``_get_guest_xml`` (see :meth:`NovaLibvirt.spawn_xml`)
@@ -382,14 +368,15 @@ def guest_devices(arqs: Sequence[ARQ], *, gpus: Iterable[str] | None = None,
     :param existing_mdevs: node device names of mdevs that already exist.
     :param network_info: VIFs for the guest, e.g. from :func:`port_vif`.
     :param conf: Nova option overrides (see :class:`NovaLibvirt`).
-    :param schema: a ``domain.rng``; by default :func:`find_domain_schema`.
     """
     host = FakeHost(gpus=gpus, mdevs=existing_mdevs)
     with NovaLibvirt(host=host, conf=conf) as nova:
         xml, mdev_uuids = nova.spawn_xml(arqs, network_info)
         messages, ignored = nova.messages(), nova.ignored_types()
     domain = etree.fromstring(xml.encode())
-    rng = Path(schema) if schema is not None else find_domain_schema()
+    rng = find_domain_schema()
+    if rng is None:
+        raise FileNotFoundError("libvirt's domain.rng (see find_domain_schema)")
     devices = []
     for element in domain.iterfind("devices/*"):
         kind = element.get("type") if element.tag == "hostdev" else None
@@ -398,10 +385,9 @@ def guest_devices(arqs: Sequence[ARQ], *, gpus: Iterable[str] | None = None,
         if kind:
             devices.append(Device(kind, element, device_schema_errors(element, rng)))
     return GuestDevices(
-        xml=xml, domain=domain, devices=devices, mdev_uuids=mdev_uuids,
+        xml=xml, devices=devices, mdev_uuids=mdev_uuids,
         mdevs_created=list(host.created), mdevs_defined=list(host.defined),
-        lookups=list(host.lookups), ignored_types=ignored, messages=messages, schema=rng,
-        schema_errors=domain_schema_errors(domain, rng))
+        lookups=list(host.lookups), ignored_types=ignored, messages=messages)
 
 
 def port_binding_profile(arq: ARQ, *, profile: Mapping[str, Any] | None = None
@@ -449,11 +435,34 @@ def port_vif(arq: ARQ, *, vnic_type: str = network_model.VNIC_TYPE_ACCELERATOR_D
 
 
 def find_domain_schema() -> Path | None:
-    """libvirt's ``domain.rng``: from ``$ACCELD_LIBVIRT_SCHEMAS`` or the system copy."""
-    for directory in (os.environ.get(SCHEMA_DIR_ENV), SYSTEM_SCHEMA_DIR):
+    """libvirt's ``domain.rng``: from ``$ACCELD_LIBVIRT_SCHEMAS``, the system's copy, or
+    Debian's ``libvirt0`` package unpacked into :data:`PACKAGE_DIR` (fetched once, where
+    ``apt-get`` and ``dpkg`` are); None when there is none of them."""
+    unpacked = PACKAGE_DIR / "usr" / "share" / "libvirt" / "schemas"
+    for directory in (os.environ.get(SCHEMA_DIR_ENV), SYSTEM_SCHEMA_DIR, unpacked):
         if directory and (Path(directory) / "domain.rng").is_file():
             return Path(directory) / "domain.rng"
+    if _unpack_libvirt0() and (unpacked / "domain.rng").is_file():
+        return unpacked / "domain.rng"
     return None
+
+
+@cache
+def _unpack_libvirt0() -> bool:
+    """Unpack Debian's ``libvirt0`` into :data:`PACKAGE_DIR`; whether it worked."""
+    if not (shutil.which("apt-get") and shutil.which("dpkg")):
+        return False
+    PACKAGE_DIR.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=PACKAGE_DIR.parent) as tmp:
+        got = subprocess.run(["apt-get", "download", "libvirt0"], cwd=tmp, timeout=300,
+                             capture_output=True, check=False)
+        debs = sorted(Path(tmp).glob("libvirt0_*.deb"))
+        if got.returncode != 0 or not debs:
+            return False
+        subprocess.run(["dpkg", "-x", str(debs[0]), f"{tmp}/root"], check=True, timeout=120)
+        with contextlib.suppress(OSError):     # another worker may have unpacked it first
+            os.rename(f"{tmp}/root", PACKAGE_DIR)
+    return True
 
 
 @cache
@@ -461,51 +470,12 @@ def _relaxng(path: str) -> etree.RelaxNG:
     return etree.RelaxNG(etree.parse(path))
 
 
-def domain_schema_errors(domain: etree._Element | str,
-                         schema: str | os.PathLike[str] | None = None) -> list[str] | None:
-    """RelaxNG errors of a whole domain XML (``[]``: valid; ``None``: no schema found).
-
-    libxml2 reports an invalid device at its ``<devices>``/``<domain>`` ancestors, so
-    use :func:`device_schema_errors` to tell which device is at fault.
-    """
-    rng = Path(schema) if schema is not None else find_domain_schema()
-    if rng is None:
-        return None
-    if isinstance(domain, str):
-        domain = etree.fromstring(domain.encode())
-    validator = _relaxng(str(rng))
-    if validator.validate(domain):
-        return []
-    return [f"line {error.line}: {error.message}" for error in validator.error_log]
-
-
-def device_schema_errors(device: etree._Element,
-                         schema: str | os.PathLike[str] | None = None) -> list[str] | None:
-    """RelaxNG errors of one device element, checked inside a minimal valid domain."""
-    rng = Path(schema) if schema is not None else find_domain_schema()
-    if rng is None:
-        return None
+def device_schema_errors(device: etree._Element, schema: Path) -> list[str]:
+    """libvirt's RelaxNG errors of one device element, inside a minimal valid domain
+    (libxml2 reports an invalid device at its ancestors: alone, it is the one at fault)."""
     skeleton = etree.fromstring(_DEVICE_SKELETON)
     skeleton.find("devices").append(etree.fromstring(etree.tostring(device)))
-    return domain_schema_errors(skeleton, rng)
-
-
-def libvirt_define_error(xml: str, virsh: str | None = None) -> str | None:
-    """Whether libvirt's own parser accepts a domain XML: ``None``, or its error text.
-
-    Runs ``virsh -c test:///default define`` (libvirt's built-in test driver: nothing is
-    started and nothing outlives the command). ``virsh`` defaults to the one on ``PATH``;
-    raises ``FileNotFoundError`` when there is none.
-    """
-    virsh = virsh or shutil.which("virsh")
-    if not virsh:
-        raise FileNotFoundError("virsh")
-    with tempfile.NamedTemporaryFile("w", suffix=".xml") as handle:
-        handle.write(xml)
-        handle.flush()
-        done = subprocess.run([virsh, "-q", "-c", "test:///default", "define", handle.name],
-                              capture_output=True, text=True, timeout=60, check=False)
-    if done.returncode == 0:
-        return None
-    lines = (done.stderr or done.stdout).strip().splitlines()
-    return "\n".join(line for line in lines if "Failed to define domain from" not in line)
+    validator = _relaxng(str(schema))
+    if validator.validate(skeleton):
+        return []
+    return [f"line {error.line}: {error.message}" for error in validator.error_log]

@@ -28,8 +28,6 @@ OTHER = "other-member"
 PREFIX = "dt-"
 DP_NAME = "dt-dp"
 DP_UUID = "d1ff0000-0000-4000-8000-00000000d001"
-DP2_NAME = "dt-dp2"
-DP2_UUID = "d1ff0000-0000-4000-8000-00000000d002"
 NEW_DP_NAME = "dt-new"
 NEW_DP2_NAME = "dt-new2"
 UNKNOWN_UUID = "d1ff0000-0000-4000-8000-00000000dead"
@@ -41,7 +39,7 @@ LONG = "x" * 300
 HUGE = "x" * 200_000
 
 # Set-up steps, made in this order when a case lists them (see sides.Side.setup).
-SETUP_ORDER = ("dp", "dp2", "arq", "arq2", "arq_member", "bound", "attr")
+SETUP_ORDER = ("dp", "arq", "arq2", "arq_member", "bound", "attr")
 
 JSON = "application/json"
 
@@ -65,7 +63,6 @@ class Case:
     """
 
     id: str
-    route: str
     method: str
     path: str
     body: Any = None
@@ -78,7 +75,7 @@ class Case:
 
 def _case(route: str, problem: str, method: str, path: str, **kw: Any) -> Case:
     """A case whose id is ``<route>/<problem>``."""
-    return Case(id=f"{route}/{problem}", route=route, method=method, path=path, **kw)
+    return Case(id=f"{route}/{problem}", method=method, path=path, **kw)
 
 
 def _dp_body(**fields: Any) -> list[dict[str, Any]]:

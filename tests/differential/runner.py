@@ -143,6 +143,8 @@ def describe(result: Result) -> str:
             lines.append(f"    {name} trouble: {answer.trouble}")
     if case.note:
         lines.append(f"    note: {case.note}")
+    if result.verdict == DELIBERATE:
+        lines.append(f"    why: {DELIBERATE_DEVIATIONS[case.id][1]}")
     return "\n".join(lines)
 
 

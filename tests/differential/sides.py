@@ -185,20 +185,14 @@ class Side:
             if step in steps:
                 getattr(self, f"_setup_{step}")(values)
 
-    def _create_dp(self, name: str, uuid: str) -> None:
-        self.call("POST", "/v2/device_profiles", (201,), body=[
-            {"name": name, "uuid": uuid, "groups": [{"resources:FPGA": "1"}]}])
-
     def _create_arq(self, identity: str) -> str:
         body = self.call("POST", "/v2/accelerator_requests", (201,), identity=identity,
                          body={"device_profile_name": c.DP_NAME})
         return body["arqs"][0]["uuid"]
 
     def _setup_dp(self, values: dict[str, Any]) -> None:
-        self._create_dp(c.DP_NAME, c.DP_UUID)
-
-    def _setup_dp2(self, values: dict[str, Any]) -> None:
-        self._create_dp(c.DP2_NAME, c.DP2_UUID)
+        self.call("POST", "/v2/device_profiles", (201,), body=[
+            {"name": c.DP_NAME, "uuid": c.DP_UUID, "groups": [{"resources:FPGA": "1"}]}])
 
     def _setup_arq(self, values: dict[str, Any]) -> None:
         values["arq"] = self._create_arq(c.ADMIN)

@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,24 +26,10 @@ from tests.conftest import IN_CI, MYSQL_HOST, require_service
 from tests.differential import cases, runner
 from tests.differential.sides import Side
 from tests.helpers import stop_process
+from tests.integration import procs
 
 ACCELD = shutil.which("acceld", path=os.path.dirname(sys.executable)) or "acceld"
 MIN_CASES = 200
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_until_up(side: Side, proc: subprocess.Popen, timeout: float = 30.0) -> None:
-    """Wait for a just started ``acceld serve`` to answer."""
-    deadline = time.monotonic() + timeout
-    while not side.reachable():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            pytest.fail(f"acceld serve did not answer at {side.root} within {timeout:.0f} s")
-        time.sleep(0.2)
 
 
 # shared/peers beside the checkout (every developer and CI run has it); it is read-only,
@@ -70,8 +54,8 @@ def _copy_peers() -> None:
         dest = PEERS_COPY / src.relative_to(SHARED_PEERS)
         if src.is_dir():
             dest.mkdir(parents=True, exist_ok=True)
-        elif not dest.exists() or dest.read_bytes() != src.read_bytes():
-            dest.write_bytes(src.read_bytes())
+        elif not dest.exists() or dest.read_bytes() != (data := src.read_bytes()):
+            dest.write_bytes(data)
         dest.chmod(0o755 if src.is_dir() or os.access(src, os.X_OK) else 0o644)
 
 
@@ -111,19 +95,26 @@ def acceld(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Side]:
         yield Side("acceld", url)
         return
     tmp: Path = tmp_path_factory.mktemp("acceld-diff")
-    port = _free_port()
-    conf = tmp / "acceld.conf"
+    port = procs.free_port()
     # like the peer: upstream's fake device, and the legacy policy defaults upstream
     # Cyborg forces (its project tokens read the inventory)
-    conf.write_text(f"[DEFAULT]\nhost = diff-host-0\nstate_path = {tmp / 'state'}\n"
-                    f"[api]\nport = {port}\n[fake_driver]\nprofile = cyborg\n"
-                    "[oslo_policy]\nenforce_new_defaults = false\n")
+    conf = procs.write_config(tmp / "acceld.conf", {
+        "DEFAULT": {"host": "diff-host-0", "state_path": tmp / "state"},
+        "api": {"port": port}, "fake_driver": {"profile": "cyborg"},
+        "oslo_policy": {"enforce_new_defaults": False}})
     with open(tmp / "serve.log", "w") as log:
         proc = subprocess.Popen([ACCELD, "serve", "--config-file", str(conf)], stdout=log,
                                 stderr=subprocess.STDOUT)
     try:
         side = Side("acceld", f"http://127.0.0.1:{port}/accelerator")
-        _wait_until_up(side, proc)
+
+        def up() -> bool:
+            if proc.poll() is not None:
+                raise procs.ProcessDied(f"acceld serve exited ({proc.returncode}); see "
+                                        f"{tmp / 'serve.log'}")
+            return side.reachable()
+
+        procs.wait_until(up, 30, f"acceld serve at {side.root}")
         yield side
     finally:
         stop_process(proc)
@@ -134,6 +125,7 @@ def test_enough_cases_with_unique_ids() -> None:
     assert len(cases.all_cases()) >= MIN_CASES
 
 
+@pytest.mark.timeout(2400)     # a first run sets the peer up (setup.sh: up to 20 min)
 def test_statuses_equal_upstream(cyborg: Side, acceld: Side) -> None:
     """Every case: the same status as Cyborg, or, where Cyborg answers a 5xx, not a 5xx;
     acceld never answers a 5xx."""

@@ -31,6 +31,7 @@ import json
 import os
 import struct
 import uuid as uuidlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -422,6 +423,14 @@ class FakeFpgaTools:
     def which(self, name: str) -> str | None:
         """A ``shutil.which`` stand-in: both tools are installed."""
         return {"fpgaconf": FPGACONF, "xbutil": XBUTIL}.get(os.path.basename(name))
+
+    def driver_loader(self, load: Callable[[str, Any], Any]) -> Callable[[str, Any], Any]:
+        """A ``registry.load`` (where the agent builds its drivers) whose FPGA driver finds
+        the tools through :meth:`which` (they live at paths that do not exist here); other
+        drivers are ``load``'s."""
+        from acceld.agent.drivers.fpga import FpgaDriver
+        return lambda name, ctx: (FpgaDriver(ctx, which=self.which) if name == "fpga"
+                                  else load(name, ctx))
 
     # -- fpgaconf ------------------------------------------------------------------------
     def _fpgaconf(self, argv: list[str]) -> Result:

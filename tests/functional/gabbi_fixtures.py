@@ -240,9 +240,6 @@ class ReadyFixture(fixture.GabbiFixture):
     def start_fixture(self) -> None:
         _stack().ready_all()
 
-    def stop_fixture(self) -> None:
-        pass
-
 
 class DeployableRPFixture(_EnvFixture):
     """``ACCELD_<HOST>_<TYPE>_RP`` -> rp_uuid of that device's deployable (ARQ binds)."""

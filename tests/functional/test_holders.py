@@ -10,14 +10,14 @@ Placement reserves every device a bind would refuse.
 from __future__ import annotations
 
 import uuid as uuidlib
-from typing import Any
 
 import pytest
 import webob
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from acceld.db import models as m
 from acceld.objects import placement as placement_objects
+from tests import helpers
 from tests.stack import Stack
 
 SERVICE = {"X-Service-Token": "x"}
@@ -35,14 +35,11 @@ def _device(stack: Stack, kind: str) -> tuple[str, str]:
     """(device uuid, its deployable's rp_uuid) of the fake device of ``kind``."""
     dev = next(d for d in stack.call("GET", "/v2/devices").json["devices"]
                if d["type"] == kind)
-    rp = next(d["rp_uuid"] for d in stack.call("GET", "/v2/deployables").json["deployables"]
-              if d["device_id"] is not None and _device_uuid_of(stack, d) == dev["uuid"])
-    return dev["uuid"], rp
-
-
-def _device_uuid_of(stack: Stack, deployable: dict[str, Any]) -> str:
     with stack.db.reader() as s:
-        return s.get(m.Device, deployable["device_id"]).uuid
+        rp = s.execute(select(m.Deployable.rp_uuid)
+                       .join(m.Device, m.Device.id == m.Deployable.device_id)
+                       .where(m.Device.uuid == dev["uuid"])).scalar_one()
+    return dev["uuid"], rp
 
 
 def _set_state(stack: Stack, uuid: str, state: str) -> webob.Response:
@@ -58,10 +55,8 @@ def _arq(stack: Stack, rc: str) -> str:
 
 
 def _bind(stack: Stack, arq: str, rp: str, instance: str) -> webob.Response:
-    return stack.call("PATCH", "/v2/accelerator_requests", {arq: [
-        {"op": "add", "path": "/hostname", "value": HOST},
-        {"op": "add", "path": "/device_rp_uuid", "value": rp},
-        {"op": "add", "path": "/instance_uuid", "value": instance}]}, SERVICE)
+    return stack.call("PATCH", "/v2/accelerator_requests",
+                      helpers.bind_patch(arq, HOST, rp, instance), SERVICE)
 
 
 def _state_of(stack: Stack, arq: str) -> str:

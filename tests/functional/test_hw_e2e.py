@@ -29,7 +29,6 @@ import webob
 
 from acceld import exception
 from acceld.agent.drivers import registry
-from acceld.agent.drivers.fpga import FpgaDriver
 from acceld.db import migration
 from acceld.db.api import Database
 from acceld.hw.nvml import NvmlBackend
@@ -316,11 +315,7 @@ def fpga(placement, tmp_path, monkeypatch) -> Iterator[Any]:
     tree = FpgaTree(FakeSysfsBuilder(tmp_path / "root"))
     tree.dfl_card(CARD, afu_id=AFU_NLB, interface_id=IFACE)
     tools = FakeFpgaTools(tree)
-    load = registry.load
-    # the tools live at paths that do not exist here: the driver finds them through the
-    # fake's ``which`` (the registry is the seam where the agent builds its drivers)
-    monkeypatch.setattr(registry, "load", lambda name, ctx: FpgaDriver(
-        ctx, which=tools.which) if name == "fpga" else load(name, ctx))
+    monkeypatch.setattr(registry, "load", tools.driver_loader(registry.load))
     images = tmp_path / "images"
     images.mkdir()
     host = f"fpga-{uuidlib.uuid4().hex[:8]}"

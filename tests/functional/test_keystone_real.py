@@ -7,11 +7,9 @@ validates them through keystonemiddleware's ``auth_token``, which authenticates 
 Keystone as the ``acceld`` service user and calls ``GET /v3/auth/tokens`` for every new
 token: nothing is faked between the token and acceld's request context and policy.
 
-Each test runs twice: legacy (``[oslo_policy] enforce_scope`` and
-``enforce_new_defaults`` off) and new (both on). oslo.policy 6 (which nova 34 and
-placement 16 require) removed ``enforce_scope``: scope_types are always enforced, an
-``enforce_scope = false`` is silently ignored, and legacy mode turns off only
-``enforce_new_defaults`` (``Api.scope_enforced`` says which applied).
+Each test runs twice: legacy (``[oslo_policy] enforce_new_defaults`` off) and new (on).
+oslo.policy 6 (which nova 34 and placement 16 require) removed ``enforce_scope``:
+scope_types are always enforced, and an ``enforce_scope = false`` is silently ignored.
 
 acceld keeps a token's scope in its request context (``system_scope``, ``domain_id``), so
 the rules' ``scope_types`` refuse system- and domain-scoped tokens however admin they are.
@@ -30,13 +28,8 @@ from acceld.api import auth, deploy
 from acceld.rpc import ConductorClient, LocalTransport
 from tests import helpers, keystone_server
 
-MODES = {"legacy": False, "new": True}   # [oslo_policy] enforce_* = value (where it exists)
+MODES = {"legacy": False, "new": True}   # [oslo_policy] enforce_new_defaults = value
 
-
-
-@pytest.fixture(scope="module")
-def ks() -> keystone_server.KeystoneServer:
-    return keystone_server.session_keystone()
 
 
 @dataclasses.dataclass
@@ -44,7 +37,6 @@ class Api:
     app: Any
     seen: list[dict[str, Any]]            # the environ of each request that passed auth_token
     mode: str
-    scope_enforced: bool                  # enforce_scope on, or an oslo.policy without it
 
     def call(self, method: str, path: str, token: str | None = None,
              service_token: str | None = None, json: Any = None) -> webob.Response:
@@ -84,12 +76,9 @@ def api(request, ks, sqlite_db, monkeypatch) -> Api:
     strict = MODES[request.param]
     policy_opts.set_defaults(conf)                 # registers [oslo_policy] on acceld's conf
     conf.set_override("enforce_new_defaults", strict, group="oslo_policy")
-    has_option = "enforce_scope" in conf.oslo_policy  # gone from oslo.policy 6
-    if has_option:
-        conf.set_override("enforce_scope", strict, group="oslo_policy")
     ks.configure_authtoken(conf)
     app = deploy.make_app(conf, sqlite_db, ConductorClient(LocalTransport()))
-    return Api(app, seen, request.param, strict or not has_option)
+    return Api(app, seen, request.param)
 
 
 def _identity_headers(environ: dict[str, Any]) -> dict[str, str]:
@@ -230,10 +219,9 @@ def test_domain_scope_reaches_acceld_context(api, ks):
 
 @pytest.mark.parametrize("persona", ["system_admin", "domain_admin"])
 def test_scope_types_refuse_non_project_tokens(api, ks, persona):
-    """Every acceld rule is ``scope_types=["project"]``: where scope is enforced (always,
-    with oslo.policy 6) a system- or domain-scoped token is refused (403), admin role or
+    """Every acceld rule is ``scope_types=["project"]``: scope is enforced (always, with
+    oslo.policy 6), so a system- or domain-scoped token is refused (403), admin role or
     not."""
-    assert api.scope_enforced
     resp = api.get("/v2/accelerator_requests", ks.token(persona))
     assert resp.status_int == 403, resp.text
     assert api.context.is_admin          # the role is there; the scope is what refuses it

@@ -32,7 +32,7 @@ from acceld import rpc
 from acceld.api import deploy
 from acceld.db import migration
 from acceld.db.api import Database
-from tests import keystone_server
+from tests import helpers, keystone_server
 from tests.functional import test_policy_sweep as sweep
 from tests.stack import Stack
 
@@ -67,11 +67,6 @@ def allowed(rule: str, persona: str, mode: str) -> bool:
     if mode == "legacy" and rule in LEGACY_OPEN:
         return True
     return PROJECT_PERSONAS[persona] in sweep.ALLOWED[rule]
-
-
-@pytest.fixture(scope="module")
-def ks() -> keystone_server.KeystoneServer:
-    return keystone_server.session_keystone()
 
 
 class Cloud:
@@ -179,10 +174,8 @@ def _ready_qat(cloud: Cloud) -> tuple[str, str, str]:
 
 
 def _bind(cloud: Cloud, persona: str, arq: str, rp: str, instance: str) -> webob.Response:
-    return cloud.call(persona, "PATCH", "/v2/accelerator_requests", {arq: [
-        {"op": "add", "path": "/hostname", "value": HOST},
-        {"op": "add", "path": "/device_rp_uuid", "value": rp},
-        {"op": "add", "path": "/instance_uuid", "value": instance}]})
+    return cloud.call(persona, "PATCH", "/v2/accelerator_requests",
+                      helpers.bind_patch(arq, HOST, rp, instance))
 
 
 def _arq(cloud: Cloud, uuid: str) -> dict[str, Any]:

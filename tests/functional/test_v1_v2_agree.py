@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 
+from tests import helpers
 from tests.stack import Stack
 
 SERVICE = {"X-Service-Token": "x"}  # the caller's token (admin here) plus a service token
@@ -34,10 +35,8 @@ def _bound_arq(stack, rp: str, instance: str) -> tuple[str, int]:
           [{"name": f"dp-{instance[:8]}", "groups": [{"resources:CUSTOM_QAT": "1"}]}])
     arq = stack.call("POST", "/v2/accelerator_requests",
                 {"device_profile_name": f"dp-{instance[:8]}"}).json["arqs"][0]["uuid"]
-    resp = stack.call("PATCH", "/v2/accelerator_requests", {arq: [
-        {"op": "add", "path": "/hostname", "value": "host1"},
-        {"op": "add", "path": "/device_rp_uuid", "value": rp},
-        {"op": "add", "path": "/instance_uuid", "value": instance}]}, SERVICE)
+    resp = stack.call("PATCH", "/v2/accelerator_requests",
+                      helpers.bind_patch(arq, "host1", rp, instance), SERVICE)
     return arq, resp.status_int
 
 

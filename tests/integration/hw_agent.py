@@ -91,16 +91,12 @@ def _collaborators(spec: dict[str, Any], gate: Gate) -> dict[str, Any]:
                                            for g in spec["gpus"]]))
         out["nvml"] = NvmlBackend()
     if spec.get("fpga"):
-        from acceld.agent.drivers.fpga import FpgaDriver
         from tests.fakes.fpga import FakeFpgaTools, FpgaTree
         from tests.fakes.kernel import FakeSysfsBuilder
 
         tools = FakeFpgaTools(FpgaTree(FakeSysfsBuilder(spec["root"])))
         runner = tools.runner
-        load = registry.load
-        # the vendor tools are fakes at paths that do not exist: found by the fake's which
-        registry.load = lambda name, ctx: (FpgaDriver(ctx, which=tools.which)
-                                           if name == "fpga" else load(name, ctx))
+        registry.load = tools.driver_loader(registry.load)
     out["runner"] = GatedRunner(runner, gate)
     return out
 

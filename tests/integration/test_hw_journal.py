@@ -30,7 +30,7 @@ import pytest
 import webob
 from sqlalchemy import select, update
 
-from acceld import exception, rpc
+from acceld import exception, rpc, states
 from acceld.agent import programming
 from acceld.api import deploy
 from acceld.cmd import wiring
@@ -206,9 +206,11 @@ def _vgpu_host(world: World) -> Path:
 
 
 def _bind(world: World, rp_uuid: str) -> tuple[str, dict[str, Any]]:
-    with world.db.writer() as s:    # the operator readied the host's devices
+    # The host's devices ready, as an operator's set-ready leaves them: written directly,
+    # since its install step on the agent process is not what this test kills.
+    with world.db.writer() as s:
         s.execute(update(m.Device).where(m.Device.hostname == world.host)
-                  .values(state="ready"))
+                  .values(state=states.READY))
     name = f"p-{uuidlib.uuid4().hex[:6]}"
     device_profiles.create(world.db, name, [{"resources:VGPU": "1"}])
     [arq] = arqs.create(world.db, name, "proj1")

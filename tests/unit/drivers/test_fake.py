@@ -14,7 +14,8 @@ from tests.helpers import make_conf
 
 def _discover(host: str = "accel_host0", **opts) -> list[reports.Device]:
     conf = make_conf(fake_driver=opts)
-    return FakeDriver(DriverContext(conf, host, tempfile.mkdtemp())).discover()
+    with tempfile.TemporaryDirectory() as state_dir:
+        return FakeDriver(DriverContext(conf, host, state_dir)).discover()
 
 
 def _infos(dep: reports.Deployable) -> list[dict[str, str]]:
