@@ -188,10 +188,27 @@ def service_list(client: Client, args: argparse.Namespace) -> int:
 
 
 def placement_status(client: Client, args: argparse.Namespace) -> int:
-    """GET /v1/placement."""
-    rows = _list_key(client.get("/v1/placement"), "hosts")
-    columns = PLACEMENT_COLUMNS + ("last_error", "conflicts")
-    print_list(rows, columns, args.format)
+    """GET /v1/placement: whether Placement is configured and answers, then per host the
+    sync state, last error and next retry; 1 when Placement is unreachable."""
+    body = client.get("/v1/placement")
+    rows = _list_key(body, "hosts")
+    reach = body.get("placement")
+    if not isinstance(reach, dict):
+        raise CliError("unexpected answer from server: no 'placement' object")
+    unreachable = reach.get("configured") and not reach.get("reachable")
+    if args.format == "json":
+        print_json(body)
+    else:
+        if rows:
+            print_list(rows, PLACEMENT_COLUMNS + ("last_error", "last_error_at",
+                                                  "next_retry_at", "conflicts"), args.format)
+        if not reach.get("configured"):
+            print(reach.get("detail"))
+        elif not rows and reach.get("reachable"):
+            print("Placement answers; no host has been synced yet.")
+    if unreachable:
+        print(f"ERROR: {reach.get('detail')}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -8,7 +8,12 @@ Every call names its microversion. Errors are typed::
     ├── InventoryInUse        409 placement.inventory.inuse (lowering below allocations)
     ├── ProviderInUse         409 provider has allocations or children
     ├── ClientError           any other 4xx
-    └── ServerError           5xx, or Placement unreachable
+    └── ServerError           5xx
+        └── Unreachable       no answer (connection refused or reset, timeout, no endpoint)
+
+Requests are retried by keystoneauth as the ``[placement]`` options say
+(``connect_retries``, ``status_code_retries``; see ``acceld.conf.placement``), so an
+error here is what is left after those retries.
 """
 
 from __future__ import annotations
@@ -56,6 +61,10 @@ class ServerError(PlacementError):
     pass
 
 
+class Unreachable(ServerError):
+    pass
+
+
 @dataclasses.dataclass(frozen=True)
 class Provider:
     uuid: str
@@ -84,20 +93,28 @@ class PlacementClient:
     def __init__(self, adapter: ks_adapter.Adapter) -> None:
         self._a = adapter
 
-    def _request(self, method: str, url: str, version: str, body: Any = None,
-                 ok: tuple[int, ...] = (200,)) -> Any:
-        kwargs: dict[str, Any] = {"microversion": version, "raise_exc": False,
-                                  "headers": {"Accept": "application/json"}}
+    def _request(self, method: str, url: str, version: str | None, body: Any = None,
+                 ok: tuple[int, ...] = (200,), **options: Any) -> Any:
+        kwargs: dict[str, Any] = {"raise_exc": False,
+                                  "headers": {"Accept": "application/json"}, **options}
+        if version is not None:
+            kwargs["microversion"] = version
         if body is not None:
             kwargs["json"] = body
         try:
             resp = self._a.request(url, method, **kwargs)
-        except (ks_exc.ConnectFailure, ks_exc.ConnectTimeout, ks_exc.DiscoveryFailure,
-                ks_exc.EndpointNotFound, ks_exc.RetriableConnectionFailure) as exc:
-            raise ServerError(f"Placement unreachable: {exc}") from exc
+        except (ks_exc.ConnectionError, ks_exc.DiscoveryFailure,
+                ks_exc.EndpointNotFound) as exc:
+            raise Unreachable(f"Placement unreachable: {exc}") from exc
         if resp.status_code in ok:
             return resp.json() if resp.content else None
         raise _error(method, url, resp)
+
+    def probe(self, timeout: float) -> None:
+        """One GET of Placement's root (its version document), not retried and waiting at
+        most ``timeout`` seconds; raises when Placement does not answer 200."""
+        self._request("GET", "/", None, connect_retries=0, status_code_retries=0,
+                      timeout=timeout)
 
     # -- providers ---------------------------------------------------------------------
     def find_provider(self, name: str) -> Provider | None:

@@ -10,15 +10,23 @@ inventory never lowered below what is used: that is recorded as a conflict, logg
 by the API, and retried on every pass until the allocation is gone.
 
 ``schedule(host)`` queues a sync on a small worker pool, coalescing repeated requests for
-the same host.
+the same host. A sync that fails (Placement unreachable or answering 5xx after
+keystoneauth's own retries, the compute node provider missing, the database away) is
+tried again by one retry thread after ``backoff_delay`` seconds (``[placement]
+retry_initial_delay`` doubling up to ``retry_max_delay``, or ``compute_node_retry_max``
+while the compute node provider is missing), as a full sync, until one succeeds; changes
+arriving meanwhile wait for that retry, which reads them from the database. The next
+retry's time is recorded with the host's sync state.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import random
 import threading
 import time
+from collections.abc import Callable
 from concurrent import futures
 from typing import Any
 
@@ -131,9 +139,11 @@ class _HostSync:
 
 
 class PlacementSyncer:
-    def __init__(self, conf: cfg.ConfigOpts, db: Database,
-                 client: pc.PlacementClient) -> None:
+    def __init__(self, conf: cfg.ConfigOpts, db: Database, client: pc.PlacementClient, *,
+                 jitter: Callable[[], float] = random.random) -> None:
+        """``jitter``: draws the random part of each retry delay, uniform in [0, 1)."""
         self._conf, self._db, self._client = conf, db, client
+        self._jitter = jitter
         self._known: set[str] = set()          # custom classes/traits known to exist
         self._known_lock = threading.Lock()
         self._pool = futures.ThreadPoolExecutor(max_workers=conf.placement.sync_workers,
@@ -143,21 +153,33 @@ class PlacementSyncer:
         self._running: set[str] = set()
         self._again: dict[str, bool] = {}
         self._pending: dict[str, futures.Future] = {}
-        self._missing_until: dict[str, tuple[float, float]] = {}  # host -> (retry at, delay)
+        self._retries: dict[str, Retry] = {}   # hosts whose last sync failed
+        self._wake = threading.Condition(self._lock)
+        self._retry_thread: threading.Thread | None = None
+        self._closed = False
 
     # -- scheduling ------------------------------------------------------------------------
     def schedule(self, host: str, full: bool = False) -> None:
         """Queue a sync of ``host``; requests for a host already queued are merged (a full
-        one wins), and one arriving while it runs makes it run once more afterwards."""
+        one wins), and one arriving while it runs makes it run once more afterwards. A host
+        waiting for the retry of a failed sync is left to that retry (a full sync of what
+        the database says then, so no change is lost)."""
         with self._lock:
-            if host in self._running:
-                self._again[host] = self._again.get(host, False) or full
+            retry = self._retries.get(host)
+            if self._closed or (retry is not None and retry.due is not None):
                 return
-            if host in self._queued:
-                self._queued[host] = self._queued[host] or full
-                return
-            self._queued[host] = full
-            self._pending[host] = self._pool.submit(self._run, host)
+            self._enqueue(host, full)
+
+    def _enqueue(self, host: str, full: bool) -> None:
+        """``schedule`` with ``self._lock`` held."""
+        if host in self._running:
+            self._again[host] = self._again.get(host, False) or full
+            return
+        if host in self._queued:
+            self._queued[host] = self._queued[host] or full
+            return
+        self._queued[host] = full
+        self._pending[host] = self._pool.submit(self._run, host)
 
     def schedule_all(self) -> None:
         """The periodic safety net: a full sync of every host, on the pool."""
@@ -170,8 +192,9 @@ class PlacementSyncer:
             self._running.add(host)
         try:
             self.sync_host(host, full=full)
-        except Exception:
+        except Exception as exc:  # e.g. the database: the retry tries again
             LOG.exception("Placement sync of %s failed", host)
+            self._settle(host, f"{type(exc).__name__}: {exc}")
         finally:
             with self._lock:
                 self._running.discard(host)
@@ -180,7 +203,54 @@ class PlacementSyncer:
             if again is not None:
                 self.schedule(host, full=again)
 
+    def retries(self) -> dict[str, Retry]:
+        """The hosts whose last sync failed, with when they are tried again."""
+        with self._lock:
+            return {h: dataclasses.replace(r) for h, r in self._retries.items()}
+
+    def _settle(self, host: str, error: str | None, cap: float | None = None) -> float | None:
+        """Record how a sync of ``host`` ended: a success forgets its retry; a failure plans
+        the next try ``backoff_delay`` seconds from now (``cap``: the bound of that delay,
+        ``[placement] retry_max_delay`` by default) and returns that delay."""
+        with self._lock:
+            if error is None:
+                self._retries.pop(host, None)
+                return None
+            if self._closed:
+                return None
+            failures = self._retries[host].failures + 1 if host in self._retries else 1
+            delay = backoff_delay(failures, self._conf.placement.retry_initial_delay,
+                                  cap or self._conf.placement.retry_max_delay, self._jitter())
+            self._retries[host] = Retry(failures, time.monotonic() + delay, error)
+            if self._retry_thread is None:
+                self._retry_thread = threading.Thread(target=self._retry_loop, daemon=True,
+                                                      name="placement-retry")
+                self._retry_thread.start()
+            self._wake.notify()
+        LOG.info("Placement sync of %s is tried again in %.1f s (failure %d)", host, delay,
+                 failures)
+        return delay
+
+    def _retry_loop(self) -> None:
+        """One thread for every host's retry: sleeps until the earliest is due, queues the
+        due ones (a full sync each) and sleeps again; ends with ``close``."""
+        with self._lock:
+            while not self._closed:
+                now = time.monotonic()
+                waits = []
+                for host, retry in self._retries.items():
+                    if retry.due is None:
+                        continue
+                    if retry.due <= now:
+                        retry.due = None            # running; _settle plans the next
+                        self._enqueue(host, True)
+                    else:
+                        waits.append(retry.due - now)
+                self._wake.wait(min(waits) if waits else None)
+
     def wait_idle(self, timeout: float = 60.0) -> bool:
+        """Wait until no sync is queued or running (a retry planned for later is not
+        waited for)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with self._lock:
@@ -191,6 +261,13 @@ class PlacementSyncer:
         return False
 
     def close(self) -> None:
+        """Stop retrying and wait for the syncs that run; nothing is queued afterwards."""
+        with self._lock:
+            self._closed = True
+            self._wake.notify_all()
+            thread = self._retry_thread
+        if thread is not None:
+            thread.join()
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     # -- one host ----------------------------------------------------------------------------
@@ -204,6 +281,7 @@ class PlacementSyncer:
         digests = {u: p.digest() for u, p in desired.items()}
         if not full and not dry_run and state is not None and state.in_sync \
                 and state.provider_digests == digests:
+            self._settle(host, None)
             return SyncResult(host, [], True, requests_skipped=True)
         full = full or state is None or not state.in_sync
         compute = state.compute_rp_uuid if state else None
@@ -212,10 +290,13 @@ class PlacementSyncer:
         plan = ps.Plan()
         try:
             if compute is None:
-                compute = self._find_compute(inputs.provider_name, host)
+                compute = self._find_compute(inputs.provider_name)
                 if compute is None:
-                    return self._record(host, None, {}, state, [], [], "compute node provider "
-                                        f"{inputs.provider_name!r} not found", dry_run)
+                    LOG.warning("compute node provider %r of host %s is not in Placement "
+                                "yet", inputs.provider_name, host)
+                    return self._record(host, None, {}, [], [], "compute node provider "
+                                        f"{inputs.provider_name!r} not found", dry_run,
+                                        self._conf.placement.compute_node_retry_max)
             actual = work.read(compute, full)
             plan = ps.plan(desired, actual, None if full else
                            (state.provider_digests if state else {}))
@@ -227,34 +308,42 @@ class PlacementSyncer:
             if isinstance(exc, pc.NotFound) and compute is not None:
                 compute = None  # the compute node provider went away: look it up again
             return self._record(host, compute, state.provider_digests if state else {},
-                                state, plan.describe(), work.conflicts, str(exc), dry_run)
+                                plan.describe(), work.conflicts, str(exc), dry_run)
         synced = {u: d for u, d in digests.items()
                   if u not in {c["provider"] for c in work.conflicts}}
-        return self._record(host, compute, synced, state, plan.describe(), work.conflicts,
+        return self._record(host, compute, synced, plan.describe(), work.conflicts,
                             None, dry_run)
 
-    def _find_compute(self, name: str, host: str) -> str | None:
-        retry_at, delay = self._missing_until.get(host, (0.0, 1.0))
-        if time.monotonic() < retry_at:
-            return None
+    def _find_compute(self, name: str) -> str | None:
         provider = self._client.find_provider(name)
-        if provider is None:
-            LOG.warning("compute node provider %r of host %s is not in Placement yet; "
-                        "looking again in %.0f s", name, host, delay)
-            self._missing_until[host] = (time.monotonic() + delay,
-                                         min(delay * 2, self._conf.placement.
-                                             compute_node_retry_max))
-            return None
-        self._missing_until.pop(host, None)
-        return provider.uuid
+        return None if provider is None else provider.uuid
 
     def _record(self, host: str, compute: str | None, digests: dict[str, str],
-                state: po.SyncState | None, steps: list[dict[str, Any]],
-                conflicts: list[dict[str, Any]], error: str | None,
-                dry_run: bool) -> SyncResult:
+                steps: list[dict[str, Any]], conflicts: list[dict[str, Any]],
+                error: str | None, dry_run: bool,
+                retry_cap: float | None = None) -> SyncResult:
         in_sync = error is None and not conflicts
         if not dry_run:
+            retry_in = self._settle(host, error, retry_cap)
             po.save_state(self._db, host, compute_rp_uuid=compute, provider_digests=digests,
                           in_sync=in_sync, error=error, conflicts=conflicts,
-                          synced=error is None)
+                          synced=error is None, retry_in=retry_in)
         return SyncResult(host, steps, in_sync, error, conflicts)
+
+
+@dataclasses.dataclass
+class Retry:
+    """A host whose last sync failed: ``failures`` in a row, the last ``error``, and
+    ``due``, the ``time.monotonic()`` of its next try (None while that try is queued or runs)."""
+
+    failures: int
+    due: float | None
+    error: str
+
+
+def backoff_delay(failures: int, initial: float, cap: float, jitter: float) -> float:
+    """Seconds before the try that follows ``failures`` failures in a row: ``initial``
+    doubled per failure after the first, at most ``cap``, of which a random half is taken
+    off (``jitter`` in [0, 1)) so that hosts failed together are not retried together."""
+    ceiling = min(cap, initial * 2.0 ** min(failures - 1, 64))
+    return ceiling * (0.5 + jitter / 2)

@@ -32,17 +32,11 @@ RETRY_DEFAULTS = {"connect_retries": 3, "status_code_retries": 3}
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
-    service_client.register(conf, GROUP, "compute", OPTS)
-    for name, value in RETRY_DEFAULTS.items():
-        conf.set_default(name, value, group=GROUP)
+    service_client.register(conf, GROUP, "compute", OPTS, RETRY_DEFAULTS)
 
 
 def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
-    [(group, opts)] = service_client.list_opts(GROUP, OPTS)
-    for opt in opts:
-        if opt.dest in RETRY_DEFAULTS:
-            opt.default = RETRY_DEFAULTS[opt.dest]
-    return [(group, opts)]
+    return service_client.list_opts(GROUP, OPTS, RETRY_DEFAULTS)
 
 
 def enabled(conf: cfg.ConfigOpts) -> bool:

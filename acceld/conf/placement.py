@@ -2,6 +2,14 @@
 
 Placement sync is on when an auth plugin is configured (``auth_type``); with no
 ``[placement]`` section the embedded default runs without Placement.
+
+Two layers of retry keep a host in step when Placement blips. Each request is retried by
+keystoneauth on a failed connection (``connect_retries``; Placement behind uWSGI or a
+proxy closes idle keep-alive connections, and the next request on such a connection is
+reset) and on a 429/502/503/504 answer (``status_code_retries``). A sync of a host that
+still fails is tried again after ``retry_initial_delay`` seconds, doubling up to
+``retry_max_delay`` (with jitter), until one succeeds; the periodic full pass
+(``sync_interval``) is only the safety net for manual edits in Placement.
 """
 
 from __future__ import annotations
@@ -15,24 +23,38 @@ GROUP = "placement"
 OPTS = [
     cfg.FloatOpt("sync_interval", default=300.0, min=1,
                  help="Seconds between two full reconciliations of every host's providers "
-                      "with Placement (the safety net that heals outages and manual "
-                      "edits). Reports that change a host sync it at once."),
+                      "with Placement (the safety net that heals manual edits). Reports "
+                      "that change a host sync it at once; a failed sync is retried "
+                      "within retry_max_delay."),
     cfg.IntOpt("sync_workers", default=8, min=1,
                help="Hosts synced concurrently."),
     cfg.IntOpt("conflict_retries", default=4, min=0,
                help="Retries of a write that lost a generation race (409)."),
-    cfg.FloatOpt("compute_node_retry_max", default=300.0, min=1,
-                 help="Upper bound (seconds) of the backoff between two looks for a host's "
-                      "compute node provider while it does not exist yet."),
+    cfg.FloatOpt("retry_initial_delay", default=1.0, min=0.001,
+                 help="Seconds before the first retry of a host whose sync failed; each "
+                      "further failure doubles it (up to retry_max_delay), and each delay "
+                      "is drawn between half and all of that (jitter)."),
+    cfg.FloatOpt("retry_max_delay", default=30.0, min=0.001,
+                 help="Upper bound (seconds) of the delay between two retries of a host "
+                      "whose sync failed (Placement unreachable, 5xx, ...)."),
+    cfg.FloatOpt("compute_node_retry_max", default=300.0, min=0.001,
+                 help="Upper bound (seconds) of the delay between two looks for a host's "
+                      "compute node provider while it does not exist yet (Nova creates "
+                      "it when nova-compute first starts on the host)."),
 ]
+
+# keystoneauth defaults changed for Placement: every request is retried on a failed
+# connection and on a retriable status, and none waits for ever.
+CLIENT_DEFAULTS = {"connect_retries": 3, "status_code_retries": 3,
+                   "retriable_status_codes": [429, 502, 503, 504], "timeout": 30}
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
-    service_client.register(conf, GROUP, "placement", OPTS)
+    service_client.register(conf, GROUP, "placement", OPTS, CLIENT_DEFAULTS)
 
 
 def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
-    return service_client.list_opts(GROUP, OPTS)
+    return service_client.list_opts(GROUP, OPTS, CLIENT_DEFAULTS)
 
 
 def enabled(conf: cfg.ConfigOpts) -> bool:

@@ -1,25 +1,34 @@
-"""keystoneauth option groups for the services acceld calls (Placement, Nova).
+"""keystoneauth option groups for the services acceld calls (Placement, Nova, Glance).
 
 Each such group has keystoneauth's session, auth and adapter options with a service type,
 and is switched on by setting ``auth_type``. The chosen plugin's own options (``endpoint``,
 ``token``, ``password``, ...) exist only once ``auth_type`` is known, so ``acceld.conf.load``
 registers them then.
+
+A group may change keystoneauth's defaults (``defaults``), e.g. to retry a request whose
+connection failed (``connect_retries``: a keep-alive connection the server closed while
+it sat idle in the pool fails on its next use) or that answered a retriable status
+(``status_code_retries`` for ``retriable_status_codes``).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
 
 def register(conf: cfg.ConfigOpts, group: str, service_type: str,
-             extra: list[cfg.Opt]) -> None:
+             extra: list[cfg.Opt], defaults: dict[str, Any] | None = None) -> None:
     conf.register_opts(extra, group=group)
     ks_loading.register_session_conf_options(conf, group)
     ks_loading.register_auth_conf_options(conf, group)
     ks_loading.register_adapter_conf_options(conf, group, include_deprecated=False)
     conf.set_default("service_type", service_type, group=group)
     conf.set_default("valid_interfaces", ["internal", "public"], group=group)
+    for name, value in (defaults or {}).items():
+        conf.set_default(name, value, group=group)
 
 
 def register_plugin_opts(conf: cfg.ConfigOpts, group: str, auth_type: str) -> None:
@@ -31,10 +40,16 @@ def register_plugin_opts(conf: cfg.ConfigOpts, group: str, auth_type: str) -> No
             pass
 
 
-def list_opts(group: str, extra: list[cfg.Opt]) -> list[tuple[str | None, list[cfg.Opt]]]:
-    return [(group, extra + ks_loading.get_session_conf_options()
-             + ks_loading.get_auth_common_conf_options()
-             + ks_loading.get_adapter_conf_options(include_deprecated=False))]
+def list_opts(group: str, extra: list[cfg.Opt], defaults: dict[str, Any] | None = None
+              ) -> list[tuple[str | None, list[cfg.Opt]]]:
+    """The group's options for the sample config, with ``defaults`` shown as registered."""
+    opts = (extra + ks_loading.get_session_conf_options()
+            + ks_loading.get_auth_common_conf_options()
+            + ks_loading.get_adapter_conf_options(include_deprecated=False))
+    for opt in opts:
+        if opt.dest in (defaults or {}):
+            opt.default = defaults[opt.dest]
+    return [(group, opts)]
 
 
 def enabled(conf: cfg.ConfigOpts, group: str) -> bool:

@@ -72,6 +72,7 @@ class PlacementSync(_Timestamps, Base):
     last_attempt_at: Mapped[datetime.datetime | None] = mapped_column(DateTime)
     last_error: Mapped[str | None] = mapped_column(Text)
     conflicts: Mapped[str] = mapped_column(Text, default="[]")
+    next_retry_at: Mapped[datetime.datetime | None] = mapped_column(DateTime)
 
 
 class DriverState(_Timestamps, Base):

@@ -26,6 +26,7 @@ class SyncState:
     last_attempt_at: datetime.datetime | None
     last_error: str | None
     conflicts: list[dict[str, Any]]
+    next_retry_at: datetime.datetime | None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,7 +44,8 @@ def _state(row: m.PlacementSync | None) -> SyncState | None:
                      provider_digests=json.loads(row.provider_digests or "{}"),
                      in_sync=bool(row.in_sync), last_synced_at=row.last_synced_at,
                      last_attempt_at=row.last_attempt_at, last_error=row.last_error,
-                     conflicts=json.loads(row.conflicts or "[]"))
+                     conflicts=json.loads(row.conflicts or "[]"),
+                     next_retry_at=row.next_retry_at)
 
 
 def host_inputs(db: Database, host: str) -> HostInputs:
@@ -86,12 +88,17 @@ def host_inputs(db: Database, host: str) -> HostInputs:
 
 def save_state(db: Database, host: str, *, compute_rp_uuid: str | None,
                provider_digests: dict[str, str], in_sync: bool, error: str | None,
-               conflicts: list[dict[str, Any]], synced: bool) -> None:
+               conflicts: list[dict[str, Any]], synced: bool,
+               retry_in: float | None = None) -> None:
+    """``retry_in``: seconds until the conductor tries this host again (None: no retry
+    planned)."""
     now = m.utcnow()
     values: dict[str, Any] = dict(
         compute_rp_uuid=compute_rp_uuid, in_sync=in_sync, last_error=error,
         provider_digests=json.dumps(provider_digests, sort_keys=True),
-        conflicts=json.dumps(conflicts, sort_keys=True), last_attempt_at=now)
+        conflicts=json.dumps(conflicts, sort_keys=True), last_attempt_at=now,
+        next_retry_at=None if retry_in is None else now + datetime.timedelta(
+            seconds=retry_in))
     if synced:
         values["last_synced_at"] = now
     with db.writer() as s:

@@ -35,8 +35,12 @@ def env(placement, tmp_path):
     compute = placement.create_compute_node(host)
     db = Database(f"sqlite:///{tmp_path / 'acceld.sqlite'}")
     migration.upgrade(db)
+    # Retries of a failed sync wait a minute unless a test asks for less; keystoneauth's
+    # own retries (a 503 during set_down) wait 10 ms.
     stack = Stack(db, hosts=(host,), device_count=4,
-                  placement=dict(placement.acceld_config(), sync_interval=3600.0))
+                  placement=dict(placement.acceld_config(), sync_interval=3600.0,
+                                 retry_initial_delay=60.0, retry_max_delay=60.0,
+                                 status_code_retry_delay=0.01, connect_retry_delay=0.01))
     placement.reset_counts()
     yield _Env(stack, placement, host, compute)
     stack.stop()
@@ -237,16 +241,32 @@ def test_concurrent_generation_bump_is_retried(env):
     assert po.host_inputs(env.stack.db, env.host).state.in_sync
 
 
-def test_placement_down_during_a_report_heals_on_the_next_pass(env):
+def test_placement_down_during_a_report_heals_on_the_retry(env):
+    env.stack.conf.set_override("retry_initial_delay", 0.05, group="placement")
+    env.stack.conf.set_override("retry_max_delay", 0.2, group="placement")
     env.placement.set_down(True)
     env.report()
     state = po.host_inputs(env.stack.db, env.host).state
     assert state.in_sync is False and "503" in (state.last_error or "")
+    assert state.next_retry_at is not None
+    # keystoneauth retried each 503 three times before the sync gave up
+    assert len(env.placement.requests()) >= 4
+    status = env.api("GET", "/v1/placement").json
+    assert status["placement"] == {"configured": True, "reachable": False,
+                                   "detail": status["placement"]["detail"]}
+    assert "503" in status["placement"]["detail"]
+    mine = next(h for h in status["hosts"] if h["host"] == env.host)
+    assert mine["last_error_at"] is not None and mine["next_retry_at"] is not None
     env.placement.set_down(False)
-    env.syncer.schedule_all()                         # what the periodic task runs
-    assert env.syncer.wait_idle(60)
+    wait_for(lambda: po.host_inputs(env.stack.db, env.host).state.in_sync)
     assert len(env.children()) == 4
-    assert po.host_inputs(env.stack.db, env.host).state.in_sync
+    assert po.host_inputs(env.stack.db, env.host).state.next_retry_at is None
+    assert env.syncer.retries() == {}
+    status = env.api("GET", "/v1/placement").json
+    assert status["placement"]["reachable"] is True
+    mine = next(h for h in status["hosts"] if h["host"] == env.host)
+    assert (mine["last_error"], mine["last_error_at"], mine["next_retry_at"]) == (
+        None, None, None)
 
 
 def test_unchanged_host_issues_no_placement_requests(env):
@@ -298,7 +318,6 @@ def test_missing_compute_node_is_reported_then_found(env, placement):
     state = po.host_inputs(env.stack.db, host).state
     assert state.in_sync is False and "not found" in state.last_error
     placement.create_compute_node(host)
-    env.syncer._missing_until.clear()                 # skip the backoff wait
     env.syncer.sync_host(host)
     assert po.host_inputs(env.stack.db, host).state.in_sync
 

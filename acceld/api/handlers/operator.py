@@ -3,10 +3,16 @@ device stats."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import webob
+from keystoneauth1 import exceptions as ks_exc
+from oslo_config import cfg
 
 from acceld.api import util
 from acceld.api.schemas import v1 as schema
+from acceld.clients import placement as placement_client
+from acceld.conf import placement as placement_conf
 from acceld.objects import placement as placement_objects
 from acceld.objects import services
 
@@ -21,11 +27,40 @@ def list_services(req: webob.Request) -> util.Reply:
         "placement": placement_objects.list_states(st.db)})
 
 
+# How long GET /v1/placement waits for Placement's answer to its probe.
+PLACEMENT_PROBE_TIMEOUT = 5.0
+
+
 def placement_status(req: webob.Request) -> util.Reply:
-    """GET /v1/placement -> 200 {"hosts": [...]}: last sync, in sync, conflicts."""
+    """GET /v1/placement -> 200 {"placement": {"configured", "reachable", "detail"},
+    "hosts": [...]}: whether Placement is configured and answers now (one GET of its root
+    from this process, with this process's ``[placement]`` options), and per host the last
+    sync, in sync, conflicts, the last error and when it happened (``last_error_at``), and
+    when the conductor tries that host again (``next_retry_at``, null when none is due)."""
     util.authorize(req, "acceld:placement:get")
     util.query(req, schema.NO_QUERY)
-    return util.json_response({"hosts": placement_objects.list_states(util.state(req).db)})
+    st = util.state(req)
+    hosts = placement_objects.list_states(st.db)
+    for row in hosts:
+        row["last_error_at"] = row["last_attempt_at"] if row["last_error"] else None
+    return util.json_response({"placement": _placement_reach(st.conf), "hosts": hosts})
+
+
+def _placement_reach(conf: cfg.ConfigOpts) -> dict[str, Any]:
+    if not placement_conf.enabled(conf):
+        return {"configured": False, "reachable": None,
+                "detail": "Placement is not configured ([placement] auth_type is unset): "
+                          "acceld publishes no devices to Placement."}
+    try:
+        client = placement_client.PlacementClient(placement_client.make_adapter(conf))
+        client.probe(PLACEMENT_PROBE_TIMEOUT)
+    except placement_client.Unreachable as exc:
+        detail = str(exc)
+    except (placement_client.PlacementError, ks_exc.ClientException) as exc:
+        detail = f"Placement does not answer as it should: {exc}"
+    else:
+        return {"configured": True, "reachable": True, "detail": "Placement answers."}
+    return {"configured": True, "reachable": False, "detail": detail}
 
 
 def placement_sync(req: webob.Request) -> util.Reply:
