@@ -21,8 +21,10 @@ from acceld.api import errors, request_id
 from acceld.api.reply import Reply
 
 DEFAULT_PROJECT = "default"
-# Version discovery, also under the ``/accelerator`` mount prefix the router strips.
-PUBLIC_PATHS = ("/", "", "/v2", "/accelerator", "/accelerator/v2")
+# Version discovery and the OpenAPI document, also under the ``/accelerator`` mount prefix
+# the router strips.
+PUBLIC_PATHS = ("/", "", "/v2", "/openapi.json", "/accelerator", "/accelerator/v2",
+                "/accelerator/openapi.json")
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 

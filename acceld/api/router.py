@@ -32,6 +32,7 @@ Handler = Callable[..., Reply]
 
 ROUTES: dict[str, dict[str, Handler]] = {
     "/": {"GET": root.versions},
+    "/openapi.json": {"GET": root.openapi_document},
     "/v1": {"GET": root.v1},
     "/v1/accelerators": {"GET": accelerators.list_accelerators,
                          "POST": accelerators.create_accelerator},

@@ -33,7 +33,7 @@ PATH_VALUES = {"uuid": UNKNOWN_UUID, "acc_spec": "acc_specs", "name": "fake",
                "name_or_uuid": UNKNOWN_UUID}
 
 # Routes that have no policy rule: version discovery.
-UNPROTECTED = {("GET", "/"), ("GET", "/v1"), ("GET", "/v2")}
+UNPROTECTED = {("GET", "/"), ("GET", "/v1"), ("GET", "/v2"), ("GET", "/openapi.json")}
 
 PERSONAS: dict[str, dict[str, str]] = {
     "admin": {},

@@ -1,4 +1,5 @@
-"""Version discovery (public): Cyborg's document at ``/``, the v2 version at ``/v2``."""
+"""Public documents: version discovery (Cyborg's document at ``/``, the v2 version at
+``/v2``) and the OpenAPI description at ``/openapi.json``."""
 
 from __future__ import annotations
 
@@ -47,3 +48,11 @@ def v2(req: webob.Request) -> util.Reply:
     query parameter (it takes none)."""
     util.query(req, schema.NO_QUERY)
     return util.json_response(_v2("v2.0", f"{util.public_url(req)}/accelerator/v2/"))
+
+
+def openapi_document(req: webob.Request) -> util.Reply:
+    """GET /openapi.json -> 200 the OpenAPI 3.1 description of this API
+    (``acceld.api.openapi``; docs/openapi.json holds the same)."""
+    # imported here: the document is generated from the route table, which imports this
+    from acceld.api import openapi
+    return util.body_response(openapi.body())

@@ -1,0 +1,342 @@
+"""The OpenAPI 3.1 description of the v1 and v2 APIs, generated from the route table
+(``acceld.api.router.ROUTES``) and the schemas the handlers validate requests with
+(``acceld.api.schemas``); served at ``GET /openapi.json`` and kept in docs/openapi.json.
+
+:data:`OPERATIONS` says, per route and method, which query and body schema the handler
+passes to ``util.query`` / ``util.json_body`` (the very objects, so the description cannot
+say something the validation does not), what it answers on success (a schema of
+``acceld.api.schemas.responses``) and the error statuses it may answer besides those
+every route of its kind may (:func:`_error_statuses`). tests/unit/test_openapi.py checks
+the map against the handlers' code and docs/openapi.json against :func:`document`.
+
+Regenerate docs/openapi.json after changing a route or a schema::
+
+    .venv/bin/python -m acceld.api.openapi > docs/openapi.json
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import json
+import re
+import sys
+from typing import Any
+
+import acceld
+from acceld.api import auth, microversion, request_id, router
+from acceld.api.schemas import responses as r
+from acceld.api.schemas import v1, v2
+
+OPENAPI_VERSION = "3.1.0"
+JSON = "application/json"
+
+
+@dataclasses.dataclass(frozen=True)
+class Op:
+    """One operation: the success ``status`` and its body's schema (``response``, None:
+    no body), the request's ``query`` and ``body`` schemas (None: the handler reads
+    none), whether the body may be left out, a key the body may also come wrapped in
+    (``{wrapper: body}``), the operation's own error statuses and the success headers
+    it sets."""
+
+    status: int
+    response: dict[str, Any] | None
+    query: dict[str, Any] | None = None
+    body: dict[str, Any] | None = None
+    body_optional: bool = False
+    wrapper: str | None = None
+    errors: tuple[int, ...] = ()
+    headers: tuple[str, ...] = ()
+
+
+OPERATIONS: dict[str, dict[str, Op]] = {
+    "/": {"GET": Op(200, r.VERSIONS)},
+    "/openapi.json": {"GET": Op(200, r.OPENAPI)},
+    "/v1": {"GET": Op(200, r.V1_VERSION)},
+    "/v1/accelerators": {
+        "GET": Op(200, r.ACCELERATORS, query=v1.LIST_QUERY),
+        "POST": Op(201, None, body=v1.CREATE, errors=(409,), headers=("Location",))},
+    "/v1/accelerators/{uuid}": {
+        "GET": Op(200, r.ACCELERATOR, query=v1.NO_QUERY, headers=("ETag",)),
+        "PUT": Op(200, r.ACCELERATOR, body=v1.ATTACH, errors=(409, 502, 503),
+                  headers=("ETag",)),
+        "DELETE": Op(204, None, errors=(409, 502, 503))},
+    "/v1/accelerators/{uuid}/state": {
+        "PUT": Op(200, r.ACCELERATOR, body=v1.SET_STATE, errors=(409, 503),
+                  headers=("ETag",))},
+    "/v1/accelerators/{uuid}/stats": {
+        "GET": Op(200, r.DEVICE_STATS, query=v1.NO_QUERY, errors=(409, 503))},
+    "/v1/accelerators/{uuid}/{acc_spec}": {
+        "PUT": Op(200, r.ACCELERATOR, body=v1.UPDATE_SPECS, errors=(409, 428),
+                  headers=("ETag",))},
+    "/v1/services": {"GET": Op(200, r.SERVICES, query=v1.NO_QUERY)},
+    "/v1/drivers": {"GET": Op(200, r.DRIVERS, query=v1.DRIVER_QUERY)},
+    "/v1/drivers/{name}/action": {
+        "POST": Op(200, r.DRIVER_RESULTS, body=v1.DRIVER_ACTION, errors=(503,))},
+    "/v1/backends": {"GET": Op(200, r.BACKENDS, query=v1.BACKEND_QUERY)},
+    "/v1/discover": {
+        "POST": Op(202, r.DISCOVERED, body=v1.DISCOVER, body_optional=True, errors=(503,))},
+    "/v1/placement": {"GET": Op(200, r.PLACEMENT_STATUS, query=v1.NO_QUERY)},
+    "/v1/placement/sync": {
+        "POST": Op(200, r.PLACEMENT_SYNC, body=v1.PLACEMENT_SYNC, body_optional=True,
+                   errors=(503,))},
+    "/v2": {"GET": Op(200, r.V2_VERSION, query=v2.NO_QUERY)},
+    "/v2/devices": {"GET": Op(200, r.DEVICES, query=v2.DEVICE_LIST_QUERY)},
+    "/v2/devices/{uuid}": {"GET": Op(200, r.DEVICE, query=v2.NO_QUERY)},
+    "/v2/devices/{uuid}/enable": {"POST": Op(200, None, query=v2.NO_QUERY)},
+    "/v2/devices/{uuid}/disable": {"POST": Op(200, None, query=v2.NO_QUERY, errors=(409,))},
+    "/v2/deployables": {"GET": Op(200, r.DEPLOYABLES, query=v2.LIST_QUERY)},
+    "/v2/deployables/{uuid}": {"GET": Op(200, r.DEPLOYABLE, query=v2.NO_QUERY)},
+    "/v2/deployables/{uuid}/program": {
+        "GET": Op(200, r.DEPLOYABLE_PROGRAM, query=v2.NO_QUERY),
+        "PATCH": Op(202, r.DEPLOYABLE_PROGRAM, query=v2.NO_QUERY, body=v2.PROGRAM_PATCH,
+                    errors=(409, 503), headers=("Location",))},
+    "/v2/attributes": {
+        "GET": Op(200, r.ATTRIBUTES, query=v2.ATTRIBUTE_LIST_QUERY),
+        "POST": Op(201, r.ATTRIBUTE, query=v2.NO_QUERY, body=v2.ATTRIBUTE,
+                   wrapper="attribute")},
+    "/v2/attributes/{uuid}": {
+        "GET": Op(200, r.ATTRIBUTE, query=v2.NO_QUERY),
+        "DELETE": Op(204, None, query=v2.NO_QUERY)},
+    "/v2/device_profiles": {
+        "GET": Op(200, r.DEVICE_PROFILES, query=v2.PROFILE_LIST_QUERY),
+        "POST": Op(201, r.DEVICE_PROFILE, query=v2.NO_QUERY, body=v2.ONE_PROFILE,
+                   errors=(409,)),
+        "DELETE": Op(204, None, query=v2.PROFILE_DELETE_QUERY, errors=(404, 409))},
+    "/v2/device_profiles/{name_or_uuid}": {
+        "GET": Op(200, r.DEVICE_PROFILE_SHOW, query=v2.NO_QUERY),
+        "DELETE": Op(204, None, query=v2.NO_QUERY, errors=(409,))},
+    "/v2/accelerator_requests": {
+        "GET": Op(200, r.ARQS, query=v2.ARQ_LIST_QUERY, errors=(423,)),
+        "POST": Op(201, r.ARQS, query=v2.NO_QUERY, body=v2.ARQ_CREATE, errors=(404,)),
+        "PATCH": Op(202, None, query=v2.NO_QUERY, body=v2.ARQ_PATCH,
+                    errors=(404, 409, 502, 503)),
+        "DELETE": Op(204, None, query=v2.ARQ_DELETE_QUERY, errors=(404,))},
+    "/v2/accelerator_requests/{uuid}": {
+        "GET": Op(200, r.ARQ, query=v2.NO_QUERY),
+        "PATCH": Op(202, None, query=v2.NO_QUERY, body=v2.ARQ_PATCH,
+                    errors=(409, 502, 503)),
+        "DELETE": Op(204, None, query=v2.NO_QUERY)},
+}
+
+# The schema of each path parameter (the router passes any one non-empty segment).
+_SEGMENT = {"type": "string", "minLength": 1, "pattern": "^[^/]+$"}
+PATH_PARAMETERS: dict[str, dict[str, Any]] = {
+    "uuid": {"type": "string", "format": "uuid"},
+    "name_or_uuid": _SEGMENT,
+    "name": _SEGMENT,
+    "acc_spec": {"enum": ["acc_specs", "acc_spec"]},
+}
+
+_REASONS = {
+    200: "OK", 201: "Created", 202: "Accepted", 204: "No Content",
+    400: "The request is invalid: the detail names the field (a query parameter, a body "
+         "field, a path segment).",
+    401: "No valid token (noauth: X-Auth-Token is neither 'admin' nor '<user>:<project>').",
+    403: "The policy, or the service-token requirement, does not allow it.",
+    404: "No such resource (or one the caller's project cannot see).",
+    406: "The OpenStack-API-Version asked for cannot be served (or a change that needs a "
+         "later microversion).",
+    409: "The resource's state does not allow it (the detail says why).",
+    413: "The request body is larger than [api] max_request_body_size.",
+    415: "The body is not application/json.",
+    423: "An ARQ of the instance is still binding (bind_state=resolved).",
+    428: "Neither If-Match nor 'revision' given.",
+    502: "The driver's step on the host failed.",
+    503: "The database, the conductor or the agent is unreachable; try again later.",
+}
+
+
+def _public(path: str) -> bool:
+    return auth.is_public({"PATH_INFO": path})
+
+
+def _v2(path: str) -> bool:
+    return path == "/v2" or path.startswith("/v2/")
+
+
+def _error_statuses(path: str, op: Op) -> list[int]:
+    """The error statuses of an operation: those of every route of its kind (a query or
+    body to validate, a path parameter to look up, a caller to authorize, a microversion
+    to negotiate, a database to read) and the operation's own."""
+    found = set(op.errors)
+    if op.query is not None or op.body is not None or "{" in path:
+        found.add(400)
+    if op.body is not None:
+        found.update((413, 415))
+    if "{" in path:
+        found.add(404)
+    if not _public(path):
+        found.update((401, 403, 503))
+    if _v2(path):
+        found.add(406)
+    return sorted(found)
+
+
+def _component_schemas() -> dict[str, dict[str, Any]]:
+    """Each module-level schema of ``responses`` under its name in CamelCase
+    (``DEVICE_PROFILES``: DeviceProfiles)."""
+    return {"".join(word.capitalize() for word in name.split("_")): value
+            for name, value in vars(r).items()
+            if name.isupper() and isinstance(value, dict)}
+
+
+def _ref(kind: str, name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/{kind}/{name}"}
+
+
+def _parameters(path: str, op: Op) -> list[dict[str, Any]]:
+    params = [{"name": name, "in": "path", "required": True, "schema": PATH_PARAMETERS[name]}
+              for name in re.findall(r"{(\w+)}", path)]
+    if op.query is not None:
+        required = op.query.get("required", [])
+        params += [{"name": name, "in": "query", "required": name in required,
+                    "schema": schema}
+                   for name, schema in op.query.get("properties", {}).items()]
+    if _v2(path):
+        params.append(_ref("parameters", "Microversion"))
+    return params
+
+
+def _request_body(op: Op) -> dict[str, Any]:
+    schema = op.body
+    if op.wrapper is not None:
+        schema = {"anyOf": [schema, {"type": "object", "properties": {op.wrapper: schema},
+                                     "required": [op.wrapper],
+                                     "additionalProperties": False}]}
+    return {"required": not op.body_optional, "content": {JSON: {"schema": schema}}}
+
+
+def _headers(path: str, names: tuple[str, ...] = ()) -> dict[str, Any]:
+    out = {request_id.HEADER: _ref("headers", "RequestId")}
+    if _v2(path):
+        out.update((name, _ref("headers", name)) for name in _MICROVERSION_HEADERS)
+    out.update((name, _ref("headers", name)) for name in names)
+    return out
+
+
+def _responses(path: str, op: Op, components: dict[int, str]) -> dict[str, Any]:
+    success: dict[str, Any] = {"description": _REASONS[op.status],
+                               "headers": _headers(path, op.headers)}
+    if op.response is not None:
+        name = components.get(id(op.response))
+        schema = _ref("schemas", name) if name else op.response
+        success["content"] = {JSON: {"schema": schema}}
+    out = {str(op.status): success}
+    error = "V2Error" if _v2(path) else "Error"
+    for status in _error_statuses(path, op):
+        out[str(status)] = dict(_ref("responses", error), description=_REASONS[status])
+    return out
+
+
+def _operation(path: str, method: str, handler: Any, op: Op,
+               components: dict[int, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "operationId": re.sub(r"\W+", "_", f"{method} {path}").strip("_").lower(),
+        "summary": handler.__name__.replace("_", " "),
+        "description": inspect.getdoc(handler) or "",
+        "tags": [handler.__module__.rsplit(".", 1)[-1]],
+    }
+    params = _parameters(path, op)
+    if params:
+        out["parameters"] = params
+    if op.body is not None:
+        out["requestBody"] = _request_body(op)
+    out["responses"] = _responses(path, op, components)
+    if _public(path):
+        out["security"] = []
+    return out
+
+
+_MICROVERSION_HEADERS = ("OpenStack-API-Version", "OpenStack-API-Minimum-Version",
+                         "OpenStack-API-Maximum-Version", "Vary")
+
+
+def _components() -> dict[str, Any]:
+    versions = [f"{microversion.SERVICE_TYPE} {v}" for v in microversion.VERSIONS]
+    string = {"type": "string"}
+    return {
+        "schemas": _component_schemas(),
+        "responses": {
+            "Error": {"description": "An error", "headers": _headers("/"),
+                      "content": {JSON: {"schema": _ref("schemas", "Error")}}},
+            "V2Error": {"description": "An error", "headers": _headers("/v2"),
+                        "content": {JSON: {"schema": _ref("schemas", "Error")}}},
+        },
+        "parameters": {
+            "Microversion": {
+                "name": microversion.HEADER, "in": "header", "required": False,
+                "description": f"The microversion ({microversion.MIN_VERSION} when not "
+                               "given).",
+                "schema": {"enum": [*versions, f"{microversion.SERVICE_TYPE} latest"]}},
+        },
+        "headers": {
+            "RequestId": {"description": "The request's id (also in error bodies).",
+                          "schema": string},
+            "OpenStack-API-Version": {"description": "The microversion served (absent when "
+                                      "none could be).", "schema": string},
+            "OpenStack-API-Minimum-Version": {"required": True, "schema": string},
+            "OpenStack-API-Maximum-Version": {"required": True, "schema": string},
+            "Vary": {"schema": string},
+            "Location": {"description": "The URL of what was created or queued.",
+                         "required": True, "schema": string},
+            "ETag": {"description": "The accelerator's revision, for If-Match.",
+                     "required": True, "schema": string},
+        },
+        "securitySchemes": {
+            "token": {"type": "apiKey", "in": "header", "name": "X-Auth-Token",
+                      "description": "[api] auth_strategy = keystone: a Keystone token. "
+                                     "noauth: 'admin' (also no token at all) or "
+                                     "'<user>:<project>'."},
+            "serviceToken": {"type": "apiKey", "in": "header", "name": "X-Service-Token",
+                             "description": "A service token (its roles must include "
+                                            "'service'): ARQ bind and unbind, deleting "
+                                            "an instance's ARQs."},
+        },
+    }
+
+
+def document() -> dict[str, Any]:
+    """The OpenAPI document (a fresh dict)."""
+    components = {id(value): name for name, value in _component_schemas().items()}
+    paths: dict[str, Any] = {}
+    for path, methods in router.ROUTES.items():
+        ops = OPERATIONS[path]
+        paths[path] = {method.lower(): _operation(path, method, handler, ops[method],
+                                                  components)
+                       for method, handler in methods.items()}
+    return {
+        "openapi": OPENAPI_VERSION,
+        "info": {
+            "title": "acceld",
+            "version": acceld.__version__,
+            "summary": "The acceld API: v1 (accelerators, operator endpoints) and the "
+                       "Cyborg-compatible v2.",
+            "description": "Generated by acceld.api.openapi from the route table and the "
+                           "request schemas; docs/api-v1.md and docs/api-v2.md describe "
+                           "the behaviour. Every error body is "
+                           '{"errors": [{"status", "code", "title", "detail", '
+                           '"request_id"}]}. A leading /accelerator on any path is '
+                           "accepted (devstack's mount).",
+        },
+        "security": [{}, {"token": []}, {"token": [], "serviceToken": []}],
+        "paths": paths,
+        "components": _components(),
+    }
+
+
+def text() -> str:
+    """:func:`document` as docs/openapi.json holds it."""
+    return json.dumps(document(), indent=2) + "\n"
+
+
+@functools.cache
+def body() -> bytes:
+    """What ``GET /openapi.json`` answers (built once per process)."""
+    return text().encode("utf-8")
+
+
+if __name__ == "__main__":
+    sys.stdout.write(text())
