@@ -301,7 +301,10 @@ class AgentManager:
     def driver_action(self, name: str, action: str) -> dict[str, Any]:
         if action not in ("install", "uninstall", "update"):
             return {"ok": False, "error": f"unknown action {action}"}
-        if action != "uninstall" and name not in registry.available():
+        # an uninstall may name a driver this agent runs that is no longer installed; any
+        # other name would be journaled and reported as a driver of this host
+        if name not in registry.available() and (action != "uninstall"
+                                                 or name not in self._drivers):
             return {"ok": False, "error": f"driver {name} is not available on {self.host}"}
         with self._lock:
             if action == "uninstall":
