@@ -82,7 +82,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from wsgiref import simple_server
 
-__all__ = ["PlacementServer", "PlacementServerError", "RecordingApp"]
+__all__ = ["PlacementEndpoint", "PlacementServer", "PlacementServerError", "RecordingApp",
+           "UwsgiPlacement", "uwsgi_binary"]
 
 ADMIN_TOKEN = "admin"
 DEFAULT_MICROVERSION = "1.39"
@@ -201,7 +202,81 @@ class LoopbackWSGIServer(socketserver.ThreadingMixIn, simple_server.WSGIServer):
             super().handle_error(request, client_address)
 
 
-class PlacementServer:
+class PlacementEndpoint:
+    """What a test does with a Placement at :attr:`url` (served in this process by
+    :class:`PlacementServer`, or by uWSGI in a child process by :class:`UwsgiPlacement`):
+    point acceld at it, and act on it as an admin."""
+
+    @property
+    def url(self) -> str:
+        raise NotImplementedError
+
+    def acceld_config(self) -> dict[str, str]:
+        """The ``[placement]`` options that point acceld at this server."""
+        return {"auth_type": "admin_token", "endpoint": self.url, "token": ADMIN_TOKEN}
+
+    def configure_client(self, conf: Any, group: str = "placement") -> None:
+        """Point a keystoneauth-configured client (acceld's ``[placement]``) here.
+
+        Registers the ``admin_token`` plugin's options in ``group`` (where they are not
+        yet) and overrides ``auth_type``, ``endpoint`` and ``token``.
+        """
+        from keystoneauth1 import loading as ks_loading
+        from oslo_config import cfg
+
+        for opt in ks_loading.get_auth_plugin_conf_options("admin_token"):
+            try:
+                conf.register_opt(opt, group=group)
+            except cfg.DuplicateOptError:
+                pass
+        for name, value in self.acceld_config().items():
+            conf.set_override(name, value, group=group)
+
+    # ---------------------------------------------------------------- clients
+    def admin_session(self, microversion: str | None = DEFAULT_MICROVERSION,
+                      raise_exc: bool = False):
+        """A keystoneauth1 ``Adapter`` on this server, authenticated as ``admin``.
+
+        Requests carry ``X-Auth-Token: admin`` and, by default,
+        ``OpenStack-API-Version: placement 1.39`` (pass ``microversion=`` per call to
+        change it). ``raise_exc=False``: 4xx/5xx are returned, not raised. Paths are
+        relative to :attr:`url`, e.g. ``adapter.get("/resource_providers")``. A request
+        whose connection fails is retried (uWSGI's ``--http-socket`` resets some reused
+        connections).
+        """
+        from keystoneauth1 import adapter, session, token_endpoint
+
+        auth = token_endpoint.Token(self.url, ADMIN_TOKEN)
+        sess = session.Session(auth=auth)
+        return adapter.Adapter(
+            sess, service_type="placement", interface="public",
+            default_microversion=microversion, raise_exc=raise_exc,
+            additional_headers={"Accept": "application/json"}, connect_retries=3,
+            connect_retry_delay=0.05)
+
+    def create_compute_node(self, name: str, *, uuid: str | None = None, vcpus: int = 16,
+                            memory_mb: int = 65536, disk_gb: int = 1024) -> str:
+        """Create a root provider with VCPU/MEMORY_MB/DISK_GB inventory as Nova does.
+
+        Returns its uuid.
+        """
+        rp_uuid = uuid or str(uuidlib.uuid4())
+        api = self.admin_session()
+        resp = api.post("/resource_providers", json={"name": name, "uuid": rp_uuid})
+        _expect(resp, 200, f"POST /resource_providers {name!r}")
+        generation = resp.json()["generation"]
+        inventories = {
+            "VCPU": {"total": vcpus, "allocation_ratio": 16.0, "reserved": 0},
+            "MEMORY_MB": {"total": memory_mb, "allocation_ratio": 1.5, "reserved": 512},
+            "DISK_GB": {"total": disk_gb, "allocation_ratio": 1.0, "reserved": 0},
+        }
+        resp = api.put(f"/resource_providers/{rp_uuid}/inventories", json={
+            "resource_provider_generation": generation, "inventories": inventories})
+        _expect(resp, 200, f"PUT inventories of {name!r}")
+        return rp_uuid
+
+
+class PlacementServer(PlacementEndpoint):
     """The real Placement API, served on ``127.0.0.1:<free port>`` in this process.
 
     :param db_url: SQLAlchemy URL of Placement's database. ``None`` (the default)
@@ -422,27 +497,6 @@ class PlacementServer:
         """``http://127.0.0.1:<port>`` (no path prefix: Placement is served at /)."""
         return f"http://{self.host}:{self.port}"
 
-    def acceld_config(self) -> dict[str, str]:
-        """The ``[placement]`` options that point acceld at this server."""
-        return {"auth_type": "admin_token", "endpoint": self.url, "token": ADMIN_TOKEN}
-
-    def configure_client(self, conf: Any, group: str = "placement") -> None:
-        """Point a keystoneauth-configured client (acceld's ``[placement]``) here.
-
-        Registers the ``admin_token`` plugin's options in ``group`` (where they are not
-        yet) and overrides ``auth_type``, ``endpoint`` and ``token``.
-        """
-        from keystoneauth1 import loading as ks_loading
-        from oslo_config import cfg
-
-        for opt in ks_loading.get_auth_plugin_conf_options("admin_token"):
-            try:
-                conf.register_opt(opt, group=group)
-            except cfg.DuplicateOptError:
-                pass
-        for name, value in self.acceld_config().items():
-            conf.set_override(name, value, group=group)
-
     # ---------------------------------------------------------------- recorder
     def _rec(self) -> RecordingApp:
         if self._recorder is None:
@@ -464,45 +518,133 @@ class PlacementServer:
         """``True``: answer 503 to every request (an outage); ``False``: recover."""
         self._rec().set_down(down)
 
-    # ---------------------------------------------------------------- clients
-    def admin_session(self, microversion: str | None = DEFAULT_MICROVERSION,
-                      raise_exc: bool = False):
-        """A keystoneauth1 ``Adapter`` on this server, authenticated as ``admin``.
 
-        Requests carry ``X-Auth-Token: admin`` and, by default,
-        ``OpenStack-API-Version: placement 1.39`` (pass ``microversion=`` per call to
-        change it). ``raise_exc=False``: 4xx/5xx are returned, not raised. Paths are
-        relative to :attr:`url`, e.g. ``adapter.get("/resource_providers")``.
-        """
-        from keystoneauth1 import adapter, session, token_endpoint
+class UwsgiPlacement(PlacementEndpoint):
+    """The real Placement as a deployment serves it: its WSGI entry point
+    ``placement.wsgi.api:application`` under uWSGI with ``--http-socket``, in a child
+    process (its own process group) on ``127.0.0.1``, configured by a ``placement.conf``
+    in a temporary directory (``OS_PLACEMENT_CONFIG_DIR``): ``noauth2``, and a database
+    migrated by Placement itself at start (``sync_on_startup``).
 
-        auth = token_endpoint.Token(self.url, ADMIN_TOKEN)
-        sess = session.Session(auth=auth)
-        return adapter.Adapter(
-            sess, service_type="placement", interface="public",
-            default_microversion=microversion, raise_exc=raise_exc,
-            additional_headers={"Accept": "application/json"})
+    :param db_url: Placement's database; ``None`` (default) is a SQLite file in the
+        temporary directory, kept across :meth:`kill` and :meth:`start` (a restart finds
+        its providers again) and removed by :meth:`stop`.
+    :param port: ``0`` (default) picks a free port at the first start; later starts
+        reuse it.
+    :param socket_timeout: uWSGI's ``--socket-timeout`` (seconds): how long it waits on
+        a silent connection before closing it.
 
-    def create_compute_node(self, name: str, *, uuid: str | None = None, vcpus: int = 16,
-                            memory_mb: int = 65536, disk_gb: int = 1024) -> str:
-        """Create a root provider with VCPU/MEMORY_MB/DISK_GB inventory as Nova does.
+    uWSGI's ``--http-socket`` closes each connection after its answer without saying so
+    (no ``Connection: close``), so a client that reuses it right away is answered
+    "Connection reset by peer": what acceld meets in production.
 
-        Returns its uuid.
-        """
-        rp_uuid = uuid or str(uuidlib.uuid4())
-        api = self.admin_session()
-        resp = api.post("/resource_providers", json={"name": name, "uuid": rp_uuid})
-        _expect(resp, 200, f"POST /resource_providers {name!r}")
-        generation = resp.json()["generation"]
-        inventories = {
-            "VCPU": {"total": vcpus, "allocation_ratio": 16.0, "reserved": 0},
-            "MEMORY_MB": {"total": memory_mb, "allocation_ratio": 1.5, "reserved": 512},
-            "DISK_GB": {"total": disk_gb, "allocation_ratio": 1.0, "reserved": 0},
-        }
-        resp = api.put(f"/resource_providers/{rp_uuid}/inventories", json={
-            "resource_provider_generation": generation, "inventories": inventories})
-        _expect(resp, 200, f"PUT inventories of {name!r}")
-        return rp_uuid
+    ``uwsgi`` must be installed in the running interpreter's environment
+    (:func:`uwsgi_binary`; it is in the ``test`` extra).
+    """
+
+    STARTUP_TIMEOUT = 60.0
+
+    def __init__(self, db_url: str | None = None, *, port: int = 0,
+                 socket_timeout: int = 4) -> None:
+        self._db_url_arg = db_url
+        self.port = port
+        self.socket_timeout = socket_timeout
+        self._tmpdir: str | None = None
+        self._proc: Any = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self) -> UwsgiPlacement:
+        """Start serving (again: same port, same database) and wait until Placement
+        answers."""
+        import os
+        import socket
+        import subprocess
+        import sys
+        import urllib.request
+
+        binary = uwsgi_binary()
+        if binary is None:
+            raise PlacementServerError("uwsgi is not installed in this environment "
+                                       "(pip install uwsgi; it is in the test extra)")
+        if self.running:
+            raise PlacementServerError("UwsgiPlacement is already running")
+        if self._tmpdir is None:
+            self._tmpdir = tempfile.mkdtemp(prefix="placement-uwsgi-")
+            db_url = self._db_url_arg or f"sqlite:///{self._tmpdir}/placement.sqlite"
+            with open(os.path.join(self._tmpdir, "placement.conf"), "w") as f:
+                f.write("[api]\nauth_strategy = noauth2\n"
+                        f"[placement_database]\nconnection = {db_url}\n"
+                        "sync_on_startup = true\n")
+        if not self.port:
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                self.port = sock.getsockname()[1]
+        log_path = os.path.join(self._tmpdir, "uwsgi.log")
+        env = dict(os.environ, OS_PLACEMENT_CONFIG_DIR=self._tmpdir)
+        with open(log_path, "ab") as log:
+            self._proc = subprocess.Popen(
+                [binary, "--http-socket", f"127.0.0.1:{self.port}",
+                 "--module", "placement.wsgi.api:application", "--virtualenv", sys.prefix,
+                 "--master", "--processes", "1", "--threads", "1", "--single-interpreter",
+                 "--need-app", "--die-on-term", "--disable-logging",
+                 "--socket-timeout", str(self.socket_timeout)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                start_new_session=True)
+        deadline = time.monotonic() + self.STARTUP_TIMEOUT
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                break
+            try:
+                with urllib.request.urlopen(self.url + "/", timeout=2) as resp:
+                    if resp.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.1)
+        self.kill()
+        with open(log_path, errors="replace") as f:
+            tail = f.read()[-3000:]
+        raise PlacementServerError(f"uWSGI Placement did not come up on {self.url}:\n{tail}")
+
+    def kill(self) -> None:
+        """SIGKILL uWSGI's master and workers (a crash: nothing is closed cleanly)."""
+        import os
+        import signal
+
+        if self._proc is None:
+            return
+        if self._proc.poll() is None:
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        self._proc.wait(timeout=30)
+        self._proc = None
+
+    def stop(self) -> None:
+        """Kill the server and remove its directory (and SQLite database); idempotent."""
+        self.kill()
+        if self._tmpdir is not None:
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+            self._tmpdir = None
+
+    def __enter__(self) -> UwsgiPlacement:
+        return self.start()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.stop()
+
+
+def uwsgi_binary() -> str | None:
+    """The ``uwsgi`` of the running interpreter's environment, or None."""
+    import os
+    import sys
+
+    path = os.path.join(os.path.dirname(sys.executable), "uwsgi")
+    return path if os.access(path, os.X_OK) else shutil.which("uwsgi")
 
 
 def _expect(resp: Any, status: int, what: str) -> None:

@@ -8,6 +8,7 @@ Every call names its microversion. Errors are typed::
     ├── InventoryInUse        409 placement.inventory.inuse (lowering below allocations)
     ├── ProviderInUse         409 provider has allocations or children
     ├── ClientError           any other 4xx
+    │   └── AlreadyExists     409 placement.duplicate_name (a provider's uuid or name)
     └── ServerError           5xx
         └── Unreachable       no answer (connection refused or reset, timeout, no endpoint)
 
@@ -54,6 +55,10 @@ class ProviderInUse(PlacementError):
 
 
 class ClientError(PlacementError):
+    pass
+
+
+class AlreadyExists(ClientError):
     pass
 
 
@@ -202,6 +207,8 @@ def _error(method: str, url: str, resp: Any) -> PlacementError:
             return InventoryInUse(message, status, code)
         if code == "placement.resource_provider.inuse" or "child resource providers" in detail:
             return ProviderInUse(message, status, code)
+        if code == "placement.duplicate_name":
+            return AlreadyExists(message, status, code)
     if status >= 500:
         return ServerError(message, status, code)
     return ClientError(message, status, code)

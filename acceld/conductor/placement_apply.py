@@ -105,9 +105,12 @@ class _HostSync:
         self._ensure_names(plan)
         created = set()
         for want in plan.create:
-            self.generations[want.uuid] = self._c.create_provider(want.uuid, want.name,
-                                                                  compute).generation
-            created.add(want.uuid)
+            try:
+                self.generations[want.uuid] = self._c.create_provider(want.uuid, want.name,
+                                                                      compute).generation
+                created.add(want.uuid)
+            except pc.AlreadyExists:
+                self.generations[want.uuid] = self._adopt(want, compute)
         for want in plan.set_inventories:
             inventories = dict(want.inventories)
             if want.uuid not in created:
@@ -131,6 +134,21 @@ class _HostSync:
                 self._conflict(uuid, None, f"provider has allocations ({exc})")
             except pc.NotFound:
                 pass
+
+    def _adopt(self, want: ps.DesiredProvider, compute: str) -> int:
+        """The generation of ``want``'s provider when an earlier create of it went through
+        but its answer was lost (the connection reset, or a sync that failed before
+        its owner trait was set): same uuid, name and parent. Anything else keeps the
+        create's conflict."""
+        try:
+            rp = self._c.get_provider(want.uuid)
+        except pc.NotFound:
+            rp = None
+        if rp is None or rp.name != want.name or rp.parent_provider_uuid != compute:
+            raise pc.AlreadyExists(f"provider {want.name!r} ({want.uuid}) exists in Placement "
+                                   "with another uuid, name or parent", 409,
+                                   "placement.duplicate_name")
+        return rp.generation
 
     def _conflict(self, uuid: str, name: str | None, what: str) -> None:
         LOG.warning("Placement provider %s (%s): %s; kept until its allocations are gone",

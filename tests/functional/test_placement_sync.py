@@ -333,3 +333,22 @@ def test_v2_disable_and_enable_toggle_reserved(env):
     wait_for(lambda: env.children()[name]["inventories"]["PGPU"]["reserved"] == 1)
     assert env.api("POST", f"/v2/devices/{gpu['uuid']}/enable").status_int == 200
     wait_for(lambda: env.children()[name]["inventories"]["PGPU"]["reserved"] == 0)
+
+
+def test_provider_created_by_a_lost_request_is_adopted(env):
+    """A create that reached Placement but whose answer was lost (a reset connection)
+    left the provider without its owner trait; the next sync adopts it instead of
+    failing on "already exists" for ever."""
+    env.placement.set_down(True)
+    env.report()                                      # the devices are in acceld only
+    env.placement.set_down(False)
+    row = po.host_inputs(env.stack.db, env.host).rows[0]
+    resp = env.admin.post("/resource_providers", json={
+        "uuid": row["rp_uuid"], "name": row["name"], "parent_provider_uuid": env.compute})
+    assert resp.status_code == 200, resp.text
+    result = env.syncer.sync_host(env.host)
+    assert (result.error, result.in_sync) == (None, True)
+    children = env.children()
+    assert len(children) == 4
+    assert children[row["name"]]["uuid"] == row["rp_uuid"]
+    assert ps.OWNER_TRAIT in children[row["name"]]["traits"]

@@ -1,0 +1,123 @@
+"""The retry of failed Placement syncs, against the real Placement on loopback.
+
+``PlacementServer.set_down`` makes Placement answer 503 (after keystoneauth's own three
+retries of each request, a sync fails); retries here start at 20 ms and stay under
+100 ms, so no test sleeps long. The periodic full pass is an hour away: only the retry
+can heal a host.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+
+import pytest
+
+from acceld.db import migration
+from acceld.db.api import Database
+from acceld.objects import placement as po
+from tests.placement_server import PlacementServer
+from tests.stack import Stack, wait_for
+
+INITIAL, CAP = 0.02, 0.1
+
+
+@pytest.fixture(scope="module")
+def placement():
+    with PlacementServer() as server:
+        yield server
+
+
+@pytest.fixture
+def stack(placement, tmp_path):
+    hosts = tuple(f"cn-{uuid.uuid4().hex[:6]}-{i}" for i in range(3))
+    for host in hosts:
+        placement.create_compute_node(host)
+    db = Database(f"sqlite:///{tmp_path / 'acceld.sqlite'}")
+    migration.upgrade(db)
+    stack = Stack(db, hosts=hosts, device_count=4,
+                  placement=dict(placement.acceld_config(), sync_interval=3600.0,
+                                 retry_initial_delay=INITIAL, retry_max_delay=CAP,
+                                 status_code_retry_delay=0.001))
+    yield stack
+    placement.set_down(False)
+    stack.stop()
+
+
+def _control(stack: Stack, **values) -> None:
+    with open(stack.control_file, "w") as f:
+        json.dump(values, f)
+
+
+def _children(placement: PlacementServer, host: str) -> int:
+    admin = placement.admin_session()
+    compute = admin.get(f"/resource_providers?name={host}").json()["resource_providers"][0]
+    body = admin.get(f"/resource_providers?in_tree={compute['uuid']}").json()
+    return len(body["resource_providers"]) - 1
+
+
+def _retry_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name == "placement-retry"}
+
+
+def _failing(stack: Stack, failures: int):
+    retries = stack.conductor.placement.retries()
+    return set(retries) == set(stack.agents) and \
+        min(r.failures for r in retries.values()) >= failures
+
+
+def test_failed_hosts_back_off_on_one_thread_and_heal_with_every_change(stack, placement):
+    before = _retry_threads()
+    placement.set_down(True)
+    stack.report_all()
+    wait_for(lambda: _failing(stack, 3))
+    assert len(_retry_threads() - before) == 1        # one thread whatever the hosts
+    for host, state in ((h, po.host_inputs(stack.db, h).state) for h in stack.agents):
+        delay = (state.next_retry_at - state.last_attempt_at).total_seconds()
+        assert INITIAL / 2 <= delay <= CAP, (host, delay)
+        assert "503" in state.last_error
+
+    # While the hosts wait for their retry, more changes arrive: none is lost.
+    _control(stack, device_count=5)
+    stack.report_all()
+    _control(stack, device_count=6)
+    stack.report_all()
+    placement.set_down(False)
+    wait_for(lambda: stack.conductor.placement.retries() == {})
+    for host in stack.agents:
+        state = po.host_inputs(stack.db, host).state
+        assert state.in_sync and state.next_retry_at is None and state.last_error is None
+        assert _children(placement, host) == 6
+
+
+def test_tries_are_spaced_by_the_backoff(stack, placement):
+    """However long Placement is down, a host is tried at most once per half the
+    initial delay (the smallest backoff), never in a loop."""
+    placement.set_down(True)
+    placement.reset_counts()
+    started = time.monotonic()
+    stack.report_all()
+    wait_for(lambda: _failing(stack, 4))
+    elapsed = time.monotonic() - started
+    failures = sum(r.failures for r in stack.conductor.placement.retries().values())
+    tries = len(placement.requests()) / 4             # each try: a request + 3 retries
+    assert tries <= failures + len(stack.agents)      # every try was a counted failure
+    assert failures <= len(stack.agents) * (elapsed / (INITIAL / 2) + 1)
+
+
+def test_stop_ends_the_retries(stack, placement):
+    before = _retry_threads()
+    placement.set_down(True)
+    stack.report_all()
+    wait_for(lambda: _failing(stack, 2))
+    syncer = stack.conductor.placement
+    mine = _retry_threads() - before
+    assert len(mine) == 1
+    syncer.close()
+    assert not any(t.is_alive() for t in mine)
+    placement.reset_counts()
+    syncer.schedule(next(iter(stack.agents)))         # after close: a no-op
+    time.sleep(CAP * 3)                               # three retry periods
+    assert placement.requests() == []
