@@ -1,8 +1,9 @@
 """HTTP client for the acceld v1 REST API.
 
 Wraps :mod:`requests` with the CLI's error model: every non-2xx response becomes an
-:class:`ApiError` carrying the status and the server's ``errors[0].detail``; network
-failures become :class:`CliError`. The auth token is sent as ``X-Auth-Token`` and is
+:class:`ApiError` carrying the status and the server's ``errors[0].detail``; a connection
+that fails becomes :class:`CliError`, one that gets no answer in time :class:`TimedOut`
+(the request may still take effect). The auth token is sent as ``X-Auth-Token`` and is
 never logged.
 """
 
@@ -20,7 +21,16 @@ DEFAULT_URL = "http://127.0.0.1:6666"
 
 
 class CliError(Exception):
-    """An error the CLI reports as ``ERROR: <message>`` and exit status 1."""
+    """A failure the CLI reports as ``ERROR: <message>`` and exit status ``exit_code``."""
+
+    exit_code = 1
+
+
+class TimedOut(CliError):
+    """Not finished in time (a ``--wait`` or the HTTP ``--timeout``): the outcome is not
+    known yet, exit status 3."""
+
+    exit_code = 3
 
 
 class ApiError(CliError):
@@ -108,8 +118,8 @@ class Client:
                 timeout=self.timeout,
             )
         except requests.Timeout as exc:
-            raise CliError(
-                f"request to acceld at {self.url} timed out after {self.timeout:g}s"
+            raise TimedOut(
+                f"no answer from acceld at {self.url} within {self.timeout:g}s (--timeout)"
             ) from exc
         except requests.RequestException as exc:
             raise CliError(

@@ -1,18 +1,24 @@
-"""Handlers of the CLI verbs; each takes the API client and parsed args, returns an exit code."""
+"""Handlers of the CLI verbs; each takes the API client and parsed args and returns 0,
+or raises :class:`CliError` (failed) or :class:`TimedOut` (not finished in time) after
+printing what it got."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import time
+import uuid as uuidlib
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
-from acceld.cli.client import ApiError, Client, CliError
+from acceld.cli.client import ApiError, Client, CliError, TimedOut
 from acceld.cli.output import (
     print_json,
+    print_line,
     print_list,
     print_object,
+    print_progress,
     render_attached_to,
 )
 
@@ -25,6 +31,10 @@ BACKEND_COLUMNS = ("host", "driver", "backend", "services", "devices")
 PROGRAM_COLUMNS = ("uuid", "state", "progress", "message", "image_ref", "host",
                    "started_at", "finished_at")
 PROGRAM_FINISHED = ("done", "failed")
+# The transient state of each state change an operator asks for.
+TRANSITIONS = {"ready": "installing", "inactive": "uninstalling"}
+POLL_INTERVAL = 0.5   # seconds between two reads while waiting
+PROGRESS_EVERY = 10.0  # a progress line at least this often while nothing changes
 
 
 def _acc_path(uuid: str, suffix: str = "") -> str:
@@ -37,10 +47,48 @@ def _list_key(body: Any, key: str) -> list[dict[str, Any]]:
     return body[key]
 
 
-def _print_acc(obj: Any, fmt: str) -> None:
+def _acc_obj(obj: Any) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise CliError("unexpected answer from server: no accelerator object")
-    print_object(obj, fmt)
+    return obj
+
+
+def _print_acc(obj: Any, fmt: str) -> None:
+    print_object(_acc_obj(obj), fmt)
+
+
+def _wait(what: str, current: dict[str, Any], read: Callable[[], dict[str, Any]],
+          finished: Callable[[dict[str, Any]], bool], describe: Callable[[dict[str, Any]], str],
+          seconds: float) -> tuple[dict[str, Any], bool]:
+    """Read ``what`` again until it is ``finished`` or ``seconds`` have passed; a line on
+    stderr when its description changes and every PROGRESS_EVERY seconds. Returns the
+    last object read and whether it finished."""
+    if seconds <= 0:
+        return current, finished(current)
+    started = time.monotonic()
+    deadline = started + seconds
+    shown, shown_at = None, started
+    while not finished(current):
+        now = time.monotonic()
+        text = describe(current)
+        if text != shown or now - shown_at >= PROGRESS_EVERY:
+            print_progress(f"waiting for {what}: {text} ({now - started:.0f}s elapsed, "
+                           f"up to {seconds:g}s)")
+            shown, shown_at = text, now
+        if now >= deadline:
+            return current, False
+        time.sleep(min(POLL_INTERVAL, deadline - now))
+        current = read()
+    if shown is not None:
+        print_progress(f"{what}: {describe(current)} after {time.monotonic() - started:.0f}s")
+    return current, True
+
+
+def _same_uuid(a: Any, b: str) -> bool:
+    try:
+        return uuidlib.UUID(str(a)) == uuidlib.UUID(b)
+    except ValueError:
+        return str(a) == b
 
 
 # --- accelerator ---------------------------------------------------------------
@@ -78,17 +126,35 @@ def acc_create(client: Client, args: argparse.Namespace) -> int:
     if args.format == "json":
         print_json({"uuid": uuid, "location": location})
     else:
-        print(uuid)
+        print_line(uuid)
     return 0
 
 
 def _set_state(client: Client, args: argparse.Namespace, state: str) -> int:
-    _print_acc(client.put(_acc_path(args.uuid, "/state"), {"state": state}), args.format)
+    """PUT the state, then wait (--wait) while the driver's install or uninstall runs;
+    failed when the device ends in ``error``."""
+    transient = TRANSITIONS[state]
+    record = _acc_obj(client.put(_acc_path(args.uuid, "/state"), {"state": state}))
+    record, finished = _wait(
+        f"accelerator {args.uuid}", record,
+        lambda: _acc_obj(client.get(_acc_path(args.uuid))),
+        lambda r: r.get("state") != transient,
+        lambda r: f"state {r.get('state')}", args.wait)
+    _print_acc(record, args.format)
+    if record.get("state") == "error":
+        raise CliError(f"set-{state} of accelerator {args.uuid} failed: "
+                       f"{record.get('last_error') or 'the device is in state error'}")
+    if not finished and args.wait:
+        raise TimedOut(f"accelerator {args.uuid} is still {transient} after "
+                       f"{args.wait:g}s (--wait)")
+    if not finished:
+        print_progress(f"accelerator {args.uuid} is {transient}; `acceld accelerator show "
+                       f"{args.uuid}` tells when it is done")
     return 0
 
 
 def acc_set_ready(client: Client, args: argparse.Namespace) -> int:
-    """PUT /v1/accelerators/UUID/state {"state": "ready"}."""
+    """PUT /v1/accelerators/UUID/state {"state": "ready"}; failed unless it becomes ready."""
     return _set_state(client, args, "ready")
 
 
@@ -131,12 +197,15 @@ def acc_attach(client: Client, args: argparse.Namespace) -> int:
 
 
 def acc_detach(client: Client, args: argparse.Namespace) -> int:
-    """DELETE /v1/accelerators/UUID."""
+    """DELETE /v1/accelerators/UUID; failed when it is not attached (the API's DELETE
+    answers 204 for that too)."""
+    if not _acc_obj(client.get(_acc_path(args.uuid))).get("attached_to"):
+        raise CliError(f"accelerator {args.uuid} is not attached")
     client.delete(_acc_path(args.uuid))
     if args.format == "json":
         print_json({"uuid": args.uuid, "detached": True})
     else:
-        print(f"Detached accelerator {args.uuid}")
+        print_line(f"Detached accelerator {args.uuid}")
     return 0
 
 
@@ -160,19 +229,20 @@ def _print_explanation(row: dict[str, Any]) -> None:
     """A driver's explanation as text: what it checked and what it left out, and why."""
     explanation = row.get("explanation")
     caps = ", ".join(row.get("capabilities") or []) or "none"
-    print(f"\n{row.get('host')} / {row.get('name')} (capabilities: {caps})")
+    print_line("")
+    print_line(f"{row.get('host')} / {row.get('name')} (capabilities: {caps})")
     if not explanation:
-        print("  no explanation reported")
+        print_line("  no explanation reported")
         return
     expected = explanation.get("expected")
-    print(f"  found {explanation.get('found')} device(s), expected "
-          f"{'unknown' if expected is None else expected}")
+    print_line(f"  found {explanation.get('found')} device(s), expected "
+               f"{'unknown' if expected is None else expected}")
     for check in explanation.get("checks") or []:
         mark = "ok  " if check.get("ok") else "FAIL"
         detail = f": {check['detail']}" if check.get("detail") else ""
-        print(f"  [{mark}] {check.get('name')}{detail}")
+        print_line(f"  [{mark}] {check.get('name')}{detail}")
     for skipped in explanation.get("skipped") or []:
-        print(f"  skipped {skipped.get('address')}: {skipped.get('reason')}")
+        print_line(f"  skipped {skipped.get('address')}: {skipped.get('reason')}")
 
 
 def service_list(client: Client, args: argparse.Namespace) -> int:
@@ -182,7 +252,7 @@ def service_list(client: Client, args: argparse.Namespace) -> int:
     print_list(rows, SERVICE_COLUMNS, args.format)
     placement = body.get("placement") or []
     if args.format != "json" and placement:
-        print("Placement:")
+        print_line("Placement:")
         print_list(placement, PLACEMENT_COLUMNS, "table")
     return 0
 
@@ -226,8 +296,7 @@ def placement_sync(client: Client, args: argparse.Namespace) -> int:
         print_list(results, ("host", "in_sync", "error"), "table")
     failed = [r["host"] for r in results if r.get("error")]
     if failed:
-        print(f"ERROR: Placement sync failed for: {', '.join(failed)}", file=sys.stderr)
-        return 1
+        raise CliError(f"Placement sync failed for: {', '.join(failed)}")
     return 0
 
 
@@ -236,6 +305,11 @@ def discover_services(client: Client, args: argparse.Namespace) -> int:
     services of each backend as the drivers last reported them (a rediscovery shows up
     with the host's next report, seconds later)."""
     body: dict[str, Any] = {"host": args.host} if args.host else {}
+    if args.host:
+        asked = [args.host]
+    else:
+        services = _list_key(client.get("/v1/services"), "services")
+        asked = sorted({str(s["host"]) for s in services if s.get("binary") == "acceld-agent"})
     resp = client.post("/v1/discover", body)
     hosts = _list_key(resp.body, "hosts")
     backends = _list_key(client.get("/v1/backends", {"host": args.host}), "backends")
@@ -245,6 +319,9 @@ def discover_services(client: Client, args: argparse.Namespace) -> int:
         print_list([{"host": h} for h in hosts], ("host",), "table")
         print_list(backends, BACKEND_COLUMNS, "table",
                    {"services": lambda v: ", ".join(v or [])})
+    silent = [h for h in asked if h not in hosts]
+    if silent:
+        raise CliError(f"no agent answered on: {', '.join(silent)}")
     return 0
 
 
@@ -263,18 +340,33 @@ def deployable_program(client: Client, args: argparse.Namespace) -> int:
     else:
         image["image_path"] = args.image_path
     patch = [{"op": "replace", "path": "/program", "value": [image]}]
-    operation = client.patch(_program_path(args.uuid), patch).body.get("program") or {}
-    if args.wait:
-        deadline = time.monotonic() + args.wait
-        while operation.get("state") not in PROGRAM_FINISHED and time.monotonic() < deadline:
-            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
-            operation = client.get(_program_path(args.uuid)).get("program") or {}
+    operation = _operation(client.patch(_program_path(args.uuid), patch).body)
+    operation, finished = _wait(
+        f"programming of {args.uuid}", operation,
+        lambda: _operation(client.get(_program_path(args.uuid))),
+        lambda op: op.get("state") in PROGRAM_FINISHED,
+        _describe_program, args.wait)
     print_object(operation, args.format)
     if operation.get("state") == "failed":
-        print(f"ERROR: programming {args.uuid} failed: {operation.get('message')}",
-              file=sys.stderr)
-        return 1
+        raise CliError(f"programming {args.uuid} failed: {operation.get('message')}")
+    if not finished and args.wait:
+        raise TimedOut(f"programming {args.uuid} is still {operation.get('state')} after "
+                       f"{args.wait:g}s (--wait)")
     return 0
+
+
+def _describe_program(operation: dict[str, Any]) -> str:
+    progress = operation.get("progress")
+    parts = [str(operation.get("state")), "" if progress is None else f"{progress}%",
+             str(operation.get("message") or "")]
+    return " ".join(p for p in parts if p)
+
+
+def _operation(body: Any) -> dict[str, Any]:
+    operation = body.get("program") if isinstance(body, dict) else None
+    if not isinstance(operation, dict):
+        raise CliError("unexpected answer from server: no program operation")
+    return operation
 
 
 def deployable_program_status(client: Client, args: argparse.Namespace) -> int:
@@ -304,11 +396,13 @@ def _driver_action(client: Client, args: argparse.Namespace, action: str) -> int
     path = f"/v1/drivers/{quote(args.name, safe='')}/action"
     results = _list_key(client.post(path, body).body, "results")
     print_list(results, RESULT_COLUMNS, args.format)
+    if not results:
+        raise CliError(f"no agent host to {action} driver {args.name} on")
     failed = [r for r in results if not r.get("ok")]
     if failed:
         hosts = ", ".join(str(r.get("host")) for r in failed)
-        print(f"ERROR: {action} of driver {args.name} failed on: {hosts}", file=sys.stderr)
-        return 1
+        raise CliError(f"{action} of driver {args.name} failed on {len(failed)} of "
+                       f"{len(results)} host(s): {hosts}")
     return 0
 
 
@@ -335,8 +429,14 @@ def attach_instance(client: Client, args: argparse.Namespace) -> int:
 
 
 def detach_instance(client: Client, args: argparse.Namespace) -> int:
-    """Detach one accelerator, or every accelerator attached to INSTANCE_UUID."""
+    """Detach one accelerator of INSTANCE_UUID, or every one attached to it; tries each and
+    fails when any detach failed."""
     if args.accelerator:
+        attached = _acc_obj(client.get(_acc_path(args.accelerator))).get("attached_to")
+        if not (isinstance(attached, dict) and attached.get("type") == "instance"
+                and _same_uuid(attached.get("id"), args.instance_uuid)):
+            raise CliError(f"accelerator {args.accelerator} is not attached to instance "
+                           f"{args.instance_uuid}")
         uuids = [args.accelerator]
     else:
         rows = _list_key(
@@ -346,10 +446,22 @@ def detach_instance(client: Client, args: argparse.Namespace) -> int:
         uuids = [str(r["uuid"]) for r in rows if r.get("uuid")]
         if not uuids:
             raise CliError(f"no accelerator is attached to instance {args.instance_uuid}")
+    detached: list[str] = []
+    failed: list[dict[str, str]] = []
     for uuid in uuids:
-        client.delete(_acc_path(uuid))
+        try:
+            client.delete(_acc_path(uuid))
+        except ApiError as exc:
+            failed.append({"uuid": uuid, "error": str(exc)})
+            continue
+        detached.append(uuid)
         if args.format != "json":
-            print(f"Detached accelerator {uuid} from instance {args.instance_uuid}")
+            print_line(f"Detached accelerator {uuid} from instance {args.instance_uuid}")
     if args.format == "json":
-        print_json({"instance_uuid": args.instance_uuid, "detached": uuids})
+        print_json({"instance_uuid": args.instance_uuid, "detached": detached,
+                    "failed": failed})
+    if failed:
+        reasons = "; ".join(f"{f['uuid']}: {f['error']}" for f in failed)
+        raise CliError(f"{len(failed)} of {len(uuids)} accelerator(s) of instance "
+                       f"{args.instance_uuid} not detached: {reasons}")
     return 0

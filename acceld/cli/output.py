@@ -1,4 +1,10 @@
-"""Rendering of API objects as prettytable tables (for people) or JSON (for scripts)."""
+"""Rendering of API objects as prettytable tables (for people) or JSON (for scripts).
+
+Text meant for a terminal (table cells, field names, plain lines, error messages) goes
+through :func:`safe`, so a name or message cannot move the cursor, recolour the screen or
+reorder what follows it; JSON output is exact JSON (``json.dumps`` escapes every control
+character and every non-ASCII character).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,19 @@ from typing import Any, TextIO
 import prettytable
 
 Formatter = Callable[[Any], str]
+
+# C0 controls, DEL and C1 controls; the bidi embeddings and overrides (U+202A-U+202E),
+# isolates (U+2066-U+2069) and marks (U+200E, U+200F, U+061C); the line and paragraph
+# separators (U+2028, U+2029).
+_UNSAFE = [*range(0x20), *range(0x7F, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A),
+           0x200E, 0x200F, 0x061C, 0x2028, 0x2029]
+_ESCAPES = {c: (f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}") for c in _UNSAFE}
+
+
+def safe(text: str) -> str:
+    """``text`` with every control, bidi and line-separator character written as a
+    ``\\xNN`` or ``\\uNNNN`` escape: one line that shows what it contains."""
+    return text.translate(_ESCAPES)
 
 
 def render_value(value: Any) -> str:
@@ -43,7 +62,7 @@ def print_list(
     formatters: dict[str, Formatter] | None = None,
     out: TextIO | None = None,
 ) -> None:
-    """Print a list of objects: a table of ``columns`` or a JSON array of the objects."""
+    """Print a list of objects: a table of ``columns`` (cells escaped) or a JSON array."""
     items = list(rows)
     if fmt == "json":
         print_json(items, out)
@@ -53,7 +72,7 @@ def print_list(
     table.align = "l"
     for item in items:
         table.add_row(
-            [formatters.get(col, render_value)(item.get(col)) for col in columns]
+            [safe(formatters.get(col, render_value)(item.get(col))) for col in columns]
         )
     (out or sys.stdout).write(table.get_string() + "\n")
 
@@ -64,7 +83,7 @@ def print_object(
     formatters: dict[str, Formatter] | None = None,
     out: TextIO | None = None,
 ) -> None:
-    """Print one object: a Field/Value table or JSON."""
+    """Print one object: a Field/Value table (escaped) or JSON."""
     if fmt == "json":
         print_json(obj, out)
         return
@@ -72,5 +91,21 @@ def print_object(
     table = prettytable.PrettyTable(["Field", "Value"])
     table.align = "l"
     for key in obj:
-        table.add_row([key, formatters.get(key, render_value)(obj[key])])
+        table.add_row([safe(key), safe(formatters.get(key, render_value)(obj[key]))])
     (out or sys.stdout).write(table.get_string() + "\n")
+
+
+def print_line(text: str, out: TextIO | None = None) -> None:
+    """Print one line of text for people, escaped."""
+    (out or sys.stdout).write(safe(text) + "\n")
+
+
+def print_error(message: str) -> None:
+    """Print ``ERROR: <message>`` as one escaped line on stderr."""
+    print_line(f"ERROR: {message}", sys.stderr)
+
+
+def print_progress(message: str) -> None:
+    """Print one escaped progress line on stderr (stdout stays the command's result)."""
+    print_line(message, sys.stderr)
+    sys.stderr.flush()

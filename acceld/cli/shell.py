@@ -1,7 +1,8 @@
 """Argument parsing and dispatch for the ``acceld`` operator CLI.
 
-``acceld serve|api|conductor|agent|db`` are dispatched elsewhere; every other argv is
-handed to :func:`main`, which talks to the REST API only (``docs/api-v1.md``).
+``acceld serve|api|conductor|agent|db`` are dispatched by :mod:`acceld.cmd.main` (they are
+listed here only for ``acceld --help``); every other argv is handed to :func:`main`,
+which talks to the REST API only (``docs/api-v1.md``).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 import traceback
@@ -17,10 +19,25 @@ from typing import Any
 
 from acceld.cli import commands
 from acceld.cli.client import DEFAULT_URL, Client, CliError, keystone_token
+from acceld.cli.output import print_error
+from acceld.cmd.main import SERVER_COMMANDS
 
 Handler = Callable[[Client, argparse.Namespace], int]
 
 FORMATS = ("table", "json")
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_TIMED_OUT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_STATUS = f"""exit status:
+  {EXIT_OK}    done
+  {EXIT_FAILED}    failed: acceld refused it or could not do it, could not be reached, or
+       only part of a multi-host or multi-device operation succeeded
+  {EXIT_USAGE}    usage error (also: acceld without a command)
+  {EXIT_TIMED_OUT}    timed out: a --wait or the HTTP --timeout ran out; it may still finish
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C)
+Every failure prints one line, "ERROR: <reason>", on stderr; waits print progress on
+stderr; stdout carries only the result (a table, or JSON with -f json)."""
+VERB_EPILOG = ("exit status: 0 done, 1 failed, 2 usage error, 3 timed out "
+               "(acceld --help explains)")
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -43,6 +60,23 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from exc
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError("must be a finite number >= 0")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    value = _seconds(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be > 0")
+    return value
+
+
 def _non_negative_int(text: str) -> int:
     try:
         value = int(text)
@@ -62,10 +96,13 @@ def _add_format(parser: argparse.ArgumentParser) -> None:
 
 
 def _verb(
-    subparsers: Any, name: str, handler: Handler, help_text: str
+    subparsers: Any, name: str, handler: Handler, help_text: str,
+    description: str | None = None,
 ) -> argparse.ArgumentParser:
+    """A verb: ``help_text`` is its line in the list of commands, ``description`` (default:
+    the same) heads its own --help."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        name, help=help_text, description=help_text
+        name, help=help_text, description=description or help_text, epilog=VERB_EPILOG
     )
     _add_format(parser)
     parser.set_defaults(handler=handler)
@@ -95,8 +132,8 @@ def _add_global_options(parser: argparse.ArgumentParser) -> None:
             help=f"keystone {opt.replace('-', ' ')} (env {var})",
         )
     parser.add_argument(
-        "--timeout", type=float, default=30.0,
-        help="HTTP timeout in seconds (default %(default)s)",
+        "--timeout", type=_positive_seconds, default=30.0,
+        help="seconds to wait for each HTTP answer (default %(default)s)",
     )
     parser.add_argument(
         "-f", "--format", choices=FORMATS, default="table",
@@ -109,7 +146,8 @@ def _add_global_options(parser: argparse.ArgumentParser) -> None:
 
 def _add_accelerator_verbs(subparsers: Any) -> None:
     acc = subparsers.add_parser(
-        "accelerator", help="manage accelerators", description="manage accelerators"
+        "accelerator", help="manage accelerators (list, show, set-ready, attach, detach, ...)",
+        description="manage accelerators", epilog=VERB_EPILOG,
     )
     acc_sub = acc.add_subparsers(dest="acc_verb", metavar="ACTION")
     acc_sub.required = True
@@ -129,10 +167,17 @@ def _add_accelerator_verbs(subparsers: Any) -> None:
     p.add_argument("name", metavar="NAME")
     p.add_argument("--uuid")
 
-    p = _verb(acc_sub, "set-ready", commands.acc_set_ready, "move to state ready")
-    p.add_argument("uuid", metavar="UUID")
-    p = _verb(acc_sub, "set-inactive", commands.acc_set_inactive, "move to state inactive")
-    p.add_argument("uuid", metavar="UUID")
+    for name, handler, target, step in (
+        ("set-ready", commands.acc_set_ready, "ready", "install"),
+        ("set-inactive", commands.acc_set_inactive, "inactive", "uninstall"),
+    ):
+        p = _verb(acc_sub, name, handler, f"move to state {target} (the driver's {step})",
+                  f"move to state {target}: the device's agent runs the driver's {step} "
+                  "step (fails when the device ends in state error)")
+        p.add_argument("uuid", metavar="UUID")
+        p.add_argument("--wait", type=_seconds, default=60.0, metavar="SECONDS",
+                       help=f"wait up to this long for the {step} to finish, with progress "
+                            "on stderr; 0: do not wait (default %(default)s)")
 
     p = _verb(acc_sub, "set-specs", commands.acc_set_specs, "replace acc_specs")
     p.add_argument("uuid", metavar="UUID")
@@ -148,7 +193,8 @@ def _add_accelerator_verbs(subparsers: Any) -> None:
     group.add_argument("--instance", metavar="INSTANCE_UUID")
     group.add_argument("--host")
 
-    p = _verb(acc_sub, "detach", commands.acc_detach, "detach an accelerator")
+    p = _verb(acc_sub, "detach", commands.acc_detach, "detach an accelerator",
+              "detach an accelerator (fails when it is not attached)")
     p.add_argument("uuid", metavar="UUID")
 
     p = _verb(acc_sub, "stats", commands.acc_stats,
@@ -166,7 +212,9 @@ def _add_seed_verbs(subparsers: Any) -> None:
 
     p = _verb(
         subparsers, "discover-services", commands.discover_services,
-        "ask agents to rediscover devices and list the services of each backend",
+        "ask agents to rediscover; list the services of each backend",
+        "ask agents to rediscover devices and list the services of each backend (fails "
+        "when an agent does not answer)",
     )
     p.add_argument("--host")
 
@@ -179,8 +227,9 @@ def _add_seed_verbs(subparsers: Any) -> None:
                        help="absolute path on the agent's host ([fpga_driver] "
                             "local_image_dirs)")
     p.add_argument("--sha256", required=True, help="SHA-256 of the image (64 hex digits)")
-    p.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
-                   help="wait up to this long for the programming to finish")
+    p.add_argument("--wait", type=_seconds, default=0.0, metavar="SECONDS",
+                   help="wait up to this long for the programming to finish, with "
+                        "progress on stderr (default %(default)s: do not wait)")
 
     p = _verb(subparsers, "deployable-program-status", commands.deployable_program_status,
               "show the newest program operation of a deployable")
@@ -191,7 +240,10 @@ def _add_seed_verbs(subparsers: Any) -> None:
         ("uninstall-driver", commands.uninstall_driver),
         ("update-driver", commands.update_driver),
     ):
-        p = _verb(subparsers, name, handler, name.replace("-", " "))
+        p = _verb(subparsers, name, handler,
+                  f"{name.split('-')[0]} a driver on one agent host or all",
+                  f"{name.split('-')[0]} a driver on one agent host or all (fails when "
+                  "it fails on any)")
         p.add_argument("name", metavar="NAME")
         p.add_argument("--host")
 
@@ -205,13 +257,17 @@ def _add_seed_verbs(subparsers: Any) -> None:
     p = _verb(
         subparsers, "detach-instance", commands.detach_instance,
         "detach one or all accelerators of an instance",
+        "detach one or all accelerators of an instance (fails when any stays attached)",
     )
     p.add_argument("instance_uuid", metavar="INSTANCE_UUID")
     p.add_argument("--accelerator", metavar="UUID")
 
 
 def _add_placement_verbs(subparsers: Any) -> None:
-    placement = subparsers.add_parser("placement", help="Placement sync")
+    placement = subparsers.add_parser(
+        "placement", help="Placement: sync, status", description="Placement sync",
+        epilog=VERB_EPILOG,
+    )
     sub = placement.add_subparsers(dest="placement_verb", metavar="VERB")
     sub.required = True
     p = _verb(sub, "sync", commands.placement_sync,
@@ -221,17 +277,42 @@ def _add_placement_verbs(subparsers: Any) -> None:
     _verb(sub, "status", commands.placement_status, "last sync and sync state per host")
 
 
+class _TopFormatter(argparse.RawDescriptionHelpFormatter):
+    """Every command of ``acceld --help`` on one line: room for the longest name."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=32, width=100)
+
+
+def _add_server_verbs(subparsers: Any) -> None:
+    """The server verbs, listed for --help; ``acceld.cmd.main`` runs them before this
+    parser sees them, so here they take nothing."""
+    for name, help_text in SERVER_COMMANDS.items():
+        p = subparsers.add_parser(name, help=help_text, add_help=False)
+        p.set_defaults(server=name)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the argparse tree of global options and verbs."""
     parser = argparse.ArgumentParser(
-        prog="acceld", description="acceld operator client (REST API v1)"
+        prog="acceld",
+        description="acceld: its servers (serve, api, conductor, agent, db) and the operator\n"
+                    "client of its REST API (every other command; --url, or ACCELD_URL).\n"
+                    "`acceld COMMAND --help` or `acceld help COMMAND` describes one command.",
+        epilog=EXIT_STATUS, formatter_class=_TopFormatter,
     )
     _add_global_options(parser)
-    subparsers = parser.add_subparsers(dest="verb", metavar="COMMAND")
+    subparsers = parser.add_subparsers(dest="verb", metavar="COMMAND", title="commands")
     subparsers.required = True
+    _add_server_verbs(subparsers)
     _add_accelerator_verbs(subparsers)
     _add_placement_verbs(subparsers)
     _add_seed_verbs(subparsers)
+    p = subparsers.add_parser("help", help="show the help of acceld or of one command",
+                              description="show the help of acceld or of one command",
+                              epilog=VERB_EPILOG)
+    p.add_argument("topic", nargs="*", metavar="COMMAND")
+    p.set_defaults(help_topic=True)
     return parser
 
 
@@ -256,13 +337,35 @@ def _resolve_token(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace | int:
+    """The parsed arguments, or the exit status of --help (0) or a usage error (2)."""
+    try:
+        return parser.parse_args(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI on ``argv`` (default ``sys.argv[1:]``); return the exit status."""
     parser = build_parser()
-    try:
-        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    except SystemExit as exc:  # usage errors (2) and --help (0)
-        return exc.code if isinstance(exc.code, int) else 2
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    args = _parse(parser, argv)
+    if isinstance(args, int):
+        return args
+    if getattr(args, "server", None):
+        parser.print_usage(sys.stderr)
+        print_error(f"'{args.server}' takes no operator options before it: "
+                    f"run `acceld {args.server} --help`")
+        return EXIT_USAGE
+    if getattr(args, "help_topic", False):
+        if not args.topic:
+            parser.print_help()
+            return EXIT_OK
+        result = _parse(parser, [*args.topic, "--help"])
+        return result if isinstance(result, int) else EXIT_USAGE
     _setup_logging(args.debug)
     client: Client | None = None
     try:
@@ -272,16 +375,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as exc:
         if args.debug:
             traceback.print_exc()
-        print(f"ERROR: {exc}", file=sys.stderr)
-        return 1
+        print_error(str(exc))
+        return exc.exit_code
     except KeyboardInterrupt:
-        print("ERROR: interrupted", file=sys.stderr)
-        return 130
+        print_error("interrupted")
+        return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - the CLI must not dump tracebacks
         if args.debug:
             traceback.print_exc()
-        print(f"ERROR: unexpected {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+        print_error(f"unexpected {type(exc).__name__}: {exc}")
+        return EXIT_FAILED
     finally:
         if client is not None:
             client.close()

@@ -6,17 +6,27 @@
 ``acceld agent``      the agent of this host (RabbitMQ only; never the database)
 ``acceld db upgrade|version``
 Options after the sub-command go to oslo.config (``--config-file``, ``--config-dir``).
+``acceld help COMMAND`` is ``acceld COMMAND --help`` for every command.
 """
 
 from __future__ import annotations
 
 import sys
 
-SERVER_COMMANDS = ("serve", "api", "conductor", "agent", "db")
+# The server sub-commands and their line in ``acceld --help``.
+SERVER_COMMANDS = {
+    "serve": "API, conductor and agent in one process (SQLite, fake devices)",
+    "api": "run the REST API (needs a database and RabbitMQ)",
+    "conductor": "run a conductor (needs a database and RabbitMQ)",
+    "agent": "run this host's agent (needs RabbitMQ, never the database)",
+    "db": "database schema: `db upgrade` or `db version`",
+}
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["help"] and len(argv) == 2 and argv[1] in SERVER_COMMANDS:
+        argv = [argv[1], "--help"]
     if not argv or argv[0] not in SERVER_COMMANDS:
         from acceld.cli import shell
         return shell.main(argv)

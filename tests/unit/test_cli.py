@@ -10,10 +10,11 @@ import uuid as uuidlib
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
 
+from acceld.cli.output import safe
 from acceld.cli.shell import main
 
 INSTANCE = "11111111-1111-4111-8111-111111111111"
@@ -78,6 +79,8 @@ class FakeApi:
              "services": ["physnet1"], "devices": 1, "deployables": 1},
         ]
         self.programs: dict[str, list[dict[str, Any]]] = {}
+        self.install_errors: dict[str, str] = {}   # uuid -> the driver's install error
+        self.detach_refused: set[str] = set()      # uuids whose DELETE answers 409
         self.log: list[dict[str, Any]] = []
         self.bump_after_get = False
         self.lock = threading.Lock()
@@ -142,6 +145,8 @@ def _handle(api: FakeApi, method: str, path: str, query: dict[str, list[str]],
                          "stats": {"utilization_percent": 40.0, "memory_used_bytes": 1.0}}, {}
         if len(parts) == 4 and parts[3] == "state" and method == "PUT":
             acc["state"] = body["state"]
+            if body["state"] == "ready" and uuid in api.install_errors:
+                acc["state"], acc["last_error"] = "error", api.install_errors[uuid]
             acc["revision"] += 1
             return 200, acc, {}
         if len(parts) == 3 and method == "PUT":
@@ -154,6 +159,9 @@ def _handle(api: FakeApi, method: str, path: str, query: dict[str, list[str]],
             acc["revision"] += 1
             return 200, acc, {}
         if len(parts) == 3 and method == "DELETE":
+            if uuid in api.detach_refused:
+                return (*_error(409, "Conflict",
+                                f"Accelerator {uuid} has allocation records."), {})
             acc["attached_to"] = None
             acc["revision"] += 1
             return 204, None, {}
@@ -228,7 +236,7 @@ def _make_handler(api: FakeApi) -> type[BaseHTTPRequestHandler]:
                 api.log.append({"method": self.command, "path": split.path,
                                 "query": query, "body": body,
                                 "token": self.headers.get("X-Auth-Token")})
-                status, out, headers = _handle(api, self.command, split.path,
+                status, out, headers = _handle(api, self.command, unquote(split.path),
                                                query, body, base)
             if out is None:
                 payload = b""
@@ -473,9 +481,53 @@ def test_detach_instance_with_accelerator_json(fake, capsys):
     url, api = fake
     assert run(url, "-f", "json", "detach-instance", INSTANCE, "--accelerator", ACC_B) == 0
     assert json.loads(capsys.readouterr().out) == {
-        "instance_uuid": INSTANCE, "detached": [ACC_B]}
-    assert [e["method"] for e in api.log] == ["DELETE"]
+        "instance_uuid": INSTANCE, "detached": [ACC_B], "failed": []}
+    assert [e["method"] for e in api.log] == ["GET", "DELETE"]
     assert api.accs[ACC_A]["attached_to"] is not None
+
+
+def test_detach_instance_refuses_an_accelerator_of_another_instance(fake, capsys):
+    url, api = fake
+    assert run(url, "detach-instance", OTHER_INSTANCE, "--accelerator", ACC_A) == 1
+    assert capsys.readouterr().err == (
+        f"ERROR: accelerator {ACC_A} is not attached to instance {OTHER_INSTANCE}\n")
+    assert [e["method"] for e in api.log] == ["GET"]
+    assert api.accs[ACC_A]["attached_to"] == {"type": "instance", "id": INSTANCE}
+
+
+def test_detach_instance_partial_failure_detaches_the_rest_and_exits_1(fake, capsys):
+    url, api = fake
+    api.detach_refused.add(ACC_A)
+    assert run(url, "-f", "json", "detach-instance", INSTANCE) == 1
+    captured = capsys.readouterr()
+    assert json.loads(captured.out) == {
+        "instance_uuid": INSTANCE, "detached": [ACC_B],
+        "failed": [{"uuid": ACC_A,
+                    "error": f"409 Accelerator {ACC_A} has allocation records."}]}
+    assert captured.err == (
+        f"ERROR: 1 of 2 accelerator(s) of instance {INSTANCE} not detached: "
+        f"{ACC_A}: 409 Accelerator {ACC_A} has allocation records.\n")
+    assert api.accs[ACC_B]["attached_to"] is None
+    assert api.accs[ACC_A]["attached_to"] is not None
+
+
+def test_detach_of_what_is_not_attached_exits_1(fake, capsys):
+    url, api = fake
+    assert run(url, "accelerator", "detach", ACC_D) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == f"ERROR: accelerator {ACC_D} is not attached\n"
+    assert [e["method"] for e in api.log] == ["GET"]
+
+
+def test_set_ready_whose_install_failed_exits_1(fake, capsys):
+    url, api = fake
+    api.install_errors[ACC_D] = "nvidia-smi: no devices"
+    assert run(url, "accelerator", "set-ready", ACC_D, "-f", "json") == 1
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["state"] == "error"
+    assert captured.err == (
+        f"ERROR: set-ready of accelerator {ACC_D} failed: nvidia-smi: no devices\n")
 
 
 # --- operator verbs ----------------------------------------------------------------
@@ -594,7 +646,7 @@ def test_update_driver_partial_failure_exits_1(fake, capsys):
     captured = capsys.readouterr()
     results = json.loads(captured.out)
     assert [r["ok"] for r in results] == [True, False]
-    assert "update of driver nvidia failed on: host2" in captured.err
+    assert captured.err == "ERROR: update of driver nvidia failed on 1 of 2 host(s): host2\n"
     assert api.log[-1]["body"] == {"action": "update"}
     assert run(url, "uninstall-driver", "nvidia", "--host", "host1") == 0
     assert api.log[-1]["body"] == {"action": "uninstall", "host": "host1"}
@@ -642,3 +694,97 @@ def test_accelerator_stats(fake, capsys):
     out = capsys.readouterr().out
     assert "utilization_percent" in out and "40.0" in out
     assert run(url, "accelerator", "stats", MISSING) == 1
+
+
+# --- escaping of what the server says --------------------------------------------------
+
+HOSTILE = "gpu\x1b[2J\x07\x9b\u202eevil\u2066x\u2069\n"
+HOSTILE_SHOWN = "gpu\\x1b[2J\\x07\\x9b\\u202eevil\\u2066x\\u2069\\x0a"
+
+
+def test_safe_escapes_every_control_and_bidi_character_and_nothing_else():
+    unsafe = [*range(0x20), *range(0x7F, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+    for code in unsafe:
+        shown = safe(f"a{chr(code)}b")
+        assert shown.isprintable() and shown.startswith("a\\") and shown.endswith("b"), code
+    ordinary = "Grüße, 東京, émoji \U0001F600, tab-free (a|b) \\ back"
+    assert safe(ordinary) == ordinary
+
+
+def test_table_and_plain_output_escape_names_json_stays_exact(fake, capsys):
+    url, api = fake
+    api.accs[ACC_D]["name"] = HOSTILE
+    api.explanations["host1"]["checks"][1]["detail"] = HOSTILE
+    assert run(url, "accelerator", "list") == 0
+    out = capsys.readouterr().out
+    assert HOSTILE_SHOWN in out and "\x1b" not in out and "\u202e" not in out
+    assert run(url, "accelerator", "show", ACC_D) == 0
+    assert HOSTILE_SHOWN in capsys.readouterr().out
+    assert run(url, "driver-list", "--long", "--host", "host1") == 0
+    out = capsys.readouterr().out
+    assert f"[FAIL] IOMMU on: {HOSTILE_SHOWN}" in out and "\x1b" not in out
+    assert run(url, "accelerator", "show", ACC_D, "-f", "json") == 0
+    assert json.loads(capsys.readouterr().out)["name"] == HOSTILE
+
+
+def test_error_message_from_the_server_is_one_escaped_line(fake, capsys):
+    url, _ = fake
+    assert run(url, "accelerator", "show", "x\x1b]0;owned\x07\u202e") == 1
+    err = capsys.readouterr().err
+    assert err == "ERROR: 404 Accelerator x\\x1b]0;owned\\x07\\u202e not found.\n"
+
+
+# --- help and exit statuses ------------------------------------------------------------
+
+
+def test_help_lists_every_command_on_one_line_with_the_exit_statuses(capsys):
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    listed = {line.split()[0]: line for line in out.splitlines()
+              if line.startswith("    ") and not line.startswith("     ")}
+    for verb in ("serve", "api", "conductor", "agent", "db", "accelerator", "placement",
+                 "driver-list", "service-list", "discover-services", "deployable-program",
+                 "deployable-program-status", "install-driver", "uninstall-driver",
+                 "update-driver", "attach-instance", "detach-instance", "help"):
+        assert len(listed[verb].split()) > 1, f"{verb} has no help on its line"
+    assert "exit status:" in out and "3    timed out" in out
+
+
+def test_help_verb_shows_a_command_help(capsys):
+    assert main(["help", "accelerator", "set-ready"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: acceld accelerator set-ready")
+    assert "--wait SECONDS" in out and "exit status:" in out
+    assert main(["help"]) == 0
+    assert "commands:" in capsys.readouterr().out
+    assert main(["help", "no-such-verb"]) == 2
+
+
+def test_no_command_prints_the_help_on_stderr_and_exits_2(capsys):
+    assert main([]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "commands:" in captured.err
+
+
+def test_http_timeout_exits_3(capsys, monkeypatch):
+    monkeypatch.delenv("ACCELD_TOKEN", raising=False)
+    with socket.socket() as sock:  # accepts connections (backlog), never answers
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(8)
+        port = sock.getsockname()[1]
+        rc = main(["--url", f"http://127.0.0.1:{port}", "--timeout", "0.2", "service-list"])
+    assert rc == 3
+    assert capsys.readouterr().err == (
+        f"ERROR: no answer from acceld at http://127.0.0.1:{port} within 0.2s (--timeout)\n")
+
+
+def test_program_wait_that_runs_out_exits_3_with_progress(fake, capsys):
+    url, _ = fake
+    assert run(url, "deployable-program", DEPLOYABLE, "--image-path", "/img/a.gbs",
+               "--sha256", SHA, "--wait", "0.1", "-f", "json") == 3
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["state"] in ("queued", "running")
+    lines = captured.err.splitlines()
+    assert lines[0].startswith(f"waiting for programming of {DEPLOYABLE}: queued 0%")
+    assert lines[-1].startswith(f"ERROR: programming {DEPLOYABLE} is still ")
+    assert lines[-1].endswith("after 0.1s (--wait)")
