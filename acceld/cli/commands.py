@@ -5,7 +5,6 @@ printing what it got."""
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 import uuid as uuidlib
 from collections.abc import Callable
@@ -273,12 +272,11 @@ def placement_status(client: Client, args: argparse.Namespace) -> int:
             print_list(rows, PLACEMENT_COLUMNS + ("last_error", "last_error_at",
                                                   "next_retry_at", "conflicts"), args.format)
         if not reach.get("configured"):
-            print(reach.get("detail"))
+            print_line(str(reach.get("detail")))
         elif not rows and reach.get("reachable"):
-            print("Placement answers; no host has been synced yet.")
+            print_line("Placement answers; no host has been synced yet.")
     if unreachable:
-        print(f"ERROR: {reach.get('detail')}", file=sys.stderr)
-        return 1
+        raise CliError(str(reach.get("detail")))
     return 0
 
 

@@ -95,6 +95,8 @@ class ConductorManager:
     def start(self) -> None:
         self._beats.note(self._host, CONDUCTOR_BINARY, acceld.__version__)
         self.flush_heartbeats()
+        if self.placement is not None:
+            self.placement.schedule_unsynced()
         self._thread = threading.Thread(target=self._periodic, name="conductor-periodic",
                                         daemon=True)
         self._thread.start()

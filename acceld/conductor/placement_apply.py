@@ -204,6 +204,13 @@ class PlacementSyncer:
         for host in po.hosts(self._db):
             self.schedule(host, full=True)
 
+    def schedule_unsynced(self) -> None:
+        """A full sync of every host not known to be in sync: at start, what a previous
+        conductor left failing (its retries died with it)."""
+        for row in po.list_states(self._db):
+            if not row["in_sync"]:
+                self.schedule(row["host"], full=True)
+
     def _run(self, host: str) -> None:
         with self._lock:
             full = self._queued.pop(host, False)

@@ -34,9 +34,11 @@ OPTS = [
                  help="Seconds before the first retry of a host whose sync failed; each "
                       "further failure doubles it (up to retry_max_delay), and each delay "
                       "is drawn between half and all of that (jitter)."),
-    cfg.FloatOpt("retry_max_delay", default=30.0, min=0.001,
+    cfg.FloatOpt("retry_max_delay", default=20.0, min=0.001,
                  help="Upper bound (seconds) of the delay between two retries of a host "
-                      "whose sync failed (Placement unreachable, 5xx, ...)."),
+                      "whose sync failed (Placement unreachable, 5xx, ...): with the "
+                      "default, a host converges within about 25 s of Placement answering "
+                      "again."),
     cfg.FloatOpt("compute_node_retry_max", default=300.0, min=0.001,
                  help="Upper bound (seconds) of the delay between two looks for a host's "
                       "compute node provider while it does not exist yet (Nova creates "

@@ -15,6 +15,8 @@ import uuid
 
 import pytest
 
+from acceld import rpc
+from acceld.cmd import wiring
 from acceld.db import migration
 from acceld.db.api import Database
 from acceld.objects import placement as po
@@ -121,3 +123,18 @@ def test_stop_ends_the_retries(stack, placement):
     syncer.schedule(next(iter(stack.agents)))         # after close: a no-op
     time.sleep(CAP * 3)                               # three retry periods
     assert placement.requests() == []
+
+
+def test_a_restarted_conductor_retries_the_hosts_left_failing(stack, placement):
+    placement.set_down(True)
+    stack.report_all()
+    wait_for(lambda: _failing(stack, 1))
+    stack.conductor.placement.close()                 # the conductor dies, its retries too
+    placement.set_down(False)
+    manager, server = wiring.start_conductor(stack.conf, stack.db, rpc.LocalTransport())
+    try:
+        wait_for(lambda: all(po.host_inputs(stack.db, h).state.in_sync for h in stack.agents))
+    finally:
+        server.stop()
+        manager.stop()
+    assert all(_children(placement, h) == 4 for h in stack.agents)

@@ -6,11 +6,9 @@ from typing import Any
 
 import webob
 
-from acceld.api import errors, util
+from acceld.api import errors, listing, util
 from acceld.api.schemas import v1 as schema
 from acceld.objects import accelerators
-
-_MAX_LIMIT_ERROR = "limit must be between 1 and {max}"
 
 
 def _present(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
@@ -32,22 +30,18 @@ def _etag(record: dict[str, Any]) -> dict[str, str]:
 
 
 def list_accelerators(req: webob.Request) -> util.Reply:
-    """GET /v1/accelerators -> 200 {"accelerator": [...]}; 400 on an unknown query."""
+    """GET /v1/accelerators[?host=&state=&device_type=&instance_uuid=][&limit=&marker=]
+    -> 200 {"accelerator": [...]} (``acceld.api.listing``); 400 on an unknown query."""
     util.authorize(req, "acceld:accelerator:get_all")
     q = util.query(req, schema.LIST_QUERY)
-    st = util.state(req)
-    limit = int(q["limit"]) if "limit" in q else None
-    if limit is not None and limit > st.api.max_limit:
-        raise errors.HTTPError(400, _MAX_LIMIT_ERROR.format(max=st.api.max_limit),
-                               "acceld.invalid_input")
-    for key in ("instance_uuid", "marker"):
-        if key in q:
-            q[key] = util.canonical_uuid(q[key])
-    records = accelerators.list_accelerators(
-        st.db, host=q.get("host"), state=q.get("state"), device_type=q.get("device_type"),
-        instance_uuid=q.get("instance_uuid"), limit=limit, marker=q.get("marker"),
-        viewer=_viewer(req))
-    return util.json_response({"accelerator": [_present(req, r) for r in records]})
+    limit, marker = listing.page_params(req, q)
+    if "instance_uuid" in q:
+        q["instance_uuid"] = util.canonical_uuid(q["instance_uuid"])
+    found = accelerators.list_accelerators(
+        util.state(req).db, host=q.get("host"), state=q.get("state"),
+        device_type=q.get("device_type"), instance_uuid=q.get("instance_uuid"), limit=limit,
+        marker=marker, viewer=_viewer(req))
+    return listing.respond(req, "accelerator", found, lambda r: _present(req, r))
 
 
 def show_accelerator(req: webob.Request, uuid: str) -> util.Reply:

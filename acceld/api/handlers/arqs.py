@@ -21,7 +21,7 @@ from typing import Any
 import webob
 
 from acceld import exception
-from acceld.api import errors, microversion, util
+from acceld.api import errors, listing, microversion, util
 from acceld.api.handlers.v2_inventory import links
 from acceld.api.schemas import v2 as schema
 from acceld.objects import arqs as arq_objects
@@ -105,9 +105,12 @@ def list_arqs(req: webob.Request) -> util.Reply:
     instance = util.canonical_uuid(q["instance"]) if "instance" in q else None
     records = arq_objects.list_arqs(util.state(req).db, project_id=_scope(req),
                                     instance_uuid=instance)
-    if "bind_state" in q:
-        records = arq_objects.resolved(records, by_instance=instance is not None)
-    return util.json_response({"arqs": [_present(req, r) for r in records]})
+    limit, marker = listing.page_params(req, q)
+    instance = util.canonical_uuid(q["instance"]) if "instance" in q else None
+    found = arq_objects.list_arqs(util.state(req).db, project_id=_scope(req),
+                                  instance_uuid=instance, resolved_only="bind_state" in q,
+                                  limit=limit, marker=marker)
+    return listing.respond(req, "arqs", found, lambda r: _present(req, r))
 
 
 def show_arq(req: webob.Request, uuid: str) -> util.Reply:
