@@ -10,7 +10,8 @@ functional tests and client test suites assume. Attach handles are real PCI addr
 ``[fake_driver] control_file`` (read at every discovery) lets a demo or a test change
 the host while the agent runs: ``device_count``, ``vf_count`` (handles of the QAT and
 NIC functions), ``fpga_function`` (the function loaded on the FPGAs, shown as a trait),
-``fail`` (discovery fails), ``fail_install``, ``health`` ({identity: {"status",
+``fail`` (discovery fails), ``fail_install``, ``install_seconds`` (how long an install
+takes), ``health`` ({identity: {"status",
 "reasons"}}), ``skipped`` ([{"address", "reason"}], shown in the explanation),
 ``program_fail`` (programming fails)
 and ``program_seconds`` (how long programming takes; past the timeout it fails).
@@ -159,7 +160,10 @@ class FakeDriver(BaseDriver):
         fileutil.write_json_atomic(self._state_file, state)
 
     def install(self, identity: str) -> None:
-        if self._control().get("fail_install"):
+        control = self._control()
+        if float(control.get("install_seconds", 0)):
+            self.ctx.sleep(float(control["install_seconds"]))
+        if control.get("fail_install"):
             raise DriverError(f"fake install of {identity} failed (control file)")
         self._set_member("installed", identity, True)
 

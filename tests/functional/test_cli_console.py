@@ -1,0 +1,330 @@
+"""The real `acceld` console script against a real `acceld serve` on loopback: exit
+statuses of success, of each kind of failure, of usage errors and of timeouts, and the
+help of acceld and of every command. One server for the module; each test works on a
+device of its own, and the fake driver's control file says how installs and programming
+behave."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from tests import helpers
+
+ACCELD = shutil.which("acceld", path=os.path.dirname(sys.executable)) or "acceld"
+INSTANCE = "5e5e5e5e-0000-4000-8000-000000000001"
+UNKNOWN = "5e5e5e5e-0000-4000-8000-0000000000ff"
+SERVER_VERBS = ["serve", "api", "conductor", "agent", "db"]
+OPERATOR_VERBS = ["accelerator", "placement", "driver-list", "service-list",
+                  "discover-services", "deployable-program", "deployable-program-status",
+                  "install-driver", "uninstall-driver", "update-driver", "attach-instance",
+                  "detach-instance", "help"]
+SUB_VERBS = [["accelerator", a] for a in ("list", "show", "create", "set-ready",
+                                          "set-inactive", "set-specs", "attach", "detach",
+                                          "stats")] + [["placement", "sync"],
+                                                       ["placement", "status"]]
+
+
+@dataclass
+class Served:
+    url: str
+    control: pathlib.Path
+    image: pathlib.Path
+
+    def set_control(self, **values: object) -> None:
+        """What the fake driver does next (read at each install and programming)."""
+        tmp = self.control.with_suffix(".tmp")
+        tmp.write_text(json.dumps(values))
+        tmp.replace(self.control)
+
+    def get(self, path: str) -> dict:
+        with urllib.request.urlopen(self.url + path, timeout=10) as resp:
+            return json.loads(resp.read())
+
+    def accelerator(self, kind: str) -> str:
+        (acc,) = self.get(f"/v1/accelerators?device_type={kind}")["accelerator"]
+        return acc["uuid"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory) -> Iterator[Served]:
+    tmp = tmp_path_factory.mktemp("cli-console")
+    images = tmp / "images"
+    images.mkdir()
+    image = images / "demo.gbs"
+    image.write_text("function: demo\npayload\n")
+    control = tmp / "control.json"
+    control.write_text("{}")
+    port = _free_port()
+    conf = tmp / "acceld.conf"
+    conf.write_text(f"[DEFAULT]\nhost = console-host\nstate_path = {tmp / 'state'}\n"
+                    f"[api]\nport = {port}\n"
+                    # set-ready answers at once with the transient state: the CLI waits
+                    "[conductor]\noperation_wait = 0.1\n"
+                    f"[fake_driver]\ncontrol_file = {control}\n"
+                    f"[fpga_driver]\nlocal_image_dirs = {images}\n")
+    log = open(tmp / "serve.log", "w")
+    proc = subprocess.Popen([ACCELD, "serve", "--config-file", str(conf)], stdout=log,
+                            stderr=subprocess.STDOUT)
+    server = Served(f"http://127.0.0.1:{port}", control, image)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if len(server.get("/v1/accelerators")["accelerator"]) == 4:
+                    break
+            except OSError:
+                pass
+            assert proc.poll() is None, (tmp / "serve.log").read_text()
+            assert time.monotonic() < deadline, "the 4 fake devices were not listed in 30 s"
+            time.sleep(0.1)
+        yield server
+    finally:
+        helpers.stop_process(proc)
+        log.close()
+
+
+def acceld(*args: str, url: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ACCELD_", "OS_"))}
+    if url:
+        env["ACCELD_URL"] = url
+    return subprocess.run([ACCELD, *args], capture_output=True, text=True, timeout=120,
+                          env=env)
+
+
+def _one_error_line(out: subprocess.CompletedProcess[str]) -> str:
+    """The failure's reason: the last stderr line, ``ERROR: ...``."""
+    lines = out.stderr.splitlines()
+    assert lines and lines[-1].startswith("ERROR: "), out.stderr
+    assert [line for line in lines if line.startswith("ERROR")] == [lines[-1]]
+    assert "Traceback" not in out.stderr
+    return lines[-1]
+
+
+# --- help -------------------------------------------------------------------------------
+
+
+def test_top_level_help_lists_every_command_on_one_line():
+    out = acceld("--help")
+    assert out.returncode == 0 and out.stderr == ""
+    commands = out.stdout.split("\ncommands:\n", 1)[1].split("\n\n", 1)[0]
+    lines = {line.split()[0]: line for line in commands.splitlines()
+             if line.startswith("    ") and not line.startswith("     ")}
+    assert sorted(lines) == sorted(SERVER_VERBS + OPERATOR_VERBS)
+    assert all(len(line.split()) > 2 for line in lines.values()), commands
+    assert "exit status:" in out.stdout and "3    timed out" in out.stdout
+    assert acceld("help").stdout == out.stdout
+
+
+def test_no_command_prints_the_help_on_stderr_and_exits_2():
+    out = acceld()
+    assert out.returncode == 2
+    assert out.stdout == "" and "\ncommands:\n" in out.stderr
+
+
+def test_every_command_has_its_own_help():
+    argvs = [[v] for v in SERVER_VERBS + OPERATOR_VERBS] + SUB_VERBS
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ACCELD_", "OS_"))}
+    procs = [(argv, subprocess.Popen([ACCELD, *argv, "--help"], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, env=env))
+             for argv in argvs]
+    for argv, proc in procs:
+        stdout, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 0, (argv, stderr)
+        assert stdout.startswith(f"usage: acceld {' '.join(argv)}"), (argv, stdout)
+        if argv[0] not in SERVER_VERBS:  # the server verbs' help is oslo.config's
+            assert "exit status:" in stdout, argv
+    for argv in (["serve"], ["accelerator", "detach"]):  # `acceld help COMMAND`
+        out = acceld("help", *argv)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.startswith(f"usage: acceld {' '.join(argv)}")
+
+
+# --- usage errors -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv", [
+    ["no-such-verb"],
+    ["accelerator"],
+    ["accelerator", "set-ready"],
+    ["accelerator", "set-ready", UNKNOWN, "--wait", "-1"],
+    ["accelerator", "attach", UNKNOWN],
+    ["--timeout", "0", "service-list"],
+    ["-f", "yaml", "service-list"],
+    ["-f", "json", "serve"],
+    ["help", "no-such-verb"],
+])
+def test_usage_errors_exit_2(argv):
+    out = acceld(*argv)
+    assert out.returncode == 2, out.stderr
+    assert out.stdout == ""
+    assert out.stderr.startswith("usage: acceld")
+
+
+# --- success and failures of the API and of the network ---------------------------------
+
+
+def test_success_exits_0_with_the_result_on_stdout_only(served):
+    out = acceld("accelerator", "list", "-f", "json", url=served.url)
+    assert out.returncode == 0 and out.stderr == ""
+    assert sorted(a["device_type"] for a in json.loads(out.stdout)) == [
+        "FPGA", "GPU", "NIC", "QAT"]
+
+
+def test_http_error_exits_1_with_the_servers_reason(served):
+    out = acceld("accelerator", "show", UNKNOWN, url=served.url)
+    assert out.returncode == 1 and out.stdout == ""
+    assert _one_error_line(out) == f"ERROR: 404 Accelerator {UNKNOWN} not found."
+
+
+def test_the_reason_is_printed_with_control_characters_escaped(served):
+    out = acceld("accelerator", "show", "x\x1b[2J\u202eevil", url=served.url)
+    assert out.returncode == 1
+    line = _one_error_line(out)
+    assert "x\\x1b[2J\\u202eevil" in line and "\x1b" not in out.stderr
+    assert "\u202e" not in out.stderr
+
+
+def test_connection_refused_exits_1():
+    port = _free_port()
+    out = acceld("service-list", url=f"http://127.0.0.1:{port}")
+    assert out.returncode == 1
+    assert _one_error_line(out).startswith(
+        f"ERROR: cannot reach acceld at http://127.0.0.1:{port}: ")
+
+
+def test_http_timeout_exits_3():
+    with socket.socket() as sock:  # connections complete in the backlog; none is answered
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(8)
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        out = acceld("--timeout", "0.3", "service-list", url=url)
+    assert out.returncode == 3
+    assert _one_error_line(out) == f"ERROR: no answer from acceld at {url} within 0.3s " \
+                                   "(--timeout)"
+
+
+# --- operations that fail, wait, or fail in part ------------------------------------------
+
+
+def test_set_ready_whose_install_failed_exits_1(served):
+    gpu = served.accelerator("GPU")
+    served.set_control(fail_install=True)
+    try:
+        out = acceld("accelerator", "set-ready", gpu, "-f", "json", url=served.url)
+    finally:
+        served.set_control()
+    assert out.returncode == 1
+    assert json.loads(out.stdout)["state"] == "error"
+    assert _one_error_line(out) == (f"ERROR: set-ready of accelerator {gpu} failed: fake "
+                                    "install of 0000:3b:00.0 failed (control file)")
+    out = acceld("accelerator", "detach", gpu, url=served.url)
+    assert out.returncode == 1
+    assert _one_error_line(out) == f"ERROR: accelerator {gpu} is not attached"
+
+
+def test_set_ready_waits_with_progress_then_attach_and_detach_once(served):
+    qat = served.accelerator("QAT")
+    served.set_control(install_seconds=1)
+    try:
+        out = acceld("accelerator", "set-ready", qat, "-f", "json", url=served.url)
+    finally:
+        served.set_control()
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["state"] == "ready"
+    progress = out.stderr.splitlines()
+    assert progress[0].startswith(f"waiting for accelerator {qat}: state installing (0s "
+                                  "elapsed, up to 60s)")
+    assert progress[-1].startswith(f"accelerator {qat}: state ready after ")
+
+    assert acceld("accelerator", "attach", qat, "--instance", INSTANCE,
+                  url=served.url).returncode == 0
+    out = acceld("accelerator", "detach", qat, url=served.url)
+    assert (out.returncode, out.stdout, out.stderr) == (
+        0, f"Detached accelerator {qat}\n", "")
+    out = acceld("accelerator", "detach", qat, url=served.url)
+    assert out.returncode == 1
+    assert _one_error_line(out) == f"ERROR: accelerator {qat} is not attached"
+    out = acceld("detach-instance", INSTANCE, url=served.url)
+    assert out.returncode == 1
+    assert _one_error_line(out) == f"ERROR: no accelerator is attached to instance {INSTANCE}"
+
+
+def test_set_ready_whose_wait_runs_out_exits_3(served):
+    nic = served.accelerator("NIC")
+    served.set_control(install_seconds=2)
+    try:
+        out = acceld("accelerator", "set-ready", nic, "--wait", "0.3", url=served.url)
+    finally:
+        served.set_control()
+    assert out.returncode == 3
+    assert out.stderr.startswith(f"waiting for accelerator {nic}: state installing")
+    assert _one_error_line(out) == (f"ERROR: accelerator {nic} is still installing after "
+                                    "0.3s (--wait)")
+    assert "installing" in out.stdout
+
+
+def _fpga_deployable(served: Served) -> str:
+    (uuid,) = [d["uuid"] for d in served.get("/v2/deployables")["deployables"]
+               if {"rc": "FPGA"} in json.loads(d["attributes_list"])]
+    return uuid
+
+
+def test_program_wait_reports_progress_failure_and_running_out(served):
+    dep = _fpga_deployable(served)
+    sha = hashlib.sha256(served.image.read_bytes()).hexdigest()
+    program = ["deployable-program", dep, "--image-path", str(served.image), "--sha256", sha,
+               "-f", "json"]
+    served.set_control(program_seconds=0.5)
+    out = acceld(*program, "--wait", "60", url=served.url)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["state"] == "done"
+    assert out.stderr.startswith(f"waiting for programming of {dep}: queued")
+    assert out.stderr.splitlines()[-1].startswith(f"programming of {dep}: done 100%")
+
+    served.set_control(program_fail=True)
+    out = acceld(*program, "--wait", "60", url=served.url)
+    assert out.returncode == 1
+    assert json.loads(out.stdout)["state"] == "failed"
+    assert _one_error_line(out).startswith(f"ERROR: programming {dep} failed: fake "
+                                           "programming of ")
+
+    served.set_control(program_seconds=3)
+    try:
+        out = acceld(*program, "--wait", "0.3", url=served.url)
+    finally:
+        served.set_control()
+    assert out.returncode == 3
+    assert json.loads(out.stdout)["state"] in ("queued", "running")
+    assert _one_error_line(out).endswith("after 0.3s (--wait)")
+
+
+def test_failures_of_multi_host_operations_exit_1(served):
+    out = acceld("install-driver", "no-such-driver", url=served.url)
+    assert out.returncode == 1
+    assert "no-such-driver" in out.stdout and "False" in out.stdout
+    assert _one_error_line(out) == ("ERROR: install of driver no-such-driver failed on 1 of "
+                                    "1 host(s): console-host")
+    out = acceld("discover-services", "--host", "no-such-host", url=served.url)
+    assert out.returncode == 1
+    assert _one_error_line(out) == "ERROR: no agent answered on: no-such-host"
+    out = acceld("discover-services", url=served.url)
+    assert out.returncode == 0, out.stderr
