@@ -1,35 +1,54 @@
-"""Build the WSGI pipeline: [proxy headers] -> :class:`Front` (request id, the app's
-state, authentication) -> router."""
+"""Build the WSGI pipeline: [proxy headers] -> :class:`Front` (request id, access log,
+request size limits, the app's state, authentication) -> router."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+import webob
 from oslo_config import cfg
 from oslo_middleware import http_proxy_to_wsgi
 
 from acceld import policies
-from acceld.api import auth, request_id, router, util
+from acceld.api import auth, errors, microversion, request_id, router, util
 from acceld.db.api import Database
 from acceld.rpc import ConductorClient
+
+ACCESS_LOG = logging.getLogger("acceld.api.access")
 
 
 class Front:
     """The head of the pipeline, in one call: a request id for every request
-    (``request_id``), the app's state in the environ, then the public routes (version
-    discovery) to the router as they are, and every other request through
-    authentication: noauth's conventions here, or keystonemiddleware's ``auth_token`` (a
-    WSGI app of its own, whose own answers get the request id header on the way out).
-    These were four nested middlewares; each cost a call and a frame on every request.
+    (``request_id``), one access-log line per request (:class:`_Access`), the limits on
+    the request target (414) and the header fields (431) with the one JSON error body,
+    the app's state in the environ, then the public routes (version discovery) to the
+    router as they are, and every other request through authentication: noauth's
+    conventions here, or keystonemiddleware's ``auth_token`` (a WSGI app of its own, whose
+    own answers get the request id header on the way out). These were nested
+    middlewares; each cost a call and a frame on every request.
     """
 
     def __init__(self, app: auth.WSGIApp, state: util.AppState,
                  keystone: auth.WSGIApp | None) -> None:
         self._app, self._state, self._keystone = app, state, keystone
+        self._max_uri = state.conf.api.max_uri_length
+        self._max_headers = state.conf.api.max_header_size
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         req_id = request_id.begin(environ)
+        if not ACCESS_LOG.isEnabledFor(logging.INFO):
+            return self._serve(environ, start_response, req_id)
+        access = _Access(environ, start_response, req_id)
+        return access.finish(self._serve(environ, access.start_response, req_id))
+
+    def _serve(self, environ: dict[str, Any], start_response: Callable[..., Any],
+               req_id: str) -> Any:
+        refusal = self._oversized(environ)
+        if refusal is not None:
+            return refusal(environ, request_id.adding_header(start_response, req_id))
         environ["acceld.app"] = self._state
         if auth.is_public(environ):
             return self._app(environ, start_response)
@@ -39,6 +58,106 @@ class Front:
         if refusal is not None:
             return refusal(environ, request_id.adding_header(start_response, req_id))
         return self._app(environ, start_response)
+
+    def _oversized(self, environ: dict[str, Any]) -> Any:
+        """The 414 for a request target longer than ``[api] max_uri_length``, the 431 for
+        header fields larger than ``[api] max_header_size`` in all; None for the rest."""
+        target = environ.get("REQUEST_URI") or environ.get("RAW_URI")
+        length = len(target) if target is not None else (
+            len(environ.get("PATH_INFO", "")) + len(environ.get("QUERY_STRING", "")) + 1)
+        if length > self._max_uri:
+            return errors.render(
+                webob.Request(environ), 414,
+                f"The request target is {length} bytes long; at most {self._max_uri} "
+                "are accepted.", "acceld.uri_too_long")
+        size = sum(len(name) + len(value) - 3 for name, value in environ.items()
+                   if name.startswith("HTTP_") and isinstance(value, str))
+        if size > self._max_headers:
+            return errors.render(
+                webob.Request(environ), 431,
+                f"The request's header fields are {size} bytes in all; at most "
+                f"{self._max_headers} are accepted.", "acceld.headers_too_large")
+        return None
+
+
+_LOGGED_TARGET = 512    # characters of the request target an access-log line shows
+
+
+class _Access:
+    """One access-log line per request, in the OpenStack services' form (nova's and
+    placement's request log), with the request id first::
+
+        [req-...] 127.0.0.1 "GET /v2/devices" status: 200 len: 1234 microversion: 2.0
+        time: 0.0012345
+
+    ``len`` is the body's length (its ``Content-Length``, or the bytes sent when there
+    is none); ``time`` runs from the request's arrival at the app to its last body byte
+    handed to the server. The target is cut at 512 characters and its control
+    characters escaped. The line is written when the app's iterable is done (at once
+    for a list, on ``close()`` for a stream), so it works under any WSGI server.
+    """
+
+    __slots__ = ("environ", "req_id", "started", "status", "length", "_start")
+
+    def __init__(self, environ: dict[str, Any], start_response: Callable[..., Any],
+                 req_id: str) -> None:
+        self.environ, self.req_id, self._start = environ, req_id, start_response
+        self.started = time.perf_counter()
+        self.status = self.length = None
+
+    def start_response(self, status: str, headers: list[tuple[str, str]],
+                       exc_info: Any = None) -> Any:
+        self.status = status
+        for name, value in headers:
+            if len(name) == 14 and name.lower() == "content-length":
+                self.length = value
+        return self._start(status, headers, exc_info)
+
+    def finish(self, body: Iterable[bytes]) -> Iterable[bytes]:
+        if type(body) is list:
+            if self.length is None:
+                self.length = sum(map(len, body))
+            self.log()
+            return body
+        return _Logged(body, self)
+
+    def log(self) -> None:
+        env = self.environ
+        query = env.get("QUERY_STRING")
+        target = env.get("SCRIPT_NAME", "") + env.get("PATH_INFO", "") + (
+            "?" + query if query else "")
+        if len(target) > _LOGGED_TARGET:
+            target = target[:_LOGGED_TARGET] + "..."
+        if not target.isprintable():    # one line per request, whatever the path holds
+            target = target.encode("unicode_escape").decode("ascii")
+        version = env.get(microversion.ENV_KEY)
+        ACCESS_LOG.info(
+            '[%s] %s "%s %s" status: %s len: %s microversion: %s time: %.7f',
+            self.req_id, env.get("REMOTE_ADDR", "-"), env.get("REQUEST_METHOD"), target,
+            self.status[:3] if self.status else "-", self.length or 0,
+            version if version is not None else "-", time.perf_counter() - self.started)
+
+
+class _Logged:
+    """A streamed body that writes its request's access-log line when it is closed."""
+
+    def __init__(self, body: Iterable[bytes], access: _Access) -> None:
+        self._body, self._access, self._sent = body, access, 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self._body:
+            self._sent += len(chunk)
+            yield chunk
+
+    def close(self) -> None:
+        try:
+            close = getattr(self._body, "close", None)
+            if close is not None:
+                close()
+        finally:
+            if self._access.length is None:
+                self._access.length = self._sent
+            self._access.log()
 
 
 def make_app(conf: cfg.ConfigOpts, db: Database, conductor: ConductorClient) -> Any:

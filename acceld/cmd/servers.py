@@ -12,22 +12,60 @@ from acceld import conf as config
 from acceld import rpc
 from acceld.cmd import wiring
 
+DESCRIPTIONS = {
+    "serve": "Run acceld all in one process: the REST API, the conductor and an agent for "
+             "this host, on the embedded SQLite database under state_path (or "
+             "[database] connection) and the in-process bus. Runs until SIGTERM/SIGINT.",
+    "api": "Run the REST API server alone; it reaches the conductor over [DEFAULT] "
+           "transport_url (RabbitMQ) and reads the database of [database] connection. "
+           "Runs until SIGTERM/SIGINT.",
+    "conductor": "Run the conductor: it owns the inventory and the device life cycle, "
+                 "answers the API and the agents over [DEFAULT] transport_url and "
+                 "publishes to Placement when [placement] is configured.",
+    "agent": "Run the agent of this host ([DEFAULT] host): it discovers devices through "
+             "the drivers of [agent] enabled_drivers and reports them to the conductor "
+             "over [DEFAULT] transport_url.",
+    "db": "Manage the database schema of [database] connection (the embedded SQLite "
+          "database under state_path when unset): `upgrade` applies every pending "
+          "migration, `version` prints the schema version; both print it.",
+}
+DB_ACTIONS = ("upgrade", "version")
+
+# `--host`/`--port` of the servers that listen; [api] host_ip/port when not given
+LISTEN_OPTS = [
+    cfg.HostAddressOpt("host", dest="listen_host", metavar="ADDRESS",
+                       help="Address the API listens on (overrides [api] host_ip)."),
+    cfg.PortOpt("port", dest="listen_port", help="Port the API listens on (overrides "
+                "[api] port)."),
+]
+
 
 def run(command: str, rest: list[str]) -> int:
     if command == "db":
         return _db(rest)
-    conf = config.load(rest)
+    listens = command in ("serve", "api")
+    conf = config.load(rest, command=command, description=DESCRIPTIONS[command],
+                       cli_opts=LISTEN_OPTS if listens else None)
+    if listens:
+        if conf.listen_host is not None:
+            conf.set_override("host_ip", conf.listen_host, group="api")
+        if conf.listen_port is not None:
+            conf.set_override("port", conf.listen_port, group="api")
     wiring.setup_logging(conf)
     return {"serve": serve, "api": api, "conductor": conductor, "agent": agent}[command](conf)
 
 
 def _db(rest: list[str]) -> int:
-    if not rest or rest[0] not in ("upgrade", "version"):
-        print("usage: acceld db upgrade|version [--config-file F]", file=sys.stderr)
+    action = rest[0] if rest and rest[0] in DB_ACTIONS else None
+    conf = config.load(rest[1:] if action else rest,
+                       command="db {" + ",".join(DB_ACTIONS) + "}",
+                       description=DESCRIPTIONS["db"])
+    if action is None:       # (--help has exited already)
+        print(f"usage: acceld db {{{','.join(DB_ACTIONS)}}} [options]; see acceld db --help",
+              file=sys.stderr)
         return 2
-    conf = config.load(rest[1:])
     db = wiring.database(conf)
-    if rest[0] == "upgrade":
+    if action == "upgrade":
         wiring.migrate(db)
     print(wiring.migration.version(db) or "empty")
     return 0
@@ -35,14 +73,14 @@ def _db(rest: list[str]) -> int:
 
 def serve(conf: cfg.ConfigOpts) -> int:
     """All in one process on the embedded default."""
-    db = wiring.database(conf)
+    db = wiring.database(conf, api=True, services=True)
     wiring.migrate(db)
     transport = rpc.LocalTransport()
     cond, cond_server = wiring.start_conductor(conf, db, transport)
     agent_mgr, agent_server = wiring.start_agent(conf, transport)
-    httpd = wiring.make_http_server(conf, wiring.api_app(conf, db, transport))
+    httpd = wiring.HttpServer(conf, wiring.api_app(conf, db, transport))
     wiring.LOG.info("acceld serve listening on http://%s:%d (database %s)",
-                    conf.api.host_ip, conf.api.port, db.url)
+                    conf.api.host_ip, httpd.port, db.url)
     return _run_http(httpd, [agent_mgr.stop, agent_server.stop, cond_server.stop, cond.stop,
                              transport.close])
 
@@ -57,9 +95,11 @@ def _until_signal(stops: list[Callable[[], object]]) -> int:
     return 0
 
 
-def _run_http(httpd: object, stops: list[Callable[[], object]]) -> int:
-    threading.Thread(target=httpd.serve_forever, name="http", daemon=True).start()
-    return _until_signal([httpd.shutdown, *stops])
+def _run_http(httpd: wiring.HttpServer, stops: list[Callable[[], object]]) -> int:
+    """Serve until a signal; then the graceful stop of the HTTP server (requests in
+    flight finish, and may still reach the conductor) before ``stops``."""
+    httpd.start()
+    return _until_signal([httpd.stop, *stops])
 
 
 def _require_bus(conf: cfg.ConfigOpts, what: str) -> None:
@@ -70,16 +110,16 @@ def _require_bus(conf: cfg.ConfigOpts, what: str) -> None:
 
 def api(conf: cfg.ConfigOpts) -> int:
     _require_bus(conf, "api")
-    db = wiring.database(conf)
+    db = wiring.database(conf, api=True)
     transport = rpc.make_transport(conf)
-    httpd = wiring.make_http_server(conf, wiring.api_app(conf, db, transport))
-    wiring.LOG.info("acceld api listening on http://%s:%d", conf.api.host_ip, conf.api.port)
+    httpd = wiring.HttpServer(conf, wiring.api_app(conf, db, transport))
+    wiring.LOG.info("acceld api listening on http://%s:%d", conf.api.host_ip, httpd.port)
     return _run_http(httpd, [transport.close])
 
 
 def conductor(conf: cfg.ConfigOpts) -> int:
     _require_bus(conf, "conductor")
-    db = wiring.database(conf)
+    db = wiring.database(conf, services=True)
     transport = rpc.make_transport(conf)
     manager, server = wiring.start_conductor(conf, db, transport)
     wiring.LOG.info("acceld conductor %s running", conf.host)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
+import resource
 import signal
-import socketserver
 import threading
+import time
 from typing import Any
-from wsgiref import simple_server
 
+import waitress
 from oslo_config import cfg
 
 from acceld import rpc
@@ -33,9 +34,24 @@ def setup_logging(conf: cfg.ConfigOpts) -> None:
     logging.getLogger("amqp").setLevel(logging.WARNING)
 
 
-def database(conf: cfg.ConfigOpts) -> Database:
+# Pooled connections kept for the conductor's and the agent's own work (RPC calls,
+# heartbeats, reports, periodic syncs) beside one per API worker thread: API load can
+# then never take them all.
+SERVICE_CONNECTIONS = 8
+
+
+def database(conf: cfg.ConfigOpts, *, api: bool = False, services: bool = False) -> Database:
+    """The database of ``[database] connection`` (the embedded SQLite one by default),
+    its connection pool sized for what runs in this process: one connection per API
+    worker thread when it serves the API (a request holds at most one at a time, so the
+    API's load queues on its threads, never on the pool) plus
+    :data:`SERVICE_CONNECTIONS` when the conductor runs here. The overflow allows as
+    many again for bursts; a thread waits up to a minute for one."""
     url = conf.database.connection or default_sqlite_url(conf.state_path)
-    return Database(url)
+    size = (conf.api.workers if api else 0) + (SERVICE_CONNECTIONS if services else 0)
+    if not size:
+        return Database(url)
+    return Database(url, max_pool_size=size, max_overflow=size, pool_timeout=60)
 
 
 def placement_syncer(conf: cfg.ConfigOpts, db: Database) -> PlacementSyncer | None:
@@ -78,29 +94,80 @@ def start_agent(conf: cfg.ConfigOpts, transport: rpc.Transport,
     return manager, server
 
 
-class _ThreadingServer(socketserver.ThreadingMixIn, simple_server.WSGIServer):
-    daemon_threads = True
-    allow_reuse_address = True
+class HttpServer:
+    """The API's HTTP server: waitress (chosen by measurement, see docs/deployment.md).
+
+    One I/O thread reads each request whole (slow clients hold no worker) and keeps the
+    idle keep-alive connections; ``[api] workers`` threads run the app. The server's own
+    hard limits on headers and body sit above the app's ([api] max_header_size,
+    max_request_body_size, max_uri_length, enforced in ``deploy.Front`` with the JSON
+    error body), so a client normally meets the app's limits and JSON errors.
+    :meth:`stop` is the graceful stop of SIGTERM.
+    """
+
+    def __init__(self, conf: cfg.ConfigOpts, app: Any) -> None:
+        api = conf.api
+        self.grace = api.shutdown_timeout
+        _fit_open_files(api.connection_limit + 256)   # connections, the database, logs
+        self._server = waitress.create_server(
+            app, host=api.host_ip, port=api.port, threads=api.workers,
+            backlog=api.backlog, connection_limit=api.connection_limit,
+            channel_timeout=api.client_timeout,
+            max_request_header_size=server_header_cap(conf),
+            max_request_body_size=SERVER_BODY_CAP_FACTOR * api.max_request_body_size,
+            asyncore_use_poll=True,      # select() stops at 1024 descriptors
+            ident="acceld", clear_untrusted_proxy_headers=False,
+            expose_tracebacks=False)
+        self._thread = threading.Thread(target=self._server.run, name="http", daemon=True)
+
+    @property
+    def port(self) -> int:
+        """The port listened on (the one asked for, or the kernel's for port 0)."""
+        return int(self._server.effective_port)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop accepting, let every request already begun (being received, queued or
+        running) finish and its answer be sent, for at most ``[api] shutdown_timeout``
+        seconds, closing each keep-alive connection once it is idle; then stop the
+        workers and close what is left. Waitress has no drain of its own: this reads its
+        server's ``active_channels`` and each channel's ``request``/``requests`` and sets
+        ``will_close``, as its own idle-connection sweep (``maintenance``) does."""
+        server = self._server
+        server.accepting = False              # the loop no longer polls the listener
+        deadline = time.monotonic() + self.grace
+        while server.active_channels and time.monotonic() < deadline:
+            for channel in list(server.active_channels.values()):
+                # idle: no request being received, none received and unanswered
+                if not channel.requests and channel.request is None:
+                    channel.will_close = True
+            server.pull_trigger()             # wake the loop to close them
+            time.sleep(0.05)
+        server.task_dispatcher.shutdown(cancel_pending=True, timeout=1)
+        server.close()
+        self._thread.join(5)
 
 
-class _QuietHandler(simple_server.WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
-        LOG.debug("%s %s", self.address_string(), format % args)
-
-    def get_environ(self) -> dict[str, Any]:
-        """wsgiref's environ, without the ``text/plain`` it invents for a request that
-        named no Content-Type (other servers leave CONTENT_TYPE out, and the API answers
-        a missing type differently from a wrong one)."""
-        environ = super().get_environ()
-        if self.headers.get("Content-Type") is None:
-            environ.pop("CONTENT_TYPE", None)
-        return environ
+def _fit_open_files(wanted: int) -> None:
+    """Raise the soft limit on open files to ``wanted`` when it is lower and the hard
+    limit allows (systemd's default soft limit is 1024)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        if target > soft:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
-def make_http_server(conf: cfg.ConfigOpts, app: Any) -> simple_server.WSGIServer:
-    return simple_server.make_server(conf.api.host_ip, conf.api.port, app,
-                                     server_class=_ThreadingServer,
-                                     handler_class=_QuietHandler)
+# The server's own caps, above the app's limits (its errors are plain text): a request
+# line and headers of up to twice the app's limits, a body of up to this many times
+# [api] max_request_body_size (buffered by the server, then refused by the app).
+SERVER_BODY_CAP_FACTOR = 4
+
+
+def server_header_cap(conf: cfg.ConfigOpts) -> int:
+    return 2 * (conf.api.max_header_size + conf.api.max_uri_length)
 
 
 def api_app(conf: cfg.ConfigOpts, db: Database, transport: rpc.Transport) -> Any:

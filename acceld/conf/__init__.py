@@ -67,18 +67,27 @@ def _register_messaging_internals(conf: cfg.ConfigOpts) -> None:
 
 
 def load(args: list[str] | None = None, *, config_files: list[str] | None = None,
-         overrides: dict[str, dict[str, object]] | None = None) -> cfg.ConfigOpts:
+         overrides: dict[str, dict[str, object]] | None = None,
+         command: str | None = None, description: str | None = None,
+         cli_opts: list[cfg.Opt] | None = None) -> cfg.ConfigOpts:
     """Build and parse a fresh ConfigOpts.
 
     ``config_files`` defaults to ``/etc/acceld/acceld.conf`` when that file exists.
     ``overrides`` maps group name (``DEFAULT`` for the default group) to option values;
-    tests and ``acceld serve`` use it instead of writing files.
+    tests and ``acceld serve`` use it instead of writing files. ``command`` (``serve``,
+    ``api``, ...), ``description`` and ``cli_opts`` make the command line of one
+    sub-command: its ``--help`` names it and says what it does, and its own options come
+    before the common ones.
     """
     conf = register_all(cfg.ConfigOpts())
+    if cli_opts:
+        conf.register_cli_opts(cli_opts)
     if config_files is None:
         config_files = [DEFAULT_CONFIG_FILE] if os.path.exists(DEFAULT_CONFIG_FILE) else []
-    conf(args or [], project="acceld", default_config_files=config_files,
-         validate_default_values=True)
+    prog = f"acceld {command}" if command else None
+    conf(args or [], project="acceld", prog=prog, description=description,
+         usage="%(prog)s [options]" if command else None,
+         default_config_files=config_files, validate_default_values=True)
     overrides = overrides or {}
     for module in (placement, nova, glance):
         group = getattr(conf, module.GROUP)

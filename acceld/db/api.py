@@ -55,21 +55,29 @@ def _install_sqlite_hooks(engine: sqlalchemy.engine.Engine) -> None:
         return statement, parameters
 
 
-def _pool_sqlite_connections(engine: sqlalchemy.engine.Engine) -> None:
+_POOL_OPTIONS = ("max_pool_size", "max_overflow", "pool_timeout")
+
+
+def _pool_sqlite_connections(engine: sqlalchemy.engine.Engine,
+                             options: dict[str, Any]) -> None:
     """Keep file-database connections open between transactions.
 
     oslo.db puts SQLite file databases on a NullPool, so every transaction opened a new
     connection and ran the connect pragmas again: that was half the cost of a small read.
     A QueuePool keeps them (one thread at a time per connection; the pool hands them
-    between threads, which pysqlite allows once ``check_same_thread`` is off). The
-    connect listeners (pragmas, foreign keys) move over with the pool's dispatch.
+    between threads, which pysqlite allows once ``check_same_thread`` is off), sized by
+    the engine options the other backends' pools take (``max_pool_size``,
+    ``max_overflow``, ``pool_timeout``). The connect listeners (pragmas, foreign keys)
+    move over with the pool's dispatch.
     """
     old = engine.pool
     if not isinstance(old, sqlalchemy.pool.NullPool) or engine.url.database in (
             None, "", ":memory:"):
         return
     engine.pool = sqlalchemy.pool.QueuePool(
-        old._creator, pool_size=8, max_overflow=32, timeout=30,
+        old._creator, pool_size=options.get("max_pool_size") or 8,
+        max_overflow=options.get("max_overflow", 32),
+        timeout=options.get("pool_timeout") or 30,
         _dispatch=old.dispatch, dialect=old._dialect,
         reset_on_return=old._reset_on_return)
     old.dispose()
@@ -208,7 +216,11 @@ class Database:
         # thread_checkin: oslo.db's eventlet-era time.sleep(0) on every connection checkin
         # (acceld runs on native threads; it cost ~0.1 ms per transaction).
         engine_options.setdefault("thread_checkin", False)
-        self._ctx.configure(connection=connection, sqlite_fk=True, **engine_options)
+        # a SQLite file's pool is acceld's own (_pool_sqlite_connections): oslo.db puts
+        # SQLite on a NullPool, which takes no sizes
+        self._ctx.configure(connection=connection, sqlite_fk=True, **(
+            {k: v for k, v in engine_options.items() if k not in _POOL_OPTIONS}
+            if _is_sqlite(connection) else engine_options))
         self._engine: sqlalchemy.engine.Engine | None = None
         self._generations: generations.Reader | None = None
         self._autocommit: sqlalchemy.engine.Engine | None = None
@@ -226,7 +238,7 @@ class Database:
                     _ping_idle_connections_only(engine)
                     if _is_sqlite(self.url):
                         _install_sqlite_hooks(engine)
-                        _pool_sqlite_connections(engine)
+                        _pool_sqlite_connections(engine, self._engine_options)
                     elif engine.dialect.name in _MYSQL_DIALECTS:
                         _skip_needless_rollbacks(engine)
                     generations.install(engine)

@@ -282,3 +282,12 @@ class Generation(Base):
 
 INVENTORY_TABLES = ("devices", "controlpath_ids", "deployables", "attributes",
                     "attach_handles", "driver_states")
+
+# MySQL and MariaDB: every table in utf8mb4 (4-byte UTF-8: any Unicode character) with a
+# binary collation, so text is stored and compared exactly as on PostgreSQL and SQLite
+# (migration 0009 converts the tables of an existing database; the connection is utf8mb4
+# too, acceld.db.api). The largest index, devices (hostname, driver_name, identity), is
+# 574 characters: 2296 bytes, within InnoDB's 3072.
+MYSQL_CHARSET, MYSQL_COLLATION = "utf8mb4", "utf8mb4_bin"
+for _table in Base.metadata.tables.values():
+    _table.dialect_kwargs.update(mysql_charset=MYSQL_CHARSET, mysql_collate=MYSQL_COLLATION)

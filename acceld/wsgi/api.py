@@ -16,7 +16,7 @@ def init_application() -> object:
     path = os.environ.get("ACCELD_CONFIG_FILE", config.DEFAULT_CONFIG_FILE)
     conf = config.load([], config_files=[path] if os.path.exists(path) else [])
     wiring.setup_logging(conf)
-    return wiring.api_app(conf, wiring.database(conf), rpc.make_transport(conf))
+    return wiring.api_app(conf, wiring.database(conf, api=True), rpc.make_transport(conf))
 
 
 application = init_application() if os.environ.get("ACCELD_WSGI_AUTOLOAD", "1") == "1" \

@@ -143,3 +143,45 @@ def test_capabilities_become_varchar_and_keep_their_rows(empty_db):
         s.execute(text(
             "INSERT INTO driver_states (host, name, version, state, device_count, "
             "created_at) VALUES ('h1', 'fake', '1.0', 'installed', 0, CURRENT_TIMESTAMP)"))
+
+
+def test_tables_become_utf8mb4_with_a_binary_collation_and_keep_their_rows(empty_db,
+                                                                           backend):
+    # 0009 converts the tables of a MariaDB/MySQL database made in 3-byte utf8 with a
+    # case-insensitive collation (where an emoji failed the statement, and names that
+    # differ in case collided); elsewhere it has nothing to do.
+    mysql = backend == "mysql"
+    if mysql:
+        with empty_db.engine.begin() as conn:
+            conn.exec_driver_sql("ALTER DATABASE CHARACTER SET utf8mb3 "
+                                 "COLLATE utf8mb3_general_ci")
+    migration.upgrade(empty_db, "0008")
+    insert = text("INSERT INTO device_profiles (uuid, name, profile_json, description, "
+                  "created_at) VALUES (:uuid, :name, '{}', :description, "
+                  "CURRENT_TIMESTAMP)")
+    with empty_db.writer() as s:
+        s.execute(insert, {"uuid": "11111111-1111-1111-1111-111111111111", "name": "Cafe",
+                           "description": "\u00e9t\u00e9"})
+    if mysql:       # what failed before
+        with pytest.raises(db_exc.DBError), empty_db.writer() as s:
+            s.execute(insert, {"uuid": "22222222-2222-2222-2222-222222222222",
+                               "name": "p2", "description": "\U0001F680"})
+    migration.upgrade(empty_db)
+    with empty_db.writer() as s:
+        s.execute(insert, {"uuid": "22222222-2222-2222-2222-222222222222", "name": "cafe",
+                           "description": "\U0001F680"})
+    with empty_db.reader() as s:
+        assert s.execute(text("SELECT name, description FROM device_profiles ORDER BY id")
+                         ).all() == [("Cafe", "\u00e9t\u00e9"), ("cafe", "\U0001F680")]
+    if mysql:
+        with empty_db.reader() as s:
+            tables = dict(s.execute(text(
+                "SELECT TABLE_NAME, TABLE_COLLATION FROM information_schema.TABLES "
+                "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME != 'alembic_version'")).all())
+            columns = set(s.execute(text(
+                "SELECT CHARACTER_SET_NAME, COLLATION_NAME FROM information_schema.COLUMNS "
+                "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME != 'alembic_version' "
+                "AND CHARACTER_SET_NAME IS NOT NULL")).all())
+        assert set(tables) == set(m.Base.metadata.tables)
+        assert set(tables.values()) == {m.MYSQL_COLLATION}
+        assert columns == {(m.MYSQL_CHARSET, m.MYSQL_COLLATION)}
