@@ -34,6 +34,19 @@ def _is_sqlite(url: str) -> bool:
     return url.startswith("sqlite")
 
 
+def _utf8mb4(url: str) -> str:
+    """A MySQL or MariaDB URL with ``charset=utf8mb4`` (whatever charset it names):
+    oslo.db connects with ``utf8``, 3-byte UTF-8, when the URL names none, and a
+    character outside the BMP (an emoji) then fails the statement. The tables are
+    utf8mb4 too (migration 0009). Any other URL is returned unchanged."""
+    parsed = sqlalchemy.engine.make_url(url)
+    if parsed.get_backend_name() not in _MYSQL_DIALECTS or \
+            parsed.query.get("charset") == "utf8mb4":
+        return url
+    return parsed.update_query_dict({"charset": "utf8mb4"}).render_as_string(
+        hide_password=False)
+
+
 def _install_sqlite_hooks(engine: sqlalchemy.engine.Engine) -> None:
     # oslo.db turns pysqlite's implicit BEGIN off and emits its own plain "BEGIN"; writers
     # need "BEGIN IMMEDIATE". Rewriting the statement does not depend on listener order
@@ -204,6 +217,7 @@ class Database:
     """One database: a private enginefacade context plus transaction helpers."""
 
     def __init__(self, connection: str, **engine_options: object) -> None:
+        connection = _utf8mb4(connection)
         self.url = connection
         # an in-memory SQLite database: every new connection is a database of its own
         self._in_memory = False

@@ -270,11 +270,11 @@ def three_process_groups(tmp: Path, *, host: str, db_url: str, transport_url: st
     return groups
 
 
-def serve_groups(tmp: Path, *, host: str, port: int,
-                 device_count: int = 4) -> dict[str, dict[str, Any]]:
+def serve_groups(tmp: Path, *, host: str, port: int, device_count: int = 4,
+                 db_url: str | None = None) -> dict[str, dict[str, Any]]:
     state = tmp / "state-serve"
     state.mkdir(exist_ok=True)
-    return {
+    groups: dict[str, dict[str, Any]] = {
         "DEFAULT": {"host": host, "state_path": state, "rpc_timeout": 5},
         "api": {"host_ip": "127.0.0.1", "port": port},
         "agent": {"report_interval": 1.0, "retry_interval": 0.5},
@@ -282,6 +282,9 @@ def serve_groups(tmp: Path, *, host: str, port: int,
         "fake_driver": {"device_count": device_count,
                         "control_file": tmp / "fake-control-serve.json"},
     }
+    if db_url is not None:
+        groups["database"] = {"connection": db_url}
+    return groups
 
 
 def start_three_process(procs: Processes, *, db_url: str, transport_url: str, host: str,
@@ -305,11 +308,12 @@ def start_three_process(procs: Processes, *, db_url: str, transport_url: str, ho
 
 
 def start_serve(procs: Processes, *, host: str, device_count: int = 4,
-                wait: bool = True) -> Deployment:
-    """``acceld serve``: everything in one process on SQLite in a temporary state_path
-    (``wait=False``: call ``wait_api()`` later, to start other processes meanwhile)."""
+                wait: bool = True, db_url: str | None = None) -> Deployment:
+    """``acceld serve``: everything in one process, on SQLite in a temporary state_path
+    unless ``db_url`` names a database (``wait=False``: call ``wait_api()`` later, to
+    start other processes meanwhile)."""
     groups = serve_groups(procs.workdir, host=host, port=free_port(),
-                          device_count=device_count)
+                          device_count=device_count, db_url=db_url)
     dep = Deployment(procs, "serve", groups, groups["api"]["port"])
     write_control(dep.control_file, device_count=device_count)
     dep.start("serve")
