@@ -12,38 +12,53 @@ list query and its JSON encoding. Bounded; a changed generation replaces the ent
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 
 # environ key: (view, generation) of a body served from ListCache
 ENV_GENERATION = "acceld.generation"
+# the longest body either store keeps: small lists are kept, long ones are read again
+MAX_BODY = 4 * 1024 * 1024
 # view, generation, the policy rules the handler checked, status line, headers, body
 Answer = tuple[str, int, tuple[str, ...], str, list[tuple[str, str]], bytes]
 
 
 class ListCache:
+    """Bodies by key, each filed under a generation (see the module's doc). Bounded in
+    entries and bytes; a body over :data:`MAX_BODY` (a long page) is never filed, and a
+    streamed list (``acceld.api.listing``) has no body to file."""
+
     MAX_ENTRIES = 256
+    MAX_BYTES = 64 * 1024 * 1024
 
     def __init__(self) -> None:
         self._entries: dict[Hashable, tuple[int, bytes]] = {}
+        self._bytes = 0
         self._lock = threading.Lock()
 
-    def body(self, key: Hashable, generation: int | None,
-             render: Callable[[], bytes]) -> bytes:
-        """The body for ``key`` at ``generation``: stored, or ``render()``-ed and stored
-        (``generation`` None: rendered every time)."""
+    def get(self, key: Hashable, generation: int | None) -> bytes | None:
+        """The body filed for ``key`` at ``generation``, or None."""
         if generation is None:
-            return render()
+            return None
         entry = self._entries.get(key)
-        if entry is not None and entry[0] == generation:
-            return entry[1]
-        body = render()
+        return entry[1] if entry is not None and entry[0] == generation else None
+
+    def put(self, key: Hashable, generation: int | None, body: bytes) -> None:
+        """Files ``body`` for ``key`` at ``generation`` (None: nothing is filed) unless one
+        of a newer generation is there."""
+        if generation is None or len(body) > MAX_BODY:
+            return
         with self._lock:
-            if len(self._entries) >= self.MAX_ENTRIES and key not in self._entries:
-                self._entries.clear()      # many distinct filters: start over, stay small
             current = self._entries.get(key)
-            if current is None or current[0] <= generation:
-                self._entries[key] = (generation, body)
-        return body
+            if current is not None and current[0] > generation:
+                return
+            if current is not None:
+                self._bytes -= len(current[1])
+            elif (len(self._entries) >= self.MAX_ENTRIES
+                  or self._bytes + len(body) > self.MAX_BYTES):
+                self._entries.clear()      # many distinct filters: start over, stay small
+                self._bytes = 0
+            self._entries[key] = (generation, body)
+            self._bytes += len(body)
 
 
 class Replies:
@@ -76,8 +91,11 @@ class Replies:
         return self._entries.get(key)
 
     def put(self, key: Hashable, answer: Answer) -> None:
-        """File ``answer`` unless one of a newer generation of its view is there."""
+        """File ``answer`` unless one of a newer generation of its view is there, or its
+        body is over :data:`MAX_BODY`."""
         size = len(answer[5])
+        if size > MAX_BODY:
+            return
         with self._lock:
             current = self._entries.get(key)
             if current is not None and current[0] == answer[0] and current[1] > answer[1]:

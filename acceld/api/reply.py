@@ -3,13 +3,14 @@
 A :class:`Reply` holds a status, header tuples and the body bytes. It sends what webob's
 Response sent for these answers (a JSON body with its type and length, or no body),
 without webob's header bookkeeping, which cost as much as the rest of a cached list
-read. HEAD gets the headers and no body.
+read. HEAD gets the headers and no body. A long list's body is :class:`Streamed`
+(``acceld.api.listing``): produced while it is sent, with no ``Content-Length``.
 """
 
 from __future__ import annotations
 
 import http
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Iterable
 from typing import Any
 
 import webob.exc
@@ -20,13 +21,31 @@ _REASONS = {status.value: f"{status.value} {status.phrase}" for status in http.H
 _REASONS.update({code: f"{code} {cls.title}" for code, cls in webob.exc.status_map.items()})
 
 
+class Streamed:
+    """A body produced while it is sent: the WSGI iterable of a generator's chunks.
+    ``close()`` (which the server calls when the answer ends, sent whole or not, PEP 3333)
+    closes the generator, so that it reads nothing more."""
+
+    __slots__ = ("_chunks",)
+
+    def __init__(self, chunks: Generator[bytes, None, None]) -> None:
+        self._chunks = chunks
+
+    def __iter__(self) -> Generator[bytes, None, None]:
+        return self._chunks
+
+    def close(self) -> None:
+        self._chunks.close()
+
+
 class Reply:
-    """A finished response: a status, header tuples and the body bytes, as a WSGI app
-    (see the module's doc)."""
+    """A finished response: a status, header tuples and the body (bytes, or
+    :class:`Streamed`), as a WSGI app (see the module's doc)."""
 
     __slots__ = ("status_int", "headerlist", "body")
 
-    def __init__(self, status: int, body: bytes, headerlist: list[tuple[str, str]]) -> None:
+    def __init__(self, status: int, body: bytes | Streamed,
+                 headerlist: list[tuple[str, str]]) -> None:
         self.status_int, self.body, self.headerlist = status, body, headerlist
 
     @property
@@ -35,9 +54,20 @@ class Reply:
         return _REASONS.get(self.status_int, str(self.status_int))
 
     def __call__(self, environ: dict[str, Any],
-                 start_response: Callable[..., Any]) -> list[bytes]:
+                 start_response: Callable[..., Any]) -> Iterable[bytes]:
         start_response(self.status, self.headerlist)
-        return [] if environ.get("REQUEST_METHOD") == "HEAD" else [self.body]
+        return self.iterable(environ)
+
+    def iterable(self, environ: dict[str, Any]) -> Iterable[bytes]:
+        """The WSGI iterable of the body for this request (HEAD: none; a streamed body
+        is closed unread)."""
+        body = self.body
+        if isinstance(body, bytes):
+            return [] if environ.get("REQUEST_METHOD") == "HEAD" else [body]
+        if environ.get("REQUEST_METHOD") == "HEAD":
+            body.close()
+            return []
+        return body
 
 
 def body_response(body: bytes, status: int = 200,
@@ -47,6 +77,11 @@ def body_response(body: bytes, status: int = 200,
     if headers:
         headerlist.extend(headers.items())
     return Reply(status, body, headerlist)
+
+
+def streamed_response(chunks: Generator[bytes, None, None]) -> Reply:
+    """A 200 JSON answer whose body is ``chunks``, sent as they come (no length)."""
+    return Reply(200, Streamed(chunks), [("Content-Type", "application/json")])
 
 
 def empty_response(status: int, headers: dict[str, str] | None = None) -> Reply:

@@ -218,6 +218,8 @@ class Router:
         return None
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        """The answer's WSGI iterable: a list of the body bytes, or a streamed list's
+        body (``reply.Streamed``, with ``close()``), which is never stored."""
         # every answer carries the request id the pipeline's head gave the request
         req_id = environ.get(request_id.ENV_REQUEST_ID)
         tail = [(request_id.HEADER, req_id)] if req_id else []
@@ -244,10 +246,10 @@ class Router:
                 names = microversion.HEADER_NAMES
                 headers = [h for h in headers if h[0].lower() not in names]
             headers = headers + microversion.header_items(environ.get(microversion.ENV_KEY))
-            if key is not None and resp.status_int == 200:
+            if key is not None and resp.status_int == 200 and isinstance(resp.body, bytes):
                 _keep_answer(environ, key, resp.status, headers, resp.body)
         start_response(resp.status, headers + tail)
-        return [] if environ.get("REQUEST_METHOD") == "HEAD" else [resp.body]
+        return resp.iterable(environ)
 
     def _dispatch(self, req: webob.Request) -> Reply:
         # webob's path_info decodes PATH_INFO (latin-1 code points) as UTF-8 on each

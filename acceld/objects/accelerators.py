@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 
 from acceld import exception, states
 from acceld.db import models as m
+from acceld.db import paging
 from acceld.db.api import Database
 from acceld.objects import holders, inventory
 
@@ -83,31 +84,36 @@ def _with_allocations(s: Session, devs: list[m.Device],
 def list_accelerators(db: Database, *, host: str | None = None, state: str | None = None,
                       device_type: str | None = None, instance_uuid: str | None = None,
                       limit: int | None = None, marker: str | None = None,
-                      viewer: str | None = None) -> list[dict[str, Any]]:
-    with db.reader() as s:
-        q = select(m.Device).order_by(m.Device.id)
-        if host is not None:
-            q = q.where(m.Device.hostname == host)
-        if state is not None:
-            q = q.where(m.Device.state == state)
-        if device_type is not None:
-            q = q.where(m.Device.type == device_type)
-        if instance_uuid is not None:  # attached through v1, or held through a v2 ARQ
-            held = holders.holding_arqs(viewer).where(
-                m.ExtendedAcceleratorRequest.instance_uuid == instance_uuid).subquery()
-            attached = and_(m.Device.attach_type == "instance",
-                            m.Device.attached_to == instance_uuid)
-            if viewer is not None:
-                attached = and_(attached, m.Device.attached_project_id == viewer)
-            q = q.where(or_(attached, m.Device.id.in_(select(held.c.device_id))))
-        if marker is not None:
-            marker_id = s.execute(select(m.Device.id).where(m.Device.uuid == marker)).scalar()
-            if marker_id is None:
-                raise exception.InvalidInput(f"marker {marker} is not an accelerator")
-            q = q.where(m.Device.id > marker_id)
-        if limit is not None:
-            q = q.limit(limit)
-        return _with_allocations(s, list(s.execute(q).scalars()), viewer)
+                      viewer: str | None = None) -> paging.Listing:
+    """Accelerators with exact-match filters, in id order (``acceld.db.paging``); a page
+    of ``limit`` after ``marker``. Each batch is one read transaction."""
+    q = select(m.Device).order_by(m.Device.id)
+    if host is not None:
+        q = q.where(m.Device.hostname == host)
+    if state is not None:
+        q = q.where(m.Device.state == state)
+    if device_type is not None:
+        q = q.where(m.Device.type == device_type)
+    if instance_uuid is not None:  # attached through v1, or held through a v2 ARQ
+        held = holders.holding_arqs(viewer).where(
+            m.ExtendedAcceleratorRequest.instance_uuid == instance_uuid).subquery()
+        attached = and_(m.Device.attach_type == "instance",
+                        m.Device.attached_to == instance_uuid)
+        if viewer is not None:
+            attached = and_(attached, m.Device.attached_project_id == viewer)
+        q = q.where(or_(attached, m.Device.id.in_(select(held.c.device_id))))
+    q = paging.keyset(q, m.Device.id)
+
+    def read(after: int, n: int) -> tuple[list[dict[str, Any]], int | None]:
+        with db.reader() as s:
+            rows = s.execute(q, {"after": after, "n": n}).all()
+            return _with_allocations(s, [r[0] for r in rows], viewer), paging.last_id(rows)
+
+    after = 0
+    if marker is not None:
+        with db.reader() as s:
+            after = paging.marker_id(s, m.Device.__table__, marker, "an accelerator")
+    return paging.Listing(read, after=after, limit=limit)
 
 
 def _get(s: Session, uuid: str, *, lock: bool = False) -> m.Device:

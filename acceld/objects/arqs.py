@@ -59,6 +59,7 @@ from sqlalchemy import (
 from acceld import exception, reports, uuids
 from acceld import states as st
 from acceld.db import models as m
+from acceld.db import paging
 from acceld.db.api import Database
 from acceld.objects import hostwork
 
@@ -91,14 +92,16 @@ def units_per_group(groups: list[dict[str, str]]) -> list[int]:
             for g in groups]
 
 
-def resolved(arqs: list[dict[str, Any]], by_instance: bool) -> list[dict[str, Any]]:
-    """``bind_state=resolved`` (contract 1.4): the resolved ARQs; for one instance, all of
-    them or NotResolved (423) when any is still being bound."""
-    done = [a for a in arqs if a["state"] in st.ARQ_RESOLVED]
-    if by_instance and len(done) != len(arqs):
-        raise exception.NotResolved("Some accelerator requests of the instance are not "
-                                    "resolved yet.")
-    return done
+def require_resolved(arqs: list[dict[str, Any]]) -> None:
+    """``bind_state=resolved`` for one instance (contract 1.4): NotResolved (423) when any
+    of its ARQs is still being bound."""
+    if any(a["state"] not in st.ARQ_RESOLVED for a in arqs):
+        raise _not_resolved()
+
+
+def _not_resolved() -> exception.NotResolved:
+    return exception.NotResolved("Some accelerator requests of the instance are not "
+                                 "resolved yet.")
 
 
 def _to_dict(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -153,8 +156,16 @@ _ROWS = (select(_arq.c.uuid, _arq.c.state, _arq.c.device_profile_group_id,
                       .outerjoin(_ah, _ah.c.id == _arq.c.attach_handle_id))
          .order_by(_arq.c.id))
 _GET = _scoped(_ROWS.where(_arq.c.uuid == bindparam("arq_uuid")))
-_LIST = _scoped(_ROWS)
-_LIST_INSTANCE = _scoped(_ROWS.where(_arq.c.instance_uuid == bindparam("instance")))
+# One batch of a list (``acceld.db.paging``), by (scoped, one instance, resolved only).
+_PAGE = {(scoped, instance, done): paging.keyset(
+             _ROWS.where(*([_arq.c.project_id == bindparam("scope")] if scoped else []),
+                         *([_arq.c.instance_uuid == bindparam("instance")] if instance
+                           else []),
+                         *([_state_in(st.ARQ_RESOLVED)] if done else [])), _arq.c.id)
+         for scoped in (False, True) for instance in (False, True) for done in (False, True)}
+_UNRESOLVED = _scoped(select(_arq.c.id).where(
+    _arq.c.instance_uuid == bindparam("instance"), ~_state_in(st.ARQ_RESOLVED)).limit(1))
+_MARKER = _scoped(select(_arq.c.id).where(_arq.c.uuid == bindparam("marker")))
 _STATE = _scoped(select(_arq.c.state).where(_arq.c.uuid == bindparam("arq_uuid")))
 _TAKEN = _scoped(select(_arq.c.instance_uuid)
                  .where(_arq.c.instance_uuid.in_(bindparam("instances", expanding=True)))
@@ -332,14 +343,56 @@ def _params(project_id: str | None, **params: Any) -> dict[str, Any]:
 
 # -- reads ------------------------------------------------------------------------------------
 
-def list_arqs(db: Database, *, project_id: str | None,
-              instance_uuid: str | None = None) -> list[dict[str, Any]]:
-    scoped = project_id is not None
-    if instance_uuid is None:
-        rows = db.read(_LIST[scoped], _params(project_id))
-    else:
-        rows = db.read(_LIST_INSTANCE[scoped], _params(project_id, instance=instance_uuid))
-    return [_to_dict(row) for row in rows]
+def page_arqs(db: Database, *, project_id: str | None, instance_uuid: str | None = None,
+              resolved_only: bool = False, after: int = 0,
+              n: int = paging.BATCH) -> tuple[list[dict[str, Any]], int | None]:
+    """One batch of the ARQs the scope sees (``acceld.db.paging``): at most ``n`` whose
+    id is greater than ``after``, in id order, of one instance or all, resolved only or
+    all; and the id of the last. One statement."""
+    params = _params(project_id, after=after, n=n)
+    if instance_uuid is not None:
+        params["instance"] = instance_uuid
+    rows = db.read(_PAGE[project_id is not None, instance_uuid is not None, resolved_only],
+                   params)
+    return [_to_dict(row) for row in rows], paging.last_id(rows)
+
+
+def marker_id(db: Database, uuid: str, *, project_id: str | None) -> int:
+    """The id of the ARQ a page starts after; InvalidInput naming it when the scope sees
+    no such ARQ."""
+    rows = db.read(_MARKER[project_id is not None], _params(project_id, marker=uuid))
+    if not rows:
+        raise exception.InvalidInput(f"marker {uuid} is not an accelerator request "
+                                     "(of this project).")
+    return rows[0]["id"]
+
+
+def list_arqs(db: Database, *, project_id: str | None, instance_uuid: str | None = None,
+            resolved_only: bool = False, limit: int | None = None,
+            marker: str | None = None) -> paging.Listing:
+    """The ARQs the scope sees, of one instance or all (``acceld.db.paging.Listing``);
+    a page of ``limit`` after ``marker``. ``resolved_only`` (``bind_state=resolved``)
+    for one instance is all of its ARQs or NotResolved (423), decided before anything is
+    sent: from the first batch, and where that is not all of the instance's ARQs (more
+    than a batch, or a page) by asking once more whether any of them is unresolved. The
+    later batches read only resolved ones (one unbound while the list is sent is left
+    out)."""
+    after = 0 if marker is None else marker_id(db, marker, project_id=project_id)
+    by_instance = resolved_only and instance_uuid is not None
+
+    def read(done: bool) -> paging.Read:
+        return lambda a, n: page_arqs(db, project_id=project_id, instance_uuid=instance_uuid,
+                                      resolved_only=done, after=a, n=n)
+
+    found = paging.Listing(read(resolved_only and not by_instance), after=after, limit=limit,
+                           rest=read(resolved_only))
+    if by_instance:
+        require_resolved(found.items)
+        if (marker is not None or not found.complete) and db.read(
+                _UNRESOLVED[project_id is not None],
+                _params(project_id, instance=instance_uuid)):
+            raise _not_resolved()
+    return found
 
 
 def _not_found(uuid: str) -> exception.ARQNotFound:

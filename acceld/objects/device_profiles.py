@@ -18,6 +18,7 @@ from sqlalchemy import bindparam, delete, func, insert, select
 
 from acceld import exception, jsoncodec, uuids
 from acceld.db import models as m
+from acceld.db import paging
 from acceld.db.api import Database
 
 KEY_PREFIXES = ("resources:", "trait:", "accel:")
@@ -115,13 +116,29 @@ _BY_UUID = select(*_COLUMNS).where(_DP.c.uuid == bindparam("value"))
 _BY_NAME = select(*_COLUMNS).where(_DP.c.name == bindparam("value"))
 
 
-def list_profiles(db: Database, *, names: list[str] | None = None) -> list[dict[str, Any]]:
-    """In id order, one statement (Database.autocommit)."""
-    with db.autocommit(write=False) as conn:
-        q = select(*_COLUMNS)
-        if names is not None:
-            q = q.where(_DP.c.name.in_(names))
-        return [_to_dict(row) for row in conn.execute(q.order_by(_DP.c.id))]
+_PAGE = {named: paging.keyset(
+              select(*_COLUMNS).where(*([_DP.c.name.in_(bindparam("names", expanding=True))]
+                                        if named else [])).order_by(_DP.c.id), _DP.c.id)
+         for named in (False, True)}
+
+
+def list_profiles(db: Database, *, names: list[str] | None = None, limit: int | None = None,
+                  marker: str | None = None) -> paging.Listing:
+    """In id order (``acceld.db.paging``): each batch one statement (Database.autocommit);
+    a page of ``limit`` after ``marker``, whose lookup is one more."""
+    params: dict[str, Any] = {} if names is None else {"names": names}
+
+    def read(after: int, n: int) -> tuple[list[dict[str, Any]], int | None]:
+        with db.autocommit(write=False) as conn:
+            rows = conn.execute(_PAGE[names is not None],
+                                dict(params, after=after, n=n)).all()
+        return [_to_dict(row) for row in rows], paging.last_id(rows)
+
+    after = 0
+    if marker is not None:
+        with db.autocommit(write=False) as conn:
+            after = paging.marker_id(conn, _DP, marker, "a device profile")
+    return paging.Listing(read, after=after, limit=limit)
 
 
 def get(db: Database, *, uuid: str | None = None, name: str | None = None) -> dict[str, Any]:

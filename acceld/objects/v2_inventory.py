@@ -1,8 +1,9 @@
 """The inventory as the Cyborg v2 API shows it: devices, deployables, attributes.
 
 Only devices an agent reported (``hostname IS NOT NULL``) are v2 devices; a v1 declared
-accelerator is not. Lists are ordered by id and not paged (Cyborg's v2 API has no
-paging). Every public function is one transaction.
+accelerator is not. Lists are ordered by id and read in batches (``acceld.db.paging``):
+each ``listing`` reads its first batch (or page) at once and the rest as it is sent.
+Every other public function is one transaction.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from acceld import exception, states
 from acceld.db import models as m
+from acceld.db import paging
 from acceld.db.api import Database
 from acceld.objects import holders
 
@@ -42,17 +44,33 @@ def _device(dev: Any) -> dict[str, Any]:
 _REPORTED = m.Device.hostname.is_not(None)
 
 
+def _device_query(type: str | None, vendor: str | None, hostname: str | None) -> Any:
+    q = select(*_DEVICE_COLUMNS).where(_REPORTED)
+    for column, value in ((m.Device.type, type), (m.Device.vendor, vendor),
+                          (m.Device.hostname, hostname)):
+        if value is not None:
+            q = q.where(column == value)
+    return paging.keyset(q.order_by(m.Device.id), m.Device.id)
+
+
 def list_devices(db: Database, *, type: str | None = None, vendor: str | None = None,
-                 hostname: str | None = None) -> list[dict[str, Any]]:
-    """Reported devices, with exact-match filters."""
-    with db.rows() as s:
-        # Plain columns on a Core connection, no ORM: lists are the hot read path.
-        q = select(*_DEVICE_COLUMNS).where(_REPORTED)
-        for column, value in ((m.Device.type, type), (m.Device.vendor, vendor),
-                              (m.Device.hostname, hostname)):
-            if value is not None:
-                q = q.where(column == value)
-        return [_device(d) for d in s.execute(q.order_by(m.Device.id))]
+                 hostname: str | None = None, limit: int | None = None,
+                 marker: str | None = None) -> paging.Listing:
+    """Reported devices, with exact-match filters; a page of ``limit`` after ``marker``
+    (a reported device's uuid)."""
+    # Plain columns on a Core connection, no ORM: lists are the hot read path.
+    q = _device_query(type, vendor, hostname)
+
+    def read(after: int, n: int) -> tuple[list[dict[str, Any]], int | None]:
+        with db.rows() as s:
+            rows = s.execute(q, {"after": after, "n": n}).all()
+        return [_device(d) for d in rows], paging.last_id(rows)
+
+    after = 0
+    if marker is not None:
+        with db.rows() as s:
+            after = paging.marker_id(s, m.Device.__table__, marker, "a device", _REPORTED)
+    return paging.Listing(read, after=after, limit=limit)
 
 
 def _one(s: Session, model: Any, uuid: str, label: str, *where: Any) -> Any:
@@ -107,11 +125,24 @@ def _with_attributes(s: Session | Connection, deps: list[Any]) -> list[dict[str,
     return [_deployable(d, attrs[d.id]) for d in deps]
 
 
-def list_deployables(db: Database) -> list[dict[str, Any]]:
-    with db.rows() as s:
-        # rows, not ORM entities (hot read path)
-        deps = list(s.execute(select(m.Deployable.__table__).order_by(m.Deployable.id)))
-        return _with_attributes(s, deps)
+_DEPLOYABLES = paging.keyset(select(m.Deployable.__table__).order_by(m.Deployable.id),
+                             m.Deployable.id)
+
+
+def list_deployables(db: Database, *, limit: int | None = None,
+                     marker: str | None = None) -> paging.Listing:
+    """Deployables with their attributes; a page of ``limit`` after ``marker``."""
+    def read(after: int, n: int) -> tuple[list[dict[str, Any]], int | None]:
+        with db.rows() as s:
+            # rows, not ORM entities (hot read path)
+            deps = s.execute(_DEPLOYABLES, {"after": after, "n": n}).all()
+            return _with_attributes(s, deps), paging.last_id(deps)
+
+    after = 0
+    if marker is not None:
+        with db.rows() as s:
+            after = paging.marker_id(s, m.Deployable.__table__, marker, "a deployable")
+    return paging.Listing(read, after=after, limit=limit)
 
 
 def get_deployable(db: Database, uuid: str) -> dict[str, Any]:
@@ -121,21 +152,38 @@ def get_deployable(db: Database, uuid: str) -> dict[str, Any]:
 
 # -- attributes -------------------------------------------------------------------------------
 
-def _attribute(attr: m.Attribute) -> dict[str, Any]:
+def _attribute(attr: Any) -> dict[str, Any]:
+    """The API view of an attribute (an ORM object or a row of ``_ATTRIBUTE_COLUMNS``)."""
     return {"uuid": attr.uuid, "deployable_id": attr.deployable_id, "key": attr.key,
             "value": attr.value, "created_at": attr.created_at,
             "updated_at": attr.updated_at}
 
 
+_ATTRIBUTE_COLUMNS = (m.Attribute.uuid, m.Attribute.deployable_id, m.Attribute.key,
+                      m.Attribute.value, m.Attribute.created_at, m.Attribute.updated_at)
+
+
 def list_attributes(db: Database, *, deployable_id: int | None = None,
-                    key: str | None = None) -> list[dict[str, Any]]:
-    with db.reader() as s:
-        q = select(m.Attribute)
-        if deployable_id is not None:
-            q = q.where(m.Attribute.deployable_id == deployable_id)
-        if key is not None:
-            q = q.where(m.Attribute.key == key)
-        return [_attribute(a) for a in s.execute(q.order_by(m.Attribute.id)).scalars()]
+                    key: str | None = None, limit: int | None = None,
+                    marker: str | None = None) -> paging.Listing:
+    """Attributes, with exact-match filters; a page of ``limit`` after ``marker``."""
+    q = select(*_ATTRIBUTE_COLUMNS)
+    if deployable_id is not None:
+        q = q.where(m.Attribute.deployable_id == deployable_id)
+    if key is not None:
+        q = q.where(m.Attribute.key == key)
+    q = paging.keyset(q.order_by(m.Attribute.id), m.Attribute.id)
+
+    def read(after: int, n: int) -> tuple[list[dict[str, Any]], int | None]:
+        with db.rows() as s:
+            rows = s.execute(q, {"after": after, "n": n}).all()
+        return [_attribute(a) for a in rows], paging.last_id(rows)
+
+    after = 0
+    if marker is not None:
+        with db.rows() as s:
+            after = paging.marker_id(s, m.Attribute.__table__, marker, "an attribute")
+    return paging.Listing(read, after=after, limit=limit)
 
 
 def get_attribute(db: Database, uuid: str) -> dict[str, Any]:

@@ -225,12 +225,12 @@ def test_list_filters_and_pagination(db, tmp_path):
     assert [a["uuid"] for a in acc.list_accelerators(db, state=states.READY)] == [uuids[2]]
     assert [a["uuid"] for a in acc.list_accelerators(db, instance_uuid="vm-9")] == [
         uuids[2]]
-    assert acc.list_accelerators(db, instance_uuid="vm-0") == []
+    assert list(acc.list_accelerators(db, instance_uuid="vm-0")) == []
     assert acc.list_accelerators(db, host=HOST, state=states.INACTIVE, device_type="NIC"
-                                 )[0]["uuid"] == uuids[3]
+                                 ).items[0]["uuid"] == uuids[3]
     pages, marker = [], None
     while True:
-        page = acc.list_accelerators(db, limit=3, marker=marker)
+        page = acc.list_accelerators(db, limit=3, marker=marker).items
         if not page:
             break
         pages.append([a["uuid"] for a in page])
@@ -240,7 +240,7 @@ def test_list_filters_and_pagination(db, tmp_path):
                                                      limit=1)] == [uuids[2]]
     with pytest.raises(exception.InvalidInput):
         acc.list_accelerators(db, marker=str(uuidlib.uuid4()))
-    assert {h: len(acc.list_accelerators(db, host=h)) for h in (HOST, "node2")} == {
+    assert {h: len(list(acc.list_accelerators(db, host=h))) for h in (HOST, "node2")} == {
         HOST: 4, "node2": 2}
 
 

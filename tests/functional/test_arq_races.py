@@ -89,7 +89,7 @@ def test_a_delete_racing_a_bind_leaks_no_handle(db: Database, rounds: int) -> No
             lambda u=uuid: arqs.delete_by_uuids(db, [u], project_id=PROJECT, service=True))
         assert delete_error is None
         assert bind_error is None or isinstance(bind_error, exception.AccelDError)
-        assert arqs.list_arqs(db, project_id=PROJECT) == []
+        assert list(arqs.list_arqs(db, project_id=PROJECT)) == []
         _assert_no_leak(db)
 
 
@@ -111,7 +111,7 @@ def test_concurrent_life_cycles_never_fail(db: Database) -> None:
 
     errors = _race(*([life_cycle] * 8))
     assert errors == [None] * 8
-    assert arqs.list_arqs(db, project_id=None) == []
+    assert list(arqs.list_arqs(db, project_id=None)) == []
     _assert_no_leak(db)
     with db.reader() as s:
         assert not s.execute(select(m.AttachHandle.id)
@@ -120,7 +120,6 @@ def test_concurrent_life_cycles_never_fail(db: Database) -> None:
 
 def test_resolved_is_all_or_423_for_an_instance() -> None:
     bound, started = {"state": "Bound"}, {"state": "BindStarted"}
-    assert arqs.resolved([bound, started], by_instance=False) == [bound]
-    assert arqs.resolved([bound], by_instance=True) == [bound]
+    arqs.require_resolved([bound])
     with pytest.raises(exception.NotResolved):
-        arqs.resolved([bound, started], by_instance=True)
+        arqs.require_resolved([bound, started])

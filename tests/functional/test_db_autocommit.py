@@ -68,7 +68,7 @@ def test_one_statement_is_its_own_transaction(db: Database) -> None:
     arq = arqs.create(db, "solo", None)[0]            # reads the profile: a transaction
     arq = arqs.create(db, "solo", None)[0]            # the profile known: one statement
     assert arqs.get(db, arq["uuid"], project_id=None)["uuid"] == arq["uuid"]
-    assert len(arqs.list_arqs(db, project_id=None)) == 2
+    assert len(list(arqs.list_arqs(db, project_id=None))) == 2
     arqs.delete_by_uuids(db, [a["uuid"] for a in arqs.list_arqs(db, project_id=None)],
                          project_id=None, service=True)
     device_profiles.delete_by_uuid(db, made["uuid"])

@@ -64,7 +64,7 @@ def test_writes_to_other_tables_and_rolled_back_writes_do_not_bump(db, tmp_path)
 
 def test_status_and_attribute_writes_bump(db, tmp_path):
     inventory.apply_report(db, fake_report(1, tmp_path=tmp_path))
-    device = v2.list_devices(db)[0]["uuid"]
+    device = next(iter(v2.list_devices(db)))["uuid"]
     with db.reader() as s:
         dep_id = s.execute(text("SELECT min(id) FROM deployables")).scalar()
     start = gen(db)
@@ -94,20 +94,27 @@ def test_a_schema_without_the_row_reads_none_and_is_never_cached(db):
         s.execute(text("DELETE FROM generations"))
     assert db.generation(generations.INVENTORY) is None
     assert db.generation(generations.INVENTORY) is None     # and None is not kept
-    cache, calls = listcache.ListCache(), []
-    for _ in range(2):
-        assert cache.body("k", None, lambda: calls.append(1) or b"x") == b"x"
-    assert len(calls) == 2
+    cache = listcache.ListCache()
+    cache.put("k", None, b"x")
+    assert cache.get("k", None) is None
 
 
 def test_the_cache_keeps_the_newest_generation_only():
     cache = listcache.ListCache()
-    assert cache.body("k", 5, lambda: b"five") == b"five"
-    assert cache.body("k", 5, lambda: b"other") == b"five"
-    assert cache.body("k", 6, lambda: b"six") == b"six"
+    cache.put("k", 5, b"five")
+    assert cache.get("k", 5) == b"five"
+    cache.put("k", 6, b"six")
+    assert cache.get("k", 5) is None
+    assert cache.get("k", 6) == b"six"
     # a slow reader that read generation 5 before the write must not put 5 back
-    assert cache.body("k", 5, lambda: b"late five") == b"late five"
-    assert cache.body("k", 6, lambda: b"other") == b"six"
+    cache.put("k", 5, b"late five")
+    assert cache.get("k", 6) == b"six"
+
+
+def test_the_cache_keeps_no_long_body():
+    cache = listcache.ListCache()
+    cache.put("k", 5, b"x" * (listcache.MAX_BODY + 1))
+    assert cache.get("k", 5) is None
 
 
 # -- how long a read is good for -----------------------------------------------------------
@@ -169,7 +176,7 @@ def test_a_write_finished_by_another_process_is_in_the_next_read(db, monkeypatch
     shows it, because the write returned only FRESH_FOR after its commit. Without that
     wait (the control) the reader answers from before the write."""
     inventory.apply_report(db, fake_report(1, tmp_path=tmp_path))
-    device = v2.list_devices(db)[0]["uuid"]
+    device = next(iter(v2.list_devices(db)))["uuid"]
     clock = FakeClock()
     monkeypatch.setattr(generations, "_clock", clock)
     monkeypatch.setattr(generations, "_sleep", clock.sleep)

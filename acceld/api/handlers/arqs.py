@@ -98,13 +98,11 @@ def create_arqs(req: webob.Request) -> util.Reply:
 
 
 def list_arqs(req: webob.Request) -> util.Reply:
-    """GET /v2/accelerator_requests[?instance=<uuid>][&bind_state=resolved] -> 200
-    {"arqs": [...]}; 423 when an instance's ARQs are not all resolved; 400 bad query."""
+    """GET /v2/accelerator_requests[?instance=<uuid>][&bind_state=resolved]
+    [&limit=&marker=] -> 200 {"arqs": [...]} (``acceld.api.listing``); 423 when an
+    instance's ARQs are not all resolved; 400 bad query."""
     util.authorize(req, "cyborg:arq:get_all")
     q = util.query(req, schema.ARQ_LIST_QUERY)
-    instance = util.canonical_uuid(q["instance"]) if "instance" in q else None
-    records = arq_objects.list_arqs(util.state(req).db, project_id=_scope(req),
-                                    instance_uuid=instance)
     limit, marker = listing.page_params(req, q)
     instance = util.canonical_uuid(q["instance"]) if "instance" in q else None
     found = arq_objects.list_arqs(util.state(req).db, project_id=_scope(req),

@@ -12,7 +12,7 @@ from typing import Any
 import webob
 
 from acceld import uuids
-from acceld.api import errors, microversion, util
+from acceld.api import errors, listing, microversion, util
 from acceld.api.handlers.v2_inventory import links
 from acceld.api.schemas import v2 as schema
 from acceld.objects import device_profiles
@@ -29,12 +29,15 @@ def _names(value: str) -> list[str]:
 
 
 def list_profiles(req: webob.Request) -> util.Reply:
-    """GET /v2/device_profiles[?name=a,b] -> 200 {"device_profiles": [...]}."""
+    """GET /v2/device_profiles[?name=a,b][&limit=&marker=] -> 200 {"device_profiles":
+    [...]} (``acceld.api.listing``)."""
     util.authorize(req, "cyborg:device_profile:get_all")
     q = util.query(req, schema.PROFILE_LIST_QUERY)
+    limit, marker = listing.page_params(req, q)
     names = _names(q["name"]) if "name" in q else None
-    records = device_profiles.list_profiles(util.state(req).db, names=names)
-    return util.json_response({"device_profiles": [_present(req, r) for r in records]})
+    found = device_profiles.list_profiles(util.state(req).db, names=names, limit=limit,
+                                          marker=marker)
+    return listing.respond(req, "device_profiles", found, lambda r: _present(req, r))
 
 
 def show_profile(req: webob.Request, name_or_uuid: str) -> util.Reply:

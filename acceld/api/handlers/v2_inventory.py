@@ -11,9 +11,10 @@ from typing import Any
 
 import webob
 
-from acceld.api import listcache, microversion, util
+from acceld.api import listcache, listing, microversion, util
 from acceld.api.schemas import v2 as schema
 from acceld.db import generations
+from acceld.db.paging import Listing
 from acceld.objects import v2_inventory as inventory
 
 STATUS_VERSION = microversion.Version(2, 3)
@@ -29,12 +30,13 @@ def links(req: webob.Request, resource: str, uuid: str,
     return out
 
 
-def _cached_list(req: webob.Request, q: dict[str, str], variant: Any,
-                 render: Callable[[], Any]) -> util.Reply:
-    """A list body from the process's cache while the inventory generation is unchanged
-    (``acceld.api.listcache``), else ``render()``-ed and kept. The key holds everything
-    the bytes depend on besides the rows: the path, the query, ``variant`` (what the
-    microversion changes) and the public URL the links are built from."""
+def _cached_list(req: webob.Request, q: dict[str, str], variant: Any, key_name: str,
+                 found: Callable[[], Listing], present: listing.Present) -> util.Reply:
+    """A list answer (``acceld.api.listing``) whose body, when it is not streamed, is
+    kept in the process's cache while the inventory generation is unchanged
+    (``acceld.api.listcache``). The key holds everything the bytes depend on besides the
+    rows: the path, the query, ``variant`` (what the microversion changes) and the public
+    URL the links are built from."""
     st = util.state(req)
     env = req.environ
     public = st.api.public_endpoint or util.link_inputs(env)
@@ -42,8 +44,13 @@ def _cached_list(req: webob.Request, q: dict[str, str], variant: Any,
     generation = st.db.generation(generations.INVENTORY)
     if generation is not None:      # the router may keep the whole answer (Replies)
         env[listcache.ENV_GENERATION] = (generations.INVENTORY, generation)
-    return util.body_response(st.lists.body(key, generation,
-                                            lambda: util.json_bytes(render())))
+    body = st.lists.get(key, generation)
+    if body is not None:
+        return util.body_response(body)
+    reply = listing.respond(req, key_name, found(), present)
+    if isinstance(reply.body, bytes):
+        st.lists.put(key, generation, reply.body)
+    return reply
 
 
 # -- devices ----------------------------------------------------------------------------------
@@ -56,16 +63,19 @@ def _device(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
 
 
 def list_devices(req: webob.Request) -> util.Reply:
-    """GET /v2/devices[?type=&vendor=&hostname=] -> 200 {"devices": [...]}."""
+    """GET /v2/devices[?type=&vendor=&hostname=][&limit=&marker=] -> 200 {"devices":
+    [...]} (``acceld.api.listing``)."""
     util.authorize(req, "cyborg:device:get_all")
     q = util.query(req, schema.DEVICE_LIST_QUERY)
+    limit, marker = listing.page_params(req, q)
 
-    def render() -> dict[str, Any]:
-        records = inventory.list_devices(util.state(req).db, type=q.get("type"),
-                                         vendor=q.get("vendor"), hostname=q.get("hostname"))
-        return {"devices": [_device(req, r) for r in records]}
+    def found() -> Listing:
+        return inventory.list_devices(util.state(req).db, type=q.get("type"),
+                                      vendor=q.get("vendor"), hostname=q.get("hostname"),
+                                      limit=limit, marker=marker)
 
-    return _cached_list(req, q, microversion.of(req.environ) >= STATUS_VERSION, render)
+    return _cached_list(req, q, microversion.of(req.environ) >= STATUS_VERSION, "devices",
+                        found, lambda r: _device(req, r))
 
 
 def show_device(req: webob.Request, uuid: str) -> util.Reply:
@@ -103,15 +113,15 @@ def _deployable(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
 
 
 def list_deployables(req: webob.Request) -> util.Reply:
-    """GET /v2/deployables -> 200 {"deployables": [...]}."""
+    """GET /v2/deployables[?limit=&marker=] -> 200 {"deployables": [...]}."""
     util.authorize(req, "cyborg:deployable:get_all")
     q = util.query(req, schema.LIST_QUERY)
+    limit, marker = listing.page_params(req, q)
 
-    def render() -> dict[str, Any]:
-        records = inventory.list_deployables(util.state(req).db)
-        return {"deployables": [_deployable(req, r) for r in records]}
+    def found() -> Listing:
+        return inventory.list_deployables(util.state(req).db, limit=limit, marker=marker)
 
-    return _cached_list(req, q, None, render)
+    return _cached_list(req, q, None, "deployables", found, lambda r: _deployable(req, r))
 
 
 def show_deployable(req: webob.Request, uuid: str) -> util.Reply:
@@ -129,13 +139,15 @@ def _attribute(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
 
 
 def list_attributes(req: webob.Request) -> util.Reply:
-    """GET /v2/attributes[?deployable_id=<int>&key=] -> 200 {"attributes": [...]}."""
+    """GET /v2/attributes[?deployable_id=<int>&key=][&limit=&marker=] -> 200
+    {"attributes": [...]}."""
     util.authorize(req, "cyborg:attribute:get_all")
     q = util.query(req, schema.ATTRIBUTE_LIST_QUERY)
+    limit, marker = listing.page_params(req, q)
     deployable_id = int(q["deployable_id"]) if "deployable_id" in q else None
-    records = inventory.list_attributes(util.state(req).db, deployable_id=deployable_id,
-                                        key=q.get("key"))
-    return util.json_response({"attributes": [_attribute(req, r) for r in records]})
+    found = inventory.list_attributes(util.state(req).db, deployable_id=deployable_id,
+                                      key=q.get("key"), limit=limit, marker=marker)
+    return listing.respond(req, "attributes", found, lambda r: _attribute(req, r))
 
 
 def show_attribute(req: webob.Request, uuid: str) -> util.Reply:

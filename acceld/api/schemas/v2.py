@@ -1,10 +1,11 @@
 """Schemas of the Cyborg-compatible v2 API (query strings and bodies).
 
-An unknown query parameter is a 400, as in Cyborg (``limit`` and ``marker`` included:
-Cyborg's v2 API has no paging). Where Cyborg stores what it is given without checking
-its type (an ARQ bind's values, a profile's description, an attribute's key and value)
-a string or a number is accepted (a number is stored as its string), and unknown body
-fields are ignored as Cyborg ignores them; what Cyborg answers with a 500 is a 400 here.
+An unknown query parameter is a 400, as in Cyborg; every list also takes ``limit`` and
+``marker`` (acceld.api.listing), which Cyborg's v2 API does not have. Where Cyborg
+stores what it is given without checking its type (an ARQ bind's values, a profile's
+description, an attribute's key and value) a string or a number is accepted (a number is
+stored as its string), and unknown body fields are ignored as Cyborg ignores them; what
+Cyborg answers with a 500 is a 400 here.
 """
 
 from __future__ import annotations
@@ -17,10 +18,15 @@ _UUID = {"type": "string", "format": "uuid",
 _TEXT = {"type": "string", "minLength": 1, "maxLength": 255}
 # what Cyborg takes for a free-form value: a string, or a number it stores as text
 _SCALAR = {"type": ["string", "number"], "maxLength": 255}
+# every list's paging (acceld.api.listing): a page size (at most [api] max_limit, checked
+# there) and the uuid of the item a page starts after
+_PAGING = {"limit": {"type": "string", "pattern": "^[1-9][0-9]{0,8}$"}, "marker": _UUID}
 
 
 def _query(**props: Any) -> dict[str, Any]:
-    return {"type": "object", "properties": props, "additionalProperties": False}
+    """A list's query: ``props`` and the paging parameters."""
+    return {"type": "object", "properties": {**props, **_PAGING},
+            "additionalProperties": False}
 
 
 NO_QUERY = {"type": "object", "additionalProperties": False}

@@ -1,0 +1,87 @@
+"""How every list is served: whole or by the page, in bounded memory whatever its length.
+
+Each list route takes ``limit`` and ``marker`` (docs/api-v2.md, "Lists and paging"):
+
+- Without ``limit`` the answer holds every item, as Cyborg's clients (Nova, openstacksdk)
+  expect. A list that its first batch (``acceld.db.paging``) holds whole is one body with a
+  ``Content-Length``, as before; a longer one is streamed (no ``Content-Length``; chunked
+  on HTTP/1.1): the first batch is read before the status line, the others as the body is
+  sent, each encoded and handed to the server as it comes, so memory stays that of a batch.
+  Everything that can refuse the request (policy, query, marker, 423) is decided before the
+  status line; a database failure after it ends the answer by raising from the body, so
+  the server breaks the connection instead of ending a truncated body as if complete.
+- With ``limit`` (1 to ``[api] max_limit``; more is a 400 naming the maximum): one page of
+  at most ``limit`` items, and while a next page exists ``"<key>_links": [{"rel": "next",
+  "href": ...}]``, the API working group's pagination links (openstacksdk follows
+  ``<resources_key>_links``). The href is the request's URL with ``marker`` set to the
+  uuid of the page's last item.
+- ``marker`` (with or without ``limit``) starts after the item with that uuid; one that
+  names nothing the caller can list is a 400 naming it.
+"""
+
+from __future__ import annotations
+
+import logging
+import urllib.parse
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import webob
+
+from acceld.api import errors, util
+from acceld.api.reply import streamed_response
+from acceld.db.paging import Item, Listing
+
+LOG = logging.getLogger(__name__)
+
+Present = Callable[[Item], Item]
+
+
+def page_params(req: webob.Request, q: dict[str, str]) -> tuple[int | None, str | None]:
+    """``limit`` (None: every item) and ``marker`` (a canonical uuid, or None) of a list
+    query whose schema checked their form; 400 for a limit above ``[api] max_limit``."""
+    limit = int(q["limit"]) if "limit" in q else None
+    most = util.state(req).api.max_limit
+    if limit is not None and limit > most:
+        raise errors.HTTPError(400, f"Invalid query field 'limit': {limit} is more than "
+                               f"{most}, the most a page holds ([api] max_limit).",
+                               "acceld.invalid_input")
+    marker = util.canonical_uuid(q["marker"]) if "marker" in q else None
+    return limit, marker
+
+
+def next_href(req: webob.Request, marker: str) -> str:
+    """The request's URL with ``marker`` in place of any it had."""
+    params = [(k, v) for k, v in req.GET.items() if k != "marker"] + [("marker", marker)]
+    path = req.environ.get("PATH_INFO", "")
+    return f"{util.base_url(req)}{path}?{urllib.parse.urlencode(params)}"
+
+
+def respond(req: webob.Request, key: str, found: Listing, present: Present) -> util.Reply:
+    """The answer ``{key: [...]}`` for ``found`` (see the module's doc), each item as
+    ``present`` shows it."""
+    items = [present(item) for item in found.items]
+    if found.limit is not None:
+        body: dict[str, Any] = {key: items}
+        if not found.complete:
+            body[f"{key}_links"] = [{"rel": "next",
+                                     "href": next_href(req, found.items[-1]["uuid"])}]
+        return util.json_response(body)
+    if found.complete:
+        return util.json_response({key: items})
+    return streamed_response(_chunks(req, key, items, found.rest(), present))
+
+
+def _chunks(req: webob.Request, key: str, first: list[Item],
+            rest: Iterator[list[Item]], present: Present) -> Iterator[bytes]:
+    """``{key: [...]}`` as ``util.json_bytes`` writes it, a batch per chunk: ``first``
+    (not empty), then each batch of ``rest`` as it is read."""
+    yield util.json_bytes({key: first})[:-2]       # without the closing "]}"
+    try:
+        for batch in rest:
+            yield b", " + util.json_bytes([present(item) for item in batch])[1:-1]
+    except Exception:
+        LOG.exception("%s %s: the list failed after its answer started; the connection "
+                      "is broken off", req.method, req.path)
+        raise
+    yield b"]}"
