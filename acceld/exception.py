@@ -13,7 +13,7 @@ Hierarchy::
     ├── Forbidden           (a hard rule policy cannot relax: the service-token gate,
     │                        OtherProject)
     ├── NotResolved         (423: an instance's ARQs are not all resolved yet)
-    ├── Unavailable         (HostUnreachable)
+    ├── Unavailable         (HostUnreachable, RemoteFailure)
     └── OperationFailed
 
 Every exception takes a single message so that it survives oslo.messaging's remote
@@ -109,6 +109,13 @@ class Unavailable(AccelDError):
 
 class HostUnreachable(Unavailable):
     code = "acceld.host.unreachable"
+
+
+class RemoteFailure(Unavailable):
+    """A service called over RPC failed with an error that is not a domain error (a
+    bug, or its database down); the cause stays in that service's log."""
+
+    code = "acceld.remote.failed"
 
 
 class OperationFailed(AccelDError):

@@ -6,7 +6,9 @@
 * :class:`MessagingTransport`: oslo.messaging (RabbitMQ in production).
 
 Domain exceptions cross both unchanged (``acceld.exception`` is an allowed remote module).
-A server that does not answer becomes :class:`acceld.exception.HostUnreachable`.
+A server that does not answer becomes :class:`acceld.exception.HostUnreachable`; any other
+exception raised remotely becomes :class:`acceld.exception.RemoteFailure`, whose message
+names the service and the method only (the remote traceback and text stay in the logs).
 
 RPC API versions (one line of history each; a test guards the list):
 
@@ -60,6 +62,13 @@ class Server(Protocol):
     def stop(self) -> None: ...
 
 
+def _remote_failure(topic: str, server: str | None, method: str) -> exception.RemoteFailure:
+    """What the caller of a call that failed remotely, not with a domain error, gets:
+    the service and the method, nothing of the error."""
+    return exception.RemoteFailure(f"{topic}.{server or '*'} failed to complete {method}; "
+                                   "the cause is in its log.")
+
+
 def _wire(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
@@ -100,7 +109,15 @@ class LocalTransport:
     def call(self, topic: str, server: str | None, method: str, kwargs: dict[str, Any],
              timeout: float | None = None) -> Any:
         ep = self._endpoint(topic, server)
-        return _wire(getattr(ep, method)(**_wire(kwargs)))
+        try:
+            return _wire(getattr(ep, method)(**_wire(kwargs)))
+        except exception.AccelDError:
+            raise
+        except Exception:
+            # as over oslo.messaging: the serving side logs it, the caller gets a
+            # RemoteFailure that says nothing of it
+            LOG.exception("%s.%s failed in %s", topic, server or "*", method)
+            raise _remote_failure(topic, server, method) from None
 
     def cast(self, topic: str, server: str | None, method: str,
              kwargs: dict[str, Any]) -> None:
@@ -125,11 +142,17 @@ class LocalTransport:
 class _EndpointAdapter:
     """Exposes ``endpoint``'s public methods with oslo.messaging's (ctxt, **kw) signature.
 
-    Each adapted method is built once and then kept as an attribute of the adapter: the
-    dispatcher looks a method up twice per message."""
+    A method that fails with anything but a domain error is logged here, with its
+    traceback, and answers a :class:`acceld.exception.RemoteFailure` (oslo.messaging
+    would send the exception's text and traceback to the caller, and rebuild a builtin
+    exception there with the traceback in its message). Each adapted method is built
+    once and then kept as an attribute of the adapter: the dispatcher looks a method up
+    twice per message."""
 
-    def __init__(self, endpoint: object) -> None:
+    def __init__(self, endpoint: object, topic: str = "acceld",
+                 server: str | None = None) -> None:
         self._endpoint = endpoint
+        self._where = (topic, server)
         from oslo_messaging import Target
         self.target = Target(version=RPC_API_VERSION)
 
@@ -140,9 +163,17 @@ class _EndpointAdapter:
         from oslo_messaging import expected_exceptions
 
         # Domain errors are answers (a 404, a 409), not server faults: no ERROR traceback.
+        topic, server = self._where
+
         @expected_exceptions(exception.AccelDError)
         def invoke(ctxt: dict[str, Any], **kwargs: Any) -> Any:
-            return method(**kwargs)
+            try:
+                return method(**kwargs)
+            except exception.AccelDError:
+                raise
+            except Exception:
+                LOG.exception("%s.%s failed in %s", topic, server or "*", name)
+                raise _remote_failure(topic, server, name) from None
         self.__dict__[name] = invoke   # found without __getattr__ from now on
         return invoke
 
@@ -189,6 +220,13 @@ class MessagingTransport:
             if type(exc).__name__.endswith("_Remote"):
                 raise type(exc).__mro__[1](exc.message) from None
             raise
+        except self._om.RemoteError as exc:
+            # not a domain error (a server of this version sends a RemoteFailure for
+            # those, _EndpointAdapter): its text (a traceback, SQL) stays with the
+            # services and their logs; the caller gets a clean message
+            LOG.warning("%s.%s failed in %s: %s: %s", topic, server or "*", method,
+                        exc.exc_type, exc.value)
+            raise _remote_failure(topic, server, method) from None
         except self._om.MessagingTimeout as exc:
             raise exception.HostUnreachable(
                 f"{topic}.{server or '*'} did not answer {method} in time") from exc
@@ -196,19 +234,24 @@ class MessagingTransport:
             raise exception.HostUnreachable(
                 f"nothing serves {topic}.{server or '*'}: {method} was not delivered") from exc
         except self._om.MessagingException as exc:
-            raise exception.HostUnreachable(f"{topic}.{server or '*'}: {exc}") from exc
+            LOG.warning("%s.%s: %s failed: %s", topic, server or "*", method, exc)
+            raise exception.HostUnreachable(
+                f"{topic}.{server or '*'} is unreachable ({method}).") from exc
 
     def cast(self, topic: str, server: str | None, method: str,
              kwargs: dict[str, Any]) -> None:
         try:
             self._client(topic, server, None, False).cast({}, method, **kwargs)
         except self._om.MessagingException as exc:
-            raise exception.HostUnreachable(f"{topic}.{server or '*'}: {exc}") from exc
+            LOG.warning("%s.%s: cast %s failed: %s", topic, server or "*", method, exc)
+            raise exception.HostUnreachable(
+                f"{topic}.{server or '*'} is unreachable ({method}).") from exc
 
     def serve(self, topic: str, server: str | None, endpoint: object) -> Server:
         target = self._om.Target(exchange=EXCHANGE, topic=topic, server=server,
                                  version=RPC_API_VERSION)
-        return self._om.get_rpc_server(self._transport, target, [_EndpointAdapter(endpoint)],
+        return self._om.get_rpc_server(self._transport, target,
+                                       [_EndpointAdapter(endpoint, topic, server)],
                                        executor="threading")
 
     def close(self) -> None:

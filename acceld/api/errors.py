@@ -23,7 +23,7 @@ _STATUS = (
     (exception.NotFound, 404),
     (exception.Conflict, 409),
     (exception.InvalidInput, 400),
-    (exception.HostUnreachable, 503),
+    (exception.Unavailable, 503),
     (exception.OperationFailed, 502),
     (exception.Forbidden, 403),
     (exception.NotResolved, 423),
@@ -55,22 +55,30 @@ def render(req: webob.Request, status: int, detail: str, code: str,
     return body_response(json.dumps(body).encode("utf-8"), status, headers)
 
 
+def _where(req: webob.Request) -> str:
+    """The request's method and path for a log line, as received (webob's ``req.path``
+    decodes it as UTF-8, which fails on the bytes of a path the router refuses)."""
+    env = req.environ
+    path = ascii(env.get("SCRIPT_NAME", "") + env.get("PATH_INFO", ""))[1:-1]
+    return f"{env.get('REQUEST_METHOD')} {path}"[:300]
+
+
 def from_exception(req: webob.Request, exc: BaseException) -> Reply:
     if isinstance(exc, HTTPError):
         return render(req, exc.status, exc.detail, exc.code, exc.headers)
     if isinstance(exc, exception.AccelDError):
         status = status_for(exc)
         if status >= 500:
-            LOG.warning("%s %s: %s", req.method, req.path, exc)
+            LOG.warning("%s: %s", _where(req), exc)
         return render(req, status, str(exc), exc.code)
     if isinstance(exc, db_exc.DBConnectionError):
         # the database is down or unreachable: the client may try again (the cause, in
         # the log, is the driver's message: no statement, no parameters)
         cause = getattr(exc, "inner_exception", None) or exc
-        LOG.warning("%s %s: the database is unreachable: %s", req.method, req.path,
+        LOG.warning("%s: the database is unreachable: %s", _where(req),
                     getattr(cause, "orig", None) or cause)
         return render(req, 503, "The database is unreachable; try again later.",
                       "acceld.database_unavailable", {"Retry-After": "1"})
-    LOG.exception("unexpected error in %s %s", req.method, req.path)
+    LOG.exception("unexpected error in %s", _where(req))
     return render(req, 500, "An unexpected error occurred; see the acceld-api log for the "
                   "request id.", "acceld.internal")
