@@ -252,10 +252,8 @@ class Router:
         return resp.iterable(environ)
 
     def _dispatch(self, req: webob.Request) -> Reply:
-        # webob's path_info decodes PATH_INFO (latin-1 code points) as UTF-8 on each
-        # access; an ASCII path is the same string either way
-        path_info = req.environ.get("PATH_INFO", "")
-        found = self.match((path_info if path_info.isascii() else req.path_info) or "/")
+        # PATH_INFO (latin-1 code points) as UTF-8 text; 400 for other bytes or a NUL
+        found = self.match(util.path_text(req.environ) or "/")
         method = req.environ["REQUEST_METHOD"]
         if method == "HEAD":
             method = "GET"

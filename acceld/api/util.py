@@ -5,8 +5,10 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import io
+import re
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -16,7 +18,7 @@ import webob
 from oslo_config import cfg
 from oslo_policy import policy
 
-from acceld import jsoncodec, uuids
+from acceld import jsoncodec, limits, uuids
 from acceld.api import errors, listcache
 from acceld.api.reply import Reply as Reply  # handlers use these as util.*
 from acceld.api.reply import body_response as body_response
@@ -33,11 +35,13 @@ class ApiOptions(NamedTuple):
     public_endpoint: str | None
     max_limit: int
     max_request_body_size: int
+    max_arqs_per_profile: int
 
     @classmethod
     def of(cls, conf: cfg.ConfigOpts) -> ApiOptions:
         api = conf.api
-        return cls(api.public_endpoint, api.max_limit, api.max_request_body_size)
+        return cls(api.public_endpoint, api.max_limit, api.max_request_body_size,
+                   api.max_arqs_per_profile)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,10 +170,20 @@ def authorize(req: webob.Request, rule: str) -> None:
 
 
 def _schema_error(err: jsonschema.ValidationError, what: str) -> str:
+    """The 400's detail: the field and the rule it breaks, repeating at most a short
+    prefix of the value (jsonschema's message starts with the whole value's repr)."""
     where = "/".join(str(p) for p in err.absolute_path)
+    message = err.message
+    whole = repr(err.instance)
+    if len(whole) > limits.PREFIX and whole in message:
+        message = message.replace(whole, limits.prefix(err.instance), 1)
+    if err.validator == "pattern" and isinstance(err.instance, str):
+        message = f"{limits.prefix(err.instance)} has a character that is not allowed " \
+                  "there (see the API reference for each field's characters)"
     if err.validator == "additionalProperties" and err.instance is not None:
-        return f"Invalid {what}: {err.message}"
-    return f"Invalid {what}{' field ' + repr(where) if where else ''}: {err.message}"
+        return f"Invalid {what}: {message}"[:1000]
+    field = f" field {limits.prefix(where, 200)}" if where else ""
+    return f"Invalid {what}{field}: {message}"[:1000]
 
 
 def _too_large(size: str, limit: int) -> errors.HTTPError:
@@ -213,8 +227,45 @@ def read_body(req: webob.Request) -> bytes:
     return body
 
 
+def _step(key: Any) -> str:
+    """One step of a field's path in an error: the key, escaped and cut short."""
+    return ascii(str(key))[1:-1][:limits.PREFIX]
+
+
+def _unstorable(value: Any, where: str) -> str | None:
+    """The first string (or key) of ``value`` that holds a NUL or a lone surrogate (a
+    ``\\u`` escape can write either; no database takes them), worded; else None."""
+    if isinstance(value, str):
+        bad = _NOT_STORABLE.search(value)
+        if bad is None:
+            return None
+        what = "a NUL" if bad.group() == "\x00" else "a lone surrogate"
+        return f"{'field ' + repr(where) if where else 'the body'} holds {what} character " \
+               f"(U+{ord(bad.group()):04X}), which no string may hold"
+    if isinstance(value, dict):
+        for key, item in value.items():
+            path = f"{where}/{_step(key)}" if where else _step(key)
+            if _NOT_STORABLE.search(key):
+                return f"the key of field {path!r} holds a NUL or a lone surrogate " \
+                       "character, which no string may hold"
+            found = _unstorable(item, path)
+            if found:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _unstorable(item, f"{where}/{index}" if where else str(index))
+            if found:
+                return found
+    return None
+
+
+_NOT_STORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
 def json_body(req: webob.Request, schema: dict[str, Any] | None) -> Any:
-    """The JSON body, valid by ``schema`` (None: the caller validates it)."""
+    """The JSON body, valid by ``schema`` (None: the caller validates it). Refused with
+    a 400 before any schema: text that is not UTF-8, NaN and Infinity, numbers beyond a
+    float's range, and a NUL or a lone surrogate in any string."""
     # webob's content_type: the header up to any parameters
     content_type = req.environ.get("CONTENT_TYPE", "").split(";", 1)[0]
     if content_type != "application/json":
@@ -224,6 +275,10 @@ def json_body(req: webob.Request, schema: dict[str, Any] | None) -> Any:
         data = jsoncodec.loads(body or b"null")
     except (ValueError, RecursionError) as exc:
         raise errors.HTTPError(400, f"Malformed JSON body: {exc}", "acceld.bad_json") from exc
+    if b"\\u" in body:                # only an escape writes a NUL or a surrogate
+        bad = _unstorable(data, "")
+        if bad is not None:
+            raise errors.HTTPError(400, f"Invalid body: {bad}.", "acceld.invalid_input")
     if schema is not None:
         validate(data, schema, "body")
     return data
@@ -327,20 +382,64 @@ def text(value: str | float) -> str:
     return str(value)
 
 
+def _bad_query(detail: str) -> errors.HTTPError:
+    return errors.HTTPError(400, f"Invalid query: {detail}", "acceld.invalid_input")
+
+
+# a "%" not followed by two hex digits
+_BAD_ESCAPE = re.compile("%(?![0-9A-Fa-f]{2})")
+
+
 def query(req: webob.Request, schema: dict[str, Any]) -> dict[str, str]:
-    """The query parameters (each at most once), valid by ``schema``."""
+    """The query parameters (each at most once, at most ``limits.QUERY_FIELDS``), valid
+    by ``schema``. The query string must be well-formed percent-encoding of UTF-8 with
+    no NUL (400 otherwise)."""
     given = req.environ.get("QUERY_STRING")
     if not given and _validators(schema).empty_ok:
         return {}
     params: dict[str, str] = {}
-    for key in (req.GET if given else ()):
-        values = req.GET.getall(key)
-        if len(values) > 1:
-            raise errors.HTTPError(400, f"Query parameter {key!r} given more than once.",
-                                   "acceld.invalid_input")
-        params[key] = values[0]
+    if given:
+        bad = _BAD_ESCAPE.search(given)
+        if bad is not None:
+            raise _bad_query(f"malformed percent-encoding at "
+                             f"{limits.prefix(given[bad.start():], 12)}.")
+        try:
+            # the server hands the raw bytes as latin-1 code points; so does the
+            # decoding here, and the bytes are then read as UTF-8
+            pairs = urllib.parse.parse_qsl(given, keep_blank_values=True,
+                                           encoding="latin-1",
+                                           max_num_fields=limits.QUERY_FIELDS)
+        except ValueError:
+            raise _bad_query(f"more than {limits.QUERY_FIELDS} parameters.") from None
+        for raw_key, raw_value in pairs:
+            try:
+                key = raw_key.encode("latin-1").decode("utf-8")
+                value = raw_value.encode("latin-1").decode("utf-8")
+            except (UnicodeEncodeError, UnicodeDecodeError):
+                raise _bad_query(f"{limits.prefix(raw_key)} is not percent-encoded "
+                                 "UTF-8.") from None
+            if "\x00" in key or "\x00" in value:
+                raise _bad_query(f"{limits.prefix(key)} holds a NUL character.")
+            if key in params:
+                raise errors.HTTPError(400, f"Query parameter {limits.prefix(key)} given "
+                                       "more than once.", "acceld.invalid_input")
+            params[key] = value
     validate(params, schema, "query")
     return params
+
+
+def path_text(environ: dict[str, Any]) -> str:
+    """The request path (``PATH_INFO``, which the server percent-decoded into latin-1
+    code points) as text: 400 when its bytes are not UTF-8 or hold a NUL."""
+    raw = environ.get("PATH_INFO", "")
+    try:
+        path = raw if raw.isascii() else raw.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        raise errors.HTTPError(400, "The path is not percent-encoded UTF-8.",
+                               "acceld.invalid_input") from None
+    if "\x00" in path:
+        raise errors.HTTPError(400, "The path holds a NUL character.", "acceld.invalid_input")
+    return path
 
 
 def _default(value: Any) -> Any:

@@ -56,7 +56,7 @@ from sqlalchemy import (
     update,
 )
 
-from acceld import exception, reports, uuids
+from acceld import exception, limits, reports, uuids
 from acceld import states as st
 from acceld.db import models as m
 from acceld.db import paging
@@ -424,18 +424,24 @@ _PROFILES: weakref.WeakKeyDictionary[Database, dict[str, _Profile]] = \
 _PROFILES_MAX = 1024
 
 
-def _read_profile(conn: Connection, name: str) -> _Profile:
+def _read_profile(conn: Connection, name: str, max_arqs: int) -> _Profile:
     dp = conn.execute(_PROFILE, {"name": name}).first()
     if dp is None:
         raise exception.NotFound(f"Device Profile not found with name={name}")
     units = units_per_group(json.loads(dp.profile_json)["groups"])
+    if sum(units) > max_arqs:   # stored before the limit, or over a lowered one
+        raise exception.InvalidInput(f"Device profile {dp.name} asks for {sum(units)} "
+                                     f"accelerators; at most {max_arqs} are created for one "
+                                     "request ([api] max_arqs_per_profile).")
     return _Profile(dp.id, dp.uuid, dp.name,
                     tuple(group for group, count in enumerate(units) for _ in range(count)))
 
 
 @_retry_on_deadlock
-def create(db: Database, profile_name: str, project_id: str | None) -> list[dict[str, Any]]:
-    """One Initial ARQ per requested unit of the named profile, all in one transaction.
+def create(db: Database, profile_name: str, project_id: str | None,
+           max_arqs: int = limits.PROFILE_ARQS) -> list[dict[str, Any]]:
+    """One Initial ARQ per requested unit of the named profile, all in one transaction;
+    InvalidInput when the profile asks for more than ``max_arqs``.
 
     A profile this process has read before costs no read: a one-ARQ profile is one
     INSERT committing by itself. Where ids are never handed out again it names the
@@ -459,7 +465,7 @@ def create(db: Database, profile_name: str, project_id: str | None) -> list[dict
             rows = [row]                # else deleted, or deleted and made again: read it
     if not rows:
         with db.write_rows() as conn:
-            profile = _read_profile(conn, profile_name)
+            profile = _read_profile(conn, profile_name, max_arqs)
             rows = [_arq_row(profile, group, project_id) for group in profile.groups]
             if rows:
                 conn.execute(_INSERT, rows)

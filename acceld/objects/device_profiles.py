@@ -16,10 +16,11 @@ from typing import Any
 from oslo_db import exception as db_exc
 from sqlalchemy import bindparam, delete, func, insert, select
 
-from acceld import exception, jsoncodec, uuids
+from acceld import exception, jsoncodec, limits, uuids
 from acceld.db import models as m
 from acceld.db import paging
 from acceld.db.api import Database
+from acceld.objects.arqs import units_per_group
 
 KEY_PREFIXES = ("resources:", "trait:", "accel:")
 STANDARD_RCS = ("FPGA", "GPU", "VGPU", "PGPU", "CUSTOM_QAT", "CUSTOM_NIC", "CUSTOM_SSD")
@@ -27,45 +28,73 @@ TRAIT_VALUES = ("required", "forbidden")
 
 
 def _normalise_entry(key: str, value: Any) -> tuple[str, str]:
+    what = limits.prefix(key)
     if not key.startswith(KEY_PREFIXES):
-        raise exception.InvalidInput(f"Group key {key!r} must start with one of "
+        raise exception.InvalidInput(f"Group key {what} must start with one of "
                                      f"{', '.join(KEY_PREFIXES)}.")
     prefix, _, rest = key.partition(":")
     name = rest.strip(" ")
     text = str(value)
     if prefix == "trait":
         if not name.startswith("CUSTOM_"):
-            raise exception.InvalidInput(f"Group key {key!r}: traits must start with "
+            raise exception.InvalidInput(f"Group key {what}: traits must start with "
                                          "CUSTOM_.")
         if text not in TRAIT_VALUES:
-            raise exception.InvalidInput(f"Group key {key!r}: the value must be one of "
-                                         f"{', '.join(TRAIT_VALUES)}, not {text!r}.")
+            raise exception.InvalidInput(f"Group key {what}: the value must be one of "
+                                         f"{', '.join(TRAIT_VALUES)}, not "
+                                         f"{limits.prefix(text)}.")
     elif prefix == "resources":
         if name not in STANDARD_RCS and not name.startswith("CUSTOM_"):
-            raise exception.InvalidInput(f"Group key {key!r}: the resource class must be "
+            raise exception.InvalidInput(f"Group key {what}: the resource class must be "
                                          f"one of {', '.join(STANDARD_RCS)} or start with "
                                          "CUSTOM_.")
         try:
             int(text)           # Cyborg's own test; a group of 0 (or less) asks for nothing
         except ValueError:
-            raise exception.InvalidInput(f"Group key {key!r}: the value must be an "
-                                         f"integer, not {text!r}.") from None
+            raise exception.InvalidInput(f"Group key {what}: the value must be an "
+                                         f"integer, not {limits.prefix(text)}.") from None
     return f"{prefix}:{name}", text
 
 
-def normalise_groups(groups: list[dict[str, Any]]) -> list[dict[str, str]]:
+def _check_amount(key: str, text: str, max_arqs: int) -> None:
+    """A ``resources:`` amount is at most ``max_arqs``, and at least ``-INT_MAX`` (zero
+    or less asks for nothing, as in Cyborg)."""
+    amount = int(text)
+    if amount > max_arqs:
+        raise exception.InvalidInput(
+            f"Group key {limits.prefix(key)}: the amount {limits.prefix(text, 16)} is more "
+            f"than {max_arqs}, the most accelerators one device profile may ask for ([api] "
+            "max_arqs_per_profile).")
+    if amount < -limits.INT_MAX:
+        raise exception.InvalidInput(
+            f"Group key {limits.prefix(key)}: the amount {limits.prefix(text, 16)} is less "
+            f"than {-limits.INT_MAX}.")
+
+
+def normalise_groups(groups: list[dict[str, Any]],
+                     max_arqs: int = limits.PROFILE_ARQS) -> list[dict[str, str]]:
     """Cyborg's group rules (contract 1.4): key prefixes, CUSTOM_ traits that are required
     or forbidden, known or CUSTOM_ resource classes with integer amounts. Keys lose the
-    spaces around the name; values become strings. Raises InvalidInput naming the key."""
+    spaces around the name; values become strings. The accelerators the groups ask for
+    (:func:`acceld.objects.arqs.units_per_group`), and so each amount, are at most
+    ``max_arqs``. Raises InvalidInput naming the key, or the limit."""
     out = []
     for index, group in enumerate(groups):
         normal: dict[str, str] = {}
         for key, value in group.items():
             new_key, text = _normalise_entry(key, value)
             if new_key in normal:
-                raise exception.InvalidInput(f"Group {index} names {new_key!r} twice.")
+                raise exception.InvalidInput(f"Group {index} names "
+                                             f"{limits.prefix(new_key)} twice.")
+            if new_key.startswith("resources:"):
+                _check_amount(new_key, text, max_arqs)
             normal[new_key] = text
         out.append(normal)
+    asked = sum(units_per_group(out))
+    if asked > max_arqs:
+        raise exception.InvalidInput(f"The groups ask for {asked} accelerators; one device "
+                                     f"profile may ask for at most {max_arqs} ([api] "
+                                     "max_arqs_per_profile).")
     return out
 
 
@@ -88,14 +117,21 @@ _dumps = jsoncodec.encoder()
 
 
 def create(db: Database, name: str, groups: list[dict[str, Any]],
-           description: str | None = None, uuid: str | None = None) -> dict[str, Any]:
-    """A new profile; InvalidInput for bad groups, Conflict for a taken name or uuid.
+           description: str | None = None, uuid: str | None = None,
+           max_arqs: int = limits.PROFILE_ARQS) -> dict[str, Any]:
+    """A new profile; InvalidInput for bad groups (:func:`normalise_groups`, and groups
+    whose JSON would not fit their column), Conflict for a taken name or uuid.
 
     One INSERT, committing by itself: the unique constraints on name and uuid decide,
     also between racing creates, and oslo.db names the column that collided."""
-    normal = normalise_groups(groups)
+    normal = normalise_groups(groups, max_arqs)
+    profile_json = _dumps({"groups": normal})
+    if len(profile_json) > limits.STORED_JSON_BYTES:
+        raise exception.InvalidInput(f"The groups take {len(profile_json)} bytes as stored "
+                                     f"(JSON); at most {limits.STORED_JSON_BYTES} are "
+                                     "accepted.")
     row = {"uuid": uuid or uuids.random_uuid(), "name": name, "description": description,
-           "profile_json": _dumps({"groups": normal}),
+           "profile_json": profile_json,
            # whole seconds: what every backend stores, so a later GET shows the same
            "created_at": m.utcnow().replace(microsecond=0), "updated_at": None}
     try:

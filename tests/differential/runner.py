@@ -53,6 +53,9 @@ DELIBERATE_DEVIATIONS: dict[str, tuple[int, str]] = {
                                                  "a 400; Cyborg's answer depends on its "
                                                  "database (500 on SQLite, 201 on MariaDB, "
                                                  "whose driver matches the list)"),
+    "dp-create/group-key-too-long": (400, "a group key is at most 255 characters (a "
+                                          "resource class or trait that long is one "
+                                          "Placement and Nova refuse); Cyborg stores it"),
     # acceld pages its lists (acceld.api.listing): a limit is a page, where Cyborg has
     # no paging and refuses it as an unknown argument
     **{f"{route}/query-limit": (200, "every list takes limit and marker (paging); Cyborg's "

@@ -6,6 +6,7 @@ from typing import Any
 
 import webob
 
+from acceld import limits
 from acceld.api import errors, listing, util
 from acceld.api.schemas import v1 as schema
 from acceld.objects import accelerators
@@ -69,9 +70,11 @@ def _expected_revision(req: webob.Request, body: dict[str, Any]) -> int:
         tag = tag[2:] if tag.startswith("W/") else tag
         try:
             from_header = int(tag.strip('"'))
-        except ValueError as exc:
-            raise errors.HTTPError(400, f"If-Match must be an ETag from a GET, got {header!r}.",
-                                   "acceld.invalid_input") from exc
+        except ValueError:
+            from_header = -1
+        if not 0 <= from_header <= limits.INT_MAX:     # no revision is outside
+            raise errors.HTTPError(400, "If-Match must be an ETag from a GET, got "
+                                   f"{limits.prefix(header)}.", "acceld.invalid_input")
         if "revision" in body and body["revision"] != from_header:
             raise errors.HTTPError(400, "If-Match and revision disagree.",
                                    "acceld.invalid_input")
@@ -90,6 +93,11 @@ def update_specs(req: webob.Request, uuid: str, acc_spec: str) -> util.Reply:
         raise errors.HTTPError(404, f"Unknown accelerator sub-resource {acc_spec!r}.",
                                "acceld.not_found")
     body = util.json_body(req, schema.UPDATE_SPECS)
+    stored = len(util.json_bytes(body["acc_specs"]))
+    if stored > limits.STORED_JSON_BYTES:
+        raise errors.HTTPError(400, f"Invalid body field 'acc_specs': it takes {stored} "
+                               f"bytes as stored (JSON); at most {limits.STORED_JSON_BYTES} "
+                               "are accepted.", "acceld.invalid_input")
     db = util.state(req).db
     accelerators.get_accelerator(db, uuid)  # 404 before 428
     record = accelerators.update_acc_specs(db, uuid, body["acc_specs"],

@@ -92,8 +92,10 @@ def create_arqs(req: webob.Request) -> util.Reply:
     util.authorize(req, "cyborg:arq:create")
     util.query(req, schema.NO_QUERY)
     body = util.json_body(req, schema.ARQ_CREATE)
-    records = arq_objects.create(util.state(req).db, util.text(body["device_profile_name"]),
-                                 req.environ["acceld.context"].project_id)
+    st = util.state(req)
+    records = arq_objects.create(st.db, util.text(body["device_profile_name"]),
+                                 req.environ["acceld.context"].project_id,
+                                 st.api.max_arqs_per_profile)
     return util.json_response({"arqs": [_present(req, r) for r in records]}, status=201)
 
 

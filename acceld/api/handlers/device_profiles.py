@@ -77,9 +77,10 @@ def create_profile(req: webob.Request) -> util.Reply:
     profile = body[0]
     uuid = util.canonical_uuid(profile["uuid"]) if profile.get("uuid") else None
     description = profile.get("description")
-    record = device_profiles.create(util.state(req).db, profile["name"], profile["groups"],
+    st = util.state(req)
+    record = device_profiles.create(st.db, profile["name"], profile["groups"],
                                     None if description is None else util.text(description),
-                                    uuid)
+                                    uuid, st.api.max_arqs_per_profile)
     return util.json_response(_present(req, record), status=201)
 
 

@@ -1,1 +1,43 @@
-"""JSON schemas for every request body and query, one constant per variant."""
+"""JSON schemas for every request body and query, one constant per variant.
+
+Plain JSON Schema (draft 2020-12). A ``pattern`` is written so that Python's ``re`` and
+ECMA-262 read it alike: the end of the value is ``(?![\\s\\S])`` ("nothing follows"),
+because Python's ``$`` also matches before a final line feed. Limits and character rules
+come from :mod:`acceld.limits`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from acceld import limits
+
+END = r"(?![\s\S])"
+
+
+def whole(regex: str) -> str:
+    """A pattern the whole value must match."""
+    return f"^(?:{regex}){END}"
+
+
+def free_of(chars: str) -> str:
+    """A pattern for a value holding none of ``chars`` (a character-class body)."""
+    return whole(f"[^{chars}]*")
+
+
+# the pattern of a name, and of free text (acceld.limits: NAME_FORBIDDEN, TEXT_FORBIDDEN)
+NAME_CHARS = free_of(limits.NAME_FORBIDDEN)
+TEXT_CHARS = free_of(limits.TEXT_FORBIDDEN)
+
+
+def name(max_length: int = limits.NAME_LENGTH, min_length: int = 1) -> dict[str, Any]:
+    """A string a user names something with."""
+    return {"type": "string", "minLength": min_length, "maxLength": max_length,
+            "pattern": NAME_CHARS}
+
+
+# a number stored as its text (where Cyborg takes a string or a number): integers within
+# 64 bits, and no float that would not fit a float's text
+NUMBER_AS_TEXT = {"type": "number", "minimum": -(2**63), "maximum": 2**63 - 1}
+# a value of an integer column
+INTEGER_ID = {"type": "integer", "minimum": 1, "maximum": limits.INT_MAX}

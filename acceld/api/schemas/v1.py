@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from acceld import states
+from acceld import limits, states
+from acceld.api.schemas import INTEGER_ID, name, whole
 
 _UUID = {"type": "string", "format": "uuid",
-         "pattern": "^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?"
-                    "[0-9a-fA-F]{12}$"}
-_NAME = {"type": "string", "minLength": 1, "maxLength": 255,
-         "pattern": r"^[^\x00-\x1f]*\S[^\x00-\x1f]*$"}
-_HOST = {"type": "string", "minLength": 1, "maxLength": 255}
+         "pattern": whole("[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?"
+                          "[0-9a-fA-F]{12}")}
+# a name: no control or bidirectional-override character, and not only spaces
+_NAME = {"type": "string", "minLength": 1, "maxLength": limits.NAME_LENGTH,
+         "pattern": rf"^(?![\s\S]*[{limits.NAME_FORBIDDEN}])\s*\S"}
+_HOST = name()
 
 CREATE = {
     "type": "object",
@@ -20,8 +22,9 @@ CREATE = {
 
 UPDATE_SPECS = {
     "type": "object",
-    "properties": {"acc_specs": {"type": "object", "maxProperties": 64},
-                   "revision": {"type": "integer", "minimum": 1}},
+    "properties": {"acc_specs": {"type": "object", "maxProperties": 64,
+                                 "propertyNames": name()},
+                   "revision": INTEGER_ID},
     "required": ["acc_specs"],
     "additionalProperties": False,
 }
@@ -48,7 +51,7 @@ LIST_QUERY = {
         "state": {"type": "string", "enum": list(states.DEVICE_STATES)},
         "device_type": {"type": "string", "enum": list(states.DEVICE_TYPES)},
         "instance_uuid": _UUID,
-        "limit": {"type": "string", "pattern": "^[1-9][0-9]{0,3}$"},
+        "limit": {"type": "string", "pattern": whole("[1-9][0-9]{0,3}")},
         "marker": _UUID,
     },
     "additionalProperties": False,

@@ -12,15 +12,29 @@ from __future__ import annotations
 
 from typing import Any
 
+from acceld import limits
+from acceld.api.schemas import NAME_CHARS, NUMBER_AS_TEXT, TEXT_CHARS, whole
+
 _UUID = {"type": "string", "format": "uuid",
-         "pattern": "^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?"
-                    "[0-9a-fA-F]{12}$"}
-_TEXT = {"type": "string", "minLength": 1, "maxLength": 255}
-# what Cyborg takes for a free-form value: a string, or a number it stores as text
-_SCALAR = {"type": ["string", "number"], "maxLength": 255}
+         "pattern": whole("[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?"
+                          "[0-9a-fA-F]{12}")}
+_TEXT = {"type": "string", "minLength": 1, "maxLength": limits.NAME_LENGTH}
+
+
+def _scalar(max_length: int = limits.NAME_LENGTH, chars: str = NAME_CHARS,
+            also: tuple[str, ...] = ()) -> dict[str, Any]:
+    """What Cyborg takes for a free-form value: a string, or a number it stores as
+    text (``also``: more JSON types)."""
+    return {"type": ["string", "number", *also], "maxLength": max_length, "pattern": chars,
+            "minimum": NUMBER_AS_TEXT["minimum"], "maximum": NUMBER_AS_TEXT["maximum"]}
+
+
+_SCALAR = _scalar()
+
+
 # every list's paging (acceld.api.listing): a page size (at most [api] max_limit, checked
 # there) and the uuid of the item a page starts after
-_PAGING = {"limit": {"type": "string", "pattern": "^[1-9][0-9]{0,8}$"}, "marker": _UUID}
+_PAGING = {"limit": {"type": "string", "pattern": whole("[1-9][0-9]{0,8}")}, "marker": _UUID}
 
 
 def _query(**props: Any) -> dict[str, Any]:
@@ -32,7 +46,7 @@ def _query(**props: Any) -> dict[str, Any]:
 NO_QUERY = {"type": "object", "additionalProperties": False}
 LIST_QUERY = _query()
 DEVICE_LIST_QUERY = _query(type=_TEXT, vendor=_TEXT, hostname=_TEXT)
-ATTRIBUTE_LIST_QUERY = _query(deployable_id={"type": "string", "pattern": "^[0-9]{1,18}$"},
+ATTRIBUTE_LIST_QUERY = _query(deployable_id={"type": "string", "pattern": whole("[0-9]{1,18}")},
                               key=_TEXT)
 PROFILE_LIST_QUERY = _query(name={"type": "string", "minLength": 1})
 PROFILE_DELETE_QUERY = {"type": "object", "properties": {"value": {"type": "string"}},
@@ -40,9 +54,10 @@ PROFILE_DELETE_QUERY = {"type": "object", "properties": {"value": {"type": "stri
 
 ATTRIBUTE = {
     "type": "object",
-    "properties": {"deployable_id": {"type": "number", "minimum": 1},
-                   "key": {"type": ["string", "number"], "maxLength": 65535},
-                   "value": {"type": ["string", "number"], "maxLength": 65535}},
+    "properties": {"deployable_id": {"type": "number", "minimum": 1,
+                                     "maximum": limits.INT_MAX},
+                   "key": _scalar(limits.TEXT_LENGTH),
+                   "value": _scalar(limits.TEXT_LENGTH)},
     "required": ["deployable_id", "key", "value"],
 }
 # openstacksdk wraps the attribute in {"attribute": {...}}; Cyborg takes it bare.
@@ -53,12 +68,16 @@ PROFILE_LIST = {"type": "array"}
 PROFILE = {
     "type": "object",
     "properties": {
-        "name": {"type": "string", "minLength": 1, "maxLength": 255,
-                 "pattern": "^[a-zA-Z0-9-_]+$"},
-        "groups": {"type": "array", "minItems": 1,
+        "name": {"type": "string", "minLength": 1, "maxLength": limits.NAME_LENGTH,
+                 "pattern": whole("[a-zA-Z0-9_-]+")},
+        "groups": {"type": "array", "minItems": 1, "maxItems": limits.PROFILE_GROUPS,
                    "items": {"type": "object", "minProperties": 1,
-                             "additionalProperties": {"type": ["string", "integer"]}}},
-        "description": {"type": ["string", "number", "null"], "maxLength": 65535},
+                             "maxProperties": limits.GROUP_KEYS,
+                             "propertyNames": {"maxLength": limits.NAME_LENGTH,
+                                               "pattern": NAME_CHARS},
+                             "additionalProperties": dict(_SCALAR,
+                                                          type=["string", "integer"])}},
+        "description": _scalar(limits.TEXT_LENGTH, TEXT_CHARS, ("null",)),
         "uuid": {"anyOf": [_UUID, {"const": ""}]},      # "": none given
     },
     "required": ["name", "groups"],
@@ -71,7 +90,7 @@ ONE_PROFILE = {"type": "array", "minItems": 1, "maxItems": 1, "items": PROFILE}
 # POST: other keys are ignored, as in Cyborg; a name it cannot know is a 404 there too.
 ARQ_CREATE = {
     "type": "object",
-    "properties": {"device_profile_name": {"type": ["string", "number"]}},
+    "properties": {"device_profile_name": dict(NUMBER_AS_TEXT, type=["string", "number"])},
     "required": ["device_profile_name"],
 }
 ARQ_LIST_QUERY = _query(instance=_UUID, bind_state={"enum": ["resolved"]})
@@ -108,11 +127,12 @@ ARQ_PATCH = {
 # keeps, ``os_hash_value``) and ``image_path`` (an absolute path in the agent's
 # ``[fpga_driver] local_image_dirs``, which needs ``image_sha256``) instead of a Glance
 # ``image_uuid``.
-_SHA256 = {"type": "string", "pattern": "^[0-9a-fA-F]{64}$"}
+_SHA256 = {"type": "string", "pattern": whole("[0-9a-fA-F]{64}")}
 _IMAGE = {
     "type": "object",
     "properties": {"image_uuid": _UUID, "image_sha256": _SHA256,
-                   "image_path": {"type": "string", "pattern": "^/", "maxLength": 1024}},
+                   "image_path": {"type": "string", "maxLength": 1024,
+                                  "pattern": whole(f"/[^{limits.NAME_FORBIDDEN}]*")}},
     "additionalProperties": False,
 }
 PROGRAM_PATCH = {

@@ -1,0 +1,41 @@
+"""The API's fixed limits and character rules, in one place (docs/api-v1.md and
+docs/api-v2.md list them; the ones an operator may change are ``[api]`` options: the
+request body size and the accelerators one device profile may ask for).
+
+Sizes follow what the rows hold on every database: a ``String(255)`` column holds 255
+characters; a ``TEXT`` column on MariaDB holds 65535 bytes, so free text is at most 8192
+characters (4 bytes each in utf8mb4) and JSON kept in one (a profile's groups, an
+accelerator's ``acc_specs``, written with ASCII escapes) at most 65535 bytes. Integers
+that reach an integer column lie in Placement's range, 0 to 2**31 - 1 (a database
+refuses, or SQLite cannot even bind, anything from 2**63 on).
+"""
+
+from __future__ import annotations
+
+INT_MAX = 2**31 - 1             # Placement's and every acceld integer column's largest
+NAME_LENGTH = 255               # a name, a host, a group key or value (Nova's, Placement's)
+TEXT_LENGTH = 8192              # free text: a description, an attribute's key and value
+STORED_JSON_BYTES = 65535       # JSON kept in one TEXT column
+PROFILE_GROUPS = 32             # groups of one device profile
+GROUP_KEYS = 64                 # keys of one group
+QUERY_FIELDS = 32               # parameters of one query string
+PROFILE_ARQS = 64               # default of [api] max_arqs_per_profile
+
+# Characters no name may hold: C0 and C1 controls, DEL, and the bidirectional overrides
+# and isolates that reorder how the text around them is shown (U+202A-U+202E,
+# U+2066-U+2069). Free text may also hold tab, line feed and carriage return, and the
+# bidirectional controls (right-to-left prose needs them). NUL and lone surrogates are
+# refused in every string before any schema (acceld.api.util).
+# Both are the body of a regular-expression character class, in escapes that Python's
+# ``re`` and ECMA-262 read alike.
+NAME_FORBIDDEN = r"\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
+TEXT_FORBIDDEN = r"\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"
+
+PREFIX = 40                     # how much of a refused value an error message repeats
+
+
+def prefix(value: object, length: int = PREFIX) -> str:
+    """``repr(value)``, cut to about ``length`` characters: what an error repeats of a
+    value it refuses."""
+    text = repr(value)
+    return text if len(text) <= length else f"{text[:length]}... ({len(text)} characters)"
