@@ -26,7 +26,6 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable
 from concurrent import futures
 from typing import Any
 
@@ -157,11 +156,9 @@ class _HostSync:
 
 
 class PlacementSyncer:
-    def __init__(self, conf: cfg.ConfigOpts, db: Database, client: pc.PlacementClient, *,
-                 jitter: Callable[[], float] = random.random) -> None:
-        """``jitter``: draws the random part of each retry delay, uniform in [0, 1)."""
+    def __init__(self, conf: cfg.ConfigOpts, db: Database,
+                 client: pc.PlacementClient) -> None:
         self._conf, self._db, self._client = conf, db, client
-        self._jitter = jitter
         self._known: set[str] = set()          # custom classes/traits known to exist
         self._known_lock = threading.Lock()
         self._pool = futures.ThreadPoolExecutor(max_workers=conf.placement.sync_workers,
@@ -217,9 +214,9 @@ class PlacementSyncer:
             self._running.add(host)
         try:
             self.sync_host(host, full=full)
-        except Exception as exc:  # e.g. the database: the retry tries again
+        except Exception:  # e.g. the database: the retry tries again
             LOG.exception("Placement sync of %s failed", host)
-            self._settle(host, f"{type(exc).__name__}: {exc}")
+            self._settle(host, failed=True)
         finally:
             with self._lock:
                 self._running.discard(host)
@@ -233,20 +230,20 @@ class PlacementSyncer:
         with self._lock:
             return {h: dataclasses.replace(r) for h, r in self._retries.items()}
 
-    def _settle(self, host: str, error: str | None, cap: float | None = None) -> float | None:
+    def _settle(self, host: str, failed: bool, cap: float | None = None) -> float | None:
         """Record how a sync of ``host`` ended: a success forgets its retry; a failure plans
         the next try ``backoff_delay`` seconds from now (``cap``: the bound of that delay,
         ``[placement] retry_max_delay`` by default) and returns that delay."""
         with self._lock:
-            if error is None:
+            if not failed:
                 self._retries.pop(host, None)
                 return None
             if self._closed:
                 return None
             failures = self._retries[host].failures + 1 if host in self._retries else 1
             delay = backoff_delay(failures, self._conf.placement.retry_initial_delay,
-                                  cap or self._conf.placement.retry_max_delay, self._jitter())
-            self._retries[host] = Retry(failures, time.monotonic() + delay, error)
+                                  cap or self._conf.placement.retry_max_delay, random.random())
+            self._retries[host] = Retry(failures, time.monotonic() + delay)
             if self._retry_thread is None:
                 self._retry_thread = threading.Thread(target=self._retry_loop, daemon=True,
                                                       name="placement-retry")
@@ -306,7 +303,7 @@ class PlacementSyncer:
         digests = {u: p.digest() for u, p in desired.items()}
         if not full and not dry_run and state is not None and state.in_sync \
                 and state.provider_digests == digests:
-            self._settle(host, None)
+            self._settle(host, failed=False)
             return SyncResult(host, [], True, requests_skipped=True)
         full = full or state is None or not state.in_sync
         compute = state.compute_rp_uuid if state else None
@@ -349,7 +346,7 @@ class PlacementSyncer:
                 retry_cap: float | None = None) -> SyncResult:
         in_sync = error is None and not conflicts
         if not dry_run:
-            retry_in = self._settle(host, error, retry_cap)
+            retry_in = self._settle(host, error is not None, retry_cap)
             po.save_state(self._db, host, compute_rp_uuid=compute, provider_digests=digests,
                           in_sync=in_sync, error=error, conflicts=conflicts,
                           synced=error is None, retry_in=retry_in)
@@ -358,12 +355,11 @@ class PlacementSyncer:
 
 @dataclasses.dataclass
 class Retry:
-    """A host whose last sync failed: ``failures`` in a row, the last ``error``, and
-    ``due``, the ``time.monotonic()`` of its next try (None while that try is queued or runs)."""
+    """A host whose last sync failed: ``failures`` in a row, and ``due``, the
+    ``time.monotonic()`` of its next try (None while that try is queued or runs)."""
 
     failures: int
     due: float | None
-    error: str
 
 
 def backoff_delay(failures: int, initial: float, cap: float, jitter: float) -> float:

@@ -173,7 +173,8 @@ def test_serve_with_real_placement_publishes_schedulable_providers(tmp_path,
         assert {"OWNER_CYBORG", "CUSTOM_QAT_FAKE_4XXX"} <= set(traits)
 
         status = _cli(api, "placement", "status")
-        assert [(h["host"], h["in_sync"]) for h in status] == [(host, True)]
+        assert status["placement"]["reachable"] is True
+        assert [(h["host"], h["in_sync"]) for h in status["hosts"]] == [(host, True)]
         table = subprocess.run([ACCELD, "--url", api, "service-list"], check=True,
                                capture_output=True, text=True, timeout=60).stdout
         placement_part = table.split("Placement:", 1)[1]
