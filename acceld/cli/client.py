@@ -121,9 +121,14 @@ class Client:
             raise TimedOut(
                 f"no answer from acceld at {self.url} within {self.timeout:g}s (--timeout)"
             ) from exc
-        except requests.RequestException as exc:
+        except requests.ConnectionError as exc:
             raise CliError(
                 f"cannot reach acceld at {self.url}: {_short_reason(exc)}"
+            ) from exc
+        except requests.RequestException as exc:  # e.g. a streamed answer broken off
+            raise CliError(
+                f"{method} {path}: the answer of acceld at {self.url} broke off: "
+                f"{_short_reason(exc)}"
             ) from exc
         request_id = resp.headers.get("x-openstack-request-id")
         LOG.debug("RESP %s %s request_id=%s", resp.status_code, url, request_id)

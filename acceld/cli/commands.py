@@ -94,7 +94,8 @@ def _same_uuid(a: Any, b: str) -> bool:
 
 
 def acc_list(client: Client, args: argparse.Namespace) -> int:
-    """GET /v1/accelerators with the given filters."""
+    """GET /v1/accelerators with the given filters; with --limit, a line on stderr says
+    where the next page starts when there is one."""
     params = {
         "host": args.host,
         "state": args.state,
@@ -103,8 +104,12 @@ def acc_list(client: Client, args: argparse.Namespace) -> int:
         "limit": args.limit,
         "marker": args.marker,
     }
-    rows = _list_key(client.get("/v1/accelerators", params), "accelerator")
+    body = client.get("/v1/accelerators", params)
+    rows = _list_key(body, "accelerator")
     print_list(rows, ACC_COLUMNS, args.format, {"attached_to": render_attached_to})
+    links = body.get("accelerator_links") or []
+    if rows and any(isinstance(link, dict) and link.get("rel") == "next" for link in links):
+        print_progress(f"more accelerators follow: --marker {rows[-1].get('uuid')}")
     return 0
 
 

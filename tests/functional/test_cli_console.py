@@ -185,8 +185,12 @@ def test_usage_errors_exit_2(argv):
 def test_success_exits_0_with_the_result_on_stdout_only(served):
     out = acceld("accelerator", "list", "-f", "json", url=served.url)
     assert out.returncode == 0 and out.stderr == ""
-    assert sorted(a["device_type"] for a in json.loads(out.stdout)) == [
-        "FPGA", "GPU", "NIC", "QAT"]
+    listed = json.loads(out.stdout)
+    assert sorted(a["device_type"] for a in listed) == ["FPGA", "GPU", "NIC", "QAT"]
+    out = acceld("accelerator", "list", "--limit", "3", "-f", "json", url=served.url)
+    assert out.returncode == 0
+    assert json.loads(out.stdout) == listed[:3]
+    assert out.stderr == f"more accelerators follow: --marker {listed[2]['uuid']}\n"
 
 
 def test_http_error_exits_1_with_the_servers_reason(served):

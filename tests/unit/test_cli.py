@@ -110,8 +110,10 @@ def _handle(api: FakeApi, method: str, path: str, query: dict[str, list[str]],
                 rows = [r for r in rows if r["attached_to"]
                         and r["attached_to"]["type"] == "instance"
                         and r["attached_to"]["id"] == query["instance_uuid"][0]]
-            if "limit" in query:
+            if "limit" in query and len(rows) > int(query["limit"][0]):
                 rows = rows[: int(query["limit"][0])]
+                return 200, {"accelerator": rows, "accelerator_links": [
+                    {"rel": "next", "href": f"{base}{path}?marker={rows[-1]['uuid']}"}]}, {}
             return 200, {"accelerator": rows}, {}
         if len(parts) == 2 and method == "POST":
             if not isinstance(body, dict) or set(body) - {"name", "uuid"} or "name" not in body:
@@ -305,6 +307,16 @@ def test_list_json_with_filters(fake, capsys):
     assert [a["uuid"] for a in data] == [ACC_A, ACC_B]
     assert data[0]["acc_specs"] == {"num": 1, "remote": 0}
     assert api.log[-1]["query"] == {"host": ["host1"], "limit": ["5"]}
+
+
+def test_list_page_says_where_the_next_one_starts(fake, capsys):
+    url, _ = fake
+    assert run(url, "accelerator", "list", "--limit", "3") == 0
+    captured = capsys.readouterr()
+    assert ACC_C in captured.out and ACC_D not in captured.out
+    assert captured.err == f"more accelerators follow: --marker {ACC_C}\n"
+    assert run(url, "accelerator", "list", "--limit", "4") == 0
+    assert capsys.readouterr().err == ""
 
 
 def test_global_format_before_verb(fake, capsys):
@@ -788,3 +800,33 @@ def test_program_wait_that_runs_out_exits_3_with_progress(fake, capsys):
     assert lines[0].startswith(f"waiting for programming of {DEPLOYABLE}: queued 0%")
     assert lines[-1].startswith(f"ERROR: programming {DEPLOYABLE} is still ")
     assert lines[-1].endswith("after 0.1s (--wait)")
+
+
+def test_an_answer_broken_off_mid_stream_exits_1(capsys, monkeypatch):
+    """A streamed list whose server fails after the answer started: the chunked body ends
+    without its last chunk when the connection closes."""
+    monkeypatch.delenv("ACCELD_TOKEN", raising=False)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(1)
+        port = sock.getsockname()[1]
+
+        def answer_half() -> None:
+            conn, _ = sock.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                             b"Transfer-Encoding: chunked\r\n\r\n10\r\n{\"accelerator\": [\r\n")
+
+        server = threading.Thread(target=answer_half, daemon=True)
+        server.start()
+        rc = main(["--url", f"http://127.0.0.1:{port}", "--timeout", "5", "accelerator",
+                   "list"])
+        server.join(timeout=5)
+    assert rc == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith(
+        f"ERROR: GET /v1/accelerators: the answer of acceld at http://127.0.0.1:{port} "
+        "broke off: ")
+    assert len(captured.err.splitlines()) == 1
