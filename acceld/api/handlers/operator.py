@@ -56,8 +56,10 @@ def _placement_reach(conf: cfg.ConfigOpts) -> dict[str, Any]:
         client.probe(PLACEMENT_PROBE_TIMEOUT)
     except placement_client.Unreachable as exc:
         detail = str(exc)
-    except (placement_client.PlacementError, ks_exc.ClientException) as exc:
-        detail = f"Placement does not answer as it should: {exc}"
+    except placement_client.PlacementError as exc:  # its body is not passed on
+        detail = f"Placement answered HTTP {exc.status} to GET /"
+    except ks_exc.ClientException as exc:  # e.g. an auth plugin option missing
+        detail = f"Placement client: {exc}"
     else:
         return {"configured": True, "reachable": True, "detail": "Placement answers."}
     return {"configured": True, "reachable": False, "detail": detail}
