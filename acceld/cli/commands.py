@@ -126,7 +126,9 @@ def acc_create(client: Client, args: argparse.Namespace) -> int:
         body["uuid"] = args.uuid
     resp = client.post("/v1/accelerators", body)
     location = resp.headers.get("Location") or resp.headers.get("location") or ""
-    uuid = location.rstrip("/").rsplit("/", 1)[-1] if location else (args.uuid or "")
+    uuid = location.rstrip("/").rsplit("/", 1)[-1] if location else args.uuid
+    if not uuid:
+        raise CliError("unexpected answer from server: no Location of the new accelerator")
     if args.format == "json":
         print_json({"uuid": uuid, "location": location})
     else:

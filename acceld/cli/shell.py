@@ -14,12 +14,13 @@ import math
 import os
 import sys
 import traceback
+import typing
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from acceld.cli import commands
 from acceld.cli.client import DEFAULT_URL, Client, CliError, keystone_token
-from acceld.cli.output import print_error
+from acceld.cli.output import print_error, safe
 from acceld.cmd.main import SERVER_COMMANDS
 
 Handler = Callable[[Client, argparse.Namespace], int]
@@ -277,6 +278,14 @@ def _add_placement_verbs(subparsers: Any) -> None:
     _verb(sub, "status", commands.placement_status, "last sync and sync state per host")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with its usage errors escaped: they quote what was typed."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {safe(message)}\n")
+
+
 class _TopFormatter(argparse.RawDescriptionHelpFormatter):
     """Every command of ``acceld --help`` on one line: room for the longest name."""
 
@@ -294,7 +303,7 @@ def _add_server_verbs(subparsers: Any) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """Build the argparse tree of global options and verbs."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="acceld",
         description="acceld: its servers (serve, api, conductor, agent, db) and the operator\n"
                     "client of its REST API (every other command; --url, or ACCELD_URL).\n"

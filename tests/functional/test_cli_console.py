@@ -171,12 +171,14 @@ def test_every_command_has_its_own_help():
     ["-f", "yaml", "service-list"],
     ["-f", "json", "serve"],
     ["help", "no-such-verb"],
+    ["service-list", "typed\x1b[2J\u202e"],
 ])
 def test_usage_errors_exit_2(argv):
     out = acceld(*argv)
     assert out.returncode == 2, out.stderr
     assert out.stdout == ""
     assert out.stderr.startswith("usage: acceld")
+    assert "\x1b" not in out.stderr and "\u202e" not in out.stderr
 
 
 # --- success and failures of the API and of the network ---------------------------------
