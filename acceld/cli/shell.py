@@ -14,12 +14,11 @@ import math
 import os
 import sys
 import traceback
-import typing
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from acceld.cli import commands
-from acceld.cli.client import DEFAULT_URL, Client, CliError, keystone_token
+from acceld.cli.client import DEFAULT_URL, Client, CliError, TimedOut, keystone_token
 from acceld.cli.output import print_error, safe
 from acceld.cmd.main import SERVER_COMMANDS
 
@@ -27,7 +26,8 @@ Handler = Callable[[Client, argparse.Namespace], int]
 
 FORMATS = ("table", "json")
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_TIMED_OUT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_OK, EXIT_USAGE, EXIT_INTERRUPTED = 0, 2, 130
+EXIT_FAILED, EXIT_TIMED_OUT = CliError.exit_code, TimedOut.exit_code
 EXIT_STATUS = f"""exit status:
   {EXIT_OK}    done
   {EXIT_FAILED}    failed: acceld refused it or could not do it, could not be reached, or
@@ -281,7 +281,7 @@ def _add_placement_verbs(subparsers: Any) -> None:
 class _Parser(argparse.ArgumentParser):
     """argparse with its usage errors escaped: they quote what was typed."""
 
-    def error(self, message: str) -> typing.NoReturn:
+    def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {safe(message)}\n")
 
