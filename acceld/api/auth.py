@@ -10,6 +10,7 @@ stay public in both.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -102,18 +103,24 @@ def _set_context(environ: dict[str, Any], user: str | None, project: str | None,
         environ.get(request_id.ENV_GLOBAL_REQUEST_ID), scope)
 
 
+# noauth's "<user>:<project>": each 1-255 characters (what the columns that keep a project
+# hold), no control character
+_NOAUTH_TOKEN = re.compile(r"[^:\x00-\x1f\x7f]{1,255}:[^\x00-\x1f\x7f]{1,255}")
+
+
 def noauth(environ: dict[str, Any]) -> Reply | None:
     """noauth's conventions (see the module's doc): sets the caller's context, or answers
     the 401 to send for a token it does not know."""
     token = environ.get("HTTP_X_AUTH_TOKEN")
     if token in (None, "", "admin"):
         user, project, roles = "admin", DEFAULT_PROJECT, ["admin", "member", "reader"]
-    elif ":" in token and all(token.split(":", 1)):
+    elif _NOAUTH_TOKEN.fullmatch(token):
         user, project = token.split(":", 1)
         roles = ["member", "reader"]
     else:
         return errors.render(webob.Request(environ), 401, "noauth expects X-Auth-Token "
-                             "'admin' or '<user>:<project>'.", "acceld.unauthorized")
+                             "'admin' or '<user>:<project>' (each 1-255 characters, no "
+                             "control character).", "acceld.unauthorized")
     service_roles = ["service"] if environ.get("HTTP_X_SERVICE_TOKEN") else []
     _set_context(environ, user, project, roles + _split_roles(environ.get("HTTP_X_ROLES")),
                  service_roles)

@@ -171,6 +171,19 @@ def test_a_mysql_url_without_a_charset_still_connects_in_utf8mb4(backend, make_d
         database.dispose()
 
 
+def test_a_noauth_project_the_database_cannot_keep_is_401(app):
+    """noauth's project becomes an ARQ's project_id (255 characters)."""
+    assert post(app, "/v2/device_profiles", profile("p1")).status_int == 201
+    for token in ("u:" + "p" * 256, "u:p\x01", "u\x00:p", "u" * 256 + ":p"):
+        resp = post(app, "/v2/accelerator_requests", {"device_profile_name": "p1"},
+                    **{"X-Auth-Token": token})
+        assert "noauth expects" in error(resp, 401)
+    resp = post(app, "/v2/accelerator_requests", {"device_profile_name": "p1"},
+                **{"X-Auth-Token": "u:" + "p" * 255})
+    assert resp.status_int == 201, resp.text
+    assert resp.json["arqs"][0]["project_id"] == "p" * 255
+
+
 # -- numbers ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("literal", [b"NaN", b"Infinity", b"-Infinity", b"1e400", b"-1e999"])
