@@ -19,6 +19,7 @@ STORED_JSON_BYTES = 65535       # JSON kept in one TEXT column
 PROFILE_GROUPS = 32             # groups of one device profile
 GROUP_KEYS = 64                 # keys of one group
 QUERY_FIELDS = 32               # parameters of one query string
+JSON_DEPTH = 32                 # levels of arrays and objects in a request body
 PROFILE_ARQS = 64               # default of [api] max_arqs_per_profile
 
 # Characters no name may hold: C0 and C1 controls, DEL, and the bidirectional overrides

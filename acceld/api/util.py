@@ -232,30 +232,30 @@ def _step(key: Any) -> str:
     return ascii(str(key))[1:-1][:limits.PREFIX]
 
 
-def _unstorable(value: Any, where: str) -> str | None:
-    """The first string (or key) of ``value`` that holds a NUL or a lone surrogate (a
-    ``\\u`` escape can write either; no database takes them), worded; else None."""
-    if isinstance(value, str):
-        bad = _NOT_STORABLE.search(value)
-        if bad is None:
-            return None
-        what = "a NUL" if bad.group() == "\x00" else "a lone surrogate"
-        return f"{'field ' + repr(where) if where else 'the body'} holds {what} character " \
-               f"(U+{ord(bad.group()):04X}), which no string may hold"
-    if isinstance(value, dict):
-        for key, item in value.items():
-            path = f"{where}/{_step(key)}" if where else _step(key)
-            if _NOT_STORABLE.search(key):
-                return f"the key of field {path!r} holds a NUL or a lone surrogate " \
-                       "character, which no string may hold"
-            found = _unstorable(item, path)
-            if found:
-                return found
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            found = _unstorable(item, f"{where}/{index}" if where else str(index))
-            if found:
-                return found
+def _unstorable(data: Any) -> str | None:
+    """What no database could keep of ``data``, worded: nesting deeper than
+    ``limits.JSON_DEPTH``, or the first string (or key) holding a NUL or a lone surrogate
+    (a ``\\u`` escape can write either). None when there is nothing."""
+    todo: list[tuple[Any, str, int]] = [(data, "", 0)]
+    while todo:
+        value, where, depth = todo.pop()
+        if isinstance(value, str):
+            bad = _NOT_STORABLE.search(value)
+            if bad is not None:
+                what = "a NUL" if bad.group() == "\x00" else "a lone surrogate"
+                return f"{'field ' + repr(where) if where else 'the body'} holds {what} " \
+                       f"character (U+{ord(bad.group()):04X}), which no string may hold"
+        elif isinstance(value, (dict, list)):
+            if depth == limits.JSON_DEPTH:
+                return f"{'field ' + repr(where) if where else 'the body'} nests deeper " \
+                       f"than {limits.JSON_DEPTH} levels"
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            for key, item in reversed(list(items)):
+                path = f"{where}/{_step(key)}" if where else _step(key)
+                if isinstance(key, str) and _NOT_STORABLE.search(key):
+                    return f"the key of field {path!r} holds a NUL or a lone surrogate " \
+                           "character, which no string may hold"
+                todo.append((item, path, depth + 1))
     return None
 
 
@@ -265,7 +265,8 @@ _NOT_STORABLE = re.compile("[\x00\ud800-\udfff]")
 def json_body(req: webob.Request, schema: dict[str, Any] | None) -> Any:
     """The JSON body, valid by ``schema`` (None: the caller validates it). Refused with
     a 400 before any schema: text that is not UTF-8, NaN and Infinity, numbers beyond a
-    float's range, and a NUL or a lone surrogate in any string."""
+    float's range, nesting deeper than ``limits.JSON_DEPTH``, and a NUL or a lone
+    surrogate in any string."""
     # webob's content_type: the header up to any parameters
     content_type = req.environ.get("CONTENT_TYPE", "").split(";", 1)[0]
     if content_type != "application/json":
@@ -275,8 +276,9 @@ def json_body(req: webob.Request, schema: dict[str, Any] | None) -> Any:
         data = jsoncodec.loads(body or b"null")
     except (ValueError, RecursionError) as exc:
         raise errors.HTTPError(400, f"Malformed JSON body: {exc}", "acceld.bad_json") from exc
-    if b"\\u" in body:                # only an escape writes a NUL or a surrogate
-        bad = _unstorable(data, "")
+    # only an escape writes a NUL or a surrogate, and deep nesting needs many brackets
+    if b"\\u" in body or body.count(b"[") + body.count(b"{") > limits.JSON_DEPTH:
+        bad = _unstorable(data)
         if bad is not None:
             raise errors.HTTPError(400, f"Invalid body: {bad}.", "acceld.invalid_input")
     if schema is not None:

@@ -184,6 +184,24 @@ def test_a_noauth_project_the_database_cannot_keep_is_401(app):
     assert resp.json["arqs"][0]["project_id"] == "p" * 255
 
 
+def test_nesting_deeper_than_the_limit_is_400(app):
+    """Deep nesting reaches no encoder or walk that could run out of stack."""
+    def nested(levels: int) -> Any:
+        value: Any = "x"
+        for _ in range(levels - 1):         # the body is one more
+            value = {"a": value}
+        return value
+
+    for levels in (limits.JSON_DEPTH + 1, 900):
+        detail = error(send(app, "PUT", f"/v1/accelerators/{UUID}/acc_specs", json.dumps(
+            {"acc_specs": nested(levels), "revision": 1}).encode()))
+        assert f"deeper than {limits.JSON_DEPTH}" in detail or "recursion" in detail
+    # at the limit: through to the accelerator's lookup
+    assert "not found" in error(send(app, "PUT", f"/v1/accelerators/{UUID}/acc_specs",
+                                     json.dumps({"acc_specs": nested(limits.JSON_DEPTH),
+                                                 "revision": 1}).encode()), 404)
+
+
 # -- numbers ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("literal", [b"NaN", b"Infinity", b"-Infinity", b"1e400", b"-1e999"])
