@@ -4,7 +4,8 @@ The API's own OpenAPI document (``GET /openapi.json``) drives schemathesis's com
 every operation gets generated valid and invalid requests (its coverage, fuzzing and
 stateful phases) with a bounded number of examples, in deterministic mode (the same
 requests every run), and every answer must be no 5xx and conform to the document: a
-documented status, its content type, its body's schema. Most path parameters name a
+documented status, its content type, its body's schema, its headers (the
+microversion headers below /v2, ETag, Location). Most path parameters name a
 resource that exists (a device, a deployable, an ARQ, ...), so that the requests reach
 the handlers' logic rather than a 404. A failure shows schemathesis's report: each failing
 request, exactly, as a curl command.
@@ -23,7 +24,7 @@ import requests
 from tests.integration import procs as p
 
 CHECKS = ("not_a_server_error", "status_code_conformance", "content_type_conformance",
-          "response_schema_conformance")
+          "response_schema_conformance", "response_headers_conformance")
 # test cases per operation in the fuzzing phase (the coverage phase has its own, bounded
 # by the schemas): under a minute a database on 2 cores, within CI's budget
 MAX_EXAMPLES = 10
