@@ -23,7 +23,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import uuid
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PATHS = ("/v2/accelerator_requests", "/v2/devices")
@@ -60,25 +59,14 @@ print(json.dumps(out))
 
 def _seed(url: str, arqs: int, devices: int) -> None:
     sys.path.insert(0, HERE)
-    import datetime
-
-    from sqlalchemy import insert
-
     from acceld.db import migration
-    from acceld.db import models as m
     from acceld.db.api import Database
-    from tests.seed import seed_arqs
+    from tests.seed import seed_arqs, seed_devices
 
     db = Database(url)
     migration.upgrade(db)
     seed_arqs(db, arqs)
-    now = datetime.datetime.now(datetime.UTC).replace(tzinfo=None, microsecond=0)
-    with db.write_rows() as conn:
-        conn.execute(insert(m.Device.__table__), [
-            {"uuid": str(uuid.uuid4()), "name": f"bench-{i}", "type": "GPU",
-             "vendor": "10de", "model": "bench", "hostname": f"host{i % 16}",
-             "state": "ready", "status": "enabled", "health": "ok", "acc_specs": "{}",
-             "revision": 1, "created_at": now} for i in range(devices)])
+    seed_devices(db, devices)
     db.dispose()
 
 

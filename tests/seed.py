@@ -1,7 +1,7 @@
-"""Many accelerator requests written straight into a database, for the tests and the
-benchmark of long lists (``bench/list_memory.py``): one device profile through
-``acceld.objects.device_profiles``, then the ARQ rows by SQLAlchemy Core executemany, a
-transaction per chunk."""
+"""Many accelerator requests or devices written straight into a database, for the tests
+and the benchmarks of lists (``bench/list_memory.py``, ``bench/list_latency.py``): the
+rows by SQLAlchemy Core executemany, a transaction per chunk (for ARQs, after one device
+profile made through ``acceld.objects.device_profiles``)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,11 @@ from acceld.objects import device_profiles
 
 _ARQ = m.ExtendedAcceleratorRequest.__table__
 _DP = m.DeviceProfile.__table__
+_DEVICE = m.Device.__table__
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC).replace(tzinfo=None, microsecond=0)
 
 
 def seed_arqs(db: Database, count: int, *, project_id: str = "seed-project",
@@ -29,7 +34,7 @@ def seed_arqs(db: Database, count: int, *, project_id: str = "seed-project",
     device_profiles.create(db, profile, [{"resources:FPGA": "1"}])
     with db.rows() as conn:
         dp_id = conn.execute(select(_DP.c.id).where(_DP.c.name == profile)).scalar_one()
-    now = datetime.datetime.now(datetime.UTC).replace(tzinfo=None, microsecond=0)
+    now = _now()
     made: list[str] = []
     while len(made) < count:
         rows = [{"uuid": str(uuidlib.uuid4()), "project_id": project_id, "state": state,
@@ -42,3 +47,17 @@ def seed_arqs(db: Database, count: int, *, project_id: str = "seed-project",
         if progress is not None:
             progress(len(made))
     return made
+
+
+def seed_devices(db: Database, count: int, *, hosts: int = 16) -> list[str]:
+    """``count`` reported, ready GPU devices spread over ``hosts`` hosts (no deployables);
+    returns their uuids in id order."""
+    now = _now()
+    rows = [{"uuid": str(uuidlib.uuid4()), "name": f"seeded-{i}", "type": "GPU",
+             "vendor": "10de", "model": "seeded", "hostname": f"host{i % hosts}",
+             "state": states.READY, "status": states.DEVICE_STATUS_ENABLED,
+             "health": states.HEALTH_OK, "acc_specs": "{}", "revision": 1, "created_at": now}
+            for i in range(count)]
+    with db.write_rows() as conn:
+        conn.execute(insert(_DEVICE), rows)
+    return [r["uuid"] for r in rows]

@@ -9,6 +9,7 @@ them as Nova's tooling would.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import math
 import threading
@@ -20,13 +21,16 @@ from typing import Any
 import openstack
 import pytest
 import webob
+from oslo_db import exception as db_exc
 
 from acceld import rpc, states
-from acceld.api import deploy, util
+from acceld.api import deploy, router, util
+from acceld.cmd import wiring
 from acceld.db import paging
+from acceld.objects import arqs
 from tests import helpers
 from tests.placement_server import LoopbackWSGIServer, QuietHandler
-from tests.seed import seed_arqs
+from tests.seed import seed_arqs, seed_devices
 
 PROJECT = "seed-project"
 LONG = 2 * paging.BATCH + 37          # three batches: streamed
@@ -214,3 +218,56 @@ def test_head_of_a_streamed_list_sends_no_body_and_reads_no_more(sqlite_db, monk
     got = webob.Request.blank("/v2/accelerator_requests",
                               headers={"X-Auth-Token": "admin"}).get_response(app)
     assert len(got.json["arqs"]) == paging.BATCH + 1 and reads == [1]
+
+
+def _blank(app: Any, path: str) -> webob.Response:
+    return webob.Request.blank(path, headers={"X-Auth-Token": "admin"}).get_response(app)
+
+
+def test_a_long_inventory_list_streams_and_is_never_stored(sqlite_db, monkeypatch):
+    made = seed_devices(sqlite_db, paging.BATCH + 2)
+    handled: list[str] = []
+    real = router.Router._dispatch
+
+    def counting(self, req):
+        handled.append(req.path_qs)
+        return real(self, req)
+
+    monkeypatch.setattr(router.Router, "_dispatch", counting)
+    app = _app(sqlite_db)
+    for _ in range(2):
+        whole = _blank(app, "/v2/devices")
+        assert whole.status_int == 200 and whole.content_length is None     # streamed
+        assert [d["uuid"] for d in whole.json["devices"]] == made
+    assert handled == ["/v2/devices"] * 2          # neither answer was kept
+    for _ in range(2):                             # a page is small: kept, then answered
+        page = _blank(app, "/v2/devices?limit=2")
+        assert [d["uuid"] for d in page.json["devices"]] == made[:2]
+    assert handled[2:] == ["/v2/devices?limit=2"]
+
+
+def test_a_database_failure_mid_stream_breaks_the_connection_off(sqlite_db, monkeypatch):
+    """The status line went out with the first batch: a later batch that fails must not
+    end the body as if complete (chunked: no last chunk), so the client sees the break."""
+    seed_arqs(sqlite_db, paging.BATCH + 1)
+    real = arqs.page_arqs
+
+    def failing(db, *, after, **kw):
+        if after:
+            raise db_exc.DBConnectionError("the database went away")
+        return real(db, after=after, **kw)
+
+    monkeypatch.setattr(arqs, "page_arqs", failing)
+    conf = helpers.make_conf(api={"host_ip": "127.0.0.1", "port": 0})
+    server = wiring.HttpServer(conf, _app(sqlite_db))
+    server.start()
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        conn.request("GET", "/v2/accelerator_requests", headers={"X-Auth-Token": "admin"})
+        resp = conn.getresponse()
+        assert resp.status == 200 and resp.getheader("Transfer-Encoding") == "chunked"
+        with pytest.raises(http.client.IncompleteRead):
+            resp.read()
+        conn.close()
+    finally:
+        server.stop()
