@@ -19,7 +19,7 @@ from oslo_config import cfg
 from oslo_policy import policy
 
 from acceld import jsoncodec, limits, uuids
-from acceld.api import errors, listcache
+from acceld.api import errors, listcache, schemas
 from acceld.api.reply import Reply as Reply  # handlers use these as util.*
 from acceld.api.reply import body_response as body_response
 from acceld.api.reply import empty_response as empty_response
@@ -169,6 +169,16 @@ def authorize(req: webob.Request, rule: str) -> None:
                                "acceld.forbidden")
 
 
+# the character rules of acceld.limits, as a 400 words them
+_CHARACTER_RULES = {
+    schemas.NAME_CHARS: "a name takes no control or bidirectional-override character",
+    schemas.SHOWN_NAME_CHARS: "a name takes no control or bidirectional-override "
+                              "character, and is not only spaces",
+    schemas.TEXT_CHARS: "text takes no control character but tab, line feed and carriage "
+                        "return",
+}
+
+
 def _schema_error(err: jsonschema.ValidationError, what: str) -> str:
     """The 400's detail: the field and the rule it breaks, repeating at most a short
     prefix of the value (jsonschema's message starts with the whole value's repr)."""
@@ -177,9 +187,9 @@ def _schema_error(err: jsonschema.ValidationError, what: str) -> str:
     whole = repr(err.instance)
     if len(whole) > limits.PREFIX and whole in message:
         message = message.replace(whole, limits.prefix(err.instance), 1)
-    if err.validator == "pattern" and isinstance(err.instance, str):
-        message = f"{limits.prefix(err.instance)} has a character that is not allowed " \
-                  "there (see the API reference for each field's characters)"
+    if err.validator == "pattern" and err.validator_value in _CHARACTER_RULES:
+        message = f"{limits.prefix(err.instance)} holds a character this field does not " \
+                  f"take ({_CHARACTER_RULES[err.validator_value]})"
     if err.validator == "additionalProperties" and err.instance is not None:
         return f"Invalid {what}: {message}"[:1000]
     field = f" field {limits.prefix(where, 200)}" if where else ""

@@ -28,6 +28,8 @@ def free_of(chars: str) -> str:
 # the pattern of a name, and of free text (acceld.limits: NAME_FORBIDDEN, TEXT_FORBIDDEN)
 NAME_CHARS = free_of(limits.NAME_FORBIDDEN)
 TEXT_CHARS = free_of(limits.TEXT_FORBIDDEN)
+# a name that is not only spaces
+SHOWN_NAME_CHARS = rf"^(?![\s\S]*[{limits.NAME_FORBIDDEN}])\s*\S"
 
 
 def name(max_length: int = limits.NAME_LENGTH, min_length: int = 1) -> dict[str, Any]:

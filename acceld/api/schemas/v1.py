@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from acceld import limits, states
-from acceld.api.schemas import INTEGER_ID, name, whole
+from acceld.api.schemas import INTEGER_ID, SHOWN_NAME_CHARS, name, whole
 
 _UUID = {"type": "string", "format": "uuid",
          "pattern": whole("[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?"
                           "[0-9a-fA-F]{12}")}
 # a name: no control or bidirectional-override character, and not only spaces
 _NAME = {"type": "string", "minLength": 1, "maxLength": limits.NAME_LENGTH,
-         "pattern": rf"^(?![\s\S]*[{limits.NAME_FORBIDDEN}])\s*\S"}
+         "pattern": SHOWN_NAME_CHARS}
 _HOST = name()
 
 CREATE = {
