@@ -72,11 +72,6 @@ class Listing:
             self.complete = len(items) <= limit
             self.items, self._last = items[:limit], None
 
-    @property
-    def last_id(self) -> int | None:
-        """The id of the last row of ``items`` (None for a page, or no row)."""
-        return self._last
-
     def rest(self) -> Iterator[list[Item]]:
         """The batches after ``items`` (none when complete, or for a page), each read
         when the one before has been consumed."""
