@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 import webob
@@ -73,7 +73,7 @@ def respond(req: webob.Request, key: str, found: Listing, present: Present) -> u
 
 
 def _chunks(req: webob.Request, key: str, first: list[Item],
-            rest: Iterator[list[Item]], present: Present) -> Iterator[bytes]:
+            rest: Iterator[list[Item]], present: Present) -> Generator[bytes, None, None]:
     """``{key: [...]}`` as ``util.json_bytes`` writes it, a batch per chunk: ``first``
     (not empty), then each batch of ``rest`` as it is read."""
     yield util.json_bytes({key: first})[:-2]       # without the closing "]}"
