@@ -29,6 +29,7 @@ from acceld.cmd import wiring
 from acceld.db import paging
 from acceld.objects import arqs
 from tests import helpers
+from tests.functional.test_clients_blackbox import OPENSTACK, _osc
 from tests.placement_server import LoopbackWSGIServer, QuietHandler
 from tests.seed import seed_arqs, seed_devices
 
@@ -88,6 +89,14 @@ def test_openstacksdk_lists_every_one_of_5000_arqs(served_sqlite):
     made = seed_arqs(db, 5000)
     conn = _connect(url)
     assert [a.uuid for a in conn.accelerator.accelerator_requests()] == made
+
+
+@pytest.mark.skipif(OPENSTACK is None, reason="python-openstackclient is not installed")
+def test_openstack_arq_list_shows_every_arq_of_a_streamed_list(served_sqlite):
+    url, db = served_sqlite
+    made = seed_arqs(db, LONG)
+    listed = _osc(url, "accelerator", "arq", "list")
+    assert [a["uuid"] for a in listed] == made
 
 
 def test_openstacksdk_asking_for_pages_follows_the_links_to_the_end(served_sqlite):
