@@ -54,8 +54,8 @@ def _copy_peers() -> None:
         dest = PEERS_COPY / src.relative_to(SHARED_PEERS)
         if src.is_dir():
             dest.mkdir(parents=True, exist_ok=True)
-        elif not dest.exists() or dest.read_bytes() != (data := src.read_bytes()):
-            dest.write_bytes(data)
+        elif not dest.exists() or dest.read_bytes() != src.read_bytes():
+            dest.write_bytes(src.read_bytes())
         dest.chmod(0o755 if src.is_dir() or os.access(src, os.X_OK) else 0o644)
 
 
