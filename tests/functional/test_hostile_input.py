@@ -156,11 +156,10 @@ def test_text_beyond_the_bmp_is_stored_and_read_back(app, db):
                 m.Device.name == text)).scalar() == text
 
 
-def test_a_mysql_url_without_a_charset_still_connects_in_utf8mb4(backend, make_db_url):
+@pytest.mark.mysql
+def test_a_mysql_url_without_a_charset_still_connects_in_utf8mb4(make_db_url):
     """oslo.db connects MySQL in 3-byte utf8 unless the URL names a charset."""
-    if backend != "mysql":
-        pytest.skip("MySQL and MariaDB only: other URLs are used as given")
-    url = make_db_url(backend).replace("?charset=utf8mb4", "")
+    url = make_db_url("mysql").replace("?charset=utf8mb4", "")
     database = Database(url)
     try:
         assert database.url.endswith("?charset=utf8mb4")
