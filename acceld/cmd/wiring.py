@@ -132,11 +132,14 @@ class HttpServer:
         """Stop accepting, let every request already begun (being received, queued or
         running) finish and its answer be sent, for at most ``[api] shutdown_timeout``
         seconds, closing each keep-alive connection once it is idle; then stop the
-        workers and close what is left. Waitress has no drain of its own: this reads its
-        server's ``active_channels`` and each channel's ``request``/``requests`` and sets
+        workers and close what is left. Waitress has no drain of its own: this closes its
+        listener (``del_channel``, as its ``close`` does), reads its server's
+        ``active_channels`` and each channel's ``request``/``requests`` and sets
         ``will_close``, as its own idle-connection sweep (``maintenance``) does."""
         server = self._server
-        server.accepting = False              # the loop no longer polls the listener
+        server.accepting = False              # the loop no longer polls the listener,
+        server.del_channel()                  # and new connections are refused
+        server.socket.close()
         deadline = time.monotonic() + self.grace
         while server.active_channels and time.monotonic() < deadline:
             for channel in list(server.active_channels.values()):
@@ -146,6 +149,8 @@ class HttpServer:
             server.pull_trigger()             # wake the loop to close them
             time.sleep(0.05)
         server.task_dispatcher.shutdown(cancel_pending=True, timeout=1)
+        for channel in list(server.active_channels.values()):
+            channel.will_close = True         # past the grace period
         server.close()
         self._thread.join(5)
 
