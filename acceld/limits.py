@@ -14,6 +14,7 @@ from __future__ import annotations
 
 INT_MAX = 2**31 - 1             # Placement's and every acceld integer column's largest
 NAME_LENGTH = 255               # a name, a host, a group key or value (Nova's, Placement's)
+UUID_LENGTH = 36                # an ARQ bind's instance_uuid and device_rp_uuid (columns)
 TEXT_LENGTH = 8192              # free text: a description, an attribute's key and value
 STORED_JSON_BYTES = 65535       # JSON kept in one TEXT column
 PROFILE_GROUPS = 32             # groups of one device profile

@@ -235,6 +235,30 @@ def test_an_if_match_out_of_range_is_400(db):
             assert "If-Match" in error(resp)
 
 
+def test_bind_values_longer_than_their_columns_are_400(db):
+    """An instance or resource provider id longer than a UUID failed the bind's write
+    in the conductor (a 5xx on PostgreSQL and MariaDB)."""
+    with Stack.reported(db, device_count=1) as stack:
+        stack.ready_all()
+        with db.reader() as s:
+            rp = s.execute(sqlalchemy.select(m.Deployable.rp_uuid)).scalars().first()
+        assert stack.call("POST", "/v2/device_profiles", profile(
+            groups=[{"resources:GPU": "1"}]), headers={"X-Auth-Token": "admin"}) \
+            .status_int == 201
+        for field, instance, rp_uuid in (("instance_uuid", "i" * 37, rp),
+                                         ("device_rp_uuid", UUID, "r" * 100)):
+            arq = stack.call("POST", "/v2/accelerator_requests",
+                             {"device_profile_name": "p1"},
+                             headers={"X-Auth-Token": "admin"}).json["arqs"][0]["uuid"]
+            resp = stack.call("PATCH", "/v2/accelerator_requests",
+                              helpers.bind_patch(arq, "host1", rp_uuid, instance),
+                              headers={"X-Auth-Token": "admin", "X-Service-Token": "x"})
+            detail = error(resp)
+            assert f"{arq}/{field}" in detail and str(limits.UUID_LENGTH) in detail
+            assert stack.call("GET", f"/v2/accelerator_requests/{arq}",
+                              headers={"X-Auth-Token": "admin"}).json["state"] == "Initial"
+
+
 # -- names and free text ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("bad", ["a\x07b", "ab\n", "a\x7fb", "a\x85b", "a\u202eb",

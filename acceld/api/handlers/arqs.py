@@ -20,7 +20,7 @@ from typing import Any
 
 import webob
 
-from acceld import exception
+from acceld import exception, limits
 from acceld.api import errors, listing, microversion, util
 from acceld.api.handlers.v2_inventory import links
 from acceld.api.schemas import v2 as schema
@@ -79,6 +79,11 @@ def parse_ops(uuid: str, ops: list[dict[str, Any]], version: microversion.Versio
     fields = {f: util.text(values[f]) for f in BIND_FIELDS}
     fields["instance_uuid"] = util.canonical_uuid(fields["instance_uuid"])
     fields["device_rp_uuid"] = util.canonical_uuid(fields["device_rp_uuid"])
+    for field in ("instance_uuid", "device_rp_uuid"):    # what their columns hold
+        if len(fields[field]) > limits.UUID_LENGTH:
+            raise errors.HTTPError(400, f"Invalid body field '{uuid}/{field}': "
+                                   f"{limits.prefix(fields[field])} is longer than "
+                                   f"{limits.UUID_LENGTH} characters.", "acceld.invalid_input")
     # A bind never changes an ARQ's project (the binder may be an admin of another
     # project, e.g. Nova's evacuate): /project_id only fills in a missing one.
     owner = values.get("project_id")
