@@ -39,6 +39,7 @@ import psutil
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from acceld.db import migration  # noqa: E402
 from acceld.db.api import Database  # noqa: E402
+from tests import helpers  # noqa: E402
 from tests.integration import procs  # noqa: E402
 from tests.seed import seed_arqs  # noqa: E402
 
@@ -144,8 +145,7 @@ def main() -> int:
         try:
             return _measure(server, port, a)
         finally:
-            server.terminate()
-            server.wait(timeout=30)
+            helpers.stop_process(server)
     finally:
         drop()
 

@@ -145,14 +145,18 @@ def _state_in(states: Iterable[str]) -> ColumnElement[bool]:
     return _arq.c.state.in_([literal_column(f"'{state}'") for state in sorted(states)])
 
 
-# An ARQ as the API shows it: the row, its profile's name and the handle it holds.
+# An ARQ as the API shows it: the row, its profile's name and the handle it holds. The
+# profile is outer-joined although every ARQ has one (a foreign key, NOT NULL): with an
+# inner join MariaDB reads the profile first and then every ARQ of it, sorted, for each
+# batch of a list (ORDER BY id LIMIT n): a million ARQs took seconds a batch. The ARQ
+# table first, as an outer join keeps it, reads each batch along the primary key.
 _ROWS = (select(_arq.c.uuid, _arq.c.state, _arq.c.device_profile_group_id,
                 _arq.c.hostname, _arq.c.device_rp_uuid, _arq.c.instance_uuid,
                 _arq.c.project_id, _arq.c.created_at, _arq.c.updated_at,
                 _dp.c.name.label("profile_name"), _ah.c.uuid.label("handle_uuid"),
                 _ah.c.attach_type.label("handle_type"),
                 _ah.c.attach_info.label("handle_info"))
-         .select_from(_arq.join(_dp, _dp.c.id == _arq.c.device_profile_id)
+         .select_from(_arq.outerjoin(_dp, _dp.c.id == _arq.c.device_profile_id)
                       .outerjoin(_ah, _ah.c.id == _arq.c.attach_handle_id))
          .order_by(_arq.c.id))
 _GET = _scoped(_ROWS.where(_arq.c.uuid == bindparam("arq_uuid")))
