@@ -381,3 +381,40 @@ def test_acc_specs_too_large_to_store_are_400(app):
     detail = error(send(app, "PUT", f"/v1/accelerators/{UUID}/acc_specs",
                         json.dumps({"acc_specs": specs, "revision": 1}).encode()))
     assert "acc_specs" in detail and str(limits.STORED_JSON_BYTES) in detail
+
+
+# -- a sweep ----------------------------------------------------------------------------------
+
+EMOJI = "\U0001F680"
+SWEEP = [
+    ("GET", "/v2/attributes", "deployable_id=" + "9" * 18, None),
+    ("GET", "/v2/attributes", f"key={EMOJI}", None),
+    ("GET", "/v2/devices", f"hostname={EMOJI}&vendor={'v' * 255}", None),
+    ("GET", "/v2/device_profiles/" + "n" * 300, "", None),
+    ("GET", f"/v2/device_profiles/{EMOJI}", "", None),
+    ("DELETE", "/v2/device_profiles", "value=" + ",".join(["x" * 255] * 20), None),
+    ("DELETE", "/v2/accelerator_requests", "arqs=" + ",".join([UUID] * 100), None),
+    ("GET", "/v1/accelerators", f"host={EMOJI}&limit=9999", None),
+    ("GET", "/v1/drivers", "host=" + "h" * 255, None),
+    ("POST", "/v2/accelerator_requests", "", {"device_profile_name": 1e308}),
+    ("POST", "/v2/accelerator_requests", "", {"device_profile_name": "n" * 5000}),
+    ("POST", "/v2/attributes", "", {"deployable_id": 1.5, "key": EMOJI * 2000,
+                                    "value": EMOJI}),
+    ("POST", "/v2/attributes", "", {"deployable_id": limits.INT_MAX, "key": "k",
+                                    "value": "v"}),
+    ("POST", "/v2/device_profiles", "", profile(f"e{'x' * 254}", description=EMOJI * 8192)),
+    ("POST", "/v1/accelerators", "", {"name": EMOJI * 255}),
+    ("POST", "/v1/discover", "", {"host": EMOJI * 255}),
+    ("POST", "/v1/drivers/" + "d" * 300 + "/action", "", {"action": "update"}),
+]
+
+
+@pytest.mark.parametrize("method,path,query,body", SWEEP,
+                         ids=[f"{m} {p[:30]}?{q[:20]}" for m, p, q, _ in SWEEP])
+def test_hostile_requests_are_never_5xx(db, method, path, query, body):
+    with Stack.reported(db, device_count=1) as stack:
+        data = None if body is None else json.dumps(body).encode()
+        resp = send(stack.app, method, path.encode().decode("latin-1"), data,
+                    query=query.encode().decode("latin-1"))
+        assert resp.status_int < 500, resp.text
+        assert resp.status_int in (200, 201, 202, 204, 400, 404, 409), resp.text
