@@ -27,48 +27,48 @@ STANDARD_RCS = ("FPGA", "GPU", "VGPU", "PGPU", "CUSTOM_QAT", "CUSTOM_NIC", "CUST
 TRAIT_VALUES = ("required", "forbidden")
 
 
-def _normalise_entry(key: str, value: Any) -> tuple[str, str]:
-    what = limits.prefix(key)
+def _normalise_entry(index: int, key: str, value: Any) -> tuple[str, str]:
+    what = f"{index} key {limits.prefix(key)}"
     if not key.startswith(KEY_PREFIXES):
-        raise exception.InvalidInput(f"Group key {what} must start with one of "
+        raise exception.InvalidInput(f"Group {what} must start with one of "
                                      f"{', '.join(KEY_PREFIXES)}.")
     prefix, _, rest = key.partition(":")
     name = rest.strip(" ")
     text = str(value)
     if prefix == "trait":
         if not name.startswith("CUSTOM_"):
-            raise exception.InvalidInput(f"Group key {what}: traits must start with "
+            raise exception.InvalidInput(f"Group {what}: traits must start with "
                                          "CUSTOM_.")
         if text not in TRAIT_VALUES:
-            raise exception.InvalidInput(f"Group key {what}: the value must be one of "
+            raise exception.InvalidInput(f"Group {what}: the value must be one of "
                                          f"{', '.join(TRAIT_VALUES)}, not "
                                          f"{limits.prefix(text)}.")
     elif prefix == "resources":
         if name not in STANDARD_RCS and not name.startswith("CUSTOM_"):
-            raise exception.InvalidInput(f"Group key {what}: the resource class must be "
+            raise exception.InvalidInput(f"Group {what}: the resource class must be "
                                          f"one of {', '.join(STANDARD_RCS)} or start with "
                                          "CUSTOM_.")
         try:
             int(text)           # Cyborg's own test; a group of 0 (or less) asks for nothing
         except ValueError:
-            raise exception.InvalidInput(f"Group key {what}: the value must be an "
+            raise exception.InvalidInput(f"Group {what}: the value must be an "
                                          f"integer, not {limits.prefix(text)}.") from None
     return f"{prefix}:{name}", text
 
 
-def _check_amount(key: str, text: str, max_arqs: int) -> None:
+def _check_amount(index: int, key: str, text: str, max_arqs: int) -> None:
     """A ``resources:`` amount is at most ``max_arqs``, and at least ``-INT_MAX`` (zero
     or less asks for nothing, as in Cyborg)."""
     amount = int(text)
     if amount > max_arqs:
         raise exception.InvalidInput(
-            f"Group key {limits.prefix(key)}: the amount {limits.prefix(text, 16)} is more "
-            f"than {max_arqs}, the most accelerators one device profile may ask for ([api] "
-            "max_arqs_per_profile).")
+            f"Group {index} key {limits.prefix(key)}: the amount {limits.prefix(text, 16)} "
+            f"is more than {max_arqs}, the most accelerators one device profile may ask "
+            "for ([api] max_arqs_per_profile).")
     if amount < -limits.INT_MAX:
         raise exception.InvalidInput(
-            f"Group key {limits.prefix(key)}: the amount {limits.prefix(text, 16)} is less "
-            f"than {-limits.INT_MAX}.")
+            f"Group {index} key {limits.prefix(key)}: the amount {limits.prefix(text, 16)} "
+            f"is less than {-limits.INT_MAX}.")
 
 
 def normalise_groups(groups: list[dict[str, Any]],
@@ -82,12 +82,12 @@ def normalise_groups(groups: list[dict[str, Any]],
     for index, group in enumerate(groups):
         normal: dict[str, str] = {}
         for key, value in group.items():
-            new_key, text = _normalise_entry(key, value)
+            new_key, text = _normalise_entry(index, key, value)
             if new_key in normal:
                 raise exception.InvalidInput(f"Group {index} names "
                                              f"{limits.prefix(new_key)} twice.")
             if new_key.startswith("resources:"):
-                _check_amount(new_key, text, max_arqs)
+                _check_amount(index, new_key, text, max_arqs)
             normal[new_key] = text
         out.append(normal)
     asked = sum(units_per_group(out))
