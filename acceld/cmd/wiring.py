@@ -46,12 +46,13 @@ def database(conf: cfg.ConfigOpts, *, api: bool = False, services: bool = False)
     worker thread when it serves the API (a request holds at most one at a time, so the
     API's load queues on its threads, never on the pool) plus
     :data:`SERVICE_CONNECTIONS` when the conductor runs here. The overflow allows as
-    many again for bursts; a thread waits up to a minute for one."""
+    many again for bursts, and at least oslo.db's default of 50 (the conductor's RPC
+    executor and Placement sync threads); a thread waits up to a minute for one."""
     url = conf.database.connection or default_sqlite_url(conf.state_path)
     size = (conf.api.workers if api else 0) + (SERVICE_CONNECTIONS if services else 0)
     if not size:
         return Database(url)
-    return Database(url, max_pool_size=size, max_overflow=size, pool_timeout=60)
+    return Database(url, max_pool_size=size, max_overflow=max(size, 50), pool_timeout=60)
 
 
 def placement_syncer(conf: cfg.ConfigOpts, db: Database) -> PlacementSyncer | None:
