@@ -149,11 +149,11 @@ def test_every_route_for_every_persona(sweep_cloud: Cloud, method: str, path: st
 
 def test_the_version_documents_answer_every_scope(sweep_cloud: Cloud) -> None:
     """No rule guards them: any valid token of any scope reads them, and Cyborg's
-    discovery documents (``/``, ``/v2``) need none at all."""
+    discovery documents (``/``, ``/v2``) and the OpenAPI document need none at all."""
     for method, path in sorted(sweep.UNPROTECTED):
         for persona in ("member", *OTHER_SCOPES):
             assert sweep_cloud.call(persona, method, path).status_int == 200, (persona, path)
-        public = path in ("/", "/v2")
+        public = path in ("/", "/v2", "/openapi.json")
         assert sweep_cloud.call(None, method, path).status_int == (200 if public else 401)
 
 

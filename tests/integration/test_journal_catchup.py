@@ -217,7 +217,7 @@ def _in_process_catchup(stack: Stack, db, host: str, monkeypatch) -> None:
     assert len(installs) == 1
     assert agent.journal.results() == results
     # Nothing reached the database.
-    _assert_unique(accelerators.list_accelerators(db, host=host), 4)
+    _assert_unique(list(accelerators.list_accelerators(db, host=host)), 4)
     assert accelerators.get_accelerator(db, second)["state"] == "installing"
 
     stack.start_conductor()
@@ -236,7 +236,7 @@ def _in_process_catchup(stack: Stack, db, host: str, monkeypatch) -> None:
 
     assert agent.report_once() is True
     assert agent.journal.acked_seq == agent.journal.seq
-    final = accelerators.list_accelerators(db, host=host)
+    final = list(accelerators.list_accelerators(db, host=host))
     _assert_unique(final, 6)
     states = {r["uuid"]: r["state"] for r in final}
     assert states[first] == states[second] == "ready"
@@ -246,7 +246,7 @@ def _in_process_catchup(stack: Stack, db, host: str, monkeypatch) -> None:
     # The report built before the outage arrives late: recognised as stale, ignored.
     late = client.report_inventory(json.loads(json.dumps(before_outage)))
     assert late["stale"] is True and late["changed"] is False
-    _assert_unique(accelerators.list_accelerators(db, host=host), 6)
+    _assert_unique(list(accelerators.list_accelerators(db, host=host)), 6)
 
     from acceld.db import models as m
     with db.reader() as s:

@@ -233,7 +233,7 @@ def test_inventory_cycle(bus: Bus, sqlite_db, tmp_path) -> None:
 
     assert agent.report_once() is True
     assert agent.journal.acked_seq == agent.journal.seq == 1
-    records = accelerators.list_accelerators(sqlite_db, host=host)
+    records = list(accelerators.list_accelerators(sqlite_db, host=host))
     assert len(records) == 4
     kinds = ["gpu", "fpga", "qat", "nic"]
     assert sorted(r["name"] for r in records) == sorted(
@@ -246,7 +246,7 @@ def test_inventory_cycle(bus: Bus, sqlite_db, tmp_path) -> None:
 
     # The same report again (a new seq, the same content) changes nothing.
     assert agent.report_once() is True
-    assert len(accelerators.list_accelerators(sqlite_db, host=host)) == 4
+    assert len(list(accelerators.list_accelerators(sqlite_db, host=host))) == 4
 
     client = rpc.ConductorClient(t)
     gpu = next(r for r in records if r["device_type"] == "GPU")
