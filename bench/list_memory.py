@@ -30,7 +30,6 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +38,7 @@ import psutil
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from acceld.db import migration  # noqa: E402
 from acceld.db.api import Database  # noqa: E402
-from tests import helpers  # noqa: E402
+from tests import databases, helpers  # noqa: E402
 from tests.integration import procs  # noqa: E402
 from tests.seed import seed_arqs  # noqa: E402
 
@@ -50,24 +49,7 @@ def _database(kind: str, work: Path) -> tuple[str, Any]:
     """(url, drop) of a new empty database of ``kind``."""
     if kind == "sqlite":
         return f"sqlite:///{work / 'acceld.sqlite'}", lambda: None
-    name = f"acceld_bench_{uuid.uuid4().hex[:10]}"
-    if kind == "postgresql":
-        import psycopg2
-        admin = psycopg2.connect(host="127.0.0.1", user="postgres", dbname="postgres")
-        admin.autocommit = True
-        admin.cursor().execute(f'CREATE DATABASE "{name}"')
-
-        def drop() -> None:
-            cur = admin.cursor()
-            cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                        "WHERE datname = %s AND pid <> pg_backend_pid()", (name,))
-            cur.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        return f"postgresql+psycopg2://postgres@127.0.0.1:5432/{name}", drop
-    import pymysql
-    admin = pymysql.connect(host="127.0.0.1", user="root", password="", autocommit=True)
-    admin.cursor().execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
-    return (f"mysql+pymysql://root@127.0.0.1:3306/{name}?charset=utf8mb4",
-            lambda: admin.cursor().execute(f"DROP DATABASE IF EXISTS `{name}`"))
+    return databases.create_postgresql() if kind == "postgresql" else databases.create_mysql()
 
 
 def _get(port: int, path: str, sink: Any = None) -> tuple[int, int, int]:

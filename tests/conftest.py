@@ -16,13 +16,11 @@ import pytest
 
 from acceld.db import migration
 from acceld.db.api import Database
+from tests import databases
+from tests.databases import MYSQL_HOST, PG_HOST
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
-PG_HOST = os.environ.get("ACCELD_TEST_PG_HOST", "127.0.0.1")
-PG_USER = os.environ.get("ACCELD_TEST_PG_USER", "postgres")
-MYSQL_HOST = os.environ.get("ACCELD_TEST_MYSQL_HOST", "127.0.0.1")
-MYSQL_USER = os.environ.get("ACCELD_TEST_MYSQL_USER", "root")
 RABBIT_URL = os.environ.get("ACCELD_TEST_RABBIT_URL", "rabbit://guest:guest@127.0.0.1:5672/")
 
 
@@ -44,34 +42,6 @@ def require_service(name: str, host: str, port: int) -> None:
     pytest.skip(f"{message}; start it to run this test (CI=true makes this a failure)")
 
 
-def _create_pg() -> tuple[str, callable]:
-    import psycopg2
-    name = f"acceld_test_{uuid.uuid4().hex[:10]}"
-    admin = psycopg2.connect(host=PG_HOST, user=PG_USER, dbname="postgres")
-    admin.autocommit = True
-    admin.cursor().execute(f'CREATE DATABASE "{name}"')
-
-    def drop() -> None:
-        cur = admin.cursor()
-        cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE datname = %s AND pid <> pg_backend_pid()", (name,))
-        cur.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        admin.close()
-    return f"postgresql+psycopg2://{PG_USER}@{PG_HOST}:5432/{name}", drop
-
-
-def _create_mysql() -> tuple[str, callable]:
-    import pymysql
-    name = f"acceld_test_{uuid.uuid4().hex[:10]}"
-    admin = pymysql.connect(host=MYSQL_HOST, user=MYSQL_USER, password="", autocommit=True)
-    admin.cursor().execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
-
-    def drop() -> None:
-        admin.cursor().execute(f"DROP DATABASE IF EXISTS `{name}`")
-        admin.close()
-    return f"mysql+pymysql://{MYSQL_USER}@{MYSQL_HOST}:3306/{name}?charset=utf8mb4", drop
-
-
 @pytest.fixture
 def make_db_url(tmp_path) -> Iterator[callable]:
     """Returns ``make(backend) -> url`` for an empty, throwaway database."""
@@ -82,10 +52,10 @@ def make_db_url(tmp_path) -> Iterator[callable]:
             return f"sqlite:///{tmp_path / f'acceld-{uuid.uuid4().hex[:6]}.sqlite'}"
         if backend == "postgresql":
             require_service("PostgreSQL", PG_HOST, 5432)
-            url, drop = _create_pg()
+            url, drop = databases.create_postgresql()
         elif backend == "mysql":
             require_service("MariaDB", MYSQL_HOST, 3306)
-            url, drop = _create_mysql()
+            url, drop = databases.create_mysql()
         else:
             raise ValueError(backend)
         drops.append(drop)
