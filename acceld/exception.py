@@ -3,7 +3,7 @@
 Hierarchy::
 
     AccelDError
-    ├── NotFound            (AcceleratorNotFound, ServiceNotFound, DriverNotFound,
+    ├── NotFound            (AcceleratorNotFound, DriverNotFound,
     │                        ARQNotFound, NoFreeAttachHandle, ProgramNotFound)
     ├── Conflict            (DuplicateName, RevisionConflict, InvalidStateTransition,
     │                        AlreadyAttached, AllocationsExist, NotReady, DeviceInUse,
@@ -42,10 +42,6 @@ class NotFound(AccelDError):
 
 class AcceleratorNotFound(NotFound):
     code = "acceld.accelerator.not_found"
-
-
-class ServiceNotFound(NotFound):
-    code = "acceld.service.not_found"
 
 
 class DriverNotFound(NotFound):

@@ -41,7 +41,6 @@ KIND_TRANSITION = "transition"
 KIND_PREPARE = "prepare"
 KIND_RELEASE = "release"
 KIND_PROGRAM = "program"
-KINDS = (KIND_TRANSITION, KIND_PREPARE, KIND_RELEASE, KIND_PROGRAM)
 
 
 def kind_of(op: dict[str, Any]) -> str:

@@ -27,8 +27,6 @@ SERVICE_COLUMNS = ("host", "binary", "version", "last_seen_at", "alive")
 RESULT_COLUMNS = ("host", "driver", "ok", "error")
 PLACEMENT_COLUMNS = ("host", "in_sync", "last_synced_at", "compute_rp_uuid")
 BACKEND_COLUMNS = ("host", "driver", "backend", "services", "devices")
-PROGRAM_COLUMNS = ("uuid", "state", "progress", "message", "image_ref", "host",
-                   "started_at", "finished_at")
 PROGRAM_FINISHED = ("done", "failed")
 # The transient state of each state change an operator asks for.
 TRANSITIONS = {"ready": "installing", "inactive": "uninstalling"}

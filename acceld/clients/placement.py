@@ -130,10 +130,6 @@ class PlacementClient:
     def get_provider(self, uuid: str) -> Provider:
         return _provider(self._request("GET", f"/resource_providers/{uuid}", "1.14"))
 
-    def tree(self, root_uuid: str) -> list[Provider]:
-        body = self._request("GET", f"/resource_providers?in_tree={root_uuid}", "1.14")
-        return [_provider(rp) for rp in body["resource_providers"]]
-
     def tree_owned(self, root_uuid: str, owner_trait: str) -> list[Provider]:
         """The providers of ``root_uuid``'s tree that carry ``owner_trait``."""
         body = self._request(
