@@ -22,13 +22,13 @@ import time
 from typing import Any
 
 from oslo_config import cfg
+from oslo_utils import timeutils
 
 import acceld
 from acceld import exception, reports
 from acceld.conductor import binding
 from acceld.conductor.hostwork import AgentHostWork
 from acceld.conductor.placement_apply import PlacementSyncer
-from acceld.db import models as m
 from acceld.db.api import Database
 from acceld.objects import accelerators, holders, inventory, services
 from acceld.objects import placement as placement_objects
@@ -54,7 +54,7 @@ class HeartbeatBuffer:
     def note(self, host: str, binary: str, version: str) -> bool:
         """Record a beat; True when this service was not known to this conductor yet."""
         with self._lock:
-            self._pending[(host, binary)] = (version, m.utcnow())
+            self._pending[(host, binary)] = (version, timeutils.utcnow())
             new = (host, binary) not in self._known
             self._known.add((host, binary))
             return new
@@ -239,7 +239,8 @@ class ConductorManager:
                         op.host, op.op_id)
 
     def redrive_operations(self) -> None:
-        cutoff = m.utcnow() - datetime.timedelta(seconds=self._conf.conductor.operation_timeout)
+        timeout = datetime.timedelta(seconds=self._conf.conductor.operation_timeout)
+        cutoff = timeutils.utcnow() - timeout
         for op in accelerators.stalled_operations(self._db, cutoff):
             LOG.info("sending operation %s (%s %s) again", op.op_id, op.operation,
                      op.device_uuid)
