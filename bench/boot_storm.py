@@ -31,7 +31,7 @@ from concurrent import futures
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from acceld import reports  # noqa: E402
+from acceld import clients, reports  # noqa: E402
 from acceld.agent.drivers.base import DriverContext  # noqa: E402
 from acceld.agent.drivers.fake import FakeDriver  # noqa: E402
 from acceld.clients import placement as pc  # noqa: E402
@@ -141,7 +141,7 @@ def run_acceld(url: str, storm: list[reports.InventoryReport], workers: int,
     conf = make_conf(url, workers)
     db = Database(f"sqlite:///{workdir}/acceld-{uuid.uuid4().hex[:6]}.sqlite")
     migration.upgrade(db)
-    client = CountingClient(pc.make_adapter(conf))
+    client = CountingClient(clients.make_adapter(conf, "placement"))
     syncer = PlacementSyncer(conf, db, client)
     manager = ConductorManager(conf, db, agents=None, placement=syncer)
 
@@ -175,7 +175,7 @@ def one_run(n: int, devices: int, workers: int, acceld_first: bool) -> dict[str,
     proc, url = start_placement(workdir)
     try:
         conf = make_conf(url, workers)
-        admin = CountingClient(pc.make_adapter(conf))
+        admin = CountingClient(clients.make_adapter(conf, "placement"))
         acceld_hosts = [f"storm-{i:04d}" for i in range(n)]
         floor_hosts = [f"floor-{i:04d}" for i in range(n)]
         create_compute_nodes(admin, acceld_hosts + floor_hosts, workers)

@@ -27,7 +27,7 @@ To make acceld talk to it, give acceld this ``[placement]`` config (keystoneauth
 In code, with acceld's options registered on ``conf``::
 
     server.configure_client(conf)            # group="placement"
-    adapter = acceld.clients.placement.make_adapter(conf)
+    adapter = acceld.clients.make_adapter(conf, "placement")
 
 (acceld's ``register_opts`` registers only ``auth_type``/``auth_section`` of the auth
 options; ``endpoint``/``token`` are registered by

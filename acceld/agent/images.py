@@ -28,7 +28,7 @@ import requests
 from keystoneauth1 import exceptions as ks_exc
 from oslo_config import cfg
 
-from acceld import reports
+from acceld import clients, reports
 from acceld.agent.drivers.base import DriverError
 from acceld.conf import glance as glance_conf
 
@@ -192,9 +192,7 @@ def _allowed_local_path(allowed: list[str], path: str) -> str:
 def _glance_adapter(conf: cfg.ConfigOpts) -> Any:
     if not glance_conf.enabled(conf):
         raise ImageError("cannot fetch Glance images: [glance] auth_type is not configured")
-    from acceld.clients.placement import make_adapter  # the same session/auth/adapter chain
-
-    return make_adapter(conf, glance_conf.GROUP)
+    return clients.make_adapter(conf, glance_conf.GROUP)
 
 
 def _glance_json(adapter: Any, url: str, what: str) -> Any:

@@ -1,1 +1,16 @@
 """Typed clients of the services acceld talks to, over injected keystoneauth adapters."""
+
+from __future__ import annotations
+
+from keystoneauth1 import adapter as ks_adapter
+from keystoneauth1 import loading as ks_loading
+from oslo_config import cfg
+
+
+def make_adapter(conf: cfg.ConfigOpts, group: str) -> ks_adapter.Adapter:
+    """A keystoneauth adapter from the session, auth and adapter options of ``[group]``
+    (``placement``, ``nova``, ``glance``): the one chain every client of another
+    service is built on."""
+    auth = ks_loading.load_auth_from_conf_options(conf, group)
+    session = ks_loading.load_session_from_conf_options(conf, group, auth=auth)
+    return ks_loading.load_adapter_from_conf_options(conf, group, session=session, auth=auth)

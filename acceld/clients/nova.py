@@ -22,8 +22,6 @@ from typing import Any
 
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
-from keystoneauth1 import loading as ks_loading
-from oslo_config import cfg
 
 LOG = logging.getLogger(__name__)
 
@@ -58,13 +56,6 @@ class BoundEvent:
     def to_body(self) -> dict[str, str]:
         return {"name": EVENT_NAME, "server_uuid": self.server_uuid, "tag": self.arq_uuid,
                 "status": self.status}
-
-
-def make_adapter(conf: cfg.ConfigOpts, group: str = "nova") -> ks_adapter.Adapter:
-    """A keystoneauth adapter from the ``[nova]`` session, auth and adapter options."""
-    auth = ks_loading.load_auth_from_conf_options(conf, group)
-    session = ks_loading.load_session_from_conf_options(conf, group, auth=auth)
-    return ks_loading.load_adapter_from_conf_options(conf, group, session=session, auth=auth)
 
 
 class NovaClient:

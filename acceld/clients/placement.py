@@ -24,8 +24,6 @@ from typing import Any
 
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
-from keystoneauth1 import loading as ks_loading
-from oslo_config import cfg
 
 # Writes use 1.26: error bodies carry codes from 1.23 (how a generation conflict is told
 # from an inventory in use), and 1.26 allows reserved == total (a device not ready).
@@ -77,13 +75,6 @@ class Provider:
     generation: int
     parent_provider_uuid: str | None
     root_provider_uuid: str | None
-
-
-def make_adapter(conf: cfg.ConfigOpts, group: str = "placement") -> ks_adapter.Adapter:
-    """A keystoneauth adapter from the ``[placement]`` session, auth and adapter options."""
-    auth = ks_loading.load_auth_from_conf_options(conf, group)
-    session = ks_loading.load_session_from_conf_options(conf, group, auth=auth)
-    return ks_loading.load_adapter_from_conf_options(conf, group, session=session, auth=auth)
 
 
 def _provider(body: dict[str, Any]) -> Provider:

@@ -12,7 +12,7 @@ from typing import Any
 import waitress
 from oslo_config import cfg
 
-from acceld import rpc
+from acceld import clients, rpc
 from acceld.agent.manager import AgentManager
 from acceld.api import deploy
 from acceld.clients import nova as nova_client
@@ -59,7 +59,7 @@ def placement_syncer(conf: cfg.ConfigOpts, db: Database) -> PlacementSyncer | No
     """The Placement sync of the conductor, or None when [placement] is not configured."""
     if not placement_conf.enabled(conf):
         return None
-    client = placement_client.PlacementClient(placement_client.make_adapter(conf))
+    client = placement_client.PlacementClient(clients.make_adapter(conf, "placement"))
     return PlacementSyncer(conf, db, client)
 
 
@@ -69,7 +69,7 @@ def nova_notifier(conf: cfg.ConfigOpts) -> nova_client.NovaClient | None:
     reads the ARQs)."""
     if not nova_conf.enabled(conf):
         return None
-    return nova_client.NovaClient(nova_client.make_adapter(conf))
+    return nova_client.NovaClient(clients.make_adapter(conf, "nova"))
 
 
 def start_conductor(conf: cfg.ConfigOpts, db: Database,

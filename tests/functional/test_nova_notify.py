@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from acceld import exception
+from acceld import clients, exception
 from acceld.clients import nova
 from acceld.conductor.binding import Binder
 from acceld.db.api import Database
@@ -128,7 +128,7 @@ def test_multi_status_with_422_is_tolerated(db: Database, receiver: Receiver,
 
 def test_client_errors_are_typed(receiver: Receiver) -> None:
     conf = helpers.make_conf(nova=_nova_conf(receiver.url))
-    client = nova.NovaClient(nova.make_adapter(conf))
+    client = nova.NovaClient(clients.make_adapter(conf, "nova"))
     event = nova.BoundEvent(str(uuidlib.uuid4()), str(uuidlib.uuid4()), nova.COMPLETED)
     receiver.reply = (207, {"events": [{"server_uuid": event.server_uuid,
                                         "tag": event.arq_uuid, "code": 404}]})
@@ -144,8 +144,8 @@ def test_client_errors_are_typed(receiver: Receiver) -> None:
     assert len(receiver.events()) == 1 + 4 + 1
     gone = Receiver()
     gone.close()
-    unreachable = nova.NovaClient(nova.make_adapter(
-        helpers.make_conf(nova=_nova_conf(gone.url))))
+    unreachable = nova.NovaClient(clients.make_adapter(
+        helpers.make_conf(nova=_nova_conf(gone.url)), "nova"))
     with pytest.raises(nova.ServerError):
         unreachable.send_external_events([event])
 
@@ -167,8 +167,8 @@ class _StuckWork:
 def test_bind_timeout_sends_failed(db: Database, receiver: Receiver) -> None:
     conf = helpers.make_conf(nova=_nova_conf(receiver.url))
     work = _StuckWork()
-    binder = Binder(db, host_work=work, notifier=nova.NovaClient(nova.make_adapter(conf)),
-                    bind_timeout=0.3)
+    notifier = nova.NovaClient(clients.make_adapter(conf, "nova"))
+    binder = Binder(db, host_work=work, notifier=notifier, bind_timeout=0.3)
     binder.start_watch()
     rp_uuid, profile = helpers.make_qat_inventory(db, handles=1, units=1)
     uuid = arqs.create(db, profile, PROJECT)[0]["uuid"]

@@ -12,6 +12,7 @@ import uuid
 import pytest
 import webob
 
+from acceld import clients
 from acceld.clients import placement as pc
 from acceld.conductor import placement_sync as ps
 from acceld.db import migration
@@ -229,7 +230,7 @@ class _RacingClient(pc.PlacementClient):
 
 def test_concurrent_generation_bump_is_retried(env):
     env.admin.put("/traits/CUSTOM_SOMEONE_ELSE")
-    racing = _RacingClient(pc.make_adapter(env.stack.conf), env.admin)
+    racing = _RacingClient(clients.make_adapter(env.stack.conf, "placement"), env.admin)
     env.syncer._client = racing
     env.report()
     assert racing.raced == 1

@@ -160,7 +160,7 @@ def test_acceld_placement_config(placement: PlacementServer, tmp_path) -> None:
     """The [placement] snippet in the module docstring works with acceld's own loader."""
     from oslo_config import cfg
 
-    from acceld.clients.placement import make_adapter
+    from acceld.clients import make_adapter
     from acceld.conf import placement as placement_conf
 
     conf_file = tmp_path / "acceld.conf"
@@ -169,7 +169,8 @@ def test_acceld_placement_config(placement: PlacementServer, tmp_path) -> None:
     conf = cfg.ConfigOpts()
     placement_conf.register_opts(conf)
     conf([], default_config_files=[str(conf_file)])
-    resp = make_adapter(conf).get("/resource_providers", microversion="1.14", raise_exc=False)
+    resp = make_adapter(conf, "placement").get("/resource_providers", microversion="1.14",
+                                               raise_exc=False)
     assert resp.status_code == 200
     assert resp.request.headers["X-Auth-Token"] == "admin"
     assert resp.request.headers["OpenStack-API-Version"] == "placement 1.14"
@@ -178,7 +179,7 @@ def test_acceld_placement_config(placement: PlacementServer, tmp_path) -> None:
     placement_conf.register_opts(conf2)
     conf2([], default_config_files=[])
     placement.configure_client(conf2)
-    assert make_adapter(conf2).get("/", raise_exc=False).status_code == 200
+    assert make_adapter(conf2, "placement").get("/", raise_exc=False).status_code == 200
     assert placement.requests() == [("GET", "/resource_providers", 200), ("GET", "/", 200)]
 
 

@@ -9,6 +9,7 @@ import webob
 from keystoneauth1 import exceptions as ks_exc
 from oslo_config import cfg
 
+from acceld import clients
 from acceld.api import util
 from acceld.api.schemas import v1 as schema
 from acceld.clients import placement as placement_client
@@ -52,7 +53,7 @@ def _placement_reach(conf: cfg.ConfigOpts) -> dict[str, Any]:
                 "detail": "Placement is not configured ([placement] auth_type is unset): "
                           "acceld publishes no devices to Placement."}
     try:
-        client = placement_client.PlacementClient(placement_client.make_adapter(conf))
+        client = placement_client.PlacementClient(clients.make_adapter(conf, "placement"))
         client.probe(PLACEMENT_PROBE_TIMEOUT)
     except placement_client.Unreachable as exc:
         detail = str(exc)
