@@ -502,6 +502,16 @@ def public_url(req: webob.Request) -> str:
     return url
 
 
+def links(req: webob.Request, resource: str, uuid: str,
+          bookmark: bool = False) -> list[dict[str, str]]:
+    """Cyborg's links: ``<public>/accelerator/v2/<res>/<uuid>`` (+ bookmark without v2)."""
+    public = public_url(req)
+    out = [{"href": f"{public}/accelerator/v2/{resource}/{uuid}", "rel": "self"}]
+    if bookmark:
+        out.append({"href": f"{public}/accelerator/{resource}/{uuid}", "rel": "bookmark"})
+    return out
+
+
 def base_url(req: webob.Request) -> str:
     public = state(req).api.public_endpoint
     return (public or req.application_url).rstrip("/")

@@ -22,7 +22,6 @@ import webob
 
 from acceld import exception, limits
 from acceld.api import errors, listing, microversion, util
-from acceld.api.handlers.v2_inventory import links
 from acceld.api.schemas import v2 as schema
 from acceld.objects import arqs as arq_objects
 from acceld.objects import hostwork
@@ -33,7 +32,7 @@ BIND_FIELDS = ("hostname", "device_rp_uuid", "instance_uuid")
 
 
 def _present(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
-    return dict(record, links=links(req, "accelerator_requests", record["uuid"]))
+    return dict(record, links=util.links(req, "accelerator_requests", record["uuid"]))
 
 
 def _scope(req: webob.Request) -> str | None:

@@ -13,7 +13,6 @@ import webob
 
 from acceld import uuids
 from acceld.api import errors, listing, microversion, util
-from acceld.api.handlers.v2_inventory import links
 from acceld.api.schemas import v2 as schema
 from acceld.objects import device_profiles
 
@@ -21,7 +20,7 @@ SHOW_BY_NAME_VERSION = microversion.Version(2, 2)
 
 
 def _present(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
-    return dict(record, links=links(req, "device_profiles", record["uuid"]))
+    return dict(record, links=util.links(req, "device_profiles", record["uuid"]))
 
 
 def _names(value: str) -> list[str]:

@@ -14,7 +14,6 @@ from typing import Any
 import webob
 
 from acceld.api import errors, util
-from acceld.api.handlers import v2_inventory
 from acceld.api.schemas import v2 as schema
 from acceld.objects import program as program_objects
 from acceld.objects import v2_inventory as inventory
@@ -37,8 +36,8 @@ def image_ref(image: dict[str, str]) -> str:
 
 def _view(req: webob.Request, deployable: dict[str, Any],
           operation: dict[str, Any] | None) -> dict[str, Any]:
-    return dict(deployable, links=v2_inventory.links(req, "deployables", deployable["uuid"],
-                                                     bookmark=True),
+    return dict(deployable, links=util.links(req, "deployables", deployable["uuid"],
+                                             bookmark=True),
                 program=operation)
 
 

@@ -20,16 +20,6 @@ from acceld.objects import v2_inventory as inventory
 STATUS_VERSION = microversion.Version(2, 3)
 
 
-def links(req: webob.Request, resource: str, uuid: str,
-          bookmark: bool = False) -> list[dict[str, str]]:
-    """Cyborg's links: ``<public>/accelerator/v2/<res>/<uuid>`` (+ bookmark without v2)."""
-    public = util.public_url(req)
-    out = [{"href": f"{public}/accelerator/v2/{resource}/{uuid}", "rel": "self"}]
-    if bookmark:
-        out.append({"href": f"{public}/accelerator/{resource}/{uuid}", "rel": "bookmark"})
-    return out
-
-
 def _cached_list(req: webob.Request, q: dict[str, str], variant: Any, key_name: str,
                  found: Callable[[], Listing], present: listing.Present) -> util.Reply:
     """A list answer (``acceld.api.listing``) whose body, when it is not streamed, is
@@ -56,7 +46,7 @@ def _cached_list(req: webob.Request, q: dict[str, str], variant: Any, key_name: 
 # -- devices ----------------------------------------------------------------------------------
 
 def _device(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
-    out = dict(record, links=links(req, "devices", record["uuid"]))
+    out = dict(record, links=util.links(req, "devices", record["uuid"]))
     if microversion.of(req.environ) < STATUS_VERSION:
         del out["status"]
     return out
@@ -109,7 +99,7 @@ def disable_device(req: webob.Request, uuid: str) -> util.Reply:
 # -- deployables ------------------------------------------------------------------------------
 
 def _deployable(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
-    return dict(record, links=links(req, "deployables", record["uuid"], bookmark=True))
+    return dict(record, links=util.links(req, "deployables", record["uuid"], bookmark=True))
 
 
 def list_deployables(req: webob.Request) -> util.Reply:
@@ -135,7 +125,7 @@ def show_deployable(req: webob.Request, uuid: str) -> util.Reply:
 # -- attributes -------------------------------------------------------------------------------
 
 def _attribute(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
-    return dict(record, links=links(req, "attributes", record["uuid"]))
+    return dict(record, links=util.links(req, "attributes", record["uuid"]))
 
 
 def list_attributes(req: webob.Request) -> util.Reply:
