@@ -3,7 +3,7 @@
 Drivers get a :class:`CommandRunner` in their context instead of calling subprocess, so
 tests hand them ``tests.fakes.runner.RecordingRunner`` (scripted results, recorded argv).
 The real :class:`SubprocessRunner` always passes an argv list (never a shell) and sends
-privileged commands through the privsep daemon (``acceld.agent.privileged.execute``),
+privileged commands through the privsep daemon (``acceld.hw.privileged.execute``),
 which checks the program against its allowlist.
 
 Conventions: a program that does not exist gives rc 127; a timeout gives rc 124 and
@@ -54,7 +54,7 @@ class SubprocessRunner:
         if not argv:
             raise ValueError("empty argv")
         if self.privileged if privileged is None else privileged:
-            from acceld.agent import privileged as priv  # lazy: privsep import cost
+            from acceld.hw import privileged as priv  # lazy: privsep import cost
 
             rc, out, err, timed_out = priv.execute(argv, timeout)
             return Result(rc, out, err, timed_out)

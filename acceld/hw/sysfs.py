@@ -13,7 +13,7 @@ Conventions of the API (stable; the NVIDIA and FPGA drivers build on it):
 * Reads return ``None`` for a missing file instead of raising: "not there" is a normal
   answer (a device without SR-IOV, a host without IOMMU).
 * Writes go to an injected ``writer(real_path, value)``. With root ``/`` the default is the
-  privsep entrypoint ``acceld.agent.privileged.sysfs_write``; with any other root it is a
+  privsep entrypoint ``acceld.hw.privileged.sysfs_write``; with any other root it is a
   plain file write (a static tree, e.g. a umockdev testbed).
 * PCI addresses are accepted in any spelling and normalised with :mod:`acceld.hw.pci`.
 """
@@ -120,7 +120,7 @@ def _plain_writer(real_path: str, value: str) -> None:
 
 
 def _privsep_writer(real_path: str, value: str) -> None:
-    from acceld.agent import privileged  # lazy: importing privsep costs time
+    from acceld.hw import privileged  # lazy: importing privsep costs time
 
     privileged.sysfs_write(real_path, value)
 

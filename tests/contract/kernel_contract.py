@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     if args.root == "/":
-        from acceld.agent import privileged
+        from acceld.hw import privileged
 
         # Same path checks as the privsep daemon, without starting one: we are root.
         sysfs = Sysfs("/", writer=privileged.write_checked)

@@ -1,7 +1,7 @@
 """Check FakeKernel-only errno claims against the real kernel (run as root in the VM)."""
 import errno, os, sys
 sys.path.insert(0, "/work/main")
-from acceld.agent import privileged
+from acceld.hw import privileged
 from acceld.hw.sysfs import Sysfs
 s = Sysfs("/", writer=privileged.write_checked)
 PF = "0000:00:04.0"

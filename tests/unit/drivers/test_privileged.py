@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from acceld.agent import privileged
+from acceld.hw import privileged
 from acceld.hw import runner as runner_mod
 from acceld.hw.runner import Result, SubprocessRunner
 from tests.fakes.runner import RecordingRunner
