@@ -16,10 +16,9 @@ from typing import Any
 import webob
 from sqlalchemy import select
 
-from acceld import rpc, states
+from acceld import rpc, states, wiring
 from acceld.agent.manager import AgentManager
 from acceld.api import deploy
-from acceld.cmd import wiring
 from acceld.conductor.manager import ConductorManager
 from acceld.db import models as m
 from acceld.db.api import Database

@@ -9,8 +9,7 @@ from collections.abc import Callable
 from oslo_config import cfg
 
 from acceld import conf as config
-from acceld import rpc
-from acceld.cmd import wiring
+from acceld import rpc, wiring
 
 DESCRIPTIONS = {
     "serve": "Run acceld all in one process: the REST API, the conductor and an agent for "

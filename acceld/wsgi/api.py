@@ -8,8 +8,7 @@ from __future__ import annotations
 import os
 
 from acceld import conf as config
-from acceld import rpc
-from acceld.cmd import wiring
+from acceld import rpc, wiring
 
 
 def init_application() -> object:

@@ -19,7 +19,7 @@ import urllib.request
 import pytest
 
 from acceld import conf as config
-from acceld.cmd import wiring
+from acceld import wiring
 from tests import helpers
 
 ACCELD = shutil.which("acceld", path=os.path.dirname(sys.executable)) or "acceld"

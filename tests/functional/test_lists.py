@@ -23,9 +23,8 @@ import pytest
 import webob
 from oslo_db import exception as db_exc
 
-from acceld import rpc, states
+from acceld import rpc, states, wiring
 from acceld.api import deploy, router, util
-from acceld.cmd import wiring
 from acceld.db import paging
 from acceld.objects import arqs
 from tests import helpers

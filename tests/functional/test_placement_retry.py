@@ -15,8 +15,7 @@ import uuid
 
 import pytest
 
-from acceld import rpc
-from acceld.cmd import wiring
+from acceld import rpc, wiring
 from acceld.db import migration
 from acceld.db.api import Database
 from acceld.objects import placement as po

@@ -24,9 +24,8 @@ import threading
 from typing import Any
 
 from acceld import conf as config
-from acceld import rpc
+from acceld import rpc, wiring
 from acceld.agent.drivers import registry
-from acceld.cmd import wiring
 from tests.fakes.kernel import FakeKernel
 
 BLOCK = threading.Event()       # never set: a gated thread waits here until SIGKILL

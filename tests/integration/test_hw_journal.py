@@ -30,10 +30,9 @@ import pytest
 import webob
 from sqlalchemy import select, update
 
-from acceld import exception, rpc, states
+from acceld import exception, rpc, states, wiring
 from acceld.agent import programming
 from acceld.api import deploy
-from acceld.cmd import wiring
 from acceld.db import migration
 from acceld.db import models as m
 from acceld.db.api import Database

@@ -21,9 +21,8 @@ from typing import Any
 
 import pytest
 
-from acceld import exception, rpc
+from acceld import exception, rpc, wiring
 from acceld.agent.manager import AgentManager
-from acceld.cmd import wiring
 from acceld.objects import accelerators, identity
 from tests import helpers
 

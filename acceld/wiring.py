@@ -1,4 +1,5 @@
-"""Builds the services from a parsed ConfigOpts (shared by serve/api/conductor/agent)."""
+"""Builds the services from a parsed ConfigOpts: shared by the `acceld` server commands
+(acceld.cmd) and the WSGI entry point (acceld.wsgi)."""
 
 from __future__ import annotations
 
