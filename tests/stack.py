@@ -11,7 +11,7 @@ import json
 import os
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import webob
 from sqlalchemy import select
@@ -20,9 +20,13 @@ from acceld import rpc, states, wiring
 from acceld.agent.manager import AgentManager
 from acceld.api import deploy
 from acceld.conductor.manager import ConductorManager
+from acceld.db import migration
 from acceld.db import models as m
 from acceld.db.api import Database
 from tests import helpers
+
+if TYPE_CHECKING:
+    from tests.placement_server import PlacementEndpoint
 
 
 class Stack:
@@ -78,6 +82,27 @@ class Stack:
             yield stack
         finally:
             stack.stop()
+
+    @classmethod
+    def syncing_to(cls, placement: PlacementEndpoint, db_path: str | os.PathLike[str],
+                   hosts: tuple[str, ...], **sync: Any) -> Stack:
+        """A stack over a new SQLite database at ``db_path`` whose agents, ``hosts`` with
+        four fake devices each, sync to ``placement``, where their compute nodes are made
+        here. The periodic full pass is an hour away: only a change or a retry syncs;
+        ``sync``: more options of the [placement] group."""
+        for host in hosts:
+            placement.create_compute_node(host)
+        db = Database(f"sqlite:///{db_path}")
+        migration.upgrade(db)
+        return cls(db, hosts=hosts, device_count=4,
+                   placement=dict(placement.acceld_config(), sync_interval=3600.0, **sync))
+
+    def set_control(self, **values: Any) -> None:
+        """What the fake driver finds next (its control file, replaced whole)."""
+        tmp = self.control_file + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(values, f)
+        os.replace(tmp, self.control_file)
 
     def report_all(self) -> None:
         """One synchronous report from every agent (tests do not wait for loops)."""

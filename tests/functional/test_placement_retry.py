@@ -8,7 +8,6 @@ can heal a host.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 import uuid
@@ -16,8 +15,6 @@ import uuid
 import pytest
 
 from acceld import rpc, wiring
-from acceld.db import migration
-from acceld.db.api import Database
 from acceld.objects import placement as po
 from tests.placement_server import PlacementServer
 from tests.stack import Stack, wait_for
@@ -34,22 +31,12 @@ def placement():
 @pytest.fixture
 def stack(placement, tmp_path):
     hosts = tuple(f"cn-{uuid.uuid4().hex[:6]}-{i}" for i in range(3))
-    for host in hosts:
-        placement.create_compute_node(host)
-    db = Database(f"sqlite:///{tmp_path / 'acceld.sqlite'}")
-    migration.upgrade(db)
-    stack = Stack(db, hosts=hosts, device_count=4,
-                  placement=dict(placement.acceld_config(), sync_interval=3600.0,
-                                 retry_initial_delay=INITIAL, retry_max_delay=CAP,
-                                 status_code_retry_delay=0.001))
+    stack = Stack.syncing_to(placement, tmp_path / "acceld.sqlite", hosts,
+                             retry_initial_delay=INITIAL, retry_max_delay=CAP,
+                             status_code_retry_delay=0.001)
     yield stack
     placement.set_down(False)
     stack.stop()
-
-
-def _control(stack: Stack, **values) -> None:
-    with open(stack.control_file, "w") as f:
-        json.dump(values, f)
 
 
 def _children(placement: PlacementServer, host: str) -> int:
@@ -81,9 +68,9 @@ def test_failed_hosts_back_off_on_one_thread_and_heal_with_every_change(stack, p
         assert "503" in state.last_error
 
     # While the hosts wait for their retry, more changes arrive: none is lost.
-    _control(stack, device_count=5)
+    stack.set_control(device_count=5)
     stack.report_all()
-    _control(stack, device_count=6)
+    stack.set_control(device_count=6)
     stack.report_all()
     placement.set_down(False)
     wait_for(lambda: stack.conductor.placement.retries() == {})

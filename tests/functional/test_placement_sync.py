@@ -15,8 +15,6 @@ import webob
 from acceld import clients
 from acceld.clients import placement as pc
 from acceld.conductor import placement_sync as ps
-from acceld.db import migration
-from acceld.db.api import Database
 from acceld.objects import accelerators
 from acceld.objects import placement as po
 from tests.placement_server import PlacementServer
@@ -33,17 +31,15 @@ def placement():
 def env(placement, tmp_path):
     """A fresh acceld (SQLite) with one agent host whose compute node exists."""
     host = f"cn-{uuid.uuid4().hex[:8]}"
-    compute = placement.create_compute_node(host)
-    db = Database(f"sqlite:///{tmp_path / 'acceld.sqlite'}")
-    migration.upgrade(db)
     # Retries of a failed sync wait a minute unless a test asks for less; keystoneauth's
     # own retries (a 503 during set_down) wait 10 ms.
-    stack = Stack(db, hosts=(host,), device_count=4,
-                  placement=dict(placement.acceld_config(), sync_interval=3600.0,
-                                 retry_initial_delay=60.0, retry_max_delay=60.0,
-                                 status_code_retry_delay=0.01, connect_retry_delay=0.01))
+    stack = Stack.syncing_to(placement, tmp_path / "acceld.sqlite", (host,),
+                             retry_initial_delay=60.0, retry_max_delay=60.0,
+                             status_code_retry_delay=0.01, connect_retry_delay=0.01)
+    (compute,) = placement.admin_session().get(
+        f"/resource_providers?name={host}").json()["resource_providers"]
     placement.reset_counts()
-    yield _Env(stack, placement, host, compute)
+    yield _Env(stack, placement, host, compute["uuid"])
     stack.stop()
 
 
@@ -52,10 +48,6 @@ class _Env:
         self.stack, self.placement, self.host, self.compute = stack, placement, host, compute
         self.syncer = stack.conductor.placement
         self.admin = placement.admin_session()
-
-    def control(self, **values) -> None:
-        with open(self.stack.control_file, "w") as f:
-            json.dump(values, f)
 
     def report(self) -> None:
         self.stack.report_all()
@@ -130,25 +122,25 @@ def test_allocation_candidates_from_a_device_profile_group(env):
 
 def test_device_added_removed_and_count_changed(env):
     env.report()
-    env.control(device_count=5)
+    env.stack.set_control(device_count=5)
     env.report()
     assert len(env.children()) == 5
-    env.control(device_count=3)
+    env.stack.set_control(device_count=3)
     env.report()
     children = env.children()
     assert len(children) == 3 and f"{env.host}_fake_3e" not in children
-    env.control(device_count=3, vf_count=6)
+    env.stack.set_control(device_count=3, vf_count=6)
     env.report()
     assert env.children()[f"{env.host}_fake_3d"]["inventories"]["CUSTOM_QAT"]["total"] == 6
 
 
 def test_reprogrammed_fpga_changes_traits(env):
     env.report()
-    env.control(device_count=4, fpga_function="AES256")
+    env.stack.set_control(device_count=4, fpga_function="AES256")
     env.report()
     fpga = env.children()[f"{env.host}_fake_3c"]
     assert "CUSTOM_FPGA_FUNCTION_ID_AES256" in fpga["traits"]
-    env.control(device_count=4, fpga_function="SHA3")
+    env.stack.set_control(device_count=4, fpga_function="SHA3")
     env.report()
     traits = env.children()[f"{env.host}_fake_3c"]["traits"]
     assert "CUSTOM_FPGA_FUNCTION_ID_SHA3" in traits
@@ -190,11 +182,11 @@ def test_provider_with_allocations_is_kept_and_the_conflict_shown(env):
     qat_rp = env.children()[f"{env.host}_fake_3d"]["uuid"]
     consumer = _allocate(env, qat_rp, "CUSTOM_QAT", 3)
 
-    env.control(device_count=4, vf_count=2)        # lowering below the allocation
+    env.stack.set_control(device_count=4, vf_count=2)        # lowering below the allocation
     env.report()
     held = env.children()[f"{env.host}_fake_3d"]["inventories"]["CUSTOM_QAT"]
     assert (held["total"], held["reserved"]) == (3, 3)  # held at what is used; no new ones
-    env.control(device_count=2)                    # the QAT vanishes entirely
+    env.stack.set_control(device_count=2)                    # the QAT vanishes entirely
     env.report()
     assert f"{env.host}_fake_3d" in env.children()
     status = env.api("GET", "/v1/placement").json["hosts"]

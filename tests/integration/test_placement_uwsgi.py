@@ -13,16 +13,12 @@ heals it, since the periodic full pass is an hour away here.
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
-from typing import Any
 
 import pytest
 
 from acceld.conductor import placement_sync as ps
-from acceld.db import migration
-from acceld.db.api import Database
 from acceld.objects import placement as po
 from tests.conftest import IN_CI
 from tests.placement_server import UwsgiPlacement, uwsgi_binary
@@ -53,21 +49,11 @@ def stack(placement, tmp_path):
     20 s, would make the test slow, not different); keystoneauth's own retries of a
     request whose connection failed wait 50 ms."""
     hosts = tuple(f"cn-{uuid.uuid4().hex[:6]}-{i}" for i in range(3))
-    for host in hosts:
-        placement.create_compute_node(host)
-    db = Database(f"sqlite:///{tmp_path / 'acceld.sqlite'}")
-    migration.upgrade(db)
-    stack = Stack(db, hosts=hosts, device_count=4,
-                  placement=dict(placement.acceld_config(), sync_interval=3600.0,
-                                 retry_initial_delay=0.1, retry_max_delay=2.0,
-                                 connect_retry_delay=0.05))
+    stack = Stack.syncing_to(placement, tmp_path / "acceld.sqlite", hosts,
+                             retry_initial_delay=0.1, retry_max_delay=2.0,
+                             connect_retry_delay=0.05)
     yield stack
     stack.stop()
-
-
-def _control(stack: Stack, **values: Any) -> None:
-    with open(stack.control_file, "w") as f:
-        json.dump(values, f)
 
 
 def _mismatches(stack: Stack, placement: UwsgiPlacement) -> dict[str, str]:
@@ -123,7 +109,7 @@ def test_every_host_converges_after_placement_is_killed_and_restarted(stack, pla
     placement.kill()
 
     # Changes while Placement is down: each host's sync fails and is retried.
-    _control(stack, device_count=5, vf_count=6)
+    stack.set_control(device_count=5, vf_count=6)
     stack.report_all()
     syncer = stack.conductor.placement
     wait_for(lambda: set(syncer.retries()) == set(stack.agents)
@@ -154,7 +140,7 @@ def test_a_reset_connection_costs_a_request_retry_not_a_sync(stack, placement):
     stack.report_all()
     assert stack.conductor.placement.wait_idle(60)
     time.sleep(SOCKET_TIMEOUT + 0.5)       # idle: uWSGI closes what is left open
-    _control(stack, device_count=3, fpga_function="AES256")
+    stack.set_control(device_count=3, fpga_function="AES256")
     stack.report_all()
     assert stack.conductor.placement.wait_idle(60)
     assert stack.conductor.placement.retries() == {}
