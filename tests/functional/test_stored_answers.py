@@ -14,7 +14,7 @@ import pytest
 import webob
 
 from acceld import rpc
-from acceld.api import deploy, listcache, router, util
+from acceld.api import deploy, listcache, util
 from acceld.objects import v2_inventory as v2
 from tests.functional.test_statement_count import HOST
 from tests.stack import Stack
@@ -24,20 +24,6 @@ from tests.stack import Stack
 def stack(db):
     with Stack.reported(db, hosts=(HOST,), device_count=2) as s:
         yield s
-
-
-@pytest.fixture
-def dispatched(monkeypatch):
-    """The requests that went through routing and a handler."""
-    seen: list[str] = []
-    real = router.Router._dispatch
-
-    def counting(self, req):
-        seen.append(req.path_qs)
-        return real(self, req)
-
-    monkeypatch.setattr(router.Router, "_dispatch", counting)
-    return seen
 
 
 def _get(app, path, token="admin", version="2.3", host="localhost:80"):
