@@ -49,6 +49,16 @@ class Served:
         tmp.write_text(json.dumps(values))
         tmp.replace(self.control)
 
+    def run_controlled(self, *args: str, **control: object
+                       ) -> subprocess.CompletedProcess[str]:
+        """``acceld *args`` against this server while the fake driver's control file says
+        ``control`` (emptied again afterwards)."""
+        self.set_control(**control)
+        try:
+            return acceld(*args, url=self.url)
+        finally:
+            self.set_control()
+
     def get(self, path: str) -> dict:
         with urllib.request.urlopen(self.url + path, timeout=10) as resp:
             return json.loads(resp.read())
@@ -233,11 +243,8 @@ def test_http_timeout_exits_3():
 
 def test_set_ready_whose_install_failed_exits_1(served):
     gpu = served.accelerator("GPU")
-    served.set_control(fail_install=True)
-    try:
-        out = acceld("accelerator", "set-ready", gpu, "-f", "json", url=served.url)
-    finally:
-        served.set_control()
+    out = served.run_controlled("accelerator", "set-ready", gpu, "-f", "json",
+                                fail_install=True)
     assert out.returncode == 1
     assert json.loads(out.stdout)["state"] == "error"
     assert _one_error_line(out) == (f"ERROR: set-ready of accelerator {gpu} failed: fake "
@@ -249,11 +256,8 @@ def test_set_ready_whose_install_failed_exits_1(served):
 
 def test_set_ready_waits_with_progress_then_attach_and_detach_once(served):
     qat = served.accelerator("QAT")
-    served.set_control(install_seconds=1)
-    try:
-        out = acceld("accelerator", "set-ready", qat, "-f", "json", url=served.url)
-    finally:
-        served.set_control()
+    out = served.run_controlled("accelerator", "set-ready", qat, "-f", "json",
+                                install_seconds=1)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["state"] == "ready"
     progress = out.stderr.splitlines()
@@ -276,11 +280,8 @@ def test_set_ready_waits_with_progress_then_attach_and_detach_once(served):
 
 def test_set_ready_whose_wait_runs_out_exits_3(served):
     nic = served.accelerator("NIC")
-    served.set_control(install_seconds=2)
-    try:
-        out = acceld("accelerator", "set-ready", nic, "--wait", "0.3", url=served.url)
-    finally:
-        served.set_control()
+    out = served.run_controlled("accelerator", "set-ready", nic, "--wait", "0.3",
+                                install_seconds=2)
     assert out.returncode == 3
     assert out.stderr.startswith(f"waiting for accelerator {nic}: state installing")
     assert _one_error_line(out) == (f"ERROR: accelerator {nic} is still installing after "
@@ -299,25 +300,19 @@ def test_program_wait_reports_progress_failure_and_running_out(served):
     sha = hashlib.sha256(served.image.read_bytes()).hexdigest()
     program = ["deployable-program", dep, "--image-path", str(served.image), "--sha256", sha,
                "-f", "json"]
-    served.set_control(program_seconds=0.5)
-    out = acceld(*program, "--wait", "60", url=served.url)
+    out = served.run_controlled(*program, "--wait", "60", program_seconds=0.5)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["state"] == "done"
     assert out.stderr.startswith(f"waiting for programming of {dep}: queued")
     assert out.stderr.splitlines()[-1].startswith(f"programming of {dep}: done 100%")
 
-    served.set_control(program_fail=True)
-    out = acceld(*program, "--wait", "60", url=served.url)
+    out = served.run_controlled(*program, "--wait", "60", program_fail=True)
     assert out.returncode == 1
     assert json.loads(out.stdout)["state"] == "failed"
     assert _one_error_line(out).startswith(f"ERROR: programming {dep} failed: fake "
                                            "programming of ")
 
-    served.set_control(program_seconds=3)
-    try:
-        out = acceld(*program, "--wait", "0.3", url=served.url)
-    finally:
-        served.set_control()
+    out = served.run_controlled(*program, "--wait", "0.3", program_seconds=3)
     assert out.returncode == 3
     assert json.loads(out.stdout)["state"] in ("queued", "running")
     assert _one_error_line(out).endswith("after 0.3s (--wait)")
