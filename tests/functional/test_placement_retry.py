@@ -107,7 +107,8 @@ def test_stop_ends_the_retries(stack, placement):
     assert not any(t.is_alive() for t in mine)
     placement.reset_counts()
     syncer.schedule(next(iter(stack.agents)))         # after close: a no-op
-    time.sleep(CAP * 3)                               # three retry periods
+    assert syncer.wait_idle(60)                       # (a sync queued would be awaited)
+    assert _retry_threads() - before == set()
     assert placement.requests() == []
 
 
