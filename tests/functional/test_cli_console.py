@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import pytest
 
 from tests import helpers
+from tests.integration.procs import free_port
 
 ACCELD = shutil.which("acceld", path=os.path.dirname(sys.executable)) or "acceld"
 INSTANCE = "5e5e5e5e-0000-4000-8000-000000000001"
@@ -68,12 +69,6 @@ class Served:
         return acc["uuid"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory) -> Iterator[Served]:
     tmp = tmp_path_factory.mktemp("cli-console")
@@ -83,7 +78,7 @@ def served(tmp_path_factory) -> Iterator[Served]:
     image.write_text("function: demo\npayload\n")
     control = tmp / "control.json"
     control.write_text("{}")
-    port = _free_port()
+    port = free_port()
     conf = tmp / "acceld.conf"
     conf.write_text(f"[DEFAULT]\nhost = console-host\nstate_path = {tmp / 'state'}\n"
                     f"[api]\nport = {port}\n"
@@ -220,7 +215,7 @@ def test_the_reason_is_printed_with_control_characters_escaped(served):
 
 
 def test_connection_refused_exits_1():
-    port = _free_port()
+    port = free_port()
     out = acceld("service-list", url=f"http://127.0.0.1:{port}")
     assert out.returncode == 1
     assert _one_error_line(out).startswith(

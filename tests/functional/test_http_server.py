@@ -21,21 +21,16 @@ import pytest
 from acceld import conf as config
 from acceld import wiring
 from tests import helpers
+from tests.integration.procs import free_port
 
 ACCELD = shutil.which("acceld", path=os.path.dirname(sys.executable)) or "acceld"
 ADMIN = {"X-Auth-Token": "admin"}
 PROFILE = json.dumps([{"name": "chunked", "groups": [{"resources:FPGA": "1"}]}]).encode()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _start(tmp_path, name: str) -> tuple[subprocess.Popen, int, str]:
     """`acceld serve` with its port on the command line (the file names another one)."""
-    port = _free_port()
+    port = free_port()
     conf = tmp_path / f"{name}.conf"
     conf.write_text(f"[DEFAULT]\nhost = http-host\nstate_path = {tmp_path / name}\n"
                     f"[api]\nport = 1\nworkers = 4\n[fake_driver]\ndevice_count = 2\n")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -18,6 +17,7 @@ import pytest
 
 from acceld.db import migration
 from acceld.db.api import Database
+from tests.integration.procs import free_port
 from tests.placement_server import LoopbackWSGIServer, PlacementServer, QuietHandler
 from tests.stack import Stack
 
@@ -63,12 +63,6 @@ def _table(stdout: str) -> list[dict[str, str]]:
     return [dict(zip(lines[0], cells, strict=True)) for cells in lines[1:]]
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_not_configured_is_one_plain_line(serve):
     _stack, url = serve()
     out = _status(url)
@@ -80,7 +74,7 @@ def test_not_configured_is_one_plain_line(serve):
 
 def test_unreachable_exits_1_and_shows_each_host_s_error_and_next_retry(serve):
     config = {"auth_type": "admin_token", "token": "admin",
-              "endpoint": f"http://127.0.0.1:{_closed_port()}", **SLOW_RETRY}
+              "endpoint": f"http://127.0.0.1:{free_port()}", **SLOW_RETRY}
     stack, url = serve(hosts=("cn-a", "cn-b"), placement=config)
     stack.report_all()
     assert stack.conductor.placement.wait_idle(60)

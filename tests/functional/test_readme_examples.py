@@ -16,7 +16,6 @@ import pathlib
 import re
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from tests import helpers
+from tests.integration.procs import free_port
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = os.path.dirname(sys.executable)
@@ -65,12 +65,6 @@ def _commands(text: str) -> list[str]:
     return commands
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _get(url: str) -> object | None:
     try:
         with urllib.request.urlopen(url, timeout=5) as resp:
@@ -93,7 +87,7 @@ def readme_serve(tmp_path_factory) -> Iterator[tuple[str, dict[str, str]]]:
     serve = first.rsplit("&&", 1)[-1].strip()
     assert serve == ".venv/bin/acceld serve"
     home = tmp_path_factory.mktemp("readme-home")
-    port = _free_port()
+    port = free_port()
     env = _env(home, port)
     log = open(home / "serve.log", "w")
     proc = subprocess.Popen(shlex.split(serve.replace(".venv/bin/", BIN + "/")), env=env,
