@@ -526,11 +526,10 @@ class UwsgiPlacement(PlacementEndpoint):
     in a temporary directory (``OS_PLACEMENT_CONFIG_DIR``): ``noauth2``, and a database
     migrated by Placement itself at start (``sync_on_startup``).
 
-    :param db_url: Placement's database; ``None`` (default) is a SQLite file in the
-        temporary directory, kept across :meth:`kill` and :meth:`start` (a restart finds
-        its providers again) and removed by :meth:`stop`.
-    :param port: ``0`` (default) picks a free port at the first start; later starts
-        reuse it.
+    Placement's database is a SQLite file in the temporary directory, kept across
+    :meth:`kill` and :meth:`start` (a restart finds its providers again) and removed by
+    :meth:`stop`; the first start picks a free port, and later starts reuse it.
+
     :param socket_timeout: uWSGI's ``--socket-timeout`` (seconds): how long it waits on
         a silent connection before closing it.
 
@@ -544,10 +543,8 @@ class UwsgiPlacement(PlacementEndpoint):
 
     STARTUP_TIMEOUT = 60.0
 
-    def __init__(self, db_url: str | None = None, *, port: int = 0,
-                 socket_timeout: int = 4) -> None:
-        self._db_url_arg = db_url
-        self.port = port
+    def __init__(self, *, socket_timeout: int = 4) -> None:
+        self.port = 0
         self.socket_timeout = socket_timeout
         self._tmpdir: str | None = None
         self._proc: Any = None
@@ -577,10 +574,9 @@ class UwsgiPlacement(PlacementEndpoint):
             raise PlacementServerError("UwsgiPlacement is already running")
         if self._tmpdir is None:
             self._tmpdir = tempfile.mkdtemp(prefix="placement-uwsgi-")
-            db_url = self._db_url_arg or f"sqlite:///{self._tmpdir}/placement.sqlite"
             with open(os.path.join(self._tmpdir, "placement.conf"), "w") as f:
-                f.write("[api]\nauth_strategy = noauth2\n"
-                        f"[placement_database]\nconnection = {db_url}\n"
+                f.write("[api]\nauth_strategy = noauth2\n[placement_database]\n"
+                        f"connection = sqlite:///{self._tmpdir}/placement.sqlite\n"
                         "sync_on_startup = true\n")
         if not self.port:
             with socket.socket() as sock:
