@@ -24,17 +24,29 @@ from __future__ import annotations
 import logging
 import urllib.parse
 from collections.abc import Callable, Generator, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import webob
 
 from acceld.api import errors, util
 from acceld.api.reply import streamed_response
-from acceld.db.paging import Item, Listing
 
 LOG = logging.getLogger(__name__)
 
+Item = dict[str, Any]
 Present = Callable[[Item], Item]
+
+
+class Listing(Protocol):
+    """What a list function of ``acceld.objects`` returns (``acceld.db.paging.Listing``),
+    as far as the answer needs it: the first batch or the page, whether anything follows,
+    the page size (None: the whole list), and the batches after the first."""
+
+    items: list[Item]
+    complete: bool
+    limit: int | None
+
+    def rest(self) -> Iterator[list[Item]]: ...
 
 
 def page_params(req: webob.Request, q: dict[str, str]) -> tuple[int | None, str | None]:

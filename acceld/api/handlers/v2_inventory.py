@@ -14,14 +14,13 @@ import webob
 from acceld.api import listcache, listing, microversion, util
 from acceld.api.schemas import v2 as schema
 from acceld.db import generations
-from acceld.db.paging import Listing
 from acceld.objects import v2_inventory as inventory
 
 STATUS_VERSION = microversion.Version(2, 3)
 
 
 def _cached_list(req: webob.Request, q: dict[str, str], variant: Any, key_name: str,
-                 found: Callable[[], Listing], present: listing.Present) -> util.Reply:
+                 found: Callable[[], listing.Listing], present: listing.Present) -> util.Reply:
     """A list answer (``acceld.api.listing``) whose body, when it is not streamed, is
     kept in the process's cache while the inventory generation is unchanged
     (``acceld.api.listcache``). The key holds everything the bytes depend on besides the
@@ -59,7 +58,7 @@ def list_devices(req: webob.Request) -> util.Reply:
     q = util.query(req, schema.DEVICE_LIST_QUERY)
     limit, marker = listing.page_params(req, q)
 
-    def found() -> Listing:
+    def found() -> listing.Listing:
         return inventory.list_devices(util.state(req).db, type=q.get("type"),
                                       vendor=q.get("vendor"), hostname=q.get("hostname"),
                                       limit=limit, marker=marker)
@@ -108,7 +107,7 @@ def list_deployables(req: webob.Request) -> util.Reply:
     q = util.query(req, schema.LIST_QUERY)
     limit, marker = listing.page_params(req, q)
 
-    def found() -> Listing:
+    def found() -> listing.Listing:
         return inventory.list_deployables(util.state(req).db, limit=limit, marker=marker)
 
     return _cached_list(req, q, None, "deployables", found, lambda r: _deployable(req, r))
