@@ -169,6 +169,13 @@ def authorize(req: webob.Request, rule: str) -> None:
                                "acceld.forbidden")
 
 
+def project_scope(req: webob.Request) -> str | None:
+    """The project whose records (ARQs, accelerator attachments) the caller sees; None
+    (every project) for an admin."""
+    ctx = req.environ["acceld.context"]
+    return None if ctx.is_admin else ctx.project_id
+
+
 # the character rules of acceld.limits, as a 400 words them
 _CHARACTER_RULES = {
     schemas.NAME_CHARS: "a name takes no control or bidirectional-override character",

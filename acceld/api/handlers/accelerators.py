@@ -19,13 +19,6 @@ def _present(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _viewer(req: webob.Request) -> str | None:
-    """Whose requests the caller sees: its project's; every project's for an admin (None),
-    as for v2 ARQs."""
-    ctx = req.environ["acceld.context"]
-    return None if ctx.is_admin else ctx.project_id
-
-
 def _etag(record: dict[str, Any]) -> dict[str, str]:
     return {"ETag": f'"{record["revision"]}"'}
 
@@ -41,7 +34,7 @@ def list_accelerators(req: webob.Request) -> util.Reply:
     found = accelerators.list_accelerators(
         util.state(req).db, host=q.get("host"), state=q.get("state"),
         device_type=q.get("device_type"), instance_uuid=q.get("instance_uuid"), limit=limit,
-        marker=marker, viewer=_viewer(req))
+        marker=marker, viewer=util.project_scope(req))
     return listing.respond(req, "accelerator", found, lambda r: _present(req, r))
 
 
@@ -49,7 +42,7 @@ def show_accelerator(req: webob.Request, uuid: str) -> util.Reply:
     """GET /v1/accelerators/{uuid} -> 200 with an ETag; 404 when missing."""
     util.authorize(req, "acceld:accelerator:get_one")
     util.query(req, schema.NO_QUERY)
-    record = accelerators.get_accelerator(util.state(req).db, uuid, _viewer(req))
+    record = accelerators.get_accelerator(util.state(req).db, uuid, util.project_scope(req))
     return util.json_response(_present(req, record), headers=_etag(record))
 
 
@@ -119,7 +112,7 @@ def attach(req: webob.Request, uuid: str) -> util.Reply:
     body = util.json_body(req, schema.ATTACH)
     kind, target = ("instance", util.canonical_uuid(body["instance_uuid"])) \
         if "instance_uuid" in body else ("host", body["host"])
-    record = util.state(req).conductor.attach(uuid, kind, target, _viewer(req))
+    record = util.state(req).conductor.attach(uuid, kind, target, util.project_scope(req))
     return util.json_response(_present(req, record), headers=_etag(record))
 
 
@@ -127,5 +120,5 @@ def detach(req: webob.Request, uuid: str) -> util.Reply:
     """DELETE /v1/accelerators/{uuid} -> 204; 404; 403 an instance attachment another
     project's request made; 409 while allocation records exist."""
     util.authorize(req, "acceld:accelerator:detach")
-    util.state(req).conductor.detach(uuid, _viewer(req))
+    util.state(req).conductor.detach(uuid, util.project_scope(req))
     return util.empty_response(204)

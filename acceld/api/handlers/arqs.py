@@ -35,12 +35,6 @@ def _present(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
     return dict(record, links=util.links(req, "accelerator_requests", record["uuid"]))
 
 
-def _scope(req: webob.Request) -> str | None:
-    """The project whose ARQs the caller sees; None (every project) for an admin."""
-    ctx = req.environ["acceld.context"]
-    return None if ctx.is_admin else ctx.project_id
-
-
 def _has_service_token(req: webob.Request) -> bool:
     return SERVICE_ROLE in (req.environ["acceld.context"].service_roles or [])
 
@@ -111,7 +105,7 @@ def list_arqs(req: webob.Request) -> util.Reply:
     q = util.query(req, schema.ARQ_LIST_QUERY)
     limit, marker = listing.page_params(req, q)
     instance = util.canonical_uuid(q["instance"]) if "instance" in q else None
-    found = arq_objects.list_arqs(util.state(req).db, project_id=_scope(req),
+    found = arq_objects.list_arqs(util.state(req).db, project_id=util.project_scope(req),
                                   instance_uuid=instance, resolved_only="bind_state" in q,
                                   limit=limit, marker=marker)
     return listing.respond(req, "arqs", found, lambda r: _present(req, r))
@@ -123,7 +117,7 @@ def show_arq(req: webob.Request, uuid: str) -> util.Reply:
     util.authorize(req, "cyborg:arq:get_one")
     util.query(req, schema.NO_QUERY)
     record = arq_objects.get(util.state(req).db, util.require_uuid(uuid),
-                             project_id=_scope(req))
+                             project_id=util.project_scope(req))
     return util.json_response(_present(req, record))
 
 
@@ -145,7 +139,7 @@ def update_arqs(req: webob.Request, uuid: str | None = None) -> util.Reply:
                                "acceld.invalid_input")
     _require_service_token(req)
     if binds:
-        util.state(req).conductor.arq_bind(binds, _scope(req))
+        util.state(req).conductor.arq_bind(binds, util.project_scope(req))
     else:
         _unbind(req, sorted(patch))
     return util.empty_response(202)
@@ -156,7 +150,7 @@ def _unbind(req: webob.Request, uuids: list[str]) -> None:
     its own; the others go to the conductor, which has their hosts release the handles
     before it answers. Every ARQ is tried and the first error raised, as the conductor
     does for a request it gets whole."""
-    st, scope = util.state(req), _scope(req)
+    st, scope = util.state(req), util.project_scope(req)
     errs: list[exception.AccelDError] = []
     rest: list[str] = []
     for uuid in uuids:
@@ -189,7 +183,7 @@ def delete_arqs(req: webob.Request) -> util.Reply:
         _require_service_token(req)
         freed = arq_objects.delete_by_instance(util.state(req).db,
                                                util.canonical_uuid(q["instance"]),
-                                               project_id=_scope(req))
+                                               project_id=util.project_scope(req))
         _release(req, freed)
         return util.empty_response(204)
     return _delete_uuids(req, [util.canonical_uuid(u) for u in q["arqs"].split(",")])
@@ -204,7 +198,8 @@ def _delete_uuids(req: webob.Request, uuids: list[str]) -> util.Reply:
     twice = sorted({u for u in uuids if uuids.count(u) > 1})
     if twice:
         raise exception.ARQNotFound(f"ARQ not found with uuids {twice}: each named twice.")
-    freed = arq_objects.delete_by_uuids(util.state(req).db, uuids, project_id=_scope(req),
+    freed = arq_objects.delete_by_uuids(util.state(req).db, uuids,
+                                        project_id=util.project_scope(req),
                                         service=_has_service_token(req))
     _release(req, freed)
     return util.empty_response(204)
