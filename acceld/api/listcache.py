@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Hashable
+from typing import Any
 
 # environ key: (view, generation) of a body served from ListCache
 ENV_GENERATION = "acceld.generation"
@@ -22,18 +23,58 @@ MAX_BODY = 4 * 1024 * 1024
 Answer = tuple[str, int, tuple[str, ...], str, list[tuple[str, str]], bytes]
 
 
-class ListCache:
-    """Bodies by key, each filed under a generation (see the module's doc). Bounded in
-    entries and bytes; a body over :data:`MAX_BODY` (a long page) is never filed, and a
-    streamed list (``acceld.api.listing``) has no body to file."""
+class _Store:
+    """Entries by key, each holding a body, bounded in entries and in the bytes of their
+    bodies: a body over :data:`MAX_BODY` is never filed, and a store that would pass a
+    bound is emptied first (many distinct requests: start over, stay small)."""
 
     MAX_ENTRIES = 256
     MAX_BYTES = 64 * 1024 * 1024
 
     def __init__(self) -> None:
-        self._entries: dict[Hashable, tuple[int, bytes]] = {}
+        self._entries: dict[Hashable, Any] = {}
         self._bytes = 0
         self._lock = threading.Lock()
+
+    @staticmethod
+    def _body(entry: Any) -> bytes:
+        raise NotImplementedError
+
+    @staticmethod
+    def _newer(current: Any, entry: Any) -> bool:
+        """Whether ``current`` (filed) is of a newer generation than ``entry``."""
+        raise NotImplementedError
+
+    def _file(self, key: Hashable, entry: Any) -> None:
+        size = len(self._body(entry))
+        if size > MAX_BODY:
+            return
+        with self._lock:
+            current = self._entries.get(key)
+            if current is not None and self._newer(current, entry):
+                return      # a slower request that read an older generation
+            if current is not None:
+                self._bytes -= len(self._body(current))
+            elif (len(self._entries) >= self.MAX_ENTRIES
+                  or self._bytes + size > self.MAX_BYTES):
+                self._entries.clear()
+                self._bytes = 0
+            self._entries[key] = entry
+            self._bytes += size
+
+
+class ListCache(_Store):
+    """Bodies by key, each filed under a generation (see the module's doc), bounded as
+    :class:`_Store` is: a long page is never filed, and a streamed list
+    (``acceld.api.listing``) has no body to file."""
+
+    @staticmethod
+    def _body(entry: tuple[int, bytes]) -> bytes:
+        return entry[1]
+
+    @staticmethod
+    def _newer(current: tuple[int, bytes], entry: tuple[int, bytes]) -> bool:
+        return current[0] > entry[0]
 
     def get(self, key: Hashable, generation: int | None) -> bytes | None:
         """The body filed for ``key`` at ``generation``, or None."""
@@ -45,23 +86,11 @@ class ListCache:
     def put(self, key: Hashable, generation: int | None, body: bytes) -> None:
         """Files ``body`` for ``key`` at ``generation`` (None: nothing is filed) unless one
         of a newer generation is there."""
-        if generation is None or len(body) > MAX_BODY:
-            return
-        with self._lock:
-            current = self._entries.get(key)
-            if current is not None and current[0] > generation:
-                return
-            if current is not None:
-                self._bytes -= len(current[1])
-            elif (len(self._entries) >= self.MAX_ENTRIES
-                  or self._bytes + len(body) > self.MAX_BYTES):
-                self._entries.clear()      # many distinct filters: start over, stay small
-                self._bytes = 0
-            self._entries[key] = (generation, body)
-            self._bytes += len(body)
+        if generation is not None:
+            self._file(key, (generation, body))
 
 
-class Replies:
+class Replies(_Store):
     """Whole answers of those lists, by everything of the request they depend on.
 
     A cached list still costs the pipeline in front of :class:`ListCache`: routing,
@@ -74,18 +103,17 @@ class Replies:
     is asked again for this caller (policy decisions are themselves cached, and policy
     file changes are picked up as for every request), and the generation must be
     unchanged. Only 200 answers of handlers that served from :class:`ListCache` are
-    filed. Bounded like ListCache.
+    filed. Bounded as :class:`_Store` is (the bodies are mostly ListCache's own bytes objects,
+    but an answer keeps its body alive after ListCache dropped it).
     """
 
-    MAX_ENTRIES = 256
-    # the bodies are mostly ListCache's own bytes objects, but an answer keeps its body
-    # alive after ListCache dropped it: a bound on what they may add up to
-    MAX_BYTES = 64 * 1024 * 1024
+    @staticmethod
+    def _body(entry: Answer) -> bytes:
+        return entry[5]
 
-    def __init__(self) -> None:
-        self._entries: dict[Hashable, Answer] = {}
-        self._bytes = 0
-        self._lock = threading.Lock()
+    @staticmethod
+    def _newer(current: Answer, entry: Answer) -> bool:
+        return current[0] == entry[0] and current[1] > entry[1]
 
     def get(self, key: Hashable) -> Answer | None:
         return self._entries.get(key)
@@ -93,18 +121,4 @@ class Replies:
     def put(self, key: Hashable, answer: Answer) -> None:
         """File ``answer`` unless one of a newer generation of its view is there, or its
         body is over :data:`MAX_BODY`."""
-        size = len(answer[5])
-        if size > MAX_BODY:
-            return
-        with self._lock:
-            current = self._entries.get(key)
-            if current is not None and current[0] == answer[0] and current[1] > answer[1]:
-                return      # a slower request that read an older generation
-            if current is not None:
-                self._bytes -= len(current[5])
-            elif (len(self._entries) >= self.MAX_ENTRIES
-                  or self._bytes + size > self.MAX_BYTES):
-                self._entries.clear()      # many distinct requests: start over, stay small
-                self._bytes = 0
-            self._entries[key] = answer
-            self._bytes += size
+        self._file(key, answer)
