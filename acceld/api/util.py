@@ -244,34 +244,40 @@ def read_body(req: webob.Request) -> bytes:
     return body
 
 
-def _step(key: Any) -> str:
-    """One step of a field's path in an error: the key, escaped and cut short."""
-    return ascii(str(key))[1:-1][:limits.PREFIX]
+def _path(where: tuple[Any, ...]) -> str:
+    """A field's path in an error, from its keys (innermost first): each key escaped and
+    cut short."""
+    steps: list[str] = []
+    while where:
+        key, where = where
+        steps.append(ascii(str(key))[1:-1][:limits.PREFIX])
+    return "/".join(reversed(steps))
 
 
-def _unstorable(data: Any) -> str | None:
+def _unstorable(data: Any, strings: bool = True) -> str | None:
     """What no database could keep of ``data``, worded: nesting deeper than
-    ``limits.JSON_DEPTH``, or the first string (or key) holding a NUL or a lone surrogate
-    (a ``\\u`` escape can write either). None when there is nothing."""
-    todo: list[tuple[Any, str, int]] = [(data, "", 0)]
+    ``limits.JSON_DEPTH``, or (when ``strings``) the first string or key holding a NUL or
+    a lone surrogate (a ``\\u`` escape can write either). None when there is nothing."""
+    # each value's path is (key, parent's path), worded only for an error
+    todo: list[tuple[Any, tuple[Any, ...], int]] = [(data, (), 0)]
     while todo:
         value, where, depth = todo.pop()
-        if isinstance(value, str):
+        if strings and isinstance(value, str):
             bad = _NOT_STORABLE.search(value)
             if bad is not None:
                 what = "a NUL" if bad.group() == "\x00" else "a lone surrogate"
-                return f"{'field ' + repr(where) if where else 'the body'} holds {what} " \
-                       f"character (U+{ord(bad.group()):04X}), which no string may hold"
+                return f"{'field ' + repr(_path(where)) if where else 'the body'} holds " \
+                       f"{what} character (U+{ord(bad.group()):04X}), which no string may hold"
         elif isinstance(value, (dict, list)):
             if depth == limits.JSON_DEPTH:
-                return f"{'field ' + repr(where) if where else 'the body'} nests deeper " \
-                       f"than {limits.JSON_DEPTH} levels"
+                return f"{'field ' + repr(_path(where)) if where else 'the body'} nests " \
+                       f"deeper than {limits.JSON_DEPTH} levels"
             items = value.items() if isinstance(value, dict) else enumerate(value)
             for key, item in reversed(list(items)):
-                path = f"{where}/{_step(key)}" if where else _step(key)
-                if isinstance(key, str) and _NOT_STORABLE.search(key):
-                    return f"the key of field {path!r} holds a NUL or a lone surrogate " \
-                           "character, which no string may hold"
+                path = (key, where)
+                if strings and isinstance(key, str) and _NOT_STORABLE.search(key):
+                    return f"the key of field {_path(path)!r} holds a NUL or a lone " \
+                           "surrogate character, which no string may hold"
                 todo.append((item, path, depth + 1))
     return None
 
@@ -295,7 +301,7 @@ def json_body(req: webob.Request, schema: dict[str, Any] | None) -> Any:
         raise errors.HTTPError(400, f"Malformed JSON body: {exc}", "acceld.bad_json") from exc
     # only an escape writes a NUL or a surrogate, and deep nesting needs many brackets
     if b"\\u" in body or body.count(b"[") + body.count(b"{") > limits.JSON_DEPTH:
-        bad = _unstorable(data)
+        bad = _unstorable(data, strings=b"\\u" in body)
         if bad is not None:
             raise errors.HTTPError(400, f"Invalid body: {bad}.", "acceld.invalid_input")
     if schema is not None:
