@@ -299,9 +299,11 @@ def json_body(req: webob.Request, schema: dict[str, Any] | None) -> Any:
         data = jsoncodec.loads(body or b"null")
     except (ValueError, RecursionError) as exc:
         raise errors.HTTPError(400, f"Malformed JSON body: {exc}", "acceld.bad_json") from exc
-    # only an escape writes a NUL or a surrogate, and deep nesting needs many brackets
-    if b"\\u" in body or body.count(b"[") + body.count(b"{") > limits.JSON_DEPTH:
-        bad = _unstorable(data, strings=b"\\u" in body)
+    # only an escape writes a NUL or a surrogate (in UTF-16 or 32 text, a backslash is
+    # next to a zero byte), and deep nesting needs many brackets
+    escaped = b"\\u" in body or b"\\\x00" in body
+    if escaped or body.count(b"[") + body.count(b"{") > limits.JSON_DEPTH:
+        bad = _unstorable(data, strings=escaped)
         if bad is not None:
             raise errors.HTTPError(400, f"Invalid body: {bad}.", "acceld.invalid_input")
     if schema is not None:

@@ -71,6 +71,15 @@ def profile_names(app) -> list[str]:
 
 # -- strings: UTF-8, surrogates, NUL ----------------------------------------------------------
 
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"])
+def test_an_escaped_nul_or_surrogate_is_refused_in_a_utf16_or_32_body(app, encoding):
+    for escape, what in (("\\u0000", "a NUL"), ("\\ud800", "a lone surrogate")):
+        text = ('[{"name": "p1", "groups": [{"resources:FPGA": "1", "trait:T": '
+                f'"required{escape}"}}]}}]')
+        detail = error(send(app, "POST", "/v2/device_profiles", text.encode(encoding)))
+        assert f"'0/groups/0/trait:T' holds {what} character" in detail, detail
+
+
 def test_a_lone_surrogate_is_refused_escaped_or_raw(app):
     detail = error(send(app, "POST", "/v2/device_profiles",
                         b'[{"name": "p1", "groups": [{"resources:FPGA": "1"}], '
