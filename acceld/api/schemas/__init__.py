@@ -38,6 +38,11 @@ def name(max_length: int = limits.NAME_LENGTH, min_length: int = 1) -> dict[str,
             "pattern": NAME_CHARS}
 
 
+# a UUID as a request gives it: any case, hyphens optional (acceld.uuids.canonical)
+UUID = {"type": "string", "format": "uuid",
+        "pattern": whole("[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?"
+                         "[0-9a-fA-F]{12}")}
+
 # a number stored as its text (where Cyborg takes a string or a number): integers within
 # 64 bits, and no float that would not fit a float's text
 NUMBER_AS_TEXT = {"type": "number", "minimum": -(2**63), "maximum": 2**63 - 1}

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 from acceld import limits, states
-from acceld.api.schemas import INTEGER_ID, SHOWN_NAME_CHARS, name, whole
+from acceld.api.schemas import INTEGER_ID, SHOWN_NAME_CHARS, UUID, name, whole
 
-_UUID = {"type": "string", "format": "uuid",
-         "pattern": whole("[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?"
-                          "[0-9a-fA-F]{12}")}
 # a name: no control or bidirectional-override character, and not only spaces
 _NAME = {"type": "string", "minLength": 1, "maxLength": limits.NAME_LENGTH,
          "pattern": SHOWN_NAME_CHARS}
@@ -15,7 +12,7 @@ _HOST = name()
 
 CREATE = {
     "type": "object",
-    "properties": {"name": _NAME, "uuid": _UUID},
+    "properties": {"name": _NAME, "uuid": UUID},
     "required": ["name"],
     "additionalProperties": False,
 }
@@ -38,7 +35,7 @@ SET_STATE = {
 
 ATTACH = {
     "type": "object",
-    "properties": {"instance_uuid": _UUID, "host": _HOST},
+    "properties": {"instance_uuid": UUID, "host": _HOST},
     "minProperties": 1,
     "maxProperties": 1,
     "additionalProperties": False,
@@ -50,9 +47,9 @@ LIST_QUERY = {
         "host": _HOST,
         "state": {"type": "string", "enum": list(states.DEVICE_STATES)},
         "device_type": {"type": "string", "enum": list(states.DEVICE_TYPES)},
-        "instance_uuid": _UUID,
+        "instance_uuid": UUID,
         "limit": {"type": "string", "pattern": whole("[1-9][0-9]{0,3}")},
-        "marker": _UUID,
+        "marker": UUID,
     },
     "additionalProperties": False,
 }

@@ -13,11 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from acceld import limits
-from acceld.api.schemas import NAME_CHARS, NUMBER_AS_TEXT, TEXT_CHARS, whole
+from acceld.api.schemas import NAME_CHARS, NUMBER_AS_TEXT, TEXT_CHARS, UUID, whole
 
-_UUID = {"type": "string", "format": "uuid",
-         "pattern": whole("[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?"
-                          "[0-9a-fA-F]{12}")}
 _TEXT = {"type": "string", "minLength": 1, "maxLength": limits.NAME_LENGTH}
 
 
@@ -34,7 +31,7 @@ _SCALAR = _scalar()
 
 # every list's paging (acceld.api.listing): a page size (at most [api] max_limit, checked
 # there) and the uuid of the item a page starts after
-_PAGING = {"limit": {"type": "string", "pattern": whole("[1-9][0-9]{0,8}")}, "marker": _UUID}
+_PAGING = {"limit": {"type": "string", "pattern": whole("[1-9][0-9]{0,8}")}, "marker": UUID}
 
 
 def _query(**props: Any) -> dict[str, Any]:
@@ -78,7 +75,7 @@ PROFILE = {
                              "additionalProperties": dict(_SCALAR,
                                                           type=["string", "integer"])}},
         "description": _scalar(limits.TEXT_LENGTH, TEXT_CHARS, ("null",)),
-        "uuid": {"anyOf": [_UUID, {"const": ""}]},      # "": none given
+        "uuid": {"anyOf": [UUID, {"const": ""}]},      # "": none given
     },
     "required": ["name", "groups"],
 }
@@ -93,10 +90,10 @@ ARQ_CREATE = {
     "properties": {"device_profile_name": dict(NUMBER_AS_TEXT, type=["string", "number"])},
     "required": ["device_profile_name"],
 }
-ARQ_LIST_QUERY = _query(instance=_UUID, bind_state={"enum": ["resolved"]})
+ARQ_LIST_QUERY = _query(instance=UUID, bind_state={"enum": ["resolved"]})
 ARQ_DELETE_QUERY = {
     "type": "object",
-    "properties": {"arqs": {"type": "string", "minLength": 1}, "instance": _UUID},
+    "properties": {"arqs": {"type": "string", "minLength": 1}, "instance": UUID},
     "additionalProperties": False,
 }
 # Cyborg takes a path with or without its leading "/".
@@ -130,7 +127,7 @@ ARQ_PATCH = {
 _SHA256 = {"type": "string", "pattern": whole("[0-9a-fA-F]{64}")}
 _IMAGE = {
     "type": "object",
-    "properties": {"image_uuid": _UUID, "image_sha256": _SHA256,
+    "properties": {"image_uuid": UUID, "image_sha256": _SHA256,
                    "image_path": {"type": "string", "maxLength": 1024,
                                   "pattern": whole(f"/[^{limits.NAME_FORBIDDEN}]*")}},
     "additionalProperties": False,
