@@ -153,10 +153,6 @@ def _public(path: str) -> bool:
     return auth.is_public({"PATH_INFO": path})
 
 
-def _v2(path: str) -> bool:
-    return path == "/v2" or path.startswith("/v2/")
-
-
 def _error_statuses(path: str, op: Op) -> list[int]:
     """The error statuses of an operation: those of every route of its kind (a query or
     body to validate, a path parameter to look up, a caller to authorize, a microversion
@@ -170,7 +166,7 @@ def _error_statuses(path: str, op: Op) -> list[int]:
         found.add(404)
     if not _public(path):
         found.update((401, 403, 503))
-    if _v2(path):
+    if router.is_v2(path):
         found.add(406)
     return sorted(found)
 
@@ -195,7 +191,7 @@ def _parameters(path: str, op: Op) -> list[dict[str, Any]]:
         params += [{"name": name, "in": "query", "required": name in required,
                     "schema": schema}
                    for name, schema in op.query.get("properties", {}).items()]
-    if _v2(path):
+    if router.is_v2(path):
         params.append(_ref("parameters", "Microversion"))
     return params
 
@@ -211,7 +207,7 @@ def _request_body(op: Op) -> dict[str, Any]:
 
 def _headers(path: str, names: tuple[str, ...] = ()) -> dict[str, Any]:
     out = {request_id.HEADER: _ref("headers", "RequestId")}
-    if _v2(path):
+    if router.is_v2(path):
         out.update((name, _ref("headers", name)) for name in _MICROVERSION_HEADERS)
     out.update((name, _ref("headers", name)) for name in names)
     return out
@@ -225,7 +221,7 @@ def _responses(path: str, op: Op, components: dict[int, str]) -> dict[str, Any]:
         schema = _ref("schemas", name) if name else op.response
         success["content"] = {JSON: {"schema": schema}}
     out = {str(op.status): success}
-    error = "V2Error" if _v2(path) else "Error"
+    error = "V2Error" if router.is_v2(path) else "Error"
     for status in _error_statuses(path, op):
         out[str(status)] = dict(_ref("responses", error), description=_REASONS[status])
     return out

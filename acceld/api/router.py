@@ -109,7 +109,8 @@ def _normalise_path(environ: dict[str, Any]) -> None:
     environ["PATH_INFO"] = path
 
 
-def _is_v2(path: str) -> bool:
+def is_v2(path: str) -> bool:
+    """Whether ``path`` (normalised) is of the v2 API."""
     return path == "/v2" or path.startswith("/v2/")
 
 
@@ -231,7 +232,7 @@ class Router:
                 return [stored[2]]
         _normalise_path(environ)
         req = webob.Request(environ)
-        v2 = _is_v2(environ["PATH_INFO"])
+        v2 = is_v2(environ["PATH_INFO"])
         try:
             if v2:
                 environ[microversion.ENV_KEY] = microversion.negotiate(
