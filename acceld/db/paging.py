@@ -21,7 +21,8 @@ may not be in it, as with paging.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from sqlalchemy import bindparam, select
@@ -90,6 +91,31 @@ class Listing:
         yield from self.items
         for batch in self.rest():
             yield from batch
+
+
+def listing(connect: Callable[[], AbstractContextManager[Any]], stmt: Any,
+            to_items: Callable[[Any, Sequence[Any]], list[Item]], *, table: Any, what: str,
+            where: Sequence[Any] = (), params: dict[str, Any] | None = None,
+            limit: int | None = None, marker: str | None = None) -> Listing:
+    """The :class:`Listing` of a :func:`keyset` statement ``stmt`` (with ``params``), each
+    batch read on its own ``connect()`` connection and made items by ``to_items(conn,
+    rows)``; a page of ``limit`` after ``marker``, a uuid of ``table`` (with ``where``)
+    looked up on one more connection (:func:`marker_id`)."""
+    def read(after: int, n: int) -> tuple[list[Item], int | None]:
+        with connect() as conn:
+            rows = conn.execute(stmt, {**(params or {}), "after": after, "n": n}).all()
+            return to_items(conn, rows), last_id(rows)
+
+    after = 0
+    if marker is not None:
+        with connect() as conn:
+            after = marker_id(conn, table, marker, what, *where)
+    return Listing(read, after=after, limit=limit)
+
+
+def each(to_item: Callable[[Any], Item]) -> Callable[[Any, Sequence[Any]], list[Item]]:
+    """``to_items`` for :func:`listing` that makes each row an item by itself."""
+    return lambda _conn, rows: [to_item(row) for row in rows]
 
 
 def marker_id(conn: Any, table: Any, uuid: str, what: str, *where: Any) -> int:

@@ -102,18 +102,10 @@ def list_accelerators(db: Database, *, host: str | None = None, state: str | Non
         if viewer is not None:
             attached = and_(attached, m.Device.attached_project_id == viewer)
         q = q.where(or_(attached, m.Device.id.in_(select(held.c.device_id))))
-    q = paging.keyset(q, m.Device.id)
-
-    def read(after: int, n: int) -> tuple[list[dict[str, Any]], int | None]:
-        with db.reader() as s:
-            rows = s.execute(q, {"after": after, "n": n}).all()
-            return _with_allocations(s, [r[0] for r in rows], viewer), paging.last_id(rows)
-
-    after = 0
-    if marker is not None:
-        with db.reader() as s:
-            after = paging.marker_id(s, m.Device.__table__, marker, "an accelerator")
-    return paging.Listing(read, after=after, limit=limit)
+    return paging.listing(
+        db.reader, paging.keyset(q, m.Device.id),
+        lambda s, rows: _with_allocations(s, [r[0] for r in rows], viewer),
+        table=m.Device.__table__, what="an accelerator", limit=limit, marker=marker)
 
 
 def _get(s: Session, uuid: str, *, lock: bool = False) -> m.Device:

@@ -162,19 +162,10 @@ def list_profiles(db: Database, *, names: list[str] | None = None, limit: int | 
                   marker: str | None = None) -> paging.Listing:
     """In id order (``acceld.db.paging``): each batch one statement (Database.autocommit);
     a page of ``limit`` after ``marker``, whose lookup is one more."""
-    params: dict[str, Any] = {} if names is None else {"names": names}
-
-    def read(after: int, n: int) -> tuple[list[dict[str, Any]], int | None]:
-        with db.autocommit(write=False) as conn:
-            rows = conn.execute(_PAGE[names is not None],
-                                dict(params, after=after, n=n)).all()
-        return [_to_dict(row) for row in rows], paging.last_id(rows)
-
-    after = 0
-    if marker is not None:
-        with db.autocommit(write=False) as conn:
-            after = paging.marker_id(conn, _DP, marker, "a device profile")
-    return paging.Listing(read, after=after, limit=limit)
+    return paging.listing(lambda: db.autocommit(write=False), _PAGE[names is not None],
+                          paging.each(_to_dict), table=_DP, what="a device profile",
+                          params=None if names is None else {"names": names}, limit=limit,
+                          marker=marker)
 
 
 def get(db: Database, *, uuid: str | None = None, name: str | None = None) -> dict[str, Any]:

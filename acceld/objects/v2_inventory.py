@@ -59,18 +59,9 @@ def list_devices(db: Database, *, type: str | None = None, vendor: str | None = 
     """Reported devices, with exact-match filters; a page of ``limit`` after ``marker``
     (a reported device's uuid)."""
     # Plain columns on a Core connection, no ORM: lists are the hot read path.
-    q = _device_query(type, vendor, hostname)
-
-    def read(after: int, n: int) -> tuple[list[dict[str, Any]], int | None]:
-        with db.rows() as s:
-            rows = s.execute(q, {"after": after, "n": n}).all()
-        return [_device(d) for d in rows], paging.last_id(rows)
-
-    after = 0
-    if marker is not None:
-        with db.rows() as s:
-            after = paging.marker_id(s, m.Device.__table__, marker, "a device", _REPORTED)
-    return paging.Listing(read, after=after, limit=limit)
+    return paging.listing(db.rows, _device_query(type, vendor, hostname),
+                          paging.each(_device), table=m.Device.__table__, what="a device",
+                          where=[_REPORTED], limit=limit, marker=marker)
 
 
 def _one(s: Session, model: Any, uuid: str, label: str, *where: Any) -> Any:
@@ -132,17 +123,10 @@ _DEPLOYABLES = paging.keyset(select(m.Deployable.__table__).order_by(m.Deployabl
 def list_deployables(db: Database, *, limit: int | None = None,
                      marker: str | None = None) -> paging.Listing:
     """Deployables with their attributes; a page of ``limit`` after ``marker``."""
-    def read(after: int, n: int) -> tuple[list[dict[str, Any]], int | None]:
-        with db.rows() as s:
-            # rows, not ORM entities (hot read path)
-            deps = s.execute(_DEPLOYABLES, {"after": after, "n": n}).all()
-            return _with_attributes(s, deps), paging.last_id(deps)
-
-    after = 0
-    if marker is not None:
-        with db.rows() as s:
-            after = paging.marker_id(s, m.Deployable.__table__, marker, "a deployable")
-    return paging.Listing(read, after=after, limit=limit)
+    # rows, not ORM entities (hot read path)
+    return paging.listing(db.rows, _DEPLOYABLES, _with_attributes,
+                          table=m.Deployable.__table__, what="a deployable", limit=limit,
+                          marker=marker)
 
 
 def get_deployable(db: Database, uuid: str) -> dict[str, Any]:
@@ -172,18 +156,9 @@ def list_attributes(db: Database, *, deployable_id: int | None = None,
         q = q.where(m.Attribute.deployable_id == deployable_id)
     if key is not None:
         q = q.where(m.Attribute.key == key)
-    q = paging.keyset(q.order_by(m.Attribute.id), m.Attribute.id)
-
-    def read(after: int, n: int) -> tuple[list[dict[str, Any]], int | None]:
-        with db.rows() as s:
-            rows = s.execute(q, {"after": after, "n": n}).all()
-        return [_attribute(a) for a in rows], paging.last_id(rows)
-
-    after = 0
-    if marker is not None:
-        with db.rows() as s:
-            after = paging.marker_id(s, m.Attribute.__table__, marker, "an attribute")
-    return paging.Listing(read, after=after, limit=limit)
+    return paging.listing(db.rows, paging.keyset(q.order_by(m.Attribute.id), m.Attribute.id),
+                          paging.each(_attribute), table=m.Attribute.__table__,
+                          what="an attribute", limit=limit, marker=marker)
 
 
 def get_attribute(db: Database, uuid: str) -> dict[str, Any]:
