@@ -69,6 +69,19 @@ def _remote_failure(topic: str, server: str | None, method: str) -> exception.Re
                                    "the cause is in its log.")
 
 
+def _served(topic: str, server: str | None, method: str, run: Callable[[], Any]) -> Any:
+    """``run()``, the serving side of one call of ``method``: a domain error goes back to
+    the caller as it is; any other failure is logged here, with its traceback, and the
+    caller gets :func:`_remote_failure` (as over oslo.messaging, on both transports)."""
+    try:
+        return run()
+    except exception.AccelDError:
+        raise
+    except Exception:
+        LOG.exception("%s.%s failed in %s", topic, server or "*", method)
+        raise _remote_failure(topic, server, method) from None
+
+
 def _wire(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
@@ -109,15 +122,8 @@ class LocalTransport:
     def call(self, topic: str, server: str | None, method: str, kwargs: dict[str, Any],
              timeout: float | None = None) -> Any:
         ep = self._endpoint(topic, server)
-        try:
-            return _wire(getattr(ep, method)(**_wire(kwargs)))
-        except exception.AccelDError:
-            raise
-        except Exception:
-            # as over oslo.messaging: the serving side logs it, the caller gets a
-            # RemoteFailure that says nothing of it
-            LOG.exception("%s.%s failed in %s", topic, server or "*", method)
-            raise _remote_failure(topic, server, method) from None
+        return _served(topic, server, method,
+                       lambda: _wire(getattr(ep, method)(**_wire(kwargs))))
 
     def cast(self, topic: str, server: str | None, method: str,
              kwargs: dict[str, Any]) -> None:
@@ -167,13 +173,7 @@ class _EndpointAdapter:
 
         @expected_exceptions(exception.AccelDError)
         def invoke(ctxt: dict[str, Any], **kwargs: Any) -> Any:
-            try:
-                return method(**kwargs)
-            except exception.AccelDError:
-                raise
-            except Exception:
-                LOG.exception("%s.%s failed in %s", topic, server or "*", name)
-                raise _remote_failure(topic, server, name) from None
+            return _served(topic, server, name, lambda: method(**kwargs))
         self.__dict__[name] = invoke   # found without __getattr__ from now on
         return invoke
 
