@@ -287,13 +287,12 @@ class ConductorManager:
 
     def program_done(self, op_id: str, ok: bool, error: str | None) -> dict[str, Any]:
         recorded = program_objects.finish(self._db, op_id, ok, error)
-        if recorded:
+        if recorded is not None:
             LOG.info("program operation %s %s%s", op_id, "succeeded" if ok else "failed",
                      "" if ok else f": {error}")
-            arq = program_objects.get(self._db, op_id)["arq_uuid"]
-            if arq is not None:
-                self._binder.program_done(arq, ok, error)
-        return {"recorded": recorded}
+            if recorded.arq_uuid is not None:
+                self._binder.program_done(recorded.arq_uuid, ok, error)
+        return {"recorded": recorded is not None}
 
     # -- stats on demand ------------------------------------------------------------------
     def device_stats(self, uuid: str) -> dict[str, Any]:

@@ -10,6 +10,7 @@ reopen a finished operation and a duplicate outcome changes nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 from typing import Any
@@ -139,8 +140,16 @@ def progress(db: Database, op_uuid: str, percent: int, message: str) -> bool:
         return res.rowcount == 1
 
 
-def finish(db: Database, op_uuid: str, ok: bool, error: str | None) -> bool:
-    """Record the outcome; False when it was recorded before (a duplicate delivery).
+@dataclasses.dataclass(frozen=True)
+class Finished:
+    """A recorded outcome: the ARQ whose bind the operation was part of (None: an
+    operator's request)."""
+
+    arq_uuid: str | None
+
+
+def finish(db: Database, op_uuid: str, ok: bool, error: str | None) -> Finished | None:
+    """Record the outcome; None when it was recorded before (a duplicate delivery).
 
     A success also records the image on the deployable (``bitstream_id``) when it is a
     Glance image id, as Cyborg does after a program at bind."""
@@ -156,14 +165,13 @@ def finish(db: Database, op_uuid: str, ok: bool, error: str | None) -> bool:
             _OP.uuid == op_uuid, _OP.state.in_(states.PROGRAM_TRANSITIONS[target]))
             .values(**values))
         if res.rowcount != 1:
-            return False
-        if ok:
-            op = s.execute(select(_OP.deployable_uuid, _OP.image_ref)
-                           .where(_OP.uuid == op_uuid)).one()
-            if _is_uuid(op.image_ref):
-                s.execute(update(m.Deployable).where(m.Deployable.uuid == op.deployable_uuid)
-                          .values(bitstream_id=op.image_ref))
-        return True
+            return None
+        op = s.execute(select(_OP.deployable_uuid, _OP.image_ref, _OP.arq_uuid)
+                       .where(_OP.uuid == op_uuid)).one()
+        if ok and _is_uuid(op.image_ref):
+            s.execute(update(m.Deployable).where(m.Deployable.uuid == op.deployable_uuid)
+                      .values(bitstream_id=op.image_ref))
+        return Finished(op.arq_uuid)
 
 
 def stalled(db: Database, older_than: datetime.datetime) -> list[dict[str, Any]]:
