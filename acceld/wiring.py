@@ -22,7 +22,6 @@ from acceld.conductor.manager import ConductorManager
 from acceld.conductor.placement_apply import PlacementSyncer
 from acceld.conf import nova as nova_conf
 from acceld.conf import placement as placement_conf
-from acceld.db import migration
 from acceld.db.api import Database, default_sqlite_url
 
 LOG = logging.getLogger(__name__)
@@ -179,10 +178,6 @@ def server_header_cap(conf: cfg.ConfigOpts) -> int:
 
 def api_app(conf: cfg.ConfigOpts, db: Database, transport: rpc.Transport) -> Any:
     return deploy.make_app(conf, db, rpc.ConductorClient(transport))
-
-
-def migrate(db: Database) -> None:
-    migration.upgrade(db)
 
 
 def wait_for_signal(stop: threading.Event) -> None:

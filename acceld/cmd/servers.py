@@ -10,6 +10,7 @@ from oslo_config import cfg
 
 from acceld import conf as config
 from acceld import rpc, wiring
+from acceld.db import migration
 
 DESCRIPTIONS = {
     "serve": "Run acceld all in one process: the REST API, the conductor and an agent for "
@@ -65,15 +66,15 @@ def _db(rest: list[str]) -> int:
         return 2
     db = wiring.database(conf)
     if action == "upgrade":
-        wiring.migrate(db)
-    print(wiring.migration.version(db) or "empty")
+        migration.upgrade(db)
+    print(migration.version(db) or "empty")
     return 0
 
 
 def serve(conf: cfg.ConfigOpts) -> int:
     """All in one process on the embedded default."""
     db = wiring.database(conf, api=True, services=True)
-    wiring.migrate(db)
+    migration.upgrade(db)
     transport = rpc.LocalTransport()
     cond, cond_server = wiring.start_conductor(conf, db, transport)
     agent_mgr, agent_server = wiring.start_agent(conf, transport)
