@@ -44,7 +44,6 @@ import multiprocessing
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -54,6 +53,9 @@ import time
 import urllib.request
 from typing import Any
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.integration import procs  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 BIN = os.path.dirname(sys.executable)
@@ -62,12 +64,6 @@ PATHS = ("/v2/devices", "/v2/accelerator_requests", "/v1/accelerators")
 HEADERS = {"X-Auth-Token": "admin", "Accept": "application/json"}
 SERVERS = ("acceld", "uwsgi", "uwsgi-tuned", "gunicorn", "granian", "cheroot", "waitress")
 APP = "acceld.wsgi.api:application"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 # -- the servers ---------------------------------------------------------------------------
@@ -117,7 +113,7 @@ def command(name: str, args: argparse.Namespace, conf: str, workdir: str,
 
 class Server:
     def __init__(self, name: str, args: argparse.Namespace, conf: str, workdir: str) -> None:
-        self.name, self.port = name, free_port()
+        self.name, self.port = name, procs.free_port()
         env = dict(os.environ, ACCELD_CONFIG_FILE=conf, PYTHONPATH=REPO)
         self.log = open(os.path.join(workdir, f"{name}.log"), "ab")
         self.log_start = self.log.tell()          # the log is shared by every run
