@@ -51,6 +51,19 @@ USABLE_HEALTH = (HEALTH_OK, HEALTH_DEGRADED)
 # What a bind may hand over: a ready, enabled device whose health is usable.
 DEVICE_STATUS_ENABLED = "enabled"
 
+
+def unusable_reasons(state: str, status: str, health: str) -> list[str]:
+    """Why a device in ``state``, ``status`` and ``health`` may not go to a guest, each as
+    a phrase ("is inactive, not ready"); empty when it may."""
+    why = []
+    if state != READY:
+        why.append(f"is {state}, not {READY}")
+    if status != DEVICE_STATUS_ENABLED:
+        why.append(f"is disabled ({status})")
+    if health not in USABLE_HEALTH:
+        why.append(f"has health {health}")
+    return why
+
 # Attach handle types (contract 1.4): ``PCI`` (a function passed through), ``MDEV`` (a
 # mediated device: a vGPU), ``TEST_PCI`` (upstream's fake) and ``MIG`` (an NVIDIA MIG
 # instance, which is neither). Nova 34's libvirt driver attaches PCI and MDEV handles to

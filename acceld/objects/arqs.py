@@ -531,13 +531,7 @@ def _check_unbound(read: Reader, instance_uuids: list[str], project_id: str | No
 def _unusable(row: Any, rp_uuid: str, uuid: str) -> _ClaimFailed | None:
     """Why the device of a candidate row (selected with :data:`_DEVICE_COLUMNS`) may not
     be given to a guest now; None when it may."""
-    why = []
-    if row.device_state != st.READY:
-        why.append(f"is {row.device_state}, not {st.READY}")
-    if row.device_status != st.DEVICE_STATUS_ENABLED:
-        why.append(f"is disabled ({row.device_status})")
-    if row.device_health not in st.USABLE_HEALTH:
-        why.append(f"has health {row.device_health}")
+    why = st.unusable_reasons(row.device_state, row.device_status, row.device_health)
     if not why:
         return None
     return _ClaimFailed(exception.DeviceNotUsable(

@@ -80,8 +80,7 @@ def host_inputs(db: Database, host: str) -> HostInputs:
             rp_uuid=dep.rp_uuid, name=dep.name, num_accelerators=dep.num_accelerators,
             attributes=tuple(sorted(attrs.get(dep.id, []))), vendor=dev.vendor or "",
             model=dev.model or "",
-            schedulable=(dev.state == states.READY and dev.health in states.USABLE_HEALTH
-                         and dev.status == states.DEVICE_STATUS_ENABLED
+            schedulable=(not states.unusable_reasons(dev.state, dev.status, dev.health)
                          and dep.id in guest_ready)))
     return HostInputs(host=host, provider_name=provider or host, rows=rows, state=state)
 
