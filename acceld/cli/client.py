@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import requests
@@ -72,7 +73,7 @@ def _short_reason(exc: requests.RequestException) -> str:
 class Response:
     """The parts of an HTTP answer that commands use."""
 
-    def __init__(self, status: int, headers: dict[str, str], body: Any) -> None:
+    def __init__(self, status: int, headers: Mapping[str, str], body: Any) -> None:
         self.status = status
         self.headers = headers
         self.body = body
@@ -142,7 +143,7 @@ class Client:
                 raise CliError(
                     f"invalid JSON in {resp.status_code} answer from {url}"
                 ) from exc
-        return Response(resp.status_code, dict(resp.headers), parsed)
+        return Response(resp.status_code, resp.headers, parsed)   # names case-insensitive
 
     def close(self) -> None:
         """Close pooled connections."""

@@ -123,7 +123,7 @@ def acc_create(client: Client, args: argparse.Namespace) -> int:
     if args.uuid:
         body["uuid"] = args.uuid
     resp = client.post("/v1/accelerators", body)
-    location = resp.headers.get("Location") or resp.headers.get("location") or ""
+    location = resp.headers.get("Location") or ""
     uuid = location.rstrip("/").rsplit("/", 1)[-1] if location else args.uuid
     if not uuid:
         raise CliError("unexpected answer from server: no Location of the new accelerator")
