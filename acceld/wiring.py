@@ -114,8 +114,11 @@ class HttpServer:
             app, host=api.host_ip, port=api.port, threads=api.workers,
             backlog=api.backlog, connection_limit=api.connection_limit,
             channel_timeout=api.client_timeout,
-            max_request_header_size=server_header_cap(conf),
-            max_request_body_size=SERVER_BODY_CAP_FACTOR * api.max_request_body_size,
+            # the server's own caps, above the app's limits (its errors are plain text):
+            # a request line and headers of up to twice the app's limits, a body of up to
+            # four times the app's (buffered by the server, then refused by the app)
+            max_request_header_size=2 * (api.max_header_size + api.max_uri_length),
+            max_request_body_size=4 * api.max_request_body_size,
             asyncore_use_poll=True,      # select() stops at 1024 descriptors
             ident="acceld", clear_untrusted_proxy_headers=False,
             expose_tracebacks=False)
@@ -164,16 +167,6 @@ def _fit_open_files(wanted: int) -> None:
         target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
         if target > soft:
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-
-
-# The server's own caps, above the app's limits (its errors are plain text): a request
-# line and headers of up to twice the app's limits, a body of up to this many times
-# [api] max_request_body_size (buffered by the server, then refused by the app).
-SERVER_BODY_CAP_FACTOR = 4
-
-
-def server_header_cap(conf: cfg.ConfigOpts) -> int:
-    return 2 * (conf.api.max_header_size + conf.api.max_uri_length)
 
 
 def api_app(conf: cfg.ConfigOpts, db: Database, transport: rpc.Transport) -> Any:
