@@ -161,8 +161,9 @@ class FakeDriver(BaseDriver):
 
     def install(self, identity: str) -> None:
         control = self._control()
-        if float(control.get("install_seconds", 0)):
-            self.ctx.sleep(float(control["install_seconds"]))
+        seconds = float(control.get("install_seconds", 0))
+        if seconds:
+            self.ctx.sleep(seconds)
         if control.get("fail_install"):
             raise DriverError(f"fake install of {identity} failed (control file)")
         self._set_member("installed", identity, True)
