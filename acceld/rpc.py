@@ -1,8 +1,11 @@
-"""RPC: one client class per server (conductor, agent) over two interchangeable backends.
+"""RPC: one client class per server (conductor, agent) over interchangeable backends.
 
 * :class:`LocalTransport`: direct calls in one process (``acceld serve``). Arguments and
   results still go through a JSON round trip, so nothing that would not survive the real
   bus (ORM rows, mutable shared objects) can cross it by accident.
+* :class:`LinkTransport`: an API worker process of ``acceld serve`` reaching the
+  parent's :class:`LocalTransport` over a socket pair (:class:`LinkServer` at the other
+  end).
 * :class:`MessagingTransport`: oslo.messaging (RabbitMQ in production).
 
 Domain exceptions cross both unchanged (``acceld.exception`` is an allowed remote module).
@@ -24,8 +27,11 @@ RPC API versions (one line of history each; a test guards the list):
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -143,6 +149,128 @@ class LocalTransport:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class LinkServer:
+    """The parent's end of one API worker process's link (``acceld serve`` with several
+    ``[api] processes``): each line the worker sends on ``sock`` is one call or cast in
+    JSON, run on the parent's ``transport`` in a pool of ``threads`` (as many as the
+    worker has request threads, so its calls never queue behind each other); each
+    answer is one JSON line naming the call it answers. A domain error travels as its
+    class name and message; the worker raises the same class again."""
+
+    def __init__(self, transport: LocalTransport, sock: socket.socket, threads: int) -> None:
+        self._transport, self._sock = transport, sock
+        self._send = threading.Lock()
+        self._pool = futures.ThreadPoolExecutor(max_workers=threads,
+                                                thread_name_prefix="acceld-link")
+        self._reader = threading.Thread(target=self._read, name="acceld-link", daemon=True)
+
+    def start(self) -> None:
+        self._reader.start()
+
+    def _read(self) -> None:
+        with self._sock.makefile("rb") as lines:
+            for line in lines:        # until the worker closes its end (or exits)
+                self._pool.submit(self._answer, json.loads(line))
+
+    def _answer(self, ask: dict[str, Any]) -> None:
+        topic, server, method = ask["topic"], ask["server"], ask["method"]
+        answer: dict[str, Any] = {"id": ask["id"]}
+        try:
+            if ask["cast"]:
+                self._transport.cast(topic, server, method, ask["kwargs"])
+            else:
+                answer["result"] = self._transport.call(topic, server, method,
+                                                        ask["kwargs"], ask["timeout"])
+        except exception.AccelDError as exc:
+            answer["error"], answer["message"] = type(exc).__name__, exc.message
+        except Exception:     # the worker's caller must get an answer whatever happened
+            LOG.exception("API worker link: %s.%s failed in %s", topic, server or "*", method)
+            failure = _remote_failure(topic, server, method)
+            answer["error"], answer["message"] = type(failure).__name__, failure.message
+        data = json.dumps(answer).encode() + b"\n"
+        try:
+            with self._send:
+                self._sock.sendall(data)
+        except OSError:       # the worker is gone; its caller went with it
+            LOG.debug("API worker link closed before %s was answered", method)
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        self._sock.close()
+        self._reader.join(5)
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class LinkTransport:
+    """The transport of an API worker process of ``acceld serve``: its calls and casts go
+    over the inherited socket ``sock`` to the parent (:class:`LinkServer`), which runs
+    them on its in-process bus, so they behave as they do there (no timeout of their
+    own; a domain error comes back as the same class). Concurrent calls share the
+    socket: each carries a number and its answer names it. When the parent goes, every
+    waiting and later call fails with :class:`acceld.exception.HostUnreachable`."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._send = threading.Lock()
+        self._numbers = itertools.count()
+        self._waiting: dict[int, futures.Future[dict[str, Any]]] = {}
+        self._gone = False
+        threading.Thread(target=self._read, name="acceld-link", daemon=True).start()
+
+    def _read(self) -> None:
+        with self._sock.makefile("rb") as lines:
+            for line in lines:
+                answer = json.loads(line)
+                waiting = self._waiting.pop(answer["id"], None)
+                if waiting is not None:
+                    waiting.set_result(answer)
+        self._gone = True
+        for number in list(self._waiting):
+            waiting = self._waiting.pop(number, None)
+            if waiting is not None:
+                waiting.set_result({"error": "HostUnreachable",
+                                    "message": "the acceld serve process is gone"})
+
+    def _ask(self, topic: str, server: str | None, method: str, kwargs: dict[str, Any],
+             timeout: float | None, cast: bool) -> Any:
+        number = next(self._numbers)
+        waiting: futures.Future[dict[str, Any]] = futures.Future()
+        self._waiting[number] = waiting
+        data = json.dumps({"id": number, "cast": cast, "topic": topic, "server": server,
+                           "method": method, "kwargs": kwargs, "timeout": timeout})
+        try:
+            if self._gone:
+                raise OSError("closed")
+            with self._send:
+                self._sock.sendall(data.encode() + b"\n")
+        except OSError:
+            self._waiting.pop(number, None)
+            raise exception.HostUnreachable(
+                f"{topic}.{server or '*'} is unreachable ({method}): the acceld serve "
+                "process is gone") from None
+        answer = waiting.result()
+        if "error" in answer:
+            kind = getattr(exception, answer["error"], None)
+            if not (isinstance(kind, type) and issubclass(kind, exception.AccelDError)):
+                kind = exception.RemoteFailure
+            raise kind(answer["message"])
+        return answer.get("result")
+
+    def call(self, topic: str, server: str | None, method: str, kwargs: dict[str, Any],
+             timeout: float | None = None) -> Any:
+        return self._ask(topic, server, method, kwargs, timeout, cast=False)
+
+    def cast(self, topic: str, server: str | None, method: str,
+             kwargs: dict[str, Any]) -> None:
+        self._ask(topic, server, method, kwargs, None, cast=True)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        self._sock.close()
 
 
 class _EndpointAdapter:

@@ -4,8 +4,12 @@
 from __future__ import annotations
 
 import logging
+import os
 import resource
 import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
 from typing import Any
@@ -106,13 +110,15 @@ class HttpServer:
     :meth:`stop` is the graceful stop of SIGTERM.
     """
 
-    def __init__(self, conf: cfg.ConfigOpts, app: Any) -> None:
+    def __init__(self, conf: cfg.ConfigOpts, app: Any, sock: socket.socket) -> None:
+        """Serves ``app`` on ``sock``, a listening socket (:func:`listen`), maybe shared
+        with other processes (:class:`ApiProcesses`)."""
         api = conf.api
         self.grace = api.shutdown_timeout
         _fit_open_files(api.connection_limit + 256)   # connections, the database, logs
         self._server = waitress.create_server(
-            app, host=api.host_ip, port=api.port, threads=api.workers,
-            backlog=api.backlog, connection_limit=api.connection_limit,
+            app, sockets=[sock], threads=api.workers, backlog=api.backlog,
+            connection_limit=api.connection_limit,
             channel_timeout=api.client_timeout,
             # the server's own caps, above the app's limits (its errors are plain text):
             # a request line and headers of up to twice the app's limits, a body of up to
@@ -159,6 +165,117 @@ class HttpServer:
         self._thread.join(5)
 
 
+def api_processes(conf: cfg.ConfigOpts) -> int:
+    """``[api] processes``, by default one per CPU this process may run on."""
+    return conf.api.processes or len(os.sched_getaffinity(0))
+
+
+def listen(conf: cfg.ConfigOpts) -> socket.socket:
+    """The API's listening socket, on ``[api] host_ip``/``port`` (port 0: the kernel's)."""
+    family = socket.AF_INET6 if ":" in conf.api.host_ip else socket.AF_INET
+    return socket.create_server((conf.api.host_ip, conf.api.port), family=family,
+                                backlog=conf.api.backlog)
+
+
+# what an API worker process finds in its environment: the descriptor of the listening
+# socket, the pid of the process that started it and, under `acceld serve`, the
+# descriptor of its link to that process
+LISTEN_FD, PARENT, LINK_FD = "ACCELD_API_LISTEN_FD", "ACCELD_API_PARENT", "ACCELD_API_LINK_FD"
+
+
+class ApiProcesses:
+    """The API of `acceld serve` and `acceld api`: ``app`` served by an
+    :class:`HttpServer` in this process and, with ``[api] processes`` above one, by that
+    many less one worker processes (``acceld.cmd.api_worker``, each an :class:`HttpServer`
+    of ``[api] workers`` threads, its own database pool and the configuration of
+    ``argv``), all accepting on the one listening socket bound here, so the kernel hands
+    each connection to whichever is free. Under ``acceld serve`` (``link`` given) a worker
+    reaches the conductor and the agent of this process over a socket pair
+    (:class:`rpc.LinkServer`); under ``acceld api`` it has its own connection to the bus.
+    A worker that exits while the service runs is logged and started again (after a
+    second, longer while they keep dying at start); a worker stops when this process
+    is gone. :meth:`stop` is the graceful stop of all of them."""
+
+    def __init__(self, conf: cfg.ConfigOpts, argv: list[str], app: Any,
+                 link: rpc.LocalTransport | None = None) -> None:
+        self._argv, self._link, self._threads = argv, link, conf.api.workers
+        self._sock = listen(conf)
+        self._http = HttpServer(conf, app, self._sock)
+        self.port = self._http.port
+        self.grace = conf.api.shutdown_timeout
+        self._count = api_processes(conf) - 1
+        self._workers: list[tuple[subprocess.Popen[bytes], rpc.LinkServer | None, float]] = []
+        self._stopping = threading.Event()
+        self._watcher = threading.Thread(target=self._watch, name="api-processes",
+                                         daemon=True)
+
+    def _spawn(self) -> tuple[subprocess.Popen[bytes], rpc.LinkServer | None, float]:
+        env = dict(os.environ, **{LISTEN_FD: str(self._sock.fileno()),
+                                  PARENT: str(os.getpid())})
+        fds = [self._sock.fileno()]
+        ours = theirs = None
+        if self._link is not None:
+            ours, theirs = socket.socketpair()
+            env[LINK_FD] = str(theirs.fileno())
+            fds.append(theirs.fileno())
+        try:
+            proc = subprocess.Popen([sys.executable, "-m", "acceld.cmd.api_worker",
+                                     *self._argv], env=env, pass_fds=fds)
+        finally:
+            if theirs is not None:
+                theirs.close()
+        server = None
+        if ours is not None and self._link is not None:
+            server = rpc.LinkServer(self._link, ours, self._threads)
+            server.start()
+        LOG.info("API worker process %d started", proc.pid)
+        return proc, server, time.monotonic()
+
+    def start(self) -> None:
+        self._http.start()
+        if self._count:
+            self._workers = [self._spawn() for _ in range(self._count)]
+            self._watcher.start()
+
+    def _watch(self) -> None:
+        backoff = 1.0
+        while not self._stopping.wait(backoff):
+            died_young = False
+            for i, (proc, server, started) in enumerate(self._workers):
+                if proc.poll() is None or self._stopping.is_set():
+                    continue
+                LOG.error("API worker process %d exited with %s; starting another",
+                          proc.pid, proc.returncode)
+                if server is not None:
+                    server.stop()
+                died_young |= time.monotonic() - started < 5
+                self._workers[i] = self._spawn()
+            # workers that die within seconds of their start would die again at once
+            backoff = min(backoff * 2, 30.0) if died_young else 1.0
+
+    def stop(self) -> None:
+        """Each worker gets SIGTERM (its :meth:`HttpServer.stop`) while this process's
+        server stops the same way; the socket stops listening once all have closed it.
+        A worker still running ``shutdown_timeout`` + 10 s later is killed."""
+        self._stopping.set()
+        if self._watcher.is_alive():
+            self._watcher.join(5)
+        for proc, _server, _started in self._workers:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        self._http.stop()
+        deadline = time.monotonic() + self.grace + 10
+        for proc, server, _started in self._workers:
+            try:
+                proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                LOG.warning("API worker process %d did not stop; killing it", proc.pid)
+                proc.kill()
+                proc.wait()
+            if server is not None:
+                server.stop()
+
+
 def _fit_open_files(wanted: int) -> None:
     """Raise the soft limit on open files to ``wanted`` when it is lower and the hard
     limit allows (systemd's default soft limit is 1024)."""
@@ -169,15 +286,20 @@ def _fit_open_files(wanted: int) -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
-def api_app(conf: cfg.ConfigOpts, db: Database, transport: rpc.Transport) -> Any:
+def api_app(conf: cfg.ConfigOpts, db: Database,
+            transport: rpc.Transport | rpc.LinkTransport) -> Any:
     return deploy.make_app(conf, db, rpc.ConductorClient(transport))
 
 
-def wait_for_signal(stop: threading.Event) -> None:
+def wait_for_signal(stop: threading.Event, parent: int | None = None) -> None:
+    """Until SIGTERM or SIGINT, or (``parent`` given) until that process is no longer
+    this one's parent (it died: an API worker must not outlive its service)."""
     def handler(signum: int, _frame: Any) -> None:
         LOG.info("signal %d: stopping", signum)
         stop.set()
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
     while not stop.wait(1):
-        pass
+        if parent is not None and os.getppid() != parent:
+            LOG.warning("parent process %d is gone: stopping", parent)
+            return

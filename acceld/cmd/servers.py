@@ -13,8 +13,9 @@ from acceld import rpc, wiring
 from acceld.db import migration
 
 DESCRIPTIONS = {
-    "serve": "Run acceld all in one process: the REST API, the conductor and an agent for "
-             "this host, on the embedded SQLite database under state_path (or "
+    "serve": "Run acceld all in one: the REST API, the conductor and an agent for this "
+             "host in one process (with [api] processes above one, API worker processes "
+             "beside it), on the embedded SQLite database under state_path (or "
              "[database] connection) and the in-process bus. Runs until SIGTERM/SIGINT.",
     "api": "Run the REST API server alone; it reaches the conductor over [DEFAULT] "
            "transport_url (RabbitMQ) and reads the database of [database] connection. "
@@ -52,7 +53,9 @@ def run(command: str, rest: list[str]) -> int:
         if conf.listen_port is not None:
             conf.set_override("port", conf.listen_port, group="api")
     wiring.setup_logging(conf)
-    return {"serve": serve, "api": api, "conductor": conductor, "agent": agent}[command](conf)
+    if listens:
+        return {"serve": serve, "api": api}[command](conf, rest)
+    return {"conductor": conductor, "agent": agent}[command](conf)
 
 
 def _db(rest: list[str]) -> int:
@@ -71,17 +74,18 @@ def _db(rest: list[str]) -> int:
     return 0
 
 
-def serve(conf: cfg.ConfigOpts) -> int:
-    """All in one process on the embedded default."""
+def serve(conf: cfg.ConfigOpts, argv: list[str]) -> int:
+    """All in one process on the embedded default (with several ``[api] processes``,
+    API worker processes beside it reach its conductor and agent over their links)."""
     db = wiring.database(conf, api=True, services=True)
     migration.upgrade(db)
     transport = rpc.LocalTransport()
     cond, cond_server = wiring.start_conductor(conf, db, transport)
     agent_mgr, agent_server = wiring.start_agent(conf, transport)
-    httpd = wiring.HttpServer(conf, wiring.api_app(conf, db, transport))
+    front = wiring.ApiProcesses(conf, argv, wiring.api_app(conf, db, transport), transport)
     wiring.LOG.info("acceld serve listening on http://%s:%d (database %s)",
-                    conf.api.host_ip, httpd.port, db.url)
-    return _run_http(httpd, [agent_mgr.stop, agent_server.stop, cond_server.stop, cond.stop,
+                    conf.api.host_ip, front.port, db.url)
+    return _run_http(front, [agent_mgr.stop, agent_server.stop, cond_server.stop, cond.stop,
                              transport.close])
 
 
@@ -95,7 +99,8 @@ def _until_signal(stops: list[Callable[[], object]]) -> int:
     return 0
 
 
-def _run_http(httpd: wiring.HttpServer, stops: list[Callable[[], object]]) -> int:
+def _run_http(httpd: wiring.ApiProcesses,
+              stops: list[Callable[[], object]]) -> int:
     """Serve until a signal; then the graceful stop of the HTTP server (requests in
     flight finish, and may still reach the conductor) before ``stops``."""
     httpd.start()
@@ -108,13 +113,13 @@ def _require_bus(conf: cfg.ConfigOpts, what: str) -> None:
                          "use `acceld serve` for the all-in-one default")
 
 
-def api(conf: cfg.ConfigOpts) -> int:
+def api(conf: cfg.ConfigOpts, argv: list[str]) -> int:
     _require_bus(conf, "api")
-    db = wiring.database(conf, api=True)
     transport = rpc.make_transport(conf)
-    httpd = wiring.HttpServer(conf, wiring.api_app(conf, db, transport))
-    wiring.LOG.info("acceld api listening on http://%s:%d", conf.api.host_ip, httpd.port)
-    return _run_http(httpd, [transport.close])
+    front = wiring.ApiProcesses(conf, argv, wiring.api_app(
+        conf, wiring.database(conf, api=True), transport))
+    wiring.LOG.info("acceld api listening on http://%s:%d", conf.api.host_ip, front.port)
+    return _run_http(front, [transport.close])
 
 
 def conductor(conf: cfg.ConfigOpts) -> int:

@@ -39,6 +39,13 @@ OPTS = [
                help="Threads running requests in `acceld api` / `acceld serve` (more "
                     "connections than this wait, read and parked by the server's I/O "
                     "thread). The database pool is sized from it."),
+    cfg.IntOpt("processes", min=1,
+               help="Processes serving the API in `acceld api` / `acceld serve`: the "
+                    "command's own and `processes - 1` worker processes it starts (and "
+                    "restarts when one dies), each with `workers` threads and its own "
+                    "database pool, all accepting on the one listening socket. Worker "
+                    "processes of `acceld serve` reach its conductor and agent through "
+                    "it. Default: one per CPU this process may run on."),
     cfg.IntOpt("backlog", default=1024, min=1,
                help="Listen backlog: connections the kernel queues before they are "
                     "accepted (capped by net.core.somaxconn)."),

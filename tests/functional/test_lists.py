@@ -259,7 +259,7 @@ def test_a_database_failure_mid_stream_breaks_the_connection_off(sqlite_db, monk
 
     monkeypatch.setattr(arqs, "page_arqs", failing)
     conf = helpers.make_conf(api={"host_ip": "127.0.0.1", "port": 0})
-    server = wiring.HttpServer(conf, _app(sqlite_db))
+    server = wiring.HttpServer(conf, _app(sqlite_db), wiring.listen(conf))
     server.start()
     try:
         conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)

@@ -1,0 +1,39 @@
+"""An API worker process of `acceld serve` or `acceld api` with several ``[api]
+processes`` (started by :class:`acceld.wiring.ApiProcesses`, never by hand): it serves
+the API on the listening socket it inherited, with the configuration of the command line
+it was given, until SIGTERM/SIGINT, then stops gracefully."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+
+from acceld import conf as config
+from acceld import rpc, wiring
+from acceld.cmd import servers
+
+
+def main(argv: list[str]) -> int:
+    conf = config.load(argv, command="api worker", description=__doc__,
+                       cli_opts=servers.LISTEN_OPTS)
+    wiring.setup_logging(conf)
+    sock = socket.socket(fileno=int(os.environ[wiring.LISTEN_FD]))
+    link = os.environ.get(wiring.LINK_FD)
+    transport: rpc.Transport | rpc.LinkTransport = (
+        rpc.LinkTransport(socket.socket(fileno=int(link))) if link is not None
+        else rpc.make_transport(conf))
+    httpd = wiring.HttpServer(conf, wiring.api_app(conf, wiring.database(conf, api=True),
+                                                   transport), sock)
+    httpd.start()
+    try:
+        wiring.wait_for_signal(threading.Event(), parent=int(os.environ[wiring.PARENT]))
+    finally:
+        httpd.stop()
+        transport.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
