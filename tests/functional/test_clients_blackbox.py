@@ -27,12 +27,12 @@ QAT_GROUP = {"resources:CUSTOM_QAT": "2", "trait:CUSTOM_QAT_FAKE_4XXX": "require
 
 
 def _wait_for_devices(url: str, started: float) -> None:
-    while time.monotonic() - started < 10:
+    while time.monotonic() - started < 60:      # bounded wait, not a timing claim
         body = _get(f"{url}/v2/deployables")
         if body and len(body["deployables"]) == 4:
             return
         time.sleep(0.1)
-    raise AssertionError("the 4 fake deployables were not listed within 10 s")
+    raise AssertionError("the 4 fake deployables were not listed within 60 s")
 
 
 def _connect(url: str):
