@@ -5,7 +5,11 @@ WSGI servers, the same workload in the same run (issue 20).
 Servers (``--servers``, each started and stopped by this script, one at a time, on
 loopback, all reading the same SQLite database that a first ``acceld serve`` seeded):
 
-- ``acceld``: ``acceld serve`` itself (API, conductor and agent in one process).
+- ``acceld``: ``acceld serve`` itself (API, conductor and agent in its process, and
+  ``[api] processes`` by default one per CPU: one more API worker process per CPU
+  beyond the first).
+- ``acceld-1``: ``acceld serve`` with ``[api] processes = 1`` (everything in one
+  process).
 - ``uwsgi``: ``acceld.wsgi.api:application`` under uWSGI with the peers' cyborg-api ini
   (``--peers``; http-socket, 2 processes, master, lazy-apps, ``Connection: close``), as
   ``bench/vs_cyborg.py`` writes it.
@@ -62,7 +66,8 @@ BIN = os.path.dirname(sys.executable)
 HOST = "127.0.0.1"
 PATHS = ("/v2/devices", "/v2/accelerator_requests", "/v1/accelerators")
 HEADERS = {"X-Auth-Token": "admin", "Accept": "application/json"}
-SERVERS = ("acceld", "uwsgi", "uwsgi-tuned", "gunicorn", "granian", "cheroot", "waitress")
+SERVERS = ("acceld", "acceld-1", "uwsgi", "uwsgi-tuned", "gunicorn", "granian", "cheroot",
+           "waitress")
 APP = "acceld.wsgi.api:application"
 
 
@@ -82,6 +87,11 @@ def command(name: str, args: argparse.Namespace, conf: str, workdir: str,
     if name == "acceld":
         return [os.path.join(BIN, "acceld"), "serve", "--config-file", conf,
                 "--port", str(port)]
+    if name == "acceld-1":    # the same with one process (`[api] processes = 1`)
+        one = os.path.join(workdir, "one-process.conf")
+        with open(one, "w", encoding="utf-8") as f:
+            f.write("[api]\nprocesses = 1\n")
+        return [*command("acceld", args, conf, workdir, port), "--config-file", one]
     if name == "uwsgi":
         sys.path.insert(0, HERE)
         from vs_cyborg import uwsgi_ini  # the peers' ini, app and port replaced
