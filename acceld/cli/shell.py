@@ -51,14 +51,17 @@ def _json_object(text: str) -> dict[str, Any]:
     return value
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from exc
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be >= 1")
-    return value
+def _int_from(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``minimum``."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from exc
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}")
+        return value
+    return parse
 
 
 def _seconds(text: str) -> float:
@@ -75,16 +78,6 @@ def _positive_seconds(text: str) -> float:
     value = _seconds(text)
     if value == 0:
         raise argparse.ArgumentTypeError("must be > 0")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from exc
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be >= 0")
     return value
 
 
@@ -158,7 +151,7 @@ def _add_accelerator_verbs(subparsers: Any) -> None:
     p.add_argument("--state")
     p.add_argument("--device-type")
     p.add_argument("--instance-uuid")
-    p.add_argument("--limit", type=_positive_int)
+    p.add_argument("--limit", type=_int_from(1))
     p.add_argument("--marker")
 
     p = _verb(acc_sub, "show", commands.acc_show, "show one accelerator")
@@ -184,7 +177,7 @@ def _add_accelerator_verbs(subparsers: Any) -> None:
     p.add_argument("uuid", metavar="UUID")
     p.add_argument("--specs", required=True, type=_json_object, help="JSON object")
     p.add_argument(
-        "--revision", type=_non_negative_int,
+        "--revision", type=_int_from(0),
         help="expected revision (default: read it from the server first)",
     )
 
