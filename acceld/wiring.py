@@ -19,7 +19,7 @@ from acceld.api import deploy
 from acceld.clients import nova as nova_client
 from acceld.clients import placement as placement_client
 from acceld.conductor.manager import ConductorManager
-from acceld.conductor.placement_apply import PlacementSyncer
+from acceld.conductor.placement_syncer import PlacementSyncer
 from acceld.conf import nova as nova_conf
 from acceld.conf import placement as placement_conf
 from acceld.db.api import Database, default_sqlite_url
