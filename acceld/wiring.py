@@ -28,10 +28,13 @@ LOG = logging.getLogger(__name__)
 
 
 def setup_logging(conf: cfg.ConfigOpts) -> None:
-    logging.basicConfig(level=logging.DEBUG if conf.debug else logging.INFO,
-                        format="%(asctime)s %(process)d %(levelname)s %(name)s %(message)s")
-    logging.getLogger("oslo.messaging").setLevel(logging.WARNING)
-    logging.getLogger("amqp").setLevel(logging.WARNING)
+    """oslo.log's set-up, as in every OpenStack service: ``log_file`` / ``log_dir`` (else
+    standard output; ``use_stderr`` adds standard error), ``debug``, ``default_log_levels``,
+    ``log_config_append``, syslog/journald. A line logged while an API request is served
+    carries its request id (the request's oslo.context context, :mod:`acceld.api.deploy`)."""
+    from oslo_log import log
+
+    log.setup(conf, "acceld")
 
 
 # Pooled connections kept for the conductor's and the agent's own work (RPC calls,

@@ -16,6 +16,7 @@ import os
 from keystonemiddleware import auth_token
 from oslo_config import cfg
 from oslo_db import options as db_options
+from oslo_log import log
 from stevedore import extension
 
 import acceld.threading_backend  # noqa: F401 - must precede oslo.messaging
@@ -32,17 +33,24 @@ from acceld.conf import (
 
 _GROUP_MODULES = (default, api, agent, conductor, glance, placement, nova)
 DRIVER_NAMESPACE = "acceld.drivers"
+# oslo.log's library levels, with oslo.messaging at WARNING (it logs every connection
+# and reconnection at INFO).
+LOG_LEVELS = [level for level in log.get_default_log_levels()
+              if not level.startswith(("oslo.messaging=", "oslo_messaging="))] + [
+    "oslo.messaging=WARNING", "oslo_messaging=WARNING"]
 
 DEFAULT_CONFIG_FILE = "/etc/acceld/acceld.conf"
 
 
 def register_all(conf: cfg.ConfigOpts) -> cfg.ConfigOpts:
     """Register every acceld option group, the installed drivers' included (and
-    oslo.db's, oslo.messaging's and keystonemiddleware's), on ``conf``."""
+    oslo.log's, oslo.db's, oslo.messaging's and keystonemiddleware's), on ``conf``."""
     for module in _GROUP_MODULES:
         module.register_opts(conf)
     for group, opts in driver_opts():
         conf.register_opts(opts, group=group)
+    set_lib_defaults()
+    log.register_options(conf)
     db_options.set_defaults(conf)
     from oslo_messaging import opts as messaging_opts  # after the threading backend
 
@@ -56,6 +64,13 @@ def register_all(conf: cfg.ConfigOpts) -> cfg.ConfigOpts:
     for group, opts in auth_token.list_opts():
         conf.register_opts(opts, group=group)
     return conf
+
+
+def set_lib_defaults() -> None:
+    """acceld's defaults of library options: oslo.log's ``default_log_levels``. The
+    sample config shows them too (oslo-config-generator calls this through the
+    ``oslo.config.opts.defaults`` entry point ``acceld``)."""
+    log.set_defaults(default_log_levels=LOG_LEVELS)
 
 
 def driver_opts() -> list[tuple[str, list[cfg.Opt]]]:
