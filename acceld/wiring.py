@@ -23,7 +23,7 @@ from acceld.api import deploy
 from acceld.clients import nova as nova_client
 from acceld.clients import placement as placement_client
 from acceld.conductor.manager import ConductorManager
-from acceld.conductor.placement_apply import PlacementSyncer
+from acceld.conductor.placement_syncer import PlacementSyncer
 from acceld.conf import nova as nova_conf
 from acceld.conf import placement as placement_conf
 from acceld.db.api import Database, default_sqlite_url
@@ -32,10 +32,13 @@ LOG = logging.getLogger(__name__)
 
 
 def setup_logging(conf: cfg.ConfigOpts) -> None:
-    logging.basicConfig(level=logging.DEBUG if conf.debug else logging.INFO,
-                        format="%(asctime)s %(process)d %(levelname)s %(name)s %(message)s")
-    logging.getLogger("oslo.messaging").setLevel(logging.WARNING)
-    logging.getLogger("amqp").setLevel(logging.WARNING)
+    """oslo.log's set-up, as in every OpenStack service: ``log_file`` / ``log_dir`` (else
+    standard output; ``use_stderr`` adds standard error), ``debug``, ``default_log_levels``,
+    ``log_config_append``, syslog/journald. A line logged while an API request is served
+    carries its request id (the request's oslo.context context, :mod:`acceld.api.deploy`)."""
+    from oslo_log import log
+
+    log.setup(conf, "acceld")
 
 
 # Pooled connections kept for the conductor's and the agent's own work (RPC calls,

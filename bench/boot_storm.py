@@ -35,9 +35,9 @@ from acceld import clients, reports  # noqa: E402
 from acceld.agent.drivers.base import DriverContext  # noqa: E402
 from acceld.agent.drivers.fake import FakeDriver  # noqa: E402
 from acceld.clients import placement as pc  # noqa: E402
-from acceld.conductor import placement_sync as ps  # noqa: E402
+from acceld.conductor import placement_plan as pp  # noqa: E402
 from acceld.conductor.manager import ConductorManager  # noqa: E402
-from acceld.conductor.placement_apply import PlacementSyncer  # noqa: E402
+from acceld.conductor.placement_syncer import PlacementSyncer  # noqa: E402
 from acceld.db import migration  # noqa: E402
 from acceld.db.api import Database  # noqa: E402
 from acceld.objects import identity  # noqa: E402
@@ -101,24 +101,24 @@ def create_compute_nodes(client: pc.PlacementClient, names: list[str], workers: 
         list(pool.map(one, names))
 
 
-def floor_tree(report: reports.InventoryReport) -> list[ps.DesiredProvider]:
+def floor_tree(report: reports.InventoryReport) -> list[pp.DesiredProvider]:
     """The providers acceld would publish for this report (same names, same shape)."""
     rows = []
     for dev in report.drivers[0].devices:
         dev_uuid = identity.device_uuid(report.host, "fake", dev.identity)
         for dep in dev.deployables:
-            rows.append(ps.DeployableRow(
+            rows.append(pp.DeployableRow(
                 rp_uuid=identity.rp_uuid(identity.deployable_uuid(dev_uuid, dep.name)),
                 name=dep.name, num_accelerators=dep.num_accelerators,
                 attributes=dep.attributes, vendor=dev.vendor, model=dev.model,
                 schedulable=False))
-    return list(ps.desired_tree(rows).values())
+    return list(pp.desired_tree(rows).values())
 
 
 def run_floor(client: CountingClient, storm: list[reports.InventoryReport],
               computes: dict[str, str], workers: int) -> tuple[float, int]:
     trees = {r.host: floor_tree(r) for r in storm}
-    names = ps.plan({p.uuid: p for t in trees.values() for p in t}, {})
+    names = pp.plan({p.uuid: p for t in trees.values() for p in t}, {})
     client.count = 0
     started = time.perf_counter()
     for rc in sorted(names.custom_classes):

@@ -103,6 +103,15 @@ def _set_context(environ: dict[str, Any], user: str | None, project: str | None,
         environ.get(request_id.ENV_GLOBAL_REQUEST_ID), scope)
 
 
+def begin_context(environ: dict[str, Any]) -> None:
+    """Make a context of the request's ids alone (no caller yet, nothing in ``environ``)
+    current in this thread, so that every line logged while the request is served carries
+    its request id (oslo.log's formatter reads the current context), a public route's or a
+    refusal's included; authentication replaces it with the caller's."""
+    RequestContext.for_request(None, None, [], [], False, environ.get(request_id.ENV_REQUEST_ID),
+                               environ.get(request_id.ENV_GLOBAL_REQUEST_ID))
+
+
 # noauth's "<user>:<project>": each 1-255 characters (what the columns that keep a project
 # hold), no control character
 _NOAUTH_TOKEN = re.compile(r"[^:\x00-\x1f\x7f]{1,255}:[^\x00-\x1f\x7f]{1,255}")

@@ -22,7 +22,8 @@ ACCESS_LOG = logging.getLogger("acceld.api.access")
 
 class Front:
     """The head of the pipeline, in one call: a request id for every request
-    (``request_id``), one access-log line per request (:class:`_Access`), the limits on
+    (``request_id``) and a logging context that carries it (``auth.begin_context``), one
+    access-log line per request (:class:`_Access`), the limits on
     the request target (414) and the header fields (431) with the one JSON error body,
     the app's state in the environ, then the public routes (version discovery) to the
     router as they are, and every other request through authentication: noauth's
@@ -39,9 +40,10 @@ class Front:
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         req_id = request_id.begin(environ)
+        auth.begin_context(environ)
         if not ACCESS_LOG.isEnabledFor(logging.INFO):
             return self._serve(environ, start_response, req_id)
-        access = _Access(environ, start_response, req_id)
+        access = _Access(environ, start_response)
         return access.finish(self._serve(environ, access.start_response, req_id))
 
     def _serve(self, environ: dict[str, Any], start_response: Callable[..., Any],
@@ -85,10 +87,11 @@ _LOGGED_TARGET = 512    # characters of the request target an access-log line sh
 
 class _Access:
     """One access-log line per request, in the OpenStack services' form (nova's and
-    placement's request log), with the request id first::
+    placement's request log); oslo.log's formatter puts the request's context, request id
+    included, before it::
 
-        [req-...] 127.0.0.1 "GET /v2/devices" status: 200 len: 1234 microversion: 2.0
-        time: 0.0012345
+        ... INFO acceld.api.access [None req-... admin default - - - -] 127.0.0.1
+        "GET /v2/devices" status: 200 len: 1234 microversion: 2.0 time: 0.0012345
 
     ``len`` is the body's length (its ``Content-Length``, or the bytes sent when there
     is none); ``time`` runs from the request's arrival at the app to its last body byte
@@ -97,11 +100,10 @@ class _Access:
     for a list, on ``close()`` for a stream), so it works under any WSGI server.
     """
 
-    __slots__ = ("environ", "req_id", "started", "status", "length", "_start")
+    __slots__ = ("environ", "started", "status", "length", "_start")
 
-    def __init__(self, environ: dict[str, Any], start_response: Callable[..., Any],
-                 req_id: str) -> None:
-        self.environ, self.req_id, self._start = environ, req_id, start_response
+    def __init__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> None:
+        self.environ, self._start = environ, start_response
         self.started = time.perf_counter()
         self.status = self.length = None
 
@@ -132,8 +134,8 @@ class _Access:
             target = target.encode("unicode_escape").decode("ascii")
         version = env.get(microversion.ENV_KEY)
         ACCESS_LOG.info(
-            '[%s] %s "%s %s" status: %s len: %s microversion: %s time: %.7f',
-            self.req_id, env.get("REMOTE_ADDR", "-"), env.get("REQUEST_METHOD"), target,
+            '%s "%s %s" status: %s len: %s microversion: %s time: %.7f',
+            env.get("REMOTE_ADDR", "-"), env.get("REQUEST_METHOD"), target,
             self.status[:3] if self.status else "-", self.length or 0,
             version if version is not None else "-", time.perf_counter() - self.started)
 

@@ -2,16 +2,16 @@
 
 The client names a version with ``OpenStack-API-Version: accelerator X.Y`` (a bare
 ``X.Y`` is still accepted, as Cyborg does, and logged as deprecated; ``latest`` means the
-maximum). No header means the minimum, 2.0, which is what Nova sends. Every response
-under ``/v2`` carries the range and the negotiated version (:func:`headers`), errors
-included; a version this service cannot serve is a 406 (:func:`negotiate`).
-"""
+maximum). microversion-parse reads the header and makes the :class:`Version`. No header
+means the minimum, 2.0, which is what Nova sends. Every response under ``/v2`` carries
+the range and the negotiated version (:func:`headers`), errors included; a version this
+service cannot serve is a 406 (:func:`negotiate`)."""
 
 from __future__ import annotations
 
 import logging
-import re
-from typing import NamedTuple
+
+import microversion_parse
 
 from acceld.api import errors
 
@@ -29,26 +29,20 @@ VERSIONS = [
     "2.3",  # 2023.2: devices show "status"; POST /v2/devices/{uuid}/enable|disable
 ]
 
-_VERSION_RE = re.compile(r"^(\d+)\.(\d+)$")
+# microversion-parse's (major, minor) named tuple, ordered as versions are.
+Version = microversion_parse.Version
 
 
-class Version(NamedTuple):
-    major: int
-    minor: int
-
-    def __str__(self) -> str:
-        return f"{self.major}.{self.minor}"
-
-    @classmethod
-    def parse(cls, text: str) -> Version:
-        match = _VERSION_RE.match(text.strip())
-        if match is None:
-            raise ValueError(text)
-        return cls(int(match.group(1)), int(match.group(2)))
+def parse(text: str) -> Version:
+    """``X.Y`` (two decimal numbers) as a :class:`Version`; ValueError for anything else."""
+    parts = text.strip().split(".")
+    if len(parts) != 2 or not all(part.isdecimal() for part in parts):
+        raise ValueError(text)
+    return microversion_parse.parse_version_string(text)
 
 
-MIN_VERSION = Version.parse(VERSIONS[0])
-MAX_VERSION = Version.parse(VERSIONS[-1])
+MIN_VERSION = parse(VERSIONS[0])
+MAX_VERSION = parse(VERSIONS[-1])
 
 
 def _range_headers() -> dict[str, str]:
@@ -79,16 +73,17 @@ def header_items(version: Version | None) -> list[tuple[str, str]]:
 
 
 def _requested(value: str | None) -> str | None:
-    """The accelerator entry of the header value, or None when it names no version."""
+    """The accelerator entry of the header value (microversion-parse reads it), else a
+    bare ``X.Y`` entry (deprecated); None when it names no version for this service."""
     if value is None:
         return None
+    version = microversion_parse.get_version({HEADER: value}, SERVICE_TYPE)
+    if version is not None:
+        return version
     for entry in value.split(","):
-        words = entry.split()
-        if len(words) == 2 and words[0].lower() == SERVICE_TYPE:
-            return words[1]
-        if len(words) == 1:
+        if len(entry.split()) == 1:
             LOG.warning("Deprecated %s header without a service type: %r", HEADER, entry)
-            return words[0]
+            return entry.strip()
     return None
 
 
@@ -118,7 +113,7 @@ def _negotiate(value: str | None) -> Version:
     if requested.lower() == "latest":
         return MAX_VERSION
     try:
-        version = Version.parse(requested)
+        version = parse(requested)
     except ValueError:
         raise _not_acceptable(f"Invalid value for {HEADER} header: {requested!r} is not "
                               "'X.Y' or 'latest'.") from None

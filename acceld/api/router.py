@@ -1,7 +1,9 @@
 """The route table (data) and the dispatcher.
 
-Each path maps HTTP methods to handlers. An unknown path is 404, a known path with another
-method is 405 with an ``Allow`` header; both through the one error renderer.
+This table router is acceld's only router (the Routes library is not used). Each path
+(literal segments and ``{name}`` segments) maps HTTP methods to handlers. An unknown path
+is 404, a known path with another method is 405 with an ``Allow`` header; both through
+the one error renderer.
 
 A leading ``/accelerator`` is stripped (devstack mounts Cyborg there and the links Cyborg
 clients follow carry it). Below ``/v2`` the microversion is negotiated before routing

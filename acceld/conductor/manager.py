@@ -28,7 +28,7 @@ import acceld
 from acceld import exception, reports
 from acceld.conductor import binding
 from acceld.conductor.hostwork import AgentHostWork
-from acceld.conductor.placement_apply import PlacementSyncer
+from acceld.conductor.placement_syncer import PlacementSyncer
 from acceld.db.api import Database
 from acceld.objects import accelerators, holders, inventory, services
 from acceld.objects import placement as placement_objects

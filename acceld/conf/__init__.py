@@ -1,5 +1,10 @@
 """Configuration: one module per option group, assembled into a private ConfigOpts.
 
+Each agent driver has its own group, which its class lists (``conf_group``,
+``conf_opts``): the options of every driver installed in the ``acceld.drivers``
+entry-point namespace are registered and listed here through stevedore, so no driver is
+named in this package.
+
 Parse once in ``cmd/`` (or the WSGI factory) with :func:`load`, then pass the
 ``ConfigOpts`` down. No module below ``cmd/`` reads a global CONF.
 """
@@ -11,6 +16,8 @@ import os
 from keystonemiddleware import auth_token
 from oslo_config import cfg
 from oslo_db import options as db_options
+from oslo_log import log
+from stevedore import extension
 
 import acceld.threading_backend  # noqa: F401 - must precede oslo.messaging
 from acceld.conf import (
@@ -18,27 +25,32 @@ from acceld.conf import (
     api,
     conductor,
     default,
-    fake_driver,
-    fpga_driver,
-    generic_driver,
     glance,
     nova,
-    nvidia_driver,
     placement,
     service_client,
-    sriov_driver,
 )
 
-_GROUP_MODULES = (default, api, agent, conductor, fake_driver, generic_driver, nvidia_driver,
-                  sriov_driver, fpga_driver, glance, placement, nova)
+_GROUP_MODULES = (default, api, agent, conductor, glance, placement, nova)
+DRIVER_NAMESPACE = "acceld.drivers"
+# oslo.log's library levels, with oslo.messaging at WARNING (it logs every connection
+# and reconnection at INFO).
+LOG_LEVELS = [level for level in log.get_default_log_levels()
+              if not level.startswith(("oslo.messaging=", "oslo_messaging="))] + [
+    "oslo.messaging=WARNING", "oslo_messaging=WARNING"]
 
 DEFAULT_CONFIG_FILE = "/etc/acceld/acceld.conf"
 
 
 def register_all(conf: cfg.ConfigOpts) -> cfg.ConfigOpts:
-    """Register every acceld option group (and oslo.db's) on ``conf``."""
+    """Register every acceld option group, the installed drivers' included (and
+    oslo.log's, oslo.db's, oslo.messaging's and keystonemiddleware's), on ``conf``."""
     for module in _GROUP_MODULES:
         module.register_opts(conf)
+    for group, opts in driver_opts():
+        conf.register_opts(opts, group=group)
+    set_lib_defaults()
+    log.register_options(conf)
     db_options.set_defaults(conf)
     from oslo_messaging import opts as messaging_opts  # after the threading backend
 
@@ -52,6 +64,20 @@ def register_all(conf: cfg.ConfigOpts) -> cfg.ConfigOpts:
     for group, opts in auth_token.list_opts():
         conf.register_opts(opts, group=group)
     return conf
+
+
+def set_lib_defaults() -> None:
+    """acceld's defaults of library options: oslo.log's ``default_log_levels``. The
+    sample config shows them too (oslo-config-generator calls this through the
+    ``oslo.config.opts.defaults`` entry point ``acceld``)."""
+    log.set_defaults(default_log_levels=LOG_LEVELS)
+
+
+def driver_opts() -> list[tuple[str, list[cfg.Opt]]]:
+    """The option groups of every installed driver (a driver that cannot be imported is
+    logged by stevedore and left out: the agent reports it when it fails to load it)."""
+    drivers = extension.ExtensionManager(DRIVER_NAMESPACE)
+    return [item for ext in drivers for item in ext.plugin.list_opts()]
 
 
 def _register_messaging_internals(conf: cfg.ConfigOpts) -> None:

@@ -1,4 +1,5 @@
-"""[DEFAULT] options: identity of this host and where local state lives."""
+"""[DEFAULT] options: identity of this host and where local state lives (the logging
+options, ``debug`` and ``log_file`` among them, are oslo.log's)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,6 @@ OPTS = [
                sample_default="~/.local/state/acceld",
                help="Directory for local state: the embedded SQLite database of "
                     "`acceld serve` and the agent journal."),
-    cfg.BoolOpt("debug", default=False, help="Log at DEBUG level."),
     cfg.IntOpt("rpc_timeout", default=60, min=1,
                help="Seconds an RPC call waits for its answer."),
 ]

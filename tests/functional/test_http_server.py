@@ -166,7 +166,9 @@ def test_one_access_log_line_per_request_in_the_openstack_form(served):
             break
         time.sleep(0.1)
     assert len(lines) == 1, lines
-    assert re.search(rf'\[{req_id}\] 127\.0\.0\.1 "GET /v2/devices\?hostname=http-host" '
+    # oslo.log's context part ([global id, request id, user identity]) before the message
+    assert re.search(rf' acceld\.api\.access \[None {req_id} admin default [^\]]*\] '
+                     rf'127\.0\.0\.1 "GET /v2/devices\?hostname=http-host" '
                      rf'status: 200 len: {length} microversion: 2\.0 time: \d+\.\d{{7}}$',
                      lines[0].rstrip("\n")), lines[0]
     with open(log) as f:

@@ -14,7 +14,7 @@ import webob
 
 from acceld import clients
 from acceld.clients import placement as pc
-from acceld.conductor import placement_sync as ps
+from acceld.conductor import placement_plan as pp
 from acceld.objects import accelerators
 from acceld.objects import placement as po
 from tests.placement_server import PlacementServer
@@ -84,7 +84,7 @@ def test_devices_become_child_providers_with_inventories_and_traits(env):
     assert len(children) == 4
     for child in children.values():
         assert child["parent"] == env.compute
-        assert ps.OWNER_TRAIT in child["traits"]
+        assert pp.OWNER_TRAIT in child["traits"]
         (rc, inv), = child["inventories"].items()
         assert inv["reserved"] == inv["total"]          # new devices are inactive
     qat = children[f"{env.host}_fake_3d"]
@@ -344,4 +344,4 @@ def test_provider_created_by_a_lost_request_is_adopted(env):
     children = env.children()
     assert len(children) == 4
     assert children[row["name"]]["uuid"] == row["rp_uuid"]
-    assert ps.OWNER_TRAIT in children[row["name"]]["traits"]
+    assert pp.OWNER_TRAIT in children[row["name"]]["traits"]

@@ -18,7 +18,7 @@ import uuid
 
 import pytest
 
-from acceld.conductor import placement_sync as ps
+from acceld.conductor import placement_plan as pp
 from acceld.objects import placement as po
 from tests.conftest import IN_CI
 from tests.placement_server import UwsgiPlacement, uwsgi_binary
@@ -63,11 +63,11 @@ def _mismatches(stack: Stack, placement: UwsgiPlacement) -> dict[str, str]:
     out = {}
     for host in stack.agents:
         inputs = po.host_inputs(stack.db, host)
-        want = ps.desired_tree(ps.DeployableRow(**row) for row in inputs.rows)
+        want = pp.desired_tree(pp.DeployableRow(**row) for row in inputs.rows)
         compute = admin.get(f"/resource_providers?name={host}").json()[
             "resource_providers"][0]["uuid"]
         owned = admin.get(f"/resource_providers?in_tree={compute}"
-                          f"&required={ps.OWNER_TRAIT}", microversion="1.18").json()
+                          f"&required={pp.OWNER_TRAIT}", microversion="1.18").json()
         have = {rp["uuid"]: rp for rp in owned["resource_providers"]}
         problems = []
         if set(have) != set(want):

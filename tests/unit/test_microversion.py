@@ -16,7 +16,7 @@ def test_version_list_is_guarded() -> None:
 
 
 def test_versions_are_consecutive_minors() -> None:
-    parsed = [Version.parse(v) for v in microversion.VERSIONS]
+    parsed = [microversion.parse(v) for v in microversion.VERSIONS]
     assert parsed == [Version(2, i) for i in range(len(parsed))]
 
 
@@ -38,6 +38,8 @@ def test_negotiate(header: str | None, expected: str) -> None:
 @pytest.mark.parametrize(("header", "detail"), [
     ("accelerator 10", "Invalid value for OpenStack-API-Version header"),
     ("accelerator 2.x", "Invalid value for OpenStack-API-Version header"),
+    ("accelerator +2.1", "Invalid value for OpenStack-API-Version header"),
+    ("accelerator 2.1.0", "Invalid value for OpenStack-API-Version header"),
     ("accelerator 3.0", "Mutually exclusive versions requested. Version 3.0"),
     ("accelerator 1.0", "Mutually exclusive versions requested. Version 1.0"),
     ("accelerator 2.4", "Version 2.4 was requested but the minor version is not supported "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from acceld.conductor.placement_apply import backoff_delay
+from acceld.conductor.placement_syncer import backoff_delay
 
 
 def test_doubles_from_the_initial_delay_up_to_the_cap():

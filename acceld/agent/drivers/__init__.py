@@ -1,1 +1,1 @@
-"""Agent drivers: the protocol, the registry (entry points) and the drivers."""
+"""Agent drivers: the protocol, the registry (stevedore, entry points) and the drivers."""

@@ -8,6 +8,11 @@ reverse it; ``attach_host``/``detach_host`` make a device usable by the host its
 mdev, a vGPU, ...); ``program`` loads an image (FPGAs only). Every operation is
 idempotent: the agent may run it again after a crash.
 
+A driver's options are its own: the class names its group and options (``conf_group``,
+``conf_opts``) and acceld registers those of every installed driver (every entry point in
+``acceld.drivers``) and lists them for oslo-config-generator, so a new driver touches no
+core module.
+
 Drivers never import their collaborators globally: the sysfs root, the command runner,
 the NVML backend and the clock come in the :class:`DriverContext`, so tests hand them a
 fake kernel tree, a recording runner and a fake NVML, and a real host hands them ``/``.
@@ -17,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from oslo_config import cfg
@@ -140,6 +145,13 @@ class BaseDriver:
 
     name = "base"
     version = "0"
+    conf_group = ""                     # the driver's option group, e.g. "fake_driver"
+    conf_opts: Sequence[cfg.Opt] = ()   # the options of that group
+
+    @classmethod
+    def list_opts(cls) -> list[tuple[str, list[cfg.Opt]]]:
+        """The driver's options by group (what ``acceld.conf`` registers and lists)."""
+        return [(cls.conf_group, list(cls.conf_opts))] if cls.conf_opts else []
 
     def __init__(self, ctx: DriverContext) -> None:
         self.ctx = ctx

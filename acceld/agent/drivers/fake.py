@@ -32,6 +32,8 @@ import random
 import re
 from typing import Any
 
+from oslo_config import cfg
+
 from acceld import reports
 from acceld.agent import fileutil
 from acceld.agent.drivers.base import (
@@ -58,10 +60,44 @@ _CYBORG = ("FPGA", "abcd", "abcd", "FPGA", "CUSTOM_FAKE_DEVICE", 16)
 _FUNCTION_LINE = re.compile(rb"^function:\s*([A-Za-z0-9_]{1,64})\s*$")
 _PROGRAM_STEPS = 10
 
+OPTS: list[cfg.Opt] = [
+    cfg.StrOpt("profile", default="acceld", choices=[
+        ("acceld", "device_count devices cycling through device_types (the default)"),
+        ("cyborg", "upstream Cyborg's fake device, as Nova's functional tests, test clouds "
+                   "and client test suites expect it: one FPGA device per host with one "
+                   "deployable <host>_FakeDevice of 16 PCI attach handles, resource class "
+                   "FPGA, trait CUSTOM_FAKE_DEVICE (device_count, device_types and handles "
+                   "do not apply; traits and physical_networks do)")],
+               help="The shape of the fake host."),
+    cfg.IntOpt("device_count", default=4, min=0, max=256,
+               help="How many fake devices each host has (types cycle GPU, FPGA, QAT, NIC)."),
+    cfg.ListOpt("device_types", default=[kind[0] for kind in _KINDS],
+                item_type=cfg.types.String(choices=[kind[0] for kind in _KINDS]),
+                help="The kinds of fake devices, cycled in this order. A benchmark that "
+                     "mirrors upstream Cyborg's fake driver uses FPGA alone."),
+    cfg.IntOpt("handles", min=1, max=255,
+               help="Attach handles per fake deployable, for every kind (default: 1 for "
+                    "GPU and FPGA, 4 for QAT, 2 for NIC; the control file's vf_count "
+                    "still wins)."),
+    cfg.DictOpt("traits", default={},
+                help="Traits per kind, replacing the kind's own (several separated by "
+                     "spaces), e.g. 'FPGA:CUSTOM_FAKE_DEVICE CUSTOM_MY_FUNCTION'."),
+    cfg.DictOpt("physical_networks", default={"NIC": "physnet1"},
+                help="Physical network per kind: every attach handle of that kind carries "
+                     "it in its attach_info (Nova puts it into the binding of an "
+                     "accelerator port), e.g. 'NIC:physnet1,FPGA:physnet2'."),
+    cfg.StrOpt("control_file",
+               help="Optional JSON file read at every discovery: {\"device_count\": N, "
+                    "\"fail\": bool, \"fail_install\": bool}. Lets demos and tests change "
+                    "the fake host while the agent runs."),
+]
+
 
 class FakeDriver(BaseDriver):
     name = "fake"
     version = "1.0.0"
+    conf_group = "fake_driver"
+    conf_opts = OPTS
 
     def __init__(self, ctx: DriverContext) -> None:
         super().__init__(ctx)

@@ -51,6 +51,8 @@ import uuid as uuidlib
 from collections.abc import Callable
 from typing import Any
 
+from oslo_config import cfg
+
 from acceld import reports
 from acceld.agent import fileutil
 from acceld.agent.drivers.base import (
@@ -69,6 +71,36 @@ from acceld.agent.drivers.base import (
 from acceld.hw import pci
 from acceld.hw.runner import SubprocessRunner
 from acceld.hw.sysfs import PciDevice, Sysfs
+
+OPTS: list[cfg.Opt] = [
+    cfg.StrOpt("fpgaconf_path", default="fpgaconf",
+               help="The OPAE `fpgaconf` tool that loads green bitstreams (.gbs) into Intel "
+                    "DFL cards: a bare name is looked up on PATH, or an absolute path."),
+    cfg.StrOpt("xbutil_path", default="xbutil",
+               help="The XRT `xbutil` tool that examines Xilinx/AMD Alveo cards and loads "
+                    ".xclbin images: a bare name is looked up on PATH, or an absolute path."),
+    cfg.FloatOpt("examine_timeout", default=60.0, min=1,
+                 help="Seconds one `xbutil examine` of a card may take during discovery "
+                      "before the card is skipped."),
+    cfg.FloatOpt("program_timeout", default=600.0, min=1,
+                 help="Seconds a programming (fpgaconf / xbutil program) may take before the "
+                      "agent gives up and reports the bind as failed."),
+    cfg.IntOpt("expected_devices", min=0,
+               help="How many FPGAs this host should have. Only used to explain discovery "
+                    "(`driver-list --long` shows expected versus found); unset means "
+                    "unknown."),
+    cfg.ListOpt("local_image_dirs", default=[],
+                help="Absolute directories that image references may point into directly "
+                     "(instead of a Glance image id). A path outside them, or one that "
+                     "escapes them through `..` or symlinks, is refused."),
+    cfg.IntOpt("max_image_bytes", default=1024 ** 3, min=1,
+               help="Largest image (bytes) the agent downloads or copies before programming; "
+                    "a bigger one is refused and its partial copy removed."),
+    cfg.StrOpt("image_dir",
+               help="Where fetched images are kept while a card is programmed (default: "
+                    "<agent state dir>/fpga-images). Needs room for max_image_bytes."),
+]
+
 
 FPGA_REGIONS = "/sys/class/fpga_region"
 PLATFORM_DEVICES = "/sys/bus/platform/devices"
@@ -166,6 +198,8 @@ class _Scan:
 class FpgaDriver(BaseDriver):
     name = "fpga"
     version = "1.0.0"
+    conf_group = "fpga_driver"
+    conf_opts = OPTS
 
     def __init__(self, ctx: DriverContext, *,
                  which: Callable[[str], str | None] | None = None) -> None:

@@ -202,7 +202,6 @@ class Scan:
 class PciDriverBase(BaseDriver):
     """The common PCI driver; subclasses set the class attributes below."""
 
-    conf_group = ""                 # e.g. "generic_driver"
     spec_option = ""                # e.g. "device_spec"
     spec_properties: dict[str, Any] = BASE_PROPERTIES
     default_vfio = True             # does install put the handles on vfio-pci by default

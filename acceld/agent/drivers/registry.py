@@ -1,22 +1,29 @@
-"""Load drivers by name from the ``acceld.drivers`` entry-point namespace."""
+"""Load drivers by name through stevedore (entry-point namespace ``acceld.drivers``)."""
 
 from __future__ import annotations
 
-from importlib import metadata
+from stevedore import driver, extension
+from stevedore import exception as stevedore_exception
 
 from acceld import exception
 from acceld.agent.drivers.base import Driver, DriverContext
+from acceld.conf import DRIVER_NAMESPACE
 
-NAMESPACE = "acceld.drivers"
 
-
-def available() -> dict[str, metadata.EntryPoint]:
-    return {ep.name: ep for ep in metadata.entry_points(group=NAMESPACE)}
+def available() -> list[str]:
+    """The names of the installed drivers that can be imported, sorted."""
+    return sorted(extension.ExtensionManager(DRIVER_NAMESPACE).names())
 
 
 def load(name: str, ctx: DriverContext) -> Driver:
-    eps = available()
-    if name not in eps:
+    """The driver ``name`` built for ``ctx`` (its import or constructor error raised as
+    is); DriverNotFound, naming the installed drivers, when there is no such driver."""
+    try:
+        manager = driver.DriverManager(DRIVER_NAMESPACE, name, invoke_on_load=True,
+                                       invoke_args=(ctx,),
+                                       on_missing_entrypoints_callback=None)
+    except stevedore_exception.NoMatches:
         raise exception.DriverNotFound(
-            f"Driver {name!r} is not installed (known: {', '.join(sorted(eps)) or 'none'}).")
-    return eps[name].load()(ctx)
+            f"Driver {name!r} is not installed (known: {', '.join(available()) or 'none'})."
+        ) from None
+    return manager.driver

@@ -1,9 +1,9 @@
-"""Placement reconciliation, pure: the desired provider tree of a host, and the plan.
+"""What Placement should hold for a host, and the writes that get it there (pure, no I/O).
 
 ``desired_tree`` turns a host's deployables (plain rows) into the providers Placement
 should hold: one child of the compute node provider per deployable, a deterministic UUID,
 one inventory of the deployable's resource class, and traits. ``plan`` compares that with
-what Placement has and lists the writes. ``placement_apply`` does the I/O.
+what Placement has and lists the writes. ``placement_syncer`` does the I/O.
 
 Rules:
 

@@ -1,4 +1,5 @@
-"""Placement sync, the I/O half: read what Placement has, apply the plan, record state.
+"""The Placement syncer (I/O): read what Placement has, apply ``placement_plan``'s plan,
+record the host's sync state, and schedule and retry syncs.
 
 ``PlacementSyncer.sync_host`` is one reconciliation of one host. A change-triggered sync
 trusts the digests of what it last wrote and touches only providers whose desired state
@@ -32,7 +33,7 @@ from typing import Any
 from oslo_config import cfg
 
 from acceld.clients import placement as pc
-from acceld.conductor import placement_sync as ps
+from acceld.conductor import placement_plan as pp
 from acceld.db.api import Database
 from acceld.objects import placement as po
 
@@ -60,8 +61,8 @@ class _HostSync:
         self.conflicts: list[dict[str, Any]] = []
         self.written: dict[str, str] = {}
 
-    def read(self, compute: str, full: bool) -> dict[str, ps.ActualProvider]:
-        owned = self._c.tree_owned(compute, ps.OWNER_TRAIT)
+    def read(self, compute: str, full: bool) -> dict[str, pp.ActualProvider]:
+        owned = self._c.tree_owned(compute, pp.OWNER_TRAIT)
         actual = {}
         for rp in owned:
             if rp.uuid == compute:
@@ -71,12 +72,12 @@ class _HostSync:
                 _gen, inv = self._c.get_inventories(rp.uuid)
                 gen, traits = self._c.get_traits(rp.uuid)
                 self.generations[rp.uuid] = gen
-                actual[rp.uuid] = ps.ActualProvider(rp.uuid, gen, inv, frozenset(traits))
+                actual[rp.uuid] = pp.ActualProvider(rp.uuid, gen, inv, frozenset(traits))
             else:
-                actual[rp.uuid] = ps.ActualProvider(rp.uuid, rp.generation)
+                actual[rp.uuid] = pp.ActualProvider(rp.uuid, rp.generation)
         return actual
 
-    def _ensure_names(self, plan: ps.Plan) -> None:
+    def _ensure_names(self, plan: pp.Plan) -> None:
         if not (plan.custom_classes | plan.custom_traits) - self._known:
             return
         with self._known_lock:  # one writer per name, even when a storm starts at once
@@ -98,7 +99,7 @@ class _HostSync:
                 LOG.info("generation of provider %s moved; retrying", uuid)
                 self.generations[uuid] = self._c.get_provider(uuid).generation
 
-    def apply(self, compute: str, plan: ps.Plan) -> None:
+    def apply(self, compute: str, plan: pp.Plan) -> None:
         if plan.is_empty():
             return
         self._ensure_names(plan)
@@ -114,7 +115,7 @@ class _HostSync:
             inventories = dict(want.inventories)
             if want.uuid not in created:
                 # Placement accepts a total below usage (it only warns); acceld does not.
-                inventories, held = ps.clamp_to_usage(inventories,
+                inventories, held = pp.clamp_to_usage(inventories,
                                                       self._c.usages(want.uuid))
                 for line in held:
                     self._conflict(want.uuid, want.name, f"inventory in use ({line})")
@@ -134,7 +135,7 @@ class _HostSync:
             except pc.NotFound:
                 pass
 
-    def _adopt(self, want: ps.DesiredProvider, compute: str) -> int:
+    def _adopt(self, want: pp.DesiredProvider, compute: str) -> int:
         """The generation of ``want``'s provider when an earlier create of it went through
         but its answer was lost (the connection reset, or a sync that failed before
         its owner trait was set): same uuid, name and parent. Anything else keeps the
@@ -299,7 +300,7 @@ class PlacementSyncer:
     def sync_host(self, host: str, full: bool = False, dry_run: bool = False) -> SyncResult:
         inputs = po.host_inputs(self._db, host)
         state = inputs.state
-        desired = ps.desired_tree(ps.DeployableRow(**row) for row in inputs.rows)
+        desired = pp.desired_tree(pp.DeployableRow(**row) for row in inputs.rows)
         digests = {u: p.digest() for u, p in desired.items()}
         if not full and not dry_run and state is not None and state.in_sync \
                 and state.provider_digests == digests:
@@ -309,7 +310,7 @@ class PlacementSyncer:
         compute = state.compute_rp_uuid if state else None
         work = _HostSync(self._client, self._known, self._known_lock,
                          self._conf.placement.conflict_retries)
-        plan = ps.Plan()
+        plan = pp.Plan()
         try:
             if compute is None:
                 compute = self._find_compute(inputs.provider_name)
@@ -320,7 +321,7 @@ class PlacementSyncer:
                                         f"{inputs.provider_name!r} not found", dry_run,
                                         self._conf.placement.compute_node_retry_max)
             actual = work.read(compute, full)
-            plan = ps.plan(desired, actual, None if full else
+            plan = pp.plan(desired, actual, None if full else
                            (state.provider_digests if state else {}))
             if dry_run:
                 return SyncResult(host, plan.describe(), plan.is_empty())
