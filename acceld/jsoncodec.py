@@ -2,8 +2,8 @@
 
 ``json.dumps(value)`` runs its Python wrapper and builds a C encoder on every call (and,
 with ``default=``, a ``JSONEncoder`` too); ``json.loads(bytes)`` asks
-``json.detect_encoding`` first. On a small write those were a tenth of the Python the API
-ran. :func:`encoder` builds the C encoder once, without the circular-reference check
+``json.detect_encoding`` first. On a small write those are a visible part of the Python the
+API runs. :func:`encoder` builds the C encoder once, without the circular-reference check
 (its ``markers`` dict is the only state a call keeps; the values written here are trees
 built for one answer or row, so a cycle would be a bug, and ``RecursionError`` its
 symptom, not ``ValueError``). ``tests/unit/test_api_responses.py`` holds both to the

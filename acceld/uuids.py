@@ -1,7 +1,7 @@
 """UUID strings, made and recognised without building ``uuid.UUID`` objects.
 
 A request makes and checks a few of them (its request id, a new row's uuid, a uuid in the
-path); ``uuid.UUID`` parses and formats in Python, which was a visible part of a small
+path); ``uuid.UUID`` parses and formats in Python, which is a visible part of a small
 write's cost. These give the same strings: :func:`random_uuid` is ``str(uuid.uuid4())``
 (the same 16 bytes of ``os.urandom``, the version and variant bits set alike), and
 :func:`canonical` is ``str(uuid.UUID(value))`` for any value ``uuid.UUID`` accepts, or

@@ -28,8 +28,8 @@ class Front:
     the app's state in the environ, then the public routes (version discovery) to the
     router as they are, and every other request through authentication: noauth's
     conventions here, or keystonemiddleware's ``auth_token`` (a WSGI app of its own, whose
-    own answers get the request id header on the way out). These were nested
-    middlewares; each cost a call and a frame on every request.
+    own answers get the request id header on the way out). One call rather than
+    nested middlewares, each of which would cost a call and a frame on every request.
     """
 
     def __init__(self, app: auth.WSGIApp, state: util.AppState,

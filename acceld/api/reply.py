@@ -2,8 +2,8 @@
 
 A :class:`Reply` holds a status, header tuples and the body bytes. It sends what webob's
 Response sent for these answers (a JSON body with its type and length, or no body),
-without webob's header bookkeeping, which cost as much as the rest of a cached list
-read. HEAD gets the headers and no body. A long list's body is :class:`Streamed`
+without webob's header bookkeeping, a large part of a cached list read's
+cost. HEAD gets the headers and no body. A long list's body is :class:`Streamed`
 (``acceld.api.listing``): produced while it is sent, with no ``Content-Length``.
 """
 

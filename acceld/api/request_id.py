@@ -1,5 +1,5 @@
-"""Request ids without a framework: what oslo.middleware's ``RequestId`` does (it went
-through webob and ``getfullargspec`` on every request).
+"""Request ids without a framework: what oslo.middleware's ``RequestId`` does (without
+its webob and ``getfullargspec`` work on every request).
 
 Every response carries ``x-openstack-request-id: req-<uuid>``; the id is in
 ``environ['openstack.request_id']`` for the context and the logs. A caller's own

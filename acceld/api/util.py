@@ -29,7 +29,7 @@ from acceld.rpc import ConductorClient
 
 class ApiOptions(NamedTuple):
     """The ``[api]`` options a request reads, read once when the app is built (none of
-    them is mutable; oslo.config's attribute lookup was a visible part of a small
+    them is mutable; oslo.config's attribute lookup is a visible part of a small
     request's cost)."""
 
     public_endpoint: str | None
@@ -81,7 +81,7 @@ class _PolicyDecisions:
     """Memoised oslo.policy decisions per enforcer.
 
     A decision depends only on the rule, the target and the credentials, so it is kept
-    (bounded) and reused: oslo.policy's own evaluation was the largest single cost of a
+    (bounded) and reused: oslo.policy's own evaluation is the largest single cost of a
     small GET. The cache is dropped whenever the enforcer's rule set changes; the policy
     file is looked at again (``load_rules``) at most once a second, as it would be on
     the next request anyway.
@@ -332,7 +332,7 @@ _VALIDATORS: dict[int, _Validators] = {}
 def _validators(schema: dict[str, Any]) -> _Validators:
     """Per schema object (schemas are module constants): the jsonschema validator, which
     words the 400s, and a fastjsonschema-compiled one that decides the common case, a
-    valid body, about ten times faster."""
+    valid body, much faster."""
     entry = _VALIDATORS.get(id(schema))
     if entry is None or entry.schema is not schema:
         if len(_VALIDATORS) > 512:
