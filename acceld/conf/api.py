@@ -39,7 +39,7 @@ OPTS = [
                help="Threads running requests in `acceld api` / `acceld serve` (more "
                     "connections than this wait, read and parked by the server's I/O "
                     "thread). The database pool is sized from it."),
-    cfg.IntOpt("processes", min=1,
+    cfg.IntOpt("processes", min=1, sample_default="<the number of CPUs>",
                help="Processes serving the API in `acceld api` / `acceld serve`: the "
                     "command's own and `processes - 1` worker processes it starts (and "
                     "restarts when one dies), each with `workers` threads and its own "
