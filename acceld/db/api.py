@@ -1,8 +1,8 @@
 """The one way into the database: engines built with SQLAlchemy's public API, and the
 transactions every function of ``acceld.objects`` runs in.
 
-``Database`` owns one pooled engine (and, on MySQL and PostgreSQL, a second one whose
-connections are in autocommit, for work that is one statement). Its helpers:
+``Database`` owns one pooled engine and a second one whose connections are in autocommit,
+for work that is one statement. Its helpers:
 
 - :meth:`Database.write_rows` / :meth:`Database.writer`: one read-write transaction on
   a Core connection / an ORM session over that connection; commit on success, rollback
@@ -81,7 +81,7 @@ def _make_engine(url: str, pool: dict[str, Any], *, autocommit: bool = False
     autocommit, nothing rolled back when it goes back to the pool (never on SQLite)."""
     parsed = sqlalchemy.engine.make_url(url)
     name = parsed.get_backend_name()
-    options: dict[str, Any] = {"pool_pre_ping": False}   # _ping_idle_connections_only
+    options: dict[str, Any] = {"pool_pre_ping": False}   # _check_connections_on_checkout
     if name == "sqlite":
         options["connect_args"] = {"check_same_thread": False}
         if _in_memory(parsed):      # every connection would be a database of its own
@@ -91,6 +91,8 @@ def _make_engine(url: str, pool: dict[str, Any], *, autocommit: bool = False
                            pool_size=pool.get("max_pool_size") or 8,
                            max_overflow=pool.get("max_overflow", 32),
                            pool_timeout=pool.get("pool_timeout") or _POOL_TIMEOUT)
+        if autocommit:
+            options.update(isolation_level="AUTOCOMMIT", skip_autocommit_rollback=True)
     else:
         options.update(pool_size=pool.get("max_pool_size") or _POOL_SIZE,
                        max_overflow=pool.get("max_overflow", _MAX_OVERFLOW),
@@ -111,10 +113,9 @@ def _make_engine(url: str, pool: dict[str, Any], *, autocommit: bool = False
     engine = sqlalchemy.create_engine(parsed, **options)
     _connect_errors_as_connection_errors(engine)    # first: oslo.db's filters re-raise
     exc_filters.register_engine(engine)
-    _guard_processes(engine)
-    _ping_idle_connections_only(engine)
+    _check_connections_on_checkout(engine)
     if name == "sqlite":
-        _sqlite_settings(engine)
+        _sqlite_settings(engine, autocommit)
     elif name in _MYSQL_DIALECTS and not autocommit:
         _rollback_only_open_transactions(engine)
     return engine
@@ -133,9 +134,12 @@ def _connect_errors_as_connection_errors(engine: sqlalchemy.engine.Engine) -> No
             raise db_exc.DBConnectionError(context.sqlalchemy_exception)
 
 
-def _sqlite_settings(engine: sqlalchemy.engine.Engine) -> None:
+def _sqlite_settings(engine: sqlalchemy.engine.Engine, autocommit: bool) -> None:
     """pysqlite's own transaction handling off (it would begin a transaction on its own
-    and never with IMMEDIATE); ``BEGIN`` for readers, ``BEGIN IMMEDIATE`` for writers."""
+    and never with IMMEDIATE); ``BEGIN`` for readers, ``BEGIN IMMEDIATE`` for writers,
+    and none in ``autocommit``, where each statement is a transaction of its own (a write
+    takes the write lock at once and waits up to the busy timeout, as ``BEGIN
+    IMMEDIATE`` does)."""
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record):  # noqa: ANN001 - DBAPI objects
         dbapi_conn.isolation_level = None
@@ -144,25 +148,13 @@ def _sqlite_settings(engine: sqlalchemy.engine.Engine) -> None:
                 ("journal_mode = WAL", "synchronous = NORMAL")):
             dbapi_conn.execute(f"PRAGMA {pragma}")
 
+    if autocommit:
+        return
+
     @event.listens_for(engine, "begin")
     def _begin(conn: sqlalchemy.Connection) -> None:
         writer = conn.get_execution_options().get(_WRITER, False)
         conn.exec_driver_sql("BEGIN IMMEDIATE" if writer else "BEGIN")
-
-
-def _guard_processes(engine: sqlalchemy.engine.Engine) -> None:
-    """A connection made by another process (the API forks its workers) is dropped
-    without being closed (its socket is the parent's) and replaced (SQLAlchemy's recipe
-    for pools across ``fork``)."""
-    @event.listens_for(engine, "connect")
-    def _connected(dbapi_connection, record):  # noqa: ANN001
-        record.info[_PID] = os.getpid()
-
-    @event.listens_for(engine, "checkout")
-    def _checked_out(dbapi_connection, record, proxy):  # noqa: ANN001
-        if record.info.get(_PID, os.getpid()) != os.getpid():
-            record.dbapi_connection = proxy.dbapi_connection = None
-            raise sqlalchemy.exc.DisconnectionError("a connection of another process")
 
 
 def _rollback_only_open_transactions(engine: sqlalchemy.engine.Engine) -> None:
@@ -183,22 +175,28 @@ def _rollback_only_open_transactions(engine: sqlalchemy.engine.Engine) -> None:
             dbapi_connection.rollback()
 
 
-def _ping_idle_connections_only(engine: sqlalchemy.engine.Engine) -> None:
-    """Ping a pooled connection before use only when it has sat idle.
+def _check_connections_on_checkout(engine: sqlalchemy.engine.Engine) -> None:
+    """What the pool checks as it hands a connection out.
 
-    SQLAlchemy's pre-ping (oslo.db turns it on) is a round trip before every
-    transaction: on MariaDB one in five of a short transaction's. What it guards against
-    is a connection that died while it sat in the pool (a database restart or failover,
-    a server-side idle timeout, a proxy dropping idle sessions). A connection given back a
-    moment ago was alive then; a restart that both stops and starts the server in less
-    than ``PING_AFTER_IDLE`` is the case left out, and it already fails the transactions
-    in flight. A ping that fails raises DisconnectionError, on which the pool reconnects
-    and checks out again, as with the pre-ping.
+    A connection made by another process (the API forks its workers) is dropped without
+    being closed (its socket is the parent's) and replaced: SQLAlchemy's recipe for pools
+    across ``fork``.
+
+    A connection is pinged only when it has sat idle. SQLAlchemy's pre-ping (oslo.db
+    turns it on) is a round trip before every transaction: on MariaDB one in five of a
+    short transaction's. What it guards against is a connection that died while it sat in
+    the pool (a database restart or failover, a server-side idle timeout, a proxy
+    dropping idle sessions). A connection given back a moment ago was alive then; a
+    restart that both stops and starts the server in less than ``PING_AFTER_IDLE`` is
+    the case left out, and it already fails the transactions in flight. A ping that
+    fails raises DisconnectionError, on which the pool reconnects and checks out again,
+    as with the pre-ping.
     """
     dialect = engine.dialect
 
     @event.listens_for(engine, "connect")
     def _connected(dbapi_connection, record):  # noqa: ANN001 - DBAPI objects
+        record.info[_PID] = os.getpid()
         record.info[_USED] = time.monotonic()
 
     @event.listens_for(engine, "checkin")
@@ -207,8 +205,12 @@ def _ping_idle_connections_only(engine: sqlalchemy.engine.Engine) -> None:
             record.info[_USED] = time.monotonic()
 
     @event.listens_for(engine, "checkout")
-    def _ping_if_idle(dbapi_connection, record, proxy):  # noqa: ANN001
-        if time.monotonic() - record.info.get(_USED, 0.0) <= PING_AFTER_IDLE:
+    def _checked_out(dbapi_connection, record, proxy):  # noqa: ANN001
+        info = record.info
+        if info.get(_PID) != os.getpid():
+            record.dbapi_connection = proxy.dbapi_connection = None
+            raise sqlalchemy.exc.DisconnectionError("a connection of another process")
+        if time.monotonic() - info.get(_USED, 0.0) <= PING_AFTER_IDLE:
             return
         try:
             dialect.do_ping(dbapi_connection)
@@ -223,10 +225,10 @@ class Database:
                  max_overflow: int | None = None, pool_timeout: int | None = None) -> None:
         connection = _utf8mb4(connection)
         self.url = connection
-        if _is_sqlite(connection):
-            path = sqlalchemy.engine.make_url(connection).database
-            if path not in (None, "", ":memory:"):
-                os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        parsed = sqlalchemy.engine.make_url(connection)
+        self._in_memory = parsed.get_backend_name() == "sqlite" and _in_memory(parsed)
+        if parsed.get_backend_name() == "sqlite" and not self._in_memory:
+            os.makedirs(os.path.dirname(os.path.abspath(parsed.database)), exist_ok=True)
         self._pool = {k: v for k, v in (("max_pool_size", max_pool_size),
                                         ("max_overflow", max_overflow),
                                         ("pool_timeout", pool_timeout)) if v is not None}
@@ -259,9 +261,9 @@ class Database:
 
     @property
     def engines(self) -> list[sqlalchemy.engine.Engine]:
-        """Every engine this database sends statements through: the pooled one and, on
-        MySQL and PostgreSQL, the autocommit one of :meth:`autocommit`."""
-        if _is_sqlite(self.url):
+        """Every engine this database sends statements through: the pooled one and the
+        autocommit one of :meth:`autocommit` (none for an in-memory SQLite database)."""
+        if self._in_memory:
             return [self.engine]
         return [self.engine, self._autocommit_engine()]
 
@@ -340,10 +342,10 @@ class Database:
         :meth:`write_rows` or the ``ROLLBACK`` of :meth:`rows`, a round trip each on
         MySQL and PostgreSQL. Never for work that needs several statements to be atomic
         or to see one snapshot, and never for a write to a generation's tables (their
-        bump rides on a transaction's commit; such a statement is refused). SQLite, in
-        process, gets :meth:`write_rows` for a write (its ``BEGIN IMMEDIATE``) and
-        :meth:`rows` for a read."""
-        if _is_sqlite(self.url):
+        bump rides on a transaction's commit; such a statement is refused). An in-memory
+        SQLite database (one connection: a second engine would be a second database)
+        gets :meth:`write_rows` for a write and :meth:`rows` for a read."""
+        if self._in_memory:
             with (self.write_rows() if write else self.rows()) as conn:
                 yield conn
             return

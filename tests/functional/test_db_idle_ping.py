@@ -1,5 +1,5 @@
 """A pooled connection is pinged before use only after it has sat idle
-(acceld.db.api._ping_idle_connections_only), on the server-backed engines.
+(acceld.db.api._check_connections_on_checkout), on the server-backed engines.
 
 oslo.db's pre-ping would cost a round trip before every transaction. The tests count the
 dialect's pings, and kill a pooled connection on the server (what a restart, a failover
