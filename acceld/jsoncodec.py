@@ -1,19 +1,16 @@
 """JSON as ``json.dumps`` and ``json.loads`` write and read it, for per-request paths.
 
-``json.dumps(value)`` runs its Python wrapper and builds a C encoder on every call (and,
-with ``default=``, a ``JSONEncoder`` too); ``json.loads(bytes)`` asks
-``json.detect_encoding`` first. On a small write those are a visible part of the Python the
-API runs. :func:`encoder` builds the C encoder once, without the circular-reference check
-(its ``markers`` dict is the only state a call keeps; the values written here are trees
-built for one answer or row, so a cycle would be a bug, and ``RecursionError`` its
-symptom, not ``ValueError``). ``tests/unit/test_api_responses.py`` holds both to the
+``json.dumps(value, default=...)`` builds a ``JSONEncoder`` on every call;
+``json.loads(bytes)`` asks ``json.detect_encoding`` first. :func:`encoder` builds one
+encoder, without the circular-reference check (the values written here are trees built
+for one answer or row, so a cycle would be a bug, and ``RecursionError`` its symptom,
+not ``ValueError``). ``tests/unit/test_api_responses.py`` holds both to the
 ``json`` module's output.
 """
 
 from __future__ import annotations
 
 import json
-import json.encoder
 import math
 from collections.abc import Callable
 from typing import Any
@@ -36,17 +33,9 @@ def _finite(text: str) -> float:
 _DECODER = json.JSONDecoder(parse_constant=_constant, parse_float=_finite)
 
 def encoder(default: Callable[[Any], Any] | None = None) -> Callable[[Any], str]:
-    """A function writing what ``json.dumps(value, default=default)`` writes."""
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:                # no C accelerator in this Python: json's own way
-        python = json.JSONEncoder(default=default)
-        return python.encode
-    encode = make(None, default, json.encoder.encode_basestring_ascii, None, ": ", ", ",
-                  False, False, True)
-
-    def dumps(value: Any) -> str:
-        return "".join(encode(value, 0))
-    return dumps
+    """A function writing what ``json.dumps(value, default=default)`` writes: one
+    encoder built once, without the circular-reference check."""
+    return json.JSONEncoder(default=default, check_circular=False).encode
 
 
 def loads(data: bytes) -> Any:

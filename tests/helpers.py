@@ -52,6 +52,14 @@ def outside_connection(db: Database) -> Iterator[sqlalchemy.Connection]:
         engine.dispose()
 
 
+def server_id(conn: sqlalchemy.Connection) -> int:
+    """The server's id of ``conn``'s session (MySQL or PostgreSQL), to act on it from
+    an :func:`outside_connection`."""
+    if conn.dialect.name == "mysql":
+        return int(conn.exec_driver_sql("SELECT CONNECTION_ID()").scalar())
+    return int(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar())
+
+
 def make_qat_inventory(db: Database, handles: int, units: int = 1) -> tuple[str, str]:
     """Rows for one QAT-like device on host1 whose deployable has ``handles`` free PCI
     attach handles, and a device profile asking ``units`` of it. Returns (rp_uuid,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 
 from keystonemiddleware import auth_token
-from oslo_config import cfg
+from oslo_config import cfg, types
 from oslo_db import options as db_options
 from oslo_log import log
 from stevedore import extension
@@ -31,7 +31,7 @@ from acceld.conf import (
     service_client,
 )
 
-_GROUP_MODULES = (default, api, agent, conductor, glance, placement, nova)
+GROUP_MODULES = (default, api, agent, conductor, glance, placement, nova)
 DRIVER_NAMESPACE = "acceld.drivers"
 # oslo.log's library levels, with oslo.messaging at WARNING (it logs every connection
 # and reconnection at INFO).
@@ -45,7 +45,7 @@ DEFAULT_CONFIG_FILE = "/etc/acceld/acceld.conf"
 def register_all(conf: cfg.ConfigOpts) -> cfg.ConfigOpts:
     """Register every acceld option group, the installed drivers' included (and
     oslo.log's, oslo.db's, oslo.messaging's and keystonemiddleware's), on ``conf``."""
-    for module in _GROUP_MODULES:
+    for module in GROUP_MODULES:
         module.register_opts(conf)
     for group, opts in driver_opts():
         conf.register_opts(opts, group=group)
@@ -57,7 +57,7 @@ def register_all(conf: cfg.ConfigOpts) -> cfg.ConfigOpts:
     for group, opts in messaging_opts.list_opts():
         if group in (None, "DEFAULT"):
             conf.register_opts(opts)
-    _register_messaging_internals(conf)
+    _register_messaging_switches(conf)
     # oslo.messaging defaults transport_url to "rabbit://"; acceld's default is the
     # in-process bus, and the split services refuse to start without an explicit URL.
     conf.set_default("transport_url", None)
@@ -80,16 +80,25 @@ def driver_opts() -> list[tuple[str, list[cfg.Opt]]]:
     return [item for ext in drivers for item in ext.plugin.list_opts()]
 
 
-def _register_messaging_internals(conf: cfg.ConfigOpts) -> None:
-    """oslo.messaging reads its tracing and metrics groups from the ConfigOpts it is given
-    but registers them only on the global CONF; a private ConfigOpts needs them too."""
-    try:
-        from oslo_messaging._metrics import client as metrics
-        from oslo_messaging._tracing import client as tracing
-    except ImportError:  # older oslo.messaging: neither group exists
-        return
-    conf.register_opts(tracing.oslo_messaging_tracing, group="oslo_messaging_tracing")
-    conf.register_opts(metrics.oslo_messaging_metrics, group="oslo_messaging_metrics")
+# oslo.messaging's RPC client and server read whether its metrics and tracing are on from
+# the ConfigOpts they are given, but declare those two groups only on the global CONF, in
+# private modules. acceld runs neither: its ConfigOpts has the two switches, off, and a
+# value that turns one on is refused when it is read.
+MESSAGING_SWITCHES = (("oslo_messaging_metrics", "metrics_enabled"),
+                      ("oslo_messaging_tracing", "tracing_enabled"))
+
+
+def _off(value: object) -> bool:
+    if value is True or types.Boolean()(value):
+        raise ValueError("acceld does not run oslo.messaging's metrics or tracing")
+    return False
+
+
+def _register_messaging_switches(conf: cfg.ConfigOpts) -> None:
+    for group, name in MESSAGING_SWITCHES:
+        conf.register_opt(cfg.Opt(name, type=_off, default=False,
+                                  help="Not supported by acceld: must be false."),
+                          group=group)
 
 
 def load(args: list[str] | None = None, *, config_files: list[str] | None = None,

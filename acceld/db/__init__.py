@@ -1,1 +1,1 @@
-"""Database layer: models, migrations and engine set-up (enginefacade)."""
+"""Database layer: models, migrations, engines and transactions (api.py)."""

@@ -10,7 +10,9 @@ process (``acceld.api.listcache``); the database row is what ties them together,
 processes and hosts.
 
 Writes are recognised on the engine (every INSERT, UPDATE or DELETE statement names its
-table first), not at each call site, so a new write path cannot forget to invalidate.
+table first), not at each call site, so a new write path cannot forget to invalidate; the
+bump is sent by ``Database.write_rows`` (the transaction every write runs in) before it
+commits, and the autocommit engine refuses such a write.
 
 A generation read stays good for answers for ``KEEP_FOR`` seconds after it was sent,
 and in exchange every commit that bumps a generation returns only ``FRESH_FOR`` after
@@ -32,6 +34,7 @@ import time
 from typing import Any
 
 import sqlalchemy
+from oslo_db import exception as db_exc
 from sqlalchemy import event
 
 INVENTORY = "inventory"
@@ -65,10 +68,14 @@ _clock = ((lambda: time.clock_gettime(time.CLOCK_BOOTTIME))
           if hasattr(time, "CLOCK_BOOTTIME") else time.monotonic)
 _sleep = time.sleep
 
-_DIRTY = "acceld.dirty_views"
-_SETTLE = threading.local()   # .due: this thread's commit bumped a generation
-_BUMP = "UPDATE generations SET value = value + 1 WHERE name = '{}'"
-_READ = "SELECT value FROM generations WHERE name = '{}'"
+_DIRTY = "acceld.dirty_views"   # Connection.info key: the views its transaction wrote
+_SETTLE = threading.local()   # .due: this thread's last commit bumped a generation
+
+_table = sqlalchemy.table("generations", sqlalchemy.column("name"),
+                          sqlalchemy.column("value"))
+_BUMP = (sqlalchemy.update(_table).where(_table.c.name == sqlalchemy.bindparam("view"))
+         .values(value=_table.c.value + 1))
+_READ = sqlalchemy.select(_table.c.value).where(_table.c.name == sqlalchemy.bindparam("view"))
 
 
 def views_written(statement: str) -> tuple[str, ...]:
@@ -79,16 +86,10 @@ def views_written(statement: str) -> tuple[str, ...]:
     return _VIEWS_OF.get(match.group(1).lower(), ()) if match else ()
 
 
-def refuse_outside_transaction(statement: str, where: str) -> None:
-    """RuntimeError when ``statement`` writes a generation's tables: their bump rides on
-    a transaction's commit, which ``where`` (a path without one) would skip."""
-    if views_written(statement):
-        raise RuntimeError(f"a write to a generation's tables needs a transaction "
-                           f"(Database.write_rows), not {where}")
-
-
-def install(engine: sqlalchemy.engine.Engine) -> None:
-    """Bump the generations of the views a transaction wrote, at its commit."""
+def watch(engine: sqlalchemy.engine.Engine) -> None:
+    """Note on each connection of ``engine`` the views its open transaction wrote (for
+    :func:`bump`, which sends their bumps just before the commit); the transaction's end
+    forgets them."""
 
     @event.listens_for(engine, "before_cursor_execute")
     def _note(conn: Any, cursor: Any, statement: str, params: Any, context: Any,
@@ -98,79 +99,69 @@ def install(engine: sqlalchemy.engine.Engine) -> None:
             conn.info.setdefault(_DIRTY, set()).update(views)
 
     @event.listens_for(engine, "commit")
-    def _bump(conn: Any) -> None:
-        views = conn.info.pop(_DIRTY, None)
-        if views:
-            # The DBAPI cursor of the committing transaction: the bump commits with it.
-            cursor = conn.connection.dbapi_connection.cursor()
-            try:
-                for view in sorted(views):   # one order everywhere: no lock cycles
-                    cursor.execute(_BUMP.format(view))
-            finally:
-                cursor.close()
-            _SETTLE.due = True      # the dialect's commit, next on this thread, waits
-
     @event.listens_for(engine, "rollback")
     def _forget(conn: Any) -> None:
-        _SETTLE.due = False
         if not conn.invalidated:   # a lost connection's info raises; its record is reset
             conn.info.pop(_DIRTY, None)
 
-    # The "commit" event runs before the DBAPI commit; the wait must follow it.
-    dialect = engine.dialect
-    commit = dialect.do_commit
 
-    def do_commit(dbapi_connection: Any) -> None:
-        try:
-            commit(dbapi_connection)
-        finally:
-            due, _SETTLE.due = getattr(_SETTLE, "due", False), False
-        if due:
-            _sleep(FRESH_FOR)   # see FRESH_FOR: readers may still answer from before
+def refuse_writes(engine: sqlalchemy.engine.Engine, where: str) -> None:
+    """RuntimeError for a statement on ``engine`` that writes a generation's tables: their
+    bump rides on a transaction's commit, which ``where`` (a path without one) would
+    skip."""
 
-    dialect.do_commit = do_commit  # type: ignore[method-assign]
+    @event.listens_for(engine, "before_cursor_execute")
+    def _refuse(conn: Any, cursor: Any, statement: str, params: Any, context: Any,
+                executemany: bool) -> None:
+        if views_written(statement):
+            raise RuntimeError(f"a write to a generation's tables needs a transaction "
+                               f"(Database.write_rows), not {where}")
+
+
+def bump(conn: sqlalchemy.Connection) -> None:
+    """Bumps, on ``conn`` and so in its transaction, the generations of the views that
+    transaction wrote (called just before its commit); the commit's :func:`settle` then
+    waits."""
+    views = conn.info.pop(_DIRTY, None)
+    if views:
+        for view in sorted(views):   # one order everywhere: no lock cycles
+            conn.execute(_BUMP, {"view": view})
+        _SETTLE.due = True
+
+
+def settle() -> None:
+    """After a commit (or its failure): waits ``FRESH_FOR`` when it bumped a generation
+    (readers may still answer from before it)."""
+    due, _SETTLE.due = getattr(_SETTLE, "due", False), False
+    if due:
+        _sleep(FRESH_FOR)
 
 
 class Reader:
-    """Reads generations on a few connections kept out of the pool.
-
-    The read is a primary-key lookup on every cached API request; a pool checkout and
-    checkin (with its reset rollback) cost more than the lookup itself. Connections are
-    detached from the pool (their connect-time set-up done) and kept on a free list, one
-    per concurrent reader (threads come and go: the embedded server starts one per
-    request). They run in autocommit, so each read is its own transaction (a fresh
-    snapshot, one round trip, nothing left open); a connection that fails is closed, and
-    a read that failed on a kept connection is tried once more on a new one. :meth:`close`
-    closes the idle ones (the database's ``dispose``).
+    """Reads generations, each a statement of its own (``Database.autocommit``: a fresh
+    snapshot, one round trip, nothing left open).
 
     A read is answered again, with no round trip, until ``KEEP_FOR`` (just under
     ``FRESH_FOR``) after it was sent (see the module's doc): under load, one read in many
-    reaches the database.
+    reaches the database. A read that fails on a lost connection (one that died with the
+    server while it sat in the pool, used too recently to be pinged) is tried once more:
+    the pool has dropped that connection and opens a new one.
     """
 
-    MAX_IDLE = 16
-
-    def __init__(self, engine: sqlalchemy.engine.Engine) -> None:
-        self._engine = engine
-        self._idle: list[Any] = []
+    def __init__(self, db: Any) -> None:
+        self._db = db       # acceld.db.api.Database
         self._kept: dict[str, tuple[float, int]] = {}   # view -> (sent at, generation)
         self._kept_lock = threading.Lock()
 
-    def _connection(self, reuse: bool = True) -> tuple[Any, bool]:
-        """(connection, whether it was idle here before)."""
-        if reuse:
+    def _read(self, view: str) -> int | None:
+        for attempt in (1, 2):
             try:
-                return self._idle.pop(), True    # atomic: no lock needed
-            except IndexError:
-                pass
-        raw = self._engine.raw_connection()
-        raw.detach()
-        self._engine.dialect.set_isolation_level(raw.dbapi_connection, "AUTOCOMMIT")
-        return raw, False
-
-    def close(self) -> None:
-        while self._idle:
-            _close(self._idle.pop())
+                with self._db.autocommit(write=False) as conn:
+                    return conn.execute(_READ, {"view": view}).scalar()
+            except db_exc.DBConnectionError:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     def read(self, view: str) -> int | None:
         """The view's generation now; None where the row is missing (schema made
@@ -179,38 +170,12 @@ class Reader:
         kept = self._kept.get(view)
         if kept is not None and sent - kept[0] < KEEP_FOR:
             return kept[1]
-        raw, reused = self._connection()
-        while True:
-            try:
-                cursor = raw.cursor()
-                cursor.execute(_READ.format(view))
-                row = cursor.fetchone()
-                cursor.close()
-                break
-            except Exception:
-                _close(raw)
-                if not reused:
-                    raise
-                # An idle connection can have died with the server (a restart, a
-                # failover) while it waited here; these skip the pool's pre-ping, so
-                # the read is tried once more on a new connection before it fails.
-                raw, reused = self._connection(reuse=False)
-        if len(self._idle) < self.MAX_IDLE:
-            self._idle.append(raw)
-        else:
-            _close(raw)
-        if row is None:
+        value = self._read(view)
+        if value is None:
             return None
-        value = int(row[0])
+        value = int(value)
         with self._kept_lock:   # a slower read sent earlier must not replace a newer one
             kept = self._kept.get(view)
             if kept is None or kept[0] < sent:
                 self._kept[view] = (sent, value)
         return value
-
-
-def _close(raw: Any) -> None:
-    try:
-        raw.close()
-    except Exception:  # noqa: BLE001, S110 - it is being thrown away
-        pass

@@ -34,9 +34,11 @@ it costs, and these run several times in every ARQ life cycle.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+import types
 import weakref
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from oslo_db import api as oslo_db_api
@@ -104,19 +106,20 @@ def _not_resolved() -> exception.NotResolved:
                                  "resolved yet.")
 
 
-def _to_dict(row: Mapping[str, Any]) -> dict[str, Any]:
-    """An ARQ as the API shows it, from a row shaped as :data:`_ROWS`."""
-    bound = row["state"] == st.ARQ_BOUND and row["handle_uuid"] is not None
-    info = json.loads(row["handle_info"]) if bound else {}
-    return {"uuid": row["uuid"], "state": row["state"],
-            "device_profile_name": row["profile_name"],
-            "device_profile_group_id": row["device_profile_group_id"],
-            "hostname": row["hostname"], "device_rp_uuid": row["device_rp_uuid"],
-            "instance_uuid": row["instance_uuid"], "project_id": row["project_id"],
-            "attach_handle_type": row["handle_type"] if bound else "",
-            "attach_handle_uuid": row["handle_uuid"] if bound else None,
+def _to_dict(row: Any) -> dict[str, Any]:
+    """An ARQ as the API shows it, from a row shaped as :data:`_ROWS` (or an object with
+    its attributes)."""
+    bound = row.state == st.ARQ_BOUND and row.handle_uuid is not None
+    info = json.loads(row.handle_info) if bound else {}
+    return {"uuid": row.uuid, "state": row.state,
+            "device_profile_name": row.profile_name,
+            "device_profile_group_id": row.device_profile_group_id,
+            "hostname": row.hostname, "device_rp_uuid": row.device_rp_uuid,
+            "instance_uuid": row.instance_uuid, "project_id": row.project_id,
+            "attach_handle_type": row.handle_type if bound else "",
+            "attach_handle_uuid": row.handle_uuid if bound else None,
             "attach_handle_info": {k: str(v) for k, v in info.items()},
-            "created_at": row["created_at"], "updated_at": row["updated_at"]}
+            "created_at": row.created_at, "updated_at": row.updated_at}
 
 
 def _handle_dict(handle: Row[Any], arq_uuid: str, hostname: str | None) -> dict[str, Any]:
@@ -253,8 +256,8 @@ _FINISH = update(_arq).where(_arq.c.uuid == bindparam("arq_uuid"),
 # of a device still usable (InnoDB reads the device's row of a multi-table UPDATE with a
 # shared lock, so a concurrent change of its state waits for the claim or the claim for
 # it: ``acceld.objects.holders``).
-# Every value is a parameter (``updated_at`` too: a Python-side default would take the
-# statement off the direct path).
+# Every value is a parameter (``updated_at`` too: a column's Python-side ``onupdate``
+# covers the first table of a multi-table UPDATE only).
 _TAKE_AND_BEGIN = _scoped(
     update(_ah).where(_ah.c.id == bindparam("handle_id"), _ah.c.in_use.is_(False),
                       _arq.c.uuid == bindparam("arq_uuid"),
@@ -331,6 +334,19 @@ _DELETE_FREE = _scoped(delete(_arq).where(_arq.c.uuid == bindparam("arq_uuid"),
                                           _state_in(st.ARQ_TRANSITIONS[st.ARQ_DELETING])))
 
 
+def _read(db: Database, stmt: Executable, params: dict[str, Any]) -> Sequence[Row[Any]]:
+    """The rows of one SELECT, a statement of its own (``Database.autocommit``: its own
+    snapshot, nothing left open). Never for reads that must share a snapshot."""
+    with db.autocommit(write=False) as conn:
+        return conn.execute(stmt, params).all()
+
+
+def _write_one(db: Database, stmt: Executable, params: dict[str, Any]) -> int:
+    """Runs one writing statement as a transaction of its own; its rowcount."""
+    with db.autocommit(write=True) as conn:
+        return conn.execute(stmt, params).rowcount
+
+
 def _run(conn: Connection, stmts: dict[bool, Executable], project_id: str | None,
          **params: Any) -> Any:
     """Executes the scoped statement that fits ``project_id``."""
@@ -339,7 +355,7 @@ def _run(conn: Connection, stmts: dict[bool, Executable], project_id: str | None
 
 def _params(project_id: str | None, **params: Any) -> dict[str, Any]:
     """``params`` for a scoped statement: with ``scope`` only where it is limited to a
-    project (a direct statement is planned for exactly the parameters it gets)."""
+    project."""
     if project_id is not None:
         params["scope"] = project_id
     return params
@@ -356,19 +372,19 @@ def page_arqs(db: Database, *, project_id: str | None, instance_uuid: str | None
     params = _params(project_id, after=after, n=n)
     if instance_uuid is not None:
         params["instance"] = instance_uuid
-    rows = db.read(_PAGE[project_id is not None, instance_uuid is not None, resolved_only],
-                   params)
+    rows = _read(db, _PAGE[project_id is not None, instance_uuid is not None, resolved_only],
+                 params)
     return [_to_dict(row) for row in rows], paging.last_id(rows)
 
 
 def marker_id(db: Database, uuid: str, *, project_id: str | None) -> int:
     """The id of the ARQ a page starts after; InvalidInput naming it when the scope sees
     no such ARQ."""
-    rows = db.read(_MARKER[project_id is not None], _params(project_id, marker=uuid))
+    rows = _read(db, _MARKER[project_id is not None], _params(project_id, marker=uuid))
     if not rows:
         raise exception.InvalidInput(f"marker {uuid} is not an accelerator request "
                                      "(of this project).")
-    return rows[0]["id"]
+    return rows[0].id
 
 
 def list_arqs(db: Database, *, project_id: str | None, instance_uuid: str | None = None,
@@ -392,8 +408,8 @@ def list_arqs(db: Database, *, project_id: str | None, instance_uuid: str | None
                            rest=read(resolved_only))
     if by_instance:
         require_resolved(found.items)
-        if (marker is not None or not found.complete) and db.read(
-                _UNRESOLVED[project_id is not None],
+        if (marker is not None or not found.complete) and _read(
+                db, _UNRESOLVED[project_id is not None],
                 _params(project_id, instance=instance_uuid)):
             raise _not_resolved()
     return found
@@ -405,7 +421,7 @@ def _not_found(uuid: str) -> exception.ARQNotFound:
 
 def get(db: Database, uuid: str, *, project_id: str | None) -> dict[str, Any]:
     """One ARQ; another project's is NotFound, as a missing one."""
-    rows = db.read(_GET[project_id is not None], _params(project_id, arq_uuid=uuid))
+    rows = _read(db, _GET[project_id is not None], _params(project_id, arq_uuid=uuid))
     if not rows:
         raise _not_found(uuid)
     return _to_dict(rows[0])
@@ -460,9 +476,9 @@ def create(db: Database, profile_name: str, project_id: str | None,
                   "created_at": row["created_at"], "dp_id": profile.id}
         try:
             if db.ids_reused:
-                inserted = db.write_one(_INSERT_ONE, dict(params, dp_uuid=profile.uuid))
+                inserted = _write_one(db, _INSERT_ONE, dict(params, dp_uuid=profile.uuid))
             else:
-                inserted = db.write_one(_INSERT_ONE_BY_ID, params)
+                inserted = _write_one(db, _INSERT_ONE_BY_ID, params)
         except db_exc.DBReferenceError:
             inserted = 0
         if inserted == 1:
@@ -476,9 +492,10 @@ def create(db: Database, profile_name: str, project_id: str | None,
     if len(known) >= _PROFILES_MAX:
         known.clear()
     known[profile_name] = profile
-    return [_to_dict(dict(row, profile_name=profile.name, hostname=None,
-                          device_rp_uuid=None, instance_uuid=None, updated_at=None,
-                          handle_uuid=None, handle_type=None, handle_info=None))
+    return [_to_dict(types.SimpleNamespace(
+                **row, profile_name=profile.name, hostname=None, device_rp_uuid=None,
+                instance_uuid=None, updated_at=None, handle_uuid=None, handle_type=None,
+                handle_info=None))
             for row in rows]
 
 
@@ -508,7 +525,7 @@ def _bad_state(conn: Connection, uuid: str, project_id: str | None,
 
 
 def _state_now(db: Database, uuid: str, project_id: str | None) -> str | None:
-    rows = db.read(_STATE[project_id is not None], _params(project_id, arq_uuid=uuid))
+    rows = _read(db, _STATE[project_id is not None], _params(project_id, arq_uuid=uuid))
     return rows[0].state if rows else None
 
 
@@ -681,10 +698,11 @@ def _bind_by_one_statement(db: Database, binding: dict[str, Any], project_id: st
     uuid, rp_uuid = binding["arq_uuid"], binding["to_rp_uuid"]
     take = _TAKE_AND_BEGIN[project_id is not None]
     try:
-        for row in _candidates(db.read, rp_uuid, uuid, unbound_instances, project_id):
+        for row in _candidates(functools.partial(_read, db), rp_uuid, uuid,
+                               unbound_instances, project_id):
             info = _handle_dict(row, uuid, binding["to_hostname"])
             bound = not needs_host_work(db, info)
-            if db.write_one(take, _params(project_id, **binding, handle_id=row.id,
+            if _write_one(db, take, _params(project_id, **binding, handle_id=row.id,
                                           to_deployable_id=row.deployable_id,
                                           device_id=row.device_id,
                                           to_state=st.ARQ_BOUND if bound
@@ -693,16 +711,16 @@ def _bind_by_one_statement(db: Database, binding: dict[str, Any], project_id: st
             state = _state_now(db, uuid, project_id)
             if state not in st.ARQ_TRANSITIONS[st.ARQ_BIND_STARTED]:
                 raise _state_error(uuid, state, st.ARQ_BIND_STARTED)
-            refusal = _unusable(db.read(_DEVICE_NOW, {"device_id": row.device_id})[0],
+            refusal = _unusable(_read(db, _DEVICE_NOW, {"device_id": row.device_id})[0],
                                 rp_uuid, uuid)
             if refusal is not None:     # taken out of service since the read
                 raise refusal
         raise _no_free_handle(rp_uuid, uuid)
     except _ClaimFailed as failed:
         failure = failed.error
-    if db.write_one(_BEGIN[project_id is not None],
-                    _params(project_id, **binding, to_state=st.ARQ_BIND_FAILED,
-                            to_handle_id=None, to_deployable_id=None)) != 1:
+    if _write_one(db, _BEGIN[project_id is not None],
+                  _params(project_id, **binding, to_state=st.ARQ_BIND_FAILED,
+                          to_handle_id=None, to_deployable_id=None)) != 1:
         raise _state_error(uuid, _state_now(db, uuid, project_id), st.ARQ_BIND_STARTED)
     raise failure
 
@@ -730,7 +748,7 @@ def program_request(conn: Connection | Database, arq_uuid: str,
     ``conn``: the bind's transaction, or the Database (a read of its own)."""
     def read(stmt: Executable, params: dict[str, Any]) -> Sequence[Any]:
         if isinstance(conn, Database):
-            return conn.read(stmt, params)
+            return _read(conn, stmt, params)
         return conn.execute(stmt, params).all()
 
     rows = read(_ARQ_GROUP, {"arq_uuid": arq_uuid})
@@ -771,7 +789,7 @@ _BOUND_HANDLE = (select(_arq.c.instance_uuid, _arq.c.hostname, _ah.c.id, _ah.c.u
 def held_handle(db: Database, uuid: str) -> tuple[str | None, dict[str, Any]] | None:
     """(instance, the handle the ARQ holds, as :func:`bind` returned it); None when it
     holds none (gone, unbound, failed)."""
-    rows = db.read(_BOUND_HANDLE, {"arq_uuid": uuid})
+    rows = _read(db, _BOUND_HANDLE, {"arq_uuid": uuid})
     if not rows:
         return None
     return rows[0].instance_uuid, _handle_dict(rows[0], uuid, rows[0].hostname)
@@ -857,7 +875,7 @@ def _unbind_by_one_statement(db: Database, uuid: str, project_id: str | None,
     Unbound and frees that handle, on condition that the ARQ is still as read (state and
     handle). An ARQ that changed meanwhile (a bind finished, a delete) is read again."""
     for _ in range(_UNBIND_TRIES):
-        rows = db.read(_HOLDING[project_id is not None], _params(project_id, arq_uuid=uuid))
+        rows = _read(db, _HOLDING[project_id is not None], _params(project_id, arq_uuid=uuid))
         if not rows:
             raise _not_found(uuid)
         arq = rows[0]
@@ -868,15 +886,15 @@ def _unbind_by_one_statement(db: Database, uuid: str, project_id: str | None,
         params = {"arq_id": arq.arq_id, "seen_state": arq.state, "now": m.utcnow()}
         if arq.attach_handle_id is None:
             freed: list[dict[str, Any]] = []
-            done = db.write_one(_UNBIND_AS_READ, params)
+            done = _write_one(db, _UNBIND_AS_READ, params)
         else:
             freed = [_handle_dict(arq, uuid, arq.hostname)]
             if needs_host_work is not None:
                 freed = [handle for handle in freed if needs_host_work(db, handle)]
                 if freed and refuse_host_work:
                     raise _HostWorkAhead        # nothing has changed
-            done = db.write_one(_UNBIND_AND_FREE,
-                                dict(params, handle_id=arq.attach_handle_id))
+            done = _write_one(db, _UNBIND_AND_FREE,
+                              dict(params, handle_id=arq.attach_handle_id))
         if done:
             return freed
     raise exception.Conflict(f"ARQ {uuid} changed at each of {_UNBIND_TRIES} tries to "
@@ -923,8 +941,8 @@ def delete_by_uuids(db: Database, uuids: list[str], *, project_id: str | None,
     (the DELETE then matches nothing), locks the rows first."""
     wanted = sorted(set(uuids))
     if len(wanted) == 1:
-        if db.write_one(_DELETE_FREE[project_id is not None],
-                        _params(project_id, arq_uuid=wanted[0])) == 1:
+        if _write_one(db, _DELETE_FREE[project_id is not None],
+                      _params(project_id, arq_uuid=wanted[0])) == 1:
             return []
     with db.write_rows() as conn:
         arqs = _run(conn, _LOCK_MANY, project_id, uuids=wanted).all()

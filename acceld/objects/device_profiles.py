@@ -135,7 +135,8 @@ def create(db: Database, name: str, groups: list[dict[str, Any]],
            # whole seconds: what every backend stores, so a later GET shows the same
            "created_at": m.utcnow().replace(microsecond=0), "updated_at": None}
     try:
-        db.write_one(_INSERT, row)
+        with db.autocommit(write=True) as conn:
+            conn.execute(_INSERT, row)
     except db_exc.DBDuplicateEntry as exc:
         column = next((c for c in ("name", "uuid") if c in (exc.columns or ())), None)
         if column is None:
@@ -219,7 +220,8 @@ def delete_by_uuid(db: Database, uuid: str) -> None:
     of an ARQ that uses the profile stops it, and the Conflict is worded afterwards
     (:func:`_in_use`)."""
     try:
-        deleted = db.write_one(_DELETE_UUID, {"uuid": uuid})
+        with db.autocommit(write=True) as conn:
+            deleted = conn.execute(_DELETE_UUID, {"uuid": uuid}).rowcount
     except db_exc.DBReferenceError as exc:
         raise _in_use(db, _DP.c.uuid == uuid) from exc
     if deleted == 0:

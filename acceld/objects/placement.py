@@ -33,7 +33,7 @@ class SyncState:
 class HostInputs:
     host: str
     provider_name: str
-    rows: list[dict[str, Any]]          # fields of placement_sync.DeployableRow
+    rows: list[dict[str, Any]]          # fields of placement_plan.DeployableRow
     state: SyncState | None
 
 

@@ -260,8 +260,7 @@ def test_a_claim_reads_further_candidates_when_racers_took_the_first(
     rp_uuid, profile = helpers.make_qat_inventory(db, handles=handles)
     ids = _handle_ids(db)
     taken_by_racers = set(ids[:lost])
-    # the ids written into the SQL: a list parameter would take the statement off the
-    # direct path
+    # the ids written into the SQL: the statements keep the parameters they have
     not_taken = m.AttachHandle.__table__.c.id.not_in(
         [literal_column(str(i)) for i in sorted(taken_by_racers)])
     monkeypatch.setattr(arqs, "_TAKE", arqs._TAKE.where(not_taken))

@@ -2,7 +2,7 @@
 (objects/arqs.py, ``Database.updates_tables_together``), with another session changing
 the rows between the read and the UPDATE, as a racing bind, unbind or delete would.
 
-The other session acts from a hook on the direct path, just before the UPDATE is sent,
+The other session acts from a hook on the engines, just before the UPDATE is sent,
 on a connection of its own (``helpers.outside_connection``), and commits: the UPDATE then
 finds the rows as that session left them. What must hold: a handle is in use exactly
 when an ARQ holds it, and the ARQ's state is one the API could have given.
@@ -14,7 +14,7 @@ import uuid as uuidlib
 from collections.abc import Callable, Iterator
 
 import pytest
-from sqlalchemy import select, text
+from sqlalchemy import event, select, text
 
 from acceld import exception
 from acceld.conductor.binding import Binder
@@ -57,24 +57,26 @@ def _handle_ids(db: Database) -> list[int]:
 
 @pytest.fixture
 def before(db: Database) -> Iterator[Callable[[str, Callable[[], None]], list[int]]]:
-    """``before(prefix, act)``: ``act()`` runs each time a direct statement starting
-    with ``prefix`` is about to be sent; returns a list that counts those times."""
-    hooks: list[Callable[[str], None]] = []
+    """``before(prefix, act)``: ``act()`` runs each time a statement starting with
+    ``prefix`` is about to be sent; returns a list that counts those times."""
+    hooks: list[Callable[..., None]] = []
 
     def add(prefix: str, act: Callable[[], None]) -> list[int]:
         seen: list[int] = []
 
-        def hook(sql: str) -> None:
-            if sql.startswith(prefix):
+        def hook(conn, cursor, statement, parameters, context, executemany) -> None:  # noqa: ANN001
+            if statement.startswith(prefix):
                 seen.append(1)
                 act()
-        db.direct.listeners.append(hook)
+        for engine in db.engines:
+            event.listen(engine, "before_cursor_execute", hook)
         hooks.append(hook)
         return seen
 
     yield add
     for hook in hooks:
-        db.direct.listeners.remove(hook)
+        for engine in db.engines:
+            event.remove(engine, "before_cursor_execute", hook)
 
 
 def _outside(db: Database, sql: str, **params: object) -> None:

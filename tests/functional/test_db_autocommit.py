@@ -1,8 +1,7 @@
-"""``Database.autocommit`` and ``Database.write_one``: one statement is its own
-transaction, on MySQL and PostgreSQL, with no COMMIT or ROLLBACK round trip (the ARQ and
-device profile reads use the first; device profile create and delete, the one-ARQ create
-and the delete of an ARQ that holds nothing the second, on connections taken from the
-same pool); a statement on a generation's tables is refused there, as its bump needs a
+"""``Database.autocommit``: one statement is its own transaction, on MySQL and
+PostgreSQL, with no COMMIT or ROLLBACK round trip (the ARQ and device profile reads,
+device profile create and delete, the one-ARQ create and the delete of an ARQ that holds
+nothing); a statement on a generation's tables is refused there, as its bump needs a
 transaction's commit.
 """
 
@@ -38,20 +37,6 @@ def _mysql_session(db: Database) -> tuple[int, int, int]:
     return cid, int(status["Com_commit"]), int(status["Com_rollback"])
 
 
-def _mysql_direct_session(db: Database) -> tuple[int, int, int]:
-    """The same of the connection Database.write_one uses next (its last one)."""
-    with db.direct.connection() as conn:
-        cursor = conn.cursor()
-        try:
-            cursor.execute(_SESSION[0])
-            cid = int(cursor.fetchone()[0])
-            cursor.execute(_SESSION[1])
-            status = dict(cursor.fetchall())
-        finally:
-            cursor.close()
-    return cid, int(status["Com_commit"]), int(status["Com_rollback"])
-
-
 def _profile_count(db: Database, name: str) -> int:
     """Counted on a connection of its own: what every other session sees."""
     with helpers.outside_connection(db) as conn:
@@ -61,8 +46,7 @@ def _profile_count(db: Database, name: str) -> int:
 
 def test_one_statement_is_its_own_transaction(db: Database) -> None:
     mysql = db.dialect == "mysql"
-    # (the writes' connection first: it is taken out of the pool the reads use)
-    before = (_mysql_direct_session(db), _mysql_session(db)) if mysql else None
+    before = _mysql_session(db) if mysql else None
     made = device_profiles.create(db, "solo", [{"resources:FPGA": "1"}])
     assert _profile_count(db, "solo") == 1            # committed, seen by every session
     arq = arqs.create(db, "solo", None)[0]            # reads the profile: a transaction
@@ -76,12 +60,11 @@ def test_one_statement_is_its_own_transaction(db: Database) -> None:
     with db.autocommit(write=False) as conn:
         assert db.engine.dialect.detect_autocommit_setting(conn.connection.dbapi_connection)
     if before is not None:
-        after = (_mysql_direct_session(db), _mysql_session(db))
-        for was, now in zip(before, after, strict=True):
-            assert now[0] == was[0]                   # the same sessions throughout
-            # neither the reads' session nor the writes' sent a COMMIT or ROLLBACK (the
-            # first create and the delete are transactions on the pool's other sessions)
-            assert now[1:] == was[1:]
+        after = _mysql_session(db)
+        assert after[0] == before[0]                  # the same session throughout
+        # it sent no COMMIT or ROLLBACK (the first create and the delete are
+        # transactions on the other pool's sessions)
+        assert after[1:] == before[1:]
 
 
 def test_a_statement_on_a_generations_table_is_refused(db: Database) -> None:

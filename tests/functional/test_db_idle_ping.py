@@ -1,5 +1,5 @@
 """A pooled connection is pinged before use only after it has sat idle
-(acceld.db.api._ping_idle_connections_only), on the server-backed engines.
+(acceld.db.api._check_connections_on_checkout), on the server-backed engines.
 
 oslo.db's pre-ping would cost a round trip before every transaction. The tests count the
 dialect's pings, and kill a pooled connection on the server (what a restart, a failover
@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import sqlalchemy
 from oslo_db import exception as db_exc
 from sqlalchemy import text
 
@@ -23,12 +22,6 @@ from tests.conftest import BACKENDS
 
 pytestmark = pytest.mark.parametrize("backend",
                                      [b for b in BACKENDS if b.values[0] != "sqlite"])
-
-
-def _server_id(conn: sqlalchemy.Connection) -> int:
-    if conn.dialect.name == "mysql":
-        return int(conn.exec_driver_sql("SELECT CONNECTION_ID()").scalar())
-    return int(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar())
 
 
 def _kill(db: Database, server_id: int) -> None:
@@ -57,7 +50,7 @@ def pings(db: Database, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
 def _pooled_server_id(db: Database) -> int:
     with db.rows() as conn:
-        return _server_id(conn)
+        return helpers.server_id(conn)
 
 
 def test_a_connection_used_a_moment_ago_is_not_pinged(db: Database, pings: list[Any]) -> None:

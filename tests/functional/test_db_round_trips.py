@@ -1,5 +1,5 @@
 """MySQL: the pool's reset on return costs a ROLLBACK round trip only when a transaction
-may be open (acceld.db.api._skip_needless_rollbacks).
+is open (acceld.db.api._rollback_only_open_transactions).
 
 Counted on the server, per connection: ``Com_rollback`` (ROLLBACK statements this session
 sent) and ``@@in_transaction``. Each test runs its steps one after another on a pool that

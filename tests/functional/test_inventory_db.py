@@ -57,7 +57,7 @@ def rows(db: Database, table: str, **where) -> list[dict]:
     for col, value in where.items():
         q = q.where(t.c[col] == value)
     with db.reader() as s:
-        return [dict(r._mapping) for r in s.execute(q)]
+        return [dict(r) for r in s.execute(q).mappings()]
 
 
 def counts(db: Database) -> dict[str, int]:

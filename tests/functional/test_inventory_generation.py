@@ -18,10 +18,11 @@ import webob
 from sqlalchemy import text
 
 from acceld.api import listcache
-from acceld.db import generations
+from acceld.db import api, generations
 from acceld.db.api import Database
 from acceld.objects import inventory
 from acceld.objects import v2_inventory as v2
+from tests import helpers
 from tests.conftest import BACKENDS
 from tests.functional.test_statement_count import HOST, fake_report
 from tests.stack import Stack
@@ -299,21 +300,24 @@ def test_readers_racing_writers_never_see_an_old_list(stack, db):
 
 
 @pytest.mark.parametrize("backend", [b for b in BACKENDS if b.values[0] != "sqlite"])
-def test_a_kept_reader_connection_that_died_is_replaced_within_the_read(db):
-    """The generation reader keeps autocommit connections out of the pool (no pre-ping).
-    When the server has dropped one (a restart, a failover, a killed session), the read
+def test_a_reader_connection_that_died_is_replaced_within_the_read(db, monkeypatch):
+    """The generation reader's pooled connection, used a moment ago (so not pinged),
+    has been dropped by the server (a restart, a failover, a killed session): the read
     is tried once more on a new connection instead of failing the API request. (SQLite
     has no server side to drop one.)"""
+    clock = FakeClock()
+    monkeypatch.setattr(generations, "_clock", clock)
+    monkeypatch.setattr(api, "PING_AFTER_IDLE", 3600.0)     # no ping: the retry decides
     before = db.generation(generations.INVENTORY)
-    reader = db._generations
-    [raw] = reader._idle
-    reader._kept.clear()        # the next read must reach the database
-    with db.engine.connect() as admin:
+    with db.autocommit(write=False) as conn:      # the pool's one connection: the reader's
+        dead = helpers.server_id(conn)
+    with helpers.outside_connection(db) as admin:
         if db.dialect == "mysql":
-            admin.execute(text(f"KILL {raw.dbapi_connection.thread_id()}"))
+            admin.execute(text(f"KILL {dead}"))
         else:
-            admin.execute(text("SELECT pg_terminate_backend(:pid)"),
-                          {"pid": raw.dbapi_connection.get_backend_pid()})
-        admin.commit()
+            admin.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": dead})
+            admin.commit()
+    clock.now += generations.KEEP_FOR           # the next read must reach the database
     assert db.generation(generations.INVENTORY) == before
-    assert len(reader._idle) == 1 and reader._idle[0] is not raw
+    with db.autocommit(write=False) as conn:
+        assert helpers.server_id(conn) != dead

@@ -37,8 +37,6 @@ class StatementCounter:
 
     def __init__(self, target) -> None:
         self.engines = target.engines if isinstance(target, Database) else [target]
-        # and Database.write_one's statements, which no engine event sees
-        self.direct = target.direct if isinstance(target, Database) else None
         self.statements: list[str] = []
 
     def _on_execute(self, conn, cursor, statement, parameters, context, executemany):
@@ -47,15 +45,11 @@ class StatementCounter:
     def __enter__(self) -> StatementCounter:
         for engine in self.engines:
             event.listen(engine, "before_cursor_execute", self._on_execute)
-        if self.direct is not None:
-            self.direct.listeners.append(self.statements.append)
         return self
 
     def __exit__(self, *exc) -> None:
         for engine in self.engines:
             event.remove(engine, "before_cursor_execute", self._on_execute)
-        if self.direct is not None:
-            self.direct.listeners.remove(self.statements.append)
 
     def writes(self) -> Counter:
         """(verb, table) -> count for INSERT/UPDATE/DELETE statements."""

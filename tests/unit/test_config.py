@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from acceld import conf as config
 from acceld import policies
 from acceld.conf import opts
@@ -34,3 +36,19 @@ def test_policy_rules_are_documented_and_unique():
     assert len(names) == len(set(names))
     for rule in policies.V1_RULES:
         assert rule.name.startswith("acceld:") and rule.operations
+
+
+def test_oslo_messaging_metrics_and_tracing_are_off_and_cannot_be_turned_on(tmp_path) -> None:
+    """oslo.messaging reads the two switches from acceld's ConfigOpts on every RPC call;
+    acceld declares them off and refuses a value that turns one on."""
+    for group, name in config.MESSAGING_SWITCHES:
+        assert config.load([])[group][name] is False
+        for value, on in (("false", False), ("true", True)):
+            path = tmp_path / f"{group}-{value}.conf"
+            path.write_text(f"[{group}]\n{name} = {value}\n")
+            conf = config.load([], config_files=[str(path)])
+            if on:
+                with pytest.raises(ValueError, match="does not run"):
+                    conf[group][name]  # noqa: B018
+            else:
+                assert conf[group][name] is False

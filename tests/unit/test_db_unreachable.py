@@ -1,10 +1,9 @@
-"""A database that is down when the autocommit pool is first used (acceld.db.api,
-``Database.autocommit`` and ``Database.write_one``): the request fails at once with
-DBConnectionError instead of waiting in oslo.db's connect-and-retry loop (10 tries, 10 s
-apart) that an engine made at start-up goes through, and the API answers 503. No server
-is needed: nothing listens on the port. (oslo.db retries only on an error it translated
-to DBConnectionError: PyMySQL's refusal is one, so the MySQL case is the one that would
-hang; libpq's is not, and fails at once anyway.)
+"""A database that is down when acceld.db.api's engines are first used
+(``Database.autocommit``, which the one-statement reads and writes use): the request
+fails at once with DBConnectionError, with no connect-and-retry loop first (oslo.db's own
+engine factory waits 10 tries, 10 s apart), and the API answers 503. No server is needed:
+nothing listens on the port. (oslo.db's filters translate PyMySQL's refusal; libpq's
+newer wording they pass on as SQLAlchemy's OperationalError.)
 """
 
 from __future__ import annotations
@@ -16,10 +15,10 @@ import pytest
 import sqlalchemy
 import webob
 from oslo_db import exception as db_exc
-from sqlalchemy import text
 
 from acceld.api import deploy
 from acceld.db.api import Database
+from acceld.objects import device_profiles
 from acceld.rpc import ConductorClient, LocalTransport
 from tests import helpers
 
@@ -54,7 +53,7 @@ def test_a_one_statement_write_fails_at_once_as_a_connection_error(url: str) -> 
     db = Database(url.format(port=_free_port()))
     try:
         with pytest.raises(db_exc.DBConnectionError):
-            db.write_one(text("DELETE FROM device_profiles WHERE uuid = :u"), {"u": "x"})
+            device_profiles.delete_by_uuid(db, "00000000-0000-0000-0000-000000000000")
     finally:
         db.dispose()
 
