@@ -3,7 +3,8 @@
 
 It writes ``--count`` ARQs of one device profile straight into a new database
 (``tests.seed``: SQLAlchemy Core executemany, 20,000 rows a transaction), starts
-``acceld serve`` on that database as a child process, warms it up with small lists, and
+``acceld serve`` (``[api] processes = 1``: the process sampled is the one that answers)
+on that database as a child process, warms it up with small lists, and
 then GETs ``/v2/accelerator_requests`` whole (no ``limit``: the answer is streamed, see
 acceld.api.listing) while sampling the process's resident memory every 10 ms. It
 prints the RSS before the request, the peak during it (the larger of the samples and
@@ -118,6 +119,8 @@ def main() -> int:
 
         port = procs.free_port()
         groups = procs.serve_groups(work, host="bench-host", port=port, db_url=url)
+        # one process serves, so the RSS sampled is that of the process answering the list
+        groups["api"]["processes"] = 1
         config = procs.write_config(work / "acceld.conf", groups)
         procs.write_control(work / "fake-control-serve.json", device_count=4)
         with open(work / "serve.log", "wb") as log:
