@@ -205,7 +205,6 @@ class ApiProcesses:
         self._sock = listen(conf)
         self._http = HttpServer(conf, app, self._sock)
         self.port = self._http.port
-        self.grace = conf.api.shutdown_timeout
         self._count = api_processes(conf) - 1
         self._workers: list[tuple[subprocess.Popen[bytes], rpc.LinkServer | None, float]] = []
         self._stopping = threading.Event()
@@ -267,7 +266,7 @@ class ApiProcesses:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
         self._http.stop()
-        deadline = time.monotonic() + self.grace + 10
+        deadline = time.monotonic() + self._http.grace + 10
         for proc, server, _started in self._workers:
             try:
                 proc.wait(max(0.0, deadline - time.monotonic()))

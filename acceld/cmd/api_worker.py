@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import socket
 import sys
-import threading
 
 from acceld import conf as config
 from acceld import rpc, wiring
@@ -27,12 +26,8 @@ def main(argv: list[str]) -> int:
     httpd = wiring.HttpServer(conf, wiring.api_app(conf, wiring.database(conf, api=True),
                                                    transport), sock)
     httpd.start()
-    try:
-        wiring.wait_for_signal(threading.Event(), parent=int(os.environ[wiring.PARENT]))
-    finally:
-        httpd.stop()
-        transport.close()
-    return 0
+    return servers.until_signal([httpd.stop, transport.close],
+                                parent=int(os.environ[wiring.PARENT]))
 
 
 if __name__ == "__main__":

@@ -89,10 +89,11 @@ def serve(conf: cfg.ConfigOpts, argv: list[str]) -> int:
                              transport.close])
 
 
-def _until_signal(stops: list[Callable[[], object]]) -> int:
-    """Run until SIGTERM/SIGINT, then call ``stops`` in order."""
+def until_signal(stops: list[Callable[[], object]], parent: int | None = None) -> int:
+    """Run until SIGTERM/SIGINT (or, ``parent`` given, until that process is gone), then
+    call ``stops`` in order."""
     try:
-        wiring.wait_for_signal(threading.Event())
+        wiring.wait_for_signal(threading.Event(), parent)
     finally:
         for fn in stops:
             fn()
@@ -104,7 +105,7 @@ def _run_http(httpd: wiring.ApiProcesses,
     """Serve until a signal; then the graceful stop of the HTTP server (requests in
     flight finish, and may still reach the conductor) before ``stops``."""
     httpd.start()
-    return _until_signal([httpd.stop, *stops])
+    return until_signal([httpd.stop, *stops])
 
 
 def _require_bus(conf: cfg.ConfigOpts, what: str) -> None:
@@ -128,7 +129,7 @@ def conductor(conf: cfg.ConfigOpts) -> int:
     transport = rpc.make_transport(conf)
     manager, server = wiring.start_conductor(conf, db, transport)
     wiring.LOG.info("acceld conductor %s running", conf.host)
-    return _until_signal([server.stop, manager.stop, transport.close])
+    return until_signal([server.stop, manager.stop, transport.close])
 
 
 def agent(conf: cfg.ConfigOpts) -> int:
@@ -137,5 +138,5 @@ def agent(conf: cfg.ConfigOpts) -> int:
     manager, server = wiring.start_agent(conf, transport)
     wiring.LOG.info("acceld agent %s running drivers %s", manager.host,
                     ", ".join(conf.agent.enabled_drivers))
-    return _until_signal([manager.stop, server.stop, transport.close])
+    return until_signal([manager.stop, server.stop, transport.close])
 

@@ -120,7 +120,7 @@ def test_a_dead_worker_is_replaced_and_the_api_keeps_answering(served):
     assert f"API worker process {first} exited" in log.read_text()
 
 
-def test_sigterm_stops_every_process_and_a_killed_serve_leaves_no_worker(served):
+def test_sigterm_stops_every_process(served):
     url, proc, _log = served
     workers = _workers(proc.pid)
     proc.send_signal(signal.SIGTERM)
