@@ -376,7 +376,8 @@ def test_program_reports_progress_and_changes_the_function_trait(make_stack, ima
         traits = set(s.execute(select(m.Attribute.value).where(
             m.Attribute.deployable_id == dep.id, m.Attribute.key.like("trait%"))).scalars())
     assert "CUSTOM_FPGA_FUNCTION_ID_SHA3" in traits
-    assert stack.agents[HOST].journal.results() == []      # the outcome was delivered
+    # The outcome was delivered (the agent forgets it once the delivery call returns).
+    wait_for(lambda: stack.agents[HOST].journal.results() == [])
 
 
 def test_program_timeout_fails_the_operation(make_stack, images):

@@ -25,6 +25,7 @@ from acceld import exception, rpc, wiring
 from acceld.agent.manager import AgentManager
 from acceld.objects import accelerators, identity
 from tests import helpers
+from tests.stack import wait_for
 
 RPC_TIMEOUT = 2
 
@@ -253,7 +254,10 @@ def test_inventory_cycle(bus: Bus, sqlite_db, tmp_path) -> None:
     answer = client.set_state(gpu["uuid"], "ready")
     assert answer["state"] == "ready"
     assert accelerators.get_accelerator(sqlite_db, gpu["uuid"])["state"] == "ready"
-    assert agent.journal.results() == [] and agent.journal.inflight() == []
+    # The conductor answers as soon as the agent's result reaches it; the agent drops
+    # the result from its journal once that delivery call returns, a moment later.
+    wait_for(lambda: agent.journal.results() == [], timeout=10)
+    assert agent.journal.inflight() == []
     gpu_identity = accelerators.identity_of(sqlite_db, gpu["uuid"])
     assert gpu_identity in agent._driver("fake").installed()
 
