@@ -241,7 +241,7 @@ def stop_groups(procs) -> None:
 
 class Floor:
     """``bench/floor_app.py`` under the same uWSGI ini, on acceld's database (``--floor``):
-    the device profile scenario with nothing but its two statements."""
+    the write scenarios with nothing but the statements they need."""
 
     def __init__(self, peers: str, workdir: str, database_url: str) -> None:
         self.peers, self.workdir, self.database_url = peers, workdir, database_url
@@ -379,8 +379,8 @@ def main() -> int:
     ap.add_argument("--only", nargs="*", help="scenario title substrings")
     ap.add_argument("--no-cyborg", action="store_true", help="acceld (and bare) only")
     ap.add_argument("--floor", action="store_true",
-                    help="also run the device profile scenario against bench/floor_app.py "
-                         "(its two statements and nothing else) on acceld's database")
+                    help="also run the write scenarios against bench/floor_app.py (the "
+                         "statements they need and nothing else) on acceld's database")
     ap.add_argument("--json", help="write all runs here")
     a = ap.parse_args()
 
@@ -426,7 +426,7 @@ def main() -> int:
         sides["bare"] = load.Target(f"http://127.0.0.1:{load.BARE_PORT}", "bare")
     if floor is not None:
         sides["floor"] = load.Target(floor.url, "floor")
-    stateless = ("bare", "floor")     # no profile of their own, no ARQs to clean up
+    stateless = ("bare", "floor")     # no profile of their own (the floor uses acceld's)
 
     # per side: a device profile for the ARQs and the (host, rp) of its fake FPGA
     setup = {}
@@ -444,8 +444,9 @@ def main() -> int:
 
     def ops_for(name):
         t = sides[name]
-        dp, _uuid, host_rp = setup.get(name, setup.get("cyborg", setup["acceld"]))
-        tracker = load.ARQTracker() if name not in stateless else None
+        dp, _uuid, host_rp = setup.get("acceld" if name == "floor" else name,
+                                       setup.get("cyborg", setup["acceld"]))
+        tracker = load.ARQTracker() if name != "bare" else None   # bare keeps no ARQs
         return {title: (op, ab) for title, op, ab in
                 load.make_ops(dp, tracker, host_rp, t)}, tracker
 
@@ -458,14 +459,14 @@ def main() -> int:
     try:
         for title in titles:
             names = [n for n in sides if (n != "bare" or ops[n][0][title][1])
-                     and (n != "floor" or "device_profiles" in title)]
+                     and (n != "floor" or not title.startswith("GET"))]
             for n in names:          # warm-up
                 ops[n][0][title][0]()
             for c in a.concurrency:
                 for r in range(a.repeat):
                     order = names if r % 2 == 0 else names[::-1]
                     for n in order:
-                        load.CYBORG = sides[n] if n not in stateless else sides["acceld"]
+                        load.CYBORG = sides[n] if n != "bare" else sides["acceld"]
                         res = load.run_scenario(ops[n][0][title][0], c, a.requests,
                                                 a.max_seconds)
                         tracker = ops[n][1]
@@ -553,9 +554,9 @@ def summarise(results: dict[str, list[dict]]) -> str:
         lines.append("  ".join(parts))
         for s, p in v["p50"].items():
             if "bind" in s and "unbind" not in s:
-                cyp = cy["p50"].get(s) if cy else None
-                lines.append(f"    bind p50 {p:.2f} ms" + (f" (cyborg {cyp:.2f} ms)"
-                                                        if cyp else ""))
+                ref = ", ".join(f"{n} {r['p50'][s]:.2f} ms" for n, r in
+                                (("cyborg", cy), ("floor", floor)) if r and s in r["p50"])
+                lines.append(f"    bind p50 {p:.2f} ms" + (f" ({ref})" if ref else ""))
     return "\n".join(lines)
 
 
