@@ -8,6 +8,7 @@ which talks to the REST API only (``docs/api-v1.md``).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import math
@@ -17,10 +18,9 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from acceld.cli import commands
+from acceld.cli import SERVER_COMMANDS, commands
 from acceld.cli.client import DEFAULT_URL, Client, CliError, TimedOut, keystone_token
 from acceld.cli.output import print_error, safe
-from acceld.cmd.main import SERVER_COMMANDS
 
 Handler = Callable[[Client, argparse.Namespace], int]
 
@@ -51,27 +51,21 @@ def _json_object(text: str) -> dict[str, Any]:
     return value
 
 
-def _int_from(minimum: int) -> Callable[[str], int]:
-    """An argparse type: an integer of at least ``minimum``."""
-    def parse(text: str) -> int:
+def _number(kind: Callable[[str], Any], minimum: float, what: str, rule: str
+            ) -> Callable[[str], Any]:
+    """An argparse type: a finite ``kind`` of at least ``minimum`` (else ``rule``)."""
+    def parse(text: str) -> Any:
         try:
-            value = int(text)
+            value = kind(text)
         except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from exc
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be >= {minimum}")
+            raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from exc
+        if not minimum <= value < math.inf:   # NaN and infinities too
+            raise argparse.ArgumentTypeError(rule)
         return value
     return parse
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from exc
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError("must be a finite number >= 0")
-    return value
+_seconds = _number(float, 0, "a number of seconds", "must be a finite number >= 0")
 
 
 def _positive_seconds(text: str) -> float:
@@ -81,68 +75,42 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
-def _add_format(parser: argparse.ArgumentParser) -> None:
-    # SUPPRESS keeps a sub-command from overwriting a -f given before the verb.
-    parser.add_argument(
-        "-f", "--format", choices=FORMATS, default=argparse.SUPPRESS,
-        help="output format (default: table)",
-    )
-
-
-def _verb(
-    subparsers: Any, name: str, handler: Handler, help_text: str,
-    description: str | None = None,
-) -> argparse.ArgumentParser:
+def _verb(subparsers: Any, name: str, handler: Handler, help_text: str,
+          description: str | None = None) -> argparse.ArgumentParser:
     """A verb: ``help_text`` is its line in the list of commands, ``description`` (default:
     the same) heads its own --help."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        name, help=help_text, description=description or help_text, epilog=VERB_EPILOG
-    )
-    _add_format(parser)
+        name, help=help_text, description=description or help_text, epilog=VERB_EPILOG)
+    # SUPPRESS keeps a sub-command from overwriting a -f given before the verb.
+    parser.add_argument("-f", "--format", choices=FORMATS, default=argparse.SUPPRESS,
+                        help="output format (default: table)")
     parser.set_defaults(handler=handler)
     return parser
 
 
 def _add_global_options(parser: argparse.ArgumentParser) -> None:
     env = os.environ.get
-    parser.add_argument(
-        "--url", default=env("ACCELD_URL") or DEFAULT_URL,
-        help="acceld API endpoint (env ACCELD_URL, default %(default)s)",
-    )
-    parser.add_argument(
-        "--token", default=env("ACCELD_TOKEN"),
-        help="token sent as X-Auth-Token (env ACCELD_TOKEN)",
-    )
-    for opt, var in (
-        ("auth-url", "OS_AUTH_URL"),
-        ("username", "OS_USERNAME"),
-        ("password", "OS_PASSWORD"),
-        ("project-name", "OS_PROJECT_NAME"),
-        ("user-domain-name", "OS_USER_DOMAIN_NAME"),
-        ("project-domain-name", "OS_PROJECT_DOMAIN_NAME"),
-    ):
-        parser.add_argument(
-            f"--os-{opt}", default=env(var),
-            help=f"keystone {opt.replace('-', ' ')} (env {var})",
-        )
-    parser.add_argument(
-        "--timeout", type=_positive_seconds, default=30.0,
-        help="seconds to wait for each HTTP answer (default %(default)s)",
-    )
-    parser.add_argument(
-        "-f", "--format", choices=FORMATS, default="table",
-        help="output format (default: table)",
-    )
-    parser.add_argument(
-        "--debug", action="store_true", help="log requests and show tracebacks"
-    )
+    parser.add_argument("--url", default=env("ACCELD_URL") or DEFAULT_URL,
+                        help="acceld API endpoint (env ACCELD_URL, default %(default)s)")
+    parser.add_argument("--token", default=env("ACCELD_TOKEN"),
+                        help="token sent as X-Auth-Token (env ACCELD_TOKEN)")
+    for opt in ("auth-url", "username", "password", "project-name", "user-domain-name",
+                "project-domain-name"):
+        var = "OS_" + opt.replace("-", "_").upper()
+        parser.add_argument(f"--os-{opt}", default=env(var),
+                            help=f"keystone {opt.replace('-', ' ')} (env {var})")
+    parser.add_argument("--timeout", type=_positive_seconds, default=30.0,
+                        help="seconds to wait for each HTTP answer (default %(default)s)")
+    parser.add_argument("-f", "--format", choices=FORMATS, default="table",
+                        help="output format (default: table)")
+    parser.add_argument("--debug", action="store_true",
+                        help="log requests and show tracebacks")
 
 
 def _add_accelerator_verbs(subparsers: Any) -> None:
     acc = subparsers.add_parser(
         "accelerator", help="manage accelerators (list, show, set-ready, attach, detach, ...)",
-        description="manage accelerators", epilog=VERB_EPILOG,
-    )
+        description="manage accelerators", epilog=VERB_EPILOG)
     acc_sub = acc.add_subparsers(dest="acc_verb", metavar="ACTION")
     acc_sub.required = True
 
@@ -151,7 +119,7 @@ def _add_accelerator_verbs(subparsers: Any) -> None:
     p.add_argument("--state")
     p.add_argument("--device-type")
     p.add_argument("--instance-uuid")
-    p.add_argument("--limit", type=_int_from(1))
+    p.add_argument("--limit", type=_number(int, 1, "an integer", "must be >= 1"))
     p.add_argument("--marker")
 
     p = _verb(acc_sub, "show", commands.acc_show, "show one accelerator")
@@ -161,13 +129,12 @@ def _add_accelerator_verbs(subparsers: Any) -> None:
     p.add_argument("name", metavar="NAME")
     p.add_argument("--uuid")
 
-    for name, handler, target, step in (
-        ("set-ready", commands.acc_set_ready, "ready", "install"),
-        ("set-inactive", commands.acc_set_inactive, "inactive", "uninstall"),
-    ):
-        p = _verb(acc_sub, name, handler, f"move to state {target} (the driver's {step})",
+    for target, step in (("ready", "install"), ("inactive", "uninstall")):
+        p = _verb(acc_sub, f"set-{target}", commands.acc_set_state,
+                  f"move to state {target} (the driver's {step})",
                   f"move to state {target}: the device's agent runs the driver's {step} "
                   "step (fails when the device ends in state error)")
+        p.set_defaults(target=target)
         p.add_argument("uuid", metavar="UUID")
         p.add_argument("--wait", type=_seconds, default=60.0, metavar="SECONDS",
                        help=f"wait up to this long for the {step} to finish, with progress "
@@ -176,10 +143,8 @@ def _add_accelerator_verbs(subparsers: Any) -> None:
     p = _verb(acc_sub, "set-specs", commands.acc_set_specs, "replace acc_specs")
     p.add_argument("uuid", metavar="UUID")
     p.add_argument("--specs", required=True, type=_json_object, help="JSON object")
-    p.add_argument(
-        "--revision", type=_int_from(0),
-        help="expected revision (default: read it from the server first)",
-    )
+    p.add_argument("--revision", type=_number(int, 0, "an integer", "must be >= 0"),
+                   help="expected revision (default: read it from the server first)")
 
     p = _verb(acc_sub, "attach", commands.acc_attach, "attach to an instance or host")
     p.add_argument("uuid", metavar="UUID")
@@ -204,12 +169,10 @@ def _add_seed_verbs(subparsers: Any) -> None:
 
     _verb(subparsers, "service-list", commands.service_list, "list acceld services")
 
-    p = _verb(
-        subparsers, "discover-services", commands.discover_services,
-        "ask agents to rediscover; list the services of each backend",
-        "ask agents to rediscover devices and list the services of each backend (fails "
-        "when an agent does not answer)",
-    )
+    p = _verb(subparsers, "discover-services", commands.discover_services,
+              "ask agents to rediscover; list the services of each backend",
+              "ask agents to rediscover devices and list the services of each backend (fails "
+              "when an agent does not answer)")
     p.add_argument("--host")
 
     p = _verb(subparsers, "deployable-program", commands.deployable_program,
@@ -229,39 +192,30 @@ def _add_seed_verbs(subparsers: Any) -> None:
               "show the newest program operation of a deployable")
     p.add_argument("uuid", metavar="DEPLOYABLE_UUID")
 
-    for name, handler in (
-        ("install-driver", commands.install_driver),
-        ("uninstall-driver", commands.uninstall_driver),
-        ("update-driver", commands.update_driver),
-    ):
-        p = _verb(subparsers, name, handler,
-                  f"{name.split('-')[0]} a driver on one agent host or all",
-                  f"{name.split('-')[0]} a driver on one agent host or all (fails when "
-                  "it fails on any)")
+    for action in ("install", "uninstall", "update"):
+        p = _verb(subparsers, f"{action}-driver", commands.driver_action,
+                  f"{action} a driver on one agent host or all",
+                  f"{action} a driver on one agent host or all (fails when it fails on any)")
+        p.set_defaults(action=action)
         p.add_argument("name", metavar="NAME")
         p.add_argument("--host")
 
-    p = _verb(
-        subparsers, "attach-instance", commands.attach_instance,
-        "attach an accelerator to an instance",
-    )
-    p.add_argument("instance_uuid", metavar="INSTANCE_UUID")
-    p.add_argument("--accelerator", required=True, metavar="UUID")
+    p = _verb(subparsers, "attach-instance", commands.acc_attach,
+              "attach an accelerator to an instance")
+    p.set_defaults(host=None)
+    p.add_argument("instance", metavar="INSTANCE_UUID")
+    p.add_argument("--accelerator", dest="uuid", required=True, metavar="UUID")
 
-    p = _verb(
-        subparsers, "detach-instance", commands.detach_instance,
-        "detach one or all accelerators of an instance",
-        "detach one or all accelerators of an instance (fails when any stays attached)",
-    )
+    p = _verb(subparsers, "detach-instance", commands.detach_instance,
+              "detach one or all accelerators of an instance",
+              "detach one or all accelerators of an instance (fails when any stays attached)")
     p.add_argument("instance_uuid", metavar="INSTANCE_UUID")
     p.add_argument("--accelerator", metavar="UUID")
 
 
 def _add_placement_verbs(subparsers: Any) -> None:
-    placement = subparsers.add_parser(
-        "placement", help="Placement: sync, status", description="Placement sync",
-        epilog=VERB_EPILOG,
-    )
+    placement = subparsers.add_parser("placement", help="Placement: sync, status",
+                                      description="Placement sync", epilog=VERB_EPILOG)
     sub = placement.add_subparsers(dest="placement_verb", metavar="VERB")
     sub.required = True
     p = _verb(sub, "sync", commands.placement_sync,
@@ -279,13 +233,6 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {safe(message)}\n")
 
 
-class _TopFormatter(argparse.RawDescriptionHelpFormatter):
-    """Every command of ``acceld --help`` on one line: room for the longest name."""
-
-    def __init__(self, prog: str) -> None:
-        super().__init__(prog, max_help_position=32, width=100)
-
-
 def _add_server_verbs(subparsers: Any) -> None:
     """The server verbs, listed for --help; ``acceld.cmd.main`` runs them before this
     parser sees them, so here they take nothing."""
@@ -301,7 +248,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="acceld: its servers (serve, api, conductor, agent, db) and the operator\n"
                     "client of its REST API (every other command; --url, or ACCELD_URL).\n"
                     "`acceld COMMAND --help` or `acceld help COMMAND` describes one command.",
-        epilog=EXIT_STATUS, formatter_class=_TopFormatter,
+        epilog=EXIT_STATUS,
+        # every command on one line: room for the longest name
+        formatter_class=functools.partial(argparse.RawDescriptionHelpFormatter,
+                                          max_help_position=32, width=100),
     )
     _add_global_options(parser)
     subparsers = parser.add_subparsers(dest="verb", metavar="COMMAND", title="commands")
@@ -331,11 +281,9 @@ def _resolve_token(args: argparse.Namespace) -> str | None:
     if args.token:
         return str(args.token)
     if args.os_auth_url:
-        return keystone_token(
-            args.os_auth_url, args.os_username, args.os_password,
-            args.os_project_name, args.os_user_domain_name,
-            args.os_project_domain_name, args.timeout,
-        )
+        return keystone_token(args.os_auth_url, args.os_username, args.os_password,
+                              args.os_project_name, args.os_user_domain_name,
+                              args.os_project_domain_name, args.timeout)
     return None
 
 

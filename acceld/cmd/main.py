@@ -13,14 +13,7 @@ from __future__ import annotations
 
 import sys
 
-# The server sub-commands and their line in ``acceld --help``.
-SERVER_COMMANDS = {
-    "serve": "API, conductor and agent in one process (SQLite, fake devices)",
-    "api": "run the REST API (needs a database and RabbitMQ)",
-    "conductor": "run a conductor (needs a database and RabbitMQ)",
-    "agent": "run this host's agent (needs RabbitMQ, never the database)",
-    "db": "database schema: `db upgrade` or `db version`",
-}
+from acceld.cli import SERVER_COMMANDS
 
 
 def main(argv: list[str] | None = None) -> int:
