@@ -1,17 +1,14 @@
-"""RPC: one client class per server (conductor, agent) over interchangeable backends.
+"""RPC: one client class per server (conductor, agent) over interchangeable transports:
+:class:`LocalTransport` (in one process, ``acceld serve``; arguments and results still
+make a JSON round trip, so nothing that would not survive the real bus crosses it),
+:class:`LinkTransport` (an API worker of ``acceld serve`` reaching its parent's
+LocalTransport over a socket pair, :class:`LinkServer` at the other end) and
+:class:`MessagingTransport` (oslo.messaging, RabbitMQ).
 
-* :class:`LocalTransport`: direct calls in one process (``acceld serve``). Arguments and
-  results still go through a JSON round trip, so nothing that would not survive the real
-  bus (ORM rows, mutable shared objects) can cross it by accident.
-* :class:`LinkTransport`: an API worker process of ``acceld serve`` reaching the
-  parent's :class:`LocalTransport` over a socket pair (:class:`LinkServer` at the other
-  end).
-* :class:`MessagingTransport`: oslo.messaging (RabbitMQ in production).
-
-Domain exceptions cross both unchanged (``acceld.exception`` is an allowed remote module).
-A server that does not answer becomes :class:`acceld.exception.HostUnreachable`; any other
-exception raised remotely becomes :class:`acceld.exception.RemoteFailure`, whose message
-names the service and the method only (the remote traceback and text stay in the logs).
+Domain exceptions cross every transport unchanged; a server that does not answer is
+:class:`~acceld.exception.HostUnreachable`; any other remote error is
+:class:`~acceld.exception.RemoteFailure`, naming only the service and the method (the
+cause stays in the server's log).
 
 RPC API versions (one line of history each; a test guards the list):
 
@@ -69,16 +66,13 @@ class Server(Protocol):
 
 
 def _remote_failure(topic: str, server: str | None, method: str) -> exception.RemoteFailure:
-    """What the caller of a call that failed remotely, not with a domain error, gets:
-    the service and the method, nothing of the error."""
     return exception.RemoteFailure(f"{topic}.{server or '*'} failed to complete {method}; "
                                    "the cause is in its log.")
 
 
 def _served(topic: str, server: str | None, method: str, run: Callable[[], Any]) -> Any:
-    """``run()``, the serving side of one call of ``method``: a domain error goes back to
-    the caller as it is; any other failure is logged here, with its traceback, and the
-    caller gets :func:`_remote_failure` (as over oslo.messaging, on both transports)."""
+    """``run()``, serving one call: a domain error goes back as it is; any other failure is
+    logged here with its traceback and answered with :func:`_remote_failure`."""
     try:
         return run()
     except exception.AccelDError:
@@ -175,20 +169,15 @@ class LinkServer:
                 self._pool.submit(self._answer, json.loads(line))
 
     def _answer(self, ask: dict[str, Any]) -> None:
-        topic, server, method = ask["topic"], ask["server"], ask["method"]
+        topic, server, method, kwargs = ask["topic"], ask["server"], ask["method"], ask["kwargs"]
         answer: dict[str, Any] = {"id": ask["id"]}
-        try:
-            if ask["cast"]:
-                self._transport.cast(topic, server, method, ask["kwargs"])
-            else:
-                answer["result"] = self._transport.call(topic, server, method,
-                                                        ask["kwargs"], ask["timeout"])
+        bus = self._transport
+        try:     # the worker's caller gets an answer whatever happens
+            answer["result"] = _served(topic, server, method, lambda: (
+                bus.cast(topic, server, method, kwargs) if ask["cast"]
+                else bus.call(topic, server, method, kwargs, ask["timeout"])))
         except exception.AccelDError as exc:
             answer["error"], answer["message"] = type(exc).__name__, exc.message
-        except Exception:     # the worker's caller must get an answer whatever happened
-            LOG.exception("API worker link: %s.%s failed in %s", topic, server or "*", method)
-            failure = _remote_failure(topic, server, method)
-            answer["error"], answer["message"] = type(failure).__name__, failure.message
         data = json.dumps(answer).encode() + b"\n"
         try:
             with self._send:
@@ -197,9 +186,7 @@ class LinkServer:
             LOG.debug("API worker link closed before %s was answered", method)
 
     def stop(self) -> None:
-        with contextlib.suppress(OSError):
-            self._sock.shutdown(socket.SHUT_RDWR)
-        self._sock.close()
+        _close(self._sock)
         self._reader.join(5)
         self._pool.shutdown(wait=True, cancel_futures=True)
 
@@ -268,20 +255,19 @@ class LinkTransport:
         self._ask(topic, server, method, kwargs, None, cast=True)
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self._sock.shutdown(socket.SHUT_RDWR)
-        self._sock.close()
+        _close(self._sock)
+
+
+def _close(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+    sock.close()
 
 
 class _EndpointAdapter:
-    """Exposes ``endpoint``'s public methods with oslo.messaging's (ctxt, **kw) signature.
-
-    A method that fails with anything but a domain error is logged here, with its
-    traceback, and answers a :class:`acceld.exception.RemoteFailure` (oslo.messaging
-    would send the exception's text and traceback to the caller, and rebuild a builtin
-    exception there with the traceback in its message). Each adapted method is built
-    once and then kept as an attribute of the adapter: the dispatcher looks a method up
-    twice per message."""
+    """Exposes ``endpoint``'s public methods with oslo.messaging's (ctxt, **kw) signature,
+    through :func:`_served` (oslo.messaging would send a non-domain error's text and
+    traceback to the caller). Each adapted method is built once, then kept."""
 
     def __init__(self, endpoint: object, topic: str = "acceld",
                  server: str | None = None) -> None:
@@ -495,41 +481,37 @@ class AgentClient:
         self._t = transport
         self._timeout = timeout
 
+    def _call(self, host: str, method: str, **kwargs: Any) -> Any:
+        return self._t.call(AGENT_TOPIC, host, method, kwargs, self._timeout)
+
     def discover_now(self, host: str) -> None:
         self._t.cast(AGENT_TOPIC, host, "discover_now", {})
 
     def run_operation(self, host: str, op: dict[str, Any]) -> None:
         self._t.cast(AGENT_TOPIC, host, "run_operation", {"op": op})
 
+    def run_program(self, host: str, op: dict[str, Any]) -> None:
+        self._t.cast(AGENT_TOPIC, host, "run_program", {"op": op})
+
     def driver_action(self, host: str, name: str, action: str) -> dict[str, Any]:
-        return self._t.call(AGENT_TOPIC, host, "driver_action",
-                            {"name": name, "action": action}, self._timeout)
+        return self._call(host, "driver_action", name=name, action=action)
 
     def host_attachment(self, host: str, driver: str, identity: str,
                         attach: bool) -> dict[str, Any]:
-        return self._t.call(AGENT_TOPIC, host, "host_attachment",
-                            {"driver": driver, "identity": identity, "attach": attach},
-                            self._timeout)
+        return self._call(host, "host_attachment", driver=driver, identity=identity,
+                          attach=attach)
 
     def prepare_handle(self, host: str, driver: str, identity: str,
                        attach_info: dict[str, str], handle_uuid: str) -> dict[str, Any]:
         """The host-side work of binding one attach handle ({"ok", "error",
-        "attach_info"})."""
-        return self._t.call(AGENT_TOPIC, host, "prepare_handle",
-                            {"driver": driver, "identity": identity,
-                             "attach_info": attach_info, "handle_uuid": handle_uuid},
-                            self._timeout)
+        "attach_info"}); :meth:`release_handle` undoes it."""
+        return self._call(host, "prepare_handle", driver=driver, identity=identity,
+                          attach_info=attach_info, handle_uuid=handle_uuid)
 
     def release_handle(self, host: str, driver: str, identity: str,
                        attach_info: dict[str, str], handle_uuid: str) -> dict[str, Any]:
-        return self._t.call(AGENT_TOPIC, host, "release_handle",
-                            {"driver": driver, "identity": identity,
-                             "attach_info": attach_info, "handle_uuid": handle_uuid},
-                            self._timeout)
-
-    def run_program(self, host: str, op: dict[str, Any]) -> None:
-        self._t.cast(AGENT_TOPIC, host, "run_program", {"op": op})
+        return self._call(host, "release_handle", driver=driver, identity=identity,
+                          attach_info=attach_info, handle_uuid=handle_uuid)
 
     def device_stats(self, host: str, driver: str, identity: str) -> dict[str, float]:
-        return self._t.call(AGENT_TOPIC, host, "device_stats",
-                            {"driver": driver, "identity": identity}, self._timeout)
+        return self._call(host, "device_stats", driver=driver, identity=identity)

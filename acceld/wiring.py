@@ -32,10 +32,8 @@ LOG = logging.getLogger(__name__)
 
 
 def setup_logging(conf: cfg.ConfigOpts) -> None:
-    """oslo.log's set-up, as in every OpenStack service: ``log_file`` / ``log_dir`` (else
-    standard output; ``use_stderr`` adds standard error), ``debug``, ``default_log_levels``,
-    ``log_config_append``, syslog/journald. A line logged while an API request is served
-    carries its request id (the request's oslo.context context, :mod:`acceld.api.deploy`)."""
+    """oslo.log's set-up, as in every OpenStack service (log_file, debug, syslog, ...; a
+    line logged while a request is served carries its request id)."""
     from oslo_log import log
 
     log.setup(conf, "acceld")
@@ -48,13 +46,11 @@ SERVICE_CONNECTIONS = 8
 
 
 def database(conf: cfg.ConfigOpts, *, api: bool = False, services: bool = False) -> Database:
-    """The database of ``[database] connection`` (the embedded SQLite one by default),
-    its connection pool sized for what runs in this process: one connection per API
-    worker thread when it serves the API (a request holds at most one at a time, so the
-    API's load queues on its threads, never on the pool) plus
-    :data:`SERVICE_CONNECTIONS` when the conductor runs here. The overflow allows as
-    many again for bursts, and at least oslo.db's default of 50 (the conductor's RPC
-    executor and Placement sync threads); a thread waits up to a minute for one."""
+    """The database of ``[database] connection`` (else the embedded SQLite one), its pool
+    sized for what runs here: one connection per API worker thread (a request holds at
+    most one, so load queues on the threads, never on the pool) plus
+    :data:`SERVICE_CONNECTIONS` for the services; an overflow of as many again, at least
+    oslo.db's default of 50; a thread waits up to a minute for one."""
     url = conf.database.connection or default_sqlite_url(conf.state_path)
     size = (conf.api.workers if api else 0) + (SERVICE_CONNECTIONS if services else 0)
     if not size:
@@ -63,7 +59,6 @@ def database(conf: cfg.ConfigOpts, *, api: bool = False, services: bool = False)
 
 
 def placement_syncer(conf: cfg.ConfigOpts, db: Database) -> PlacementSyncer | None:
-    """The Placement sync of the conductor, or None when [placement] is not configured."""
     if not placement_conf.enabled(conf):
         return None
     client = placement_client.PlacementClient(clients.make_adapter(conf, "placement"))
@@ -71,9 +66,8 @@ def placement_syncer(conf: cfg.ConfigOpts, db: Database) -> PlacementSyncer | No
 
 
 def nova_notifier(conf: cfg.ConfigOpts) -> nova_client.NovaClient | None:
-    """The client that tells Nova about resolved binds, or None when [nova] is not
-    configured (no events: Nova then sees only the binds resolved before its compute
-    reads the ARQs)."""
+    """None without [nova]: no events; Nova then sees only the binds resolved before its
+    compute reads the ARQs."""
     if not nova_conf.enabled(conf):
         return None
     return nova_client.NovaClient(clients.make_adapter(conf, "nova"))
@@ -103,19 +97,12 @@ def start_agent(conf: cfg.ConfigOpts, transport: rpc.Transport,
 
 
 class HttpServer:
-    """The API's HTTP server: waitress (chosen by measurement, see docs/deployment.md).
-
-    One I/O thread reads each request whole (slow clients hold no worker) and keeps the
-    idle keep-alive connections; ``[api] workers`` threads run the app. The server's own
-    hard limits on headers and body sit above the app's ([api] max_header_size,
-    max_request_body_size, max_uri_length, enforced in ``deploy.Front`` with the JSON
-    error body), so a client normally meets the app's limits and JSON errors.
-    :meth:`stop` is the graceful stop of SIGTERM.
-    """
+    """The API's HTTP server, waitress (see docs/deployment.md), serving ``app`` on the
+    listening socket ``sock`` (maybe shared with other processes): one I/O thread reads
+    each request whole and keeps idle connections, ``[api] workers`` threads run the app.
+    Its own limits sit above the app's, so a client meets the app's JSON errors first."""
 
     def __init__(self, conf: cfg.ConfigOpts, app: Any, sock: socket.socket) -> None:
-        """Serves ``app`` on ``sock``, a listening socket (:func:`listen`), maybe shared
-        with other processes (:class:`ApiProcesses`)."""
         api = conf.api
         self.grace = api.shutdown_timeout
         _fit_open_files(api.connection_limit + 256)   # connections, the database, logs
@@ -135,20 +122,16 @@ class HttpServer:
 
     @property
     def port(self) -> int:
-        """The port listened on (the one asked for, or the kernel's for port 0)."""
         return int(self._server.effective_port)
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop accepting, let every request already begun (being received, queued or
-        running) finish and its answer be sent, for at most ``[api] shutdown_timeout``
-        seconds, closing each keep-alive connection once it is idle; then stop the
-        workers and close what is left. Waitress has no drain of its own: this closes its
-        listener (``del_channel``, as its ``close`` does), reads its server's
-        ``active_channels`` and each channel's ``request``/``requests`` and sets
-        ``will_close``, as its own idle-connection sweep (``maintenance``) does."""
+        """SIGTERM's graceful stop: stop accepting, let every request already begun finish
+        for at most ``[api] shutdown_timeout`` seconds, closing each connection once idle,
+        then close what is left. Waitress has no drain: this does what its ``close`` and
+        its idle sweep (``maintenance``) do."""
         server = self._server
         server.accepting = False              # the loop no longer polls the listener,
         server.del_channel()                  # and new connections are refused
@@ -168,11 +151,6 @@ class HttpServer:
         self._thread.join(5)
 
 
-def api_processes(conf: cfg.ConfigOpts) -> int:
-    """``[api] processes``, by default one per CPU this process may run on."""
-    return conf.api.processes or len(os.sched_getaffinity(0))
-
-
 def listen(conf: cfg.ConfigOpts) -> socket.socket:
     """The API's listening socket, on ``[api] host_ip``/``port`` (port 0: the kernel's)."""
     family = socket.AF_INET6 if ":" in conf.api.host_ip else socket.AF_INET
@@ -187,17 +165,12 @@ LISTEN_FD, PARENT, LINK_FD = "ACCELD_API_LISTEN_FD", "ACCELD_API_PARENT", "ACCEL
 
 
 class ApiProcesses:
-    """The API of `acceld serve` and `acceld api`: ``app`` served by an
-    :class:`HttpServer` in this process and, with ``[api] processes`` above one, by that
-    many less one worker processes (``acceld.cmd.api_worker``, each an :class:`HttpServer`
-    of ``[api] workers`` threads, its own database pool and the configuration of
-    ``argv``), all accepting on the one listening socket bound here, so the kernel hands
-    each connection to whichever is free. Under ``acceld serve`` (``link`` given) a worker
-    reaches the conductor and the agent of this process over a socket pair
-    (:class:`rpc.LinkServer`); under ``acceld api`` it has its own connection to the bus.
-    A worker that exits while the service runs is logged and started again (after a
-    second, longer while they keep dying at start); a worker stops when this process
-    is gone. :meth:`stop` is the graceful stop of all of them."""
+    """The API of `acceld serve` and `acceld api`: an :class:`HttpServer` here and
+    ``[api] processes`` (default: one per CPU) less one worker processes
+    (``acceld.cmd.api_worker`` with the configuration of ``argv``), all accepting on the
+    one listening socket bound here. With ``link`` (``acceld serve``) a worker reaches
+    this process's bus through an :class:`rpc.LinkServer`. A worker that exits is
+    restarted (with a growing delay while they die at start)."""
 
     def __init__(self, conf: cfg.ConfigOpts, argv: list[str], app: Any,
                  link: rpc.LocalTransport | None = None) -> None:
@@ -205,7 +178,7 @@ class ApiProcesses:
         self._sock = listen(conf)
         self._http = HttpServer(conf, app, self._sock)
         self.port = self._http.port
-        self._count = api_processes(conf) - 1
+        self._count = (conf.api.processes or len(os.sched_getaffinity(0))) - 1
         self._workers: list[tuple[subprocess.Popen[bytes], rpc.LinkServer | None, float]] = []
         self._stopping = threading.Event()
         self._watcher = threading.Thread(target=self._watch, name="api-processes",
@@ -227,7 +200,7 @@ class ApiProcesses:
             if theirs is not None:
                 theirs.close()
         server = None
-        if ours is not None and self._link is not None:
+        if self._link is not None:
             server = rpc.LinkServer(self._link, ours, self._threads)
             server.start()
         LOG.info("API worker process %d started", proc.pid)
@@ -256,9 +229,8 @@ class ApiProcesses:
             backoff = min(backoff * 2, 30.0) if died_young else 1.0
 
     def stop(self) -> None:
-        """Each worker gets SIGTERM (its :meth:`HttpServer.stop`) while this process's
-        server stops the same way; the socket stops listening once all have closed it.
-        A worker still running ``shutdown_timeout`` + 10 s later is killed."""
+        """SIGTERM to each worker while this server stops the same way; a worker still
+        running ``shutdown_timeout`` + 10 s later is killed."""
         self._stopping.set()
         if self._watcher.is_alive():
             self._watcher.join(5)
@@ -279,8 +251,8 @@ class ApiProcesses:
 
 
 def _fit_open_files(wanted: int) -> None:
-    """Raise the soft limit on open files to ``wanted`` when it is lower and the hard
-    limit allows (systemd's default soft limit is 1024)."""
+    """Raise the soft limit on open files (systemd's default: 1024) to ``wanted`` as far
+    as the hard limit allows."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and soft < wanted:
         target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)

@@ -85,27 +85,21 @@ def serve(conf: cfg.ConfigOpts, argv: list[str]) -> int:
     front = wiring.ApiProcesses(conf, argv, wiring.api_app(conf, db, transport), transport)
     wiring.LOG.info("acceld serve listening on http://%s:%d (database %s)",
                     conf.api.host_ip, front.port, db.url)
-    return _run_http(front, [agent_mgr.stop, agent_server.stop, cond_server.stop, cond.stop,
-                             transport.close])
+    front.start()
+    return until_signal([front.stop, agent_mgr.stop, agent_server.stop, cond_server.stop,
+                         cond.stop, transport.close])
 
 
 def until_signal(stops: list[Callable[[], object]], parent: int | None = None) -> int:
     """Run until SIGTERM/SIGINT (or, ``parent`` given, until that process is gone), then
-    call ``stops`` in order."""
+    call ``stops`` in order (the HTTP server's first: requests in flight finish, and may
+    still reach the conductor)."""
     try:
         wiring.wait_for_signal(threading.Event(), parent)
     finally:
         for fn in stops:
             fn()
     return 0
-
-
-def _run_http(httpd: wiring.ApiProcesses,
-              stops: list[Callable[[], object]]) -> int:
-    """Serve until a signal; then the graceful stop of the HTTP server (requests in
-    flight finish, and may still reach the conductor) before ``stops``."""
-    httpd.start()
-    return until_signal([httpd.stop, *stops])
 
 
 def _require_bus(conf: cfg.ConfigOpts, what: str) -> None:
@@ -120,7 +114,8 @@ def api(conf: cfg.ConfigOpts, argv: list[str]) -> int:
     front = wiring.ApiProcesses(conf, argv, wiring.api_app(
         conf, wiring.database(conf, api=True), transport))
     wiring.LOG.info("acceld api listening on http://%s:%d", conf.api.host_ip, front.port)
-    return _run_http(front, [transport.close])
+    front.start()
+    return until_signal([front.stop, transport.close])
 
 
 def conductor(conf: cfg.ConfigOpts) -> int:
