@@ -1,15 +1,7 @@
-"""keystoneauth option groups for the services acceld calls (Placement, Nova, Glance).
-
-Each such group has keystoneauth's session, auth and adapter options with a service type,
-and is switched on by setting ``auth_type``. The chosen plugin's own options (``endpoint``,
-``token``, ``password``, ...) exist only once ``auth_type`` is known, so ``acceld.conf.load``
-registers them then.
-
-A group may change keystoneauth's defaults (``defaults``), e.g. to retry a request whose
-connection failed (``connect_retries``: a keep-alive connection the server closed while
-it sat idle in the pool fails on its next use) or that answered a retriable status
-(``status_code_retries`` for ``retriable_status_codes``).
-"""
+"""keystoneauth option groups for the services acceld calls (Placement, Nova, Glance):
+session, auth and adapter options with a service type and the group's own ``defaults``;
+on when ``auth_type`` is set. The plugin's own options (``endpoint``, ``token``, ...)
+exist only once ``auth_type`` is known, so :func:`acceld.conf.load` registers them then."""
 
 from __future__ import annotations
 
