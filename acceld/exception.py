@@ -1,23 +1,7 @@
-"""Domain exceptions: no HTTP status here; ``api/errors.py`` maps them.
-
-Hierarchy::
-
-    AccelDError
-    ├── NotFound            (AcceleratorNotFound, DriverNotFound,
-    │                        ARQNotFound, NoFreeAttachHandle, ProgramNotFound)
-    ├── Conflict            (DuplicateName, RevisionConflict, InvalidStateTransition,
-    │                        AlreadyAttached, AllocationsExist, NotReady, DeviceInUse,
-    │                        ARQBadState, DeviceNotUsable, ProgramInProgress,
-    │                        NotProgrammable, DeployableInUse)
-    ├── InvalidInput        (InvalidReport, InstanceHasARQs)
-    ├── Forbidden           (a hard rule policy cannot relax: the service-token gate,
-    │                        OtherProject)
-    ├── NotResolved         (423: an instance's ARQs are not all resolved yet)
-    ├── Unavailable         (HostUnreachable, RemoteFailure)
-    └── OperationFailed
-
-Every exception takes a single message so that it survives oslo.messaging's remote
-error round trip (the class is rebuilt on the caller's side from ``acceld.exception``).
+"""Domain exceptions, each with a stable ``code``; ``api/errors.py`` maps their bases
+(NotFound, Conflict, InvalidInput, Forbidden, NotResolved, Unavailable, ...) to HTTP
+statuses. Each takes a single message so that it survives oslo.messaging's remote error
+round trip (the class is rebuilt on the caller's side from ``acceld.exception``).
 """
 
 from __future__ import annotations
@@ -119,8 +103,6 @@ class OperationFailed(AccelDError):
 
 
 # -- accelerator requests (Cyborg v2) ---------------------------------------------------------
-# Appended after the hierarchy above: Forbidden and NotResolved are mapped to 403 and 423.
-
 class ARQNotFound(NotFound):
     code = "acceld.arq.not_found"
 

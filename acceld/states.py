@@ -1,16 +1,11 @@
-"""Device life cycle states and their allowed transitions, as data.
+"""Life cycle states (devices, ARQs, program operations) and their transitions, as data.
 
-The operator life cycle (seed agent spec): a discovered device enters ``inactive``; an
-operator asks for ``ready``, the conductor moves it to ``installing`` and asks the agent to
-run the driver's install step; the device becomes ``ready`` only when that succeeds,
-``error`` otherwise. Asking for ``inactive`` runs the uninstall step the same way.
-
-Health is orthogonal to the life cycle. The driver reports ``ok``, ``degraded`` (usable,
-with warnings such as corrected memory errors) or ``failed`` (unusable: uncorrectable
-errors, a lost GPU); the conductor adds ``unknown`` while the device's driver fails and
-``missing`` when the device vanished from its host but is still held (attached or
-allocated) so its row may not be deleted. Only ``ok`` and ``degraded`` devices may be
-attached or scheduled (:data:`USABLE_HEALTH`).
+A discovered device is ``inactive``; asking for ``ready`` moves it to ``installing`` while
+the agent runs the driver's install step, then ``ready`` (or ``error``); ``inactive`` runs
+the uninstall step the same way. Health is orthogonal: drivers report ``ok``,
+``degraded`` (usable) or ``failed``; the conductor adds ``unknown`` while the driver fails
+and ``missing`` for a vanished device still held. Only :data:`USABLE_HEALTH` devices may
+be attached or scheduled.
 """
 
 from __future__ import annotations
@@ -100,11 +95,8 @@ def can_transition(current: str, target: str) -> bool:
 
 
 def request_target(current: str, requested: str) -> str | None:
-    """The transient state an operator request for ``requested`` enters from ``current``.
-
-    Returns None when the device is already where it was asked to go (a no-op).
-    Raises ValueError when the request is not allowed from ``current``.
-    """
+    """The transient state an operator request for ``requested`` enters from ``current``;
+    None when the device is there already, ValueError when it may not go there."""
     if requested not in REQUESTABLE:
         raise ValueError(f"state must be one of {sorted(REQUESTABLE)}")
     if current == requested:

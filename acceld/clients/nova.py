@@ -7,11 +7,9 @@ Errors are typed::
     ├── ClientError    any 4xx (and a 207 with an entry other than 200/422)
     └── ServerError    5xx, or Nova unreachable
 
-Nova answers 207 with a per-event code 422 when the instance has no host yet; that is
-normal (its compute, once it runs, reads the resolved ARQs before it waits for events)
-and is logged, not raised. Connection failures and 503s are retried by keystoneauth
-(``[nova] connect_retries``, ``status_code_retries``). Only ids
-(server and ARQ uuids) and status codes are ever logged; never tokens or bodies.
+A 207 whose entries are 422 (the instance has no host yet: its compute reads the ARQs
+when it runs) is logged, not raised. keystoneauth retries lost connections and 503s
+(``[nova]`` options). Only ids and status codes are logged, never tokens or bodies.
 """
 
 from __future__ import annotations

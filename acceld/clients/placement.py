@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 from typing import Any
+from urllib.parse import quote
 
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
@@ -114,7 +115,7 @@ class PlacementClient:
 
     # -- providers ---------------------------------------------------------------------
     def find_provider(self, name: str) -> Provider | None:
-        body = self._request("GET", f"/resource_providers?name={_q(name)}", "1.14")
+        body = self._request("GET", f"/resource_providers?name={quote(name, safe='')}", "1.14")
         rps = body["resource_providers"]
         return _provider(rps[0]) if rps else None
 
@@ -171,9 +172,13 @@ class PlacementClient:
         return self._request("GET", f"/allocation_candidates?{query}", "1.39")
 
 
-def _q(value: str) -> str:
-    from urllib.parse import quote
-    return quote(value, safe="")
+# The 409s told apart by their error code (Placement 1.23+).
+CONFLICTS: dict[str | None, type[PlacementError]] = {
+    "placement.concurrent_update": GenerationConflict,
+    "placement.inventory.inuse": InventoryInUse,
+    "placement.resource_provider.inuse": ProviderInUse,
+    "placement.duplicate_name": AlreadyExists,
+}
 
 
 def _error(method: str, url: str, resp: Any) -> PlacementError:
@@ -183,19 +188,10 @@ def _error(method: str, url: str, resp: Any) -> PlacementError:
         code, detail = err.get("code"), err.get("detail", detail)
     except (ValueError, KeyError, IndexError, TypeError):
         pass
-    message = f"{method} {url}: {resp.status_code} {detail}"
     status = resp.status_code
-    if status == 404:
-        return NotFound(message, status, code)
+    kind = ServerError if status >= 500 else NotFound if status == 404 else ClientError
     if status == 409:
-        if code == "placement.concurrent_update":
-            return GenerationConflict(message, status, code)
-        if code == "placement.inventory.inuse":
-            return InventoryInUse(message, status, code)
-        if code == "placement.resource_provider.inuse" or "child resource providers" in detail:
-            return ProviderInUse(message, status, code)
-        if code == "placement.duplicate_name":
-            return AlreadyExists(message, status, code)
-    if status >= 500:
-        return ServerError(message, status, code)
-    return ClientError(message, status, code)
+        kind = CONFLICTS.get(code, ClientError)
+        if kind in (ClientError, AlreadyExists) and "child resource providers" in detail:
+            kind = ProviderInUse     # one with children: told by its text
+    return kind(f"{method} {url}: {status} {detail}", status, code)
