@@ -146,12 +146,10 @@ class LocalTransport:
 
 
 class LinkServer:
-    """The parent's end of one API worker process's link (``acceld serve`` with several
-    ``[api] processes``): each line the worker sends on ``sock`` is one call or cast in
-    JSON, run on the parent's ``transport`` in a pool of ``threads`` (as many as the
-    worker has request threads, so its calls never queue behind each other); each
-    answer is one JSON line naming the call it answers. A domain error travels as its
-    class name and message; the worker raises the same class again."""
+    """The parent's end of an API worker's link: each JSON line on ``sock`` is a call or
+    cast, run on ``transport`` by one of ``threads`` (the worker's request threads, so
+    no call queues); each answer is a JSON line naming its call (a domain error as its
+    class name and message)."""
 
     def __init__(self, transport: LocalTransport, sock: socket.socket, threads: int) -> None:
         self._transport, self._sock = transport, sock
@@ -192,12 +190,10 @@ class LinkServer:
 
 
 class LinkTransport:
-    """The transport of an API worker process of ``acceld serve``: its calls and casts go
-    over the inherited socket ``sock`` to the parent (:class:`LinkServer`), which runs
-    them on its in-process bus, so they behave as they do there (no timeout of their
-    own; a domain error comes back as the same class). Concurrent calls share the
-    socket: each carries a number and its answer names it. When the parent goes, every
-    waiting and later call fails with :class:`acceld.exception.HostUnreachable`."""
+    """An API worker's transport: calls and casts go over ``sock`` to the parent's
+    :class:`LinkServer` and behave as on its bus (no timeout of their own). Concurrent
+    calls share the socket, each numbered; once the parent is gone every call fails
+    with :class:`~acceld.exception.HostUnreachable`."""
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
@@ -393,8 +389,8 @@ class ConductorClient:
 
     def _cast_or_log(self, method: str, kwargs: dict[str, Any], level: int,
                      lost: str, *args: Any) -> None:
-        """A cast whose loss is survivable: an unreachable conductor is logged (``lost``
-        says what happens instead), never raised to the caller."""
+        """A cast whose loss is survivable: an unreachable conductor is logged with
+        ``lost`` (what happens instead), not raised."""
         try:
             self._t.cast(CONDUCTOR_TOPIC, None, method, kwargs)
         except exception.HostUnreachable:
@@ -406,8 +402,8 @@ class ConductorClient:
                           "%s is synced on the next periodic pass", host)
 
     def heartbeat(self, host: str, binary: str, version: str) -> None:
-        """A cast stamped with its send time: one the broker held while the conductor was
-        away must not make a dead agent look alive when it is finally delivered."""
+        """Stamped with its send time: a late delivery must not make a dead agent look
+        alive."""
         self._t.cast(CONDUCTOR_TOPIC, None, "heartbeat",
                      {"host": host, "binary": binary, "version": version,
                       "sent_at": time.time()})
@@ -448,8 +444,8 @@ class ConductorClient:
         self._call("arq_unbind", uuids=uuids, project_id=project_id)
 
     def release_handles(self, handles: list[dict[str, Any]]) -> None:
-        """Host clean-up of attach handles a delete freed (the rows are free already;
-        a cast: the caller's answer does not wait for the hosts)."""
+        """Host clean-up of attach handles a delete freed (a cast: the caller does not
+        wait for the hosts)."""
         self._cast_or_log("release_handles", {"handles": handles}, logging.WARNING,
                           "the host set-up of %d freed attach handle(s) stays until a "
                           "bind prepares them again (prepare is idempotent)", len(handles))
@@ -461,8 +457,7 @@ class ConductorClient:
                           image_ref=image_ref, image_sha256=image_sha256)
 
     def program_progress(self, op_id: str, progress: int, message: str) -> None:
-        """A cast: progress is advisory (a lost one is overtaken by the next, or by the
-        journaled outcome)."""
+        """A cast: progress is advisory (a lost one is overtaken by the next)."""
         self._cast_or_log("program_progress",
                           {"op_id": op_id, "progress": progress, "message": message},
                           logging.DEBUG, "progress of program %s not delivered", op_id)

@@ -82,11 +82,8 @@ PROGRAM_FAILED = "failed"
 PROGRAM_STATES = (PROGRAM_QUEUED, PROGRAM_RUNNING, PROGRAM_DONE, PROGRAM_FAILED)
 PROGRAM_ACTIVE = (PROGRAM_QUEUED, PROGRAM_RUNNING)
 # target state -> states it may be entered from (a finished operation never changes again)
-PROGRAM_TRANSITIONS: dict[str, frozenset[str]] = {
-    PROGRAM_RUNNING: frozenset({PROGRAM_QUEUED, PROGRAM_RUNNING}),
-    PROGRAM_DONE: frozenset({PROGRAM_QUEUED, PROGRAM_RUNNING}),
-    PROGRAM_FAILED: frozenset({PROGRAM_QUEUED, PROGRAM_RUNNING}),
-}
+PROGRAM_TRANSITIONS: dict[str, frozenset[str]] = dict.fromkeys(
+    (PROGRAM_RUNNING, PROGRAM_DONE, PROGRAM_FAILED), frozenset(PROGRAM_ACTIVE))
 
 
 def can_transition(current: str, target: str) -> bool:

@@ -58,35 +58,27 @@ def database(conf: cfg.ConfigOpts, *, api: bool = False, services: bool = False)
     return Database(url, max_pool_size=size, max_overflow=max(size, 50), pool_timeout=60)
 
 
-def placement_syncer(conf: cfg.ConfigOpts, db: Database) -> PlacementSyncer | None:
-    if not placement_conf.enabled(conf):
-        return None
-    client = placement_client.PlacementClient(clients.make_adapter(conf, "placement"))
-    return PlacementSyncer(conf, db, client)
-
-
-def nova_notifier(conf: cfg.ConfigOpts) -> nova_client.NovaClient | None:
-    """None without [nova]: no events; Nova then sees only the binds resolved before its
-    compute reads the ARQs."""
-    if not nova_conf.enabled(conf):
-        return None
-    return nova_client.NovaClient(clients.make_adapter(conf, "nova"))
-
-
 def start_conductor(conf: cfg.ConfigOpts, db: Database,
                     transport: rpc.Transport) -> tuple[ConductorManager, rpc.Server]:
+    """The conductor with its RPC server, its Placement sync when [placement] is
+    configured and its Nova notifier when [nova] is (without, Nova sees only the binds
+    resolved before its compute reads the ARQs)."""
+    placement = nova = None
+    if placement_conf.enabled(conf):
+        placement = PlacementSyncer(conf, db, placement_client.PlacementClient(
+            clients.make_adapter(conf, "placement")))
+    if nova_conf.enabled(conf):
+        nova = nova_client.NovaClient(clients.make_adapter(conf, "nova"))
     manager = ConductorManager(conf, db, rpc.AgentClient(transport, timeout=conf.rpc_timeout),
-                               placement=placement_syncer(conf, db),
-                               nova=nova_notifier(conf))
+                               placement=placement, nova=nova)
     server = transport.serve(rpc.CONDUCTOR_TOPIC, conf.host, manager)
     manager.start()
     server.start()
     return manager, server
 
 
-def start_agent(conf: cfg.ConfigOpts, transport: rpc.Transport,
-                host: str | None = None, **collaborators: Any) -> tuple[AgentManager,
-                                                                         rpc.Server]:
+def start_agent(conf: cfg.ConfigOpts, transport: rpc.Transport, host: str | None = None,
+                **collaborators: Any) -> tuple[AgentManager, rpc.Server]:
     """The agent with its RPC server; ``collaborators`` replace the drivers' real sysfs,
     command runner, NVML, ... (tests and demos on fake hosts)."""
     manager = AgentManager(conf, rpc.ConductorClient(transport), host=host, **collaborators)

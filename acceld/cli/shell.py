@@ -76,15 +76,17 @@ def _positive_seconds(text: str) -> float:
 
 
 def _verb(subparsers: Any, name: str, handler: Handler, help_text: str,
-          description: str | None = None) -> argparse.ArgumentParser:
+          description: str | None = None, uuid: str | None = None) -> argparse.ArgumentParser:
     """A verb: ``help_text`` is its line in the list of commands, ``description`` (default:
-    the same) heads its own --help."""
+    the same) heads its own --help; ``uuid`` names its UUID argument, if it takes one."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         name, help=help_text, description=description or help_text, epilog=VERB_EPILOG)
     # SUPPRESS keeps a sub-command from overwriting a -f given before the verb.
     parser.add_argument("-f", "--format", choices=FORMATS, default=argparse.SUPPRESS,
                         help="output format (default: table)")
     parser.set_defaults(handler=handler)
+    if uuid:
+        parser.add_argument("uuid", metavar=uuid)
     return parser
 
 
@@ -115,15 +117,12 @@ def _add_accelerator_verbs(subparsers: Any) -> None:
     acc_sub.required = True
 
     p = _verb(acc_sub, "list", commands.acc_list, "list accelerators")
-    p.add_argument("--host")
-    p.add_argument("--state")
-    p.add_argument("--device-type")
-    p.add_argument("--instance-uuid")
+    for option in ("--host", "--state", "--device-type", "--instance-uuid"):
+        p.add_argument(option)
     p.add_argument("--limit", type=_number(int, 1, "an integer", "must be >= 1"))
     p.add_argument("--marker")
 
-    p = _verb(acc_sub, "show", commands.acc_show, "show one accelerator")
-    p.add_argument("uuid", metavar="UUID")
+    _verb(acc_sub, "show", commands.acc_show, "show one accelerator", uuid="UUID")
 
     p = _verb(acc_sub, "create", commands.acc_create, "declare an accelerator")
     p.add_argument("name", metavar="NAME")
@@ -133,32 +132,27 @@ def _add_accelerator_verbs(subparsers: Any) -> None:
         p = _verb(acc_sub, f"set-{target}", commands.acc_set_state,
                   f"move to state {target} (the driver's {step})",
                   f"move to state {target}: the device's agent runs the driver's {step} "
-                  "step (fails when the device ends in state error)")
+                  "step (fails when the device ends in state error)", uuid="UUID")
         p.set_defaults(target=target)
-        p.add_argument("uuid", metavar="UUID")
         p.add_argument("--wait", type=_seconds, default=60.0, metavar="SECONDS",
                        help=f"wait up to this long for the {step} to finish, with progress "
                             "on stderr; 0: do not wait (default %(default)s)")
 
-    p = _verb(acc_sub, "set-specs", commands.acc_set_specs, "replace acc_specs")
-    p.add_argument("uuid", metavar="UUID")
+    p = _verb(acc_sub, "set-specs", commands.acc_set_specs, "replace acc_specs", uuid="UUID")
     p.add_argument("--specs", required=True, type=_json_object, help="JSON object")
     p.add_argument("--revision", type=_number(int, 0, "an integer", "must be >= 0"),
                    help="expected revision (default: read it from the server first)")
 
-    p = _verb(acc_sub, "attach", commands.acc_attach, "attach to an instance or host")
-    p.add_argument("uuid", metavar="UUID")
+    p = _verb(acc_sub, "attach", commands.acc_attach, "attach to an instance or host",
+              uuid="UUID")
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--instance", metavar="INSTANCE_UUID")
     group.add_argument("--host")
 
-    p = _verb(acc_sub, "detach", commands.acc_detach, "detach an accelerator",
-              "detach an accelerator (fails when it is not attached)")
-    p.add_argument("uuid", metavar="UUID")
-
-    p = _verb(acc_sub, "stats", commands.acc_stats,
-              "current statistics of an accelerator (read from its agent)")
-    p.add_argument("uuid", metavar="UUID")
+    _verb(acc_sub, "detach", commands.acc_detach, "detach an accelerator",
+          "detach an accelerator (fails when it is not attached)", uuid="UUID")
+    _verb(acc_sub, "stats", commands.acc_stats,
+          "current statistics of an accelerator (read from its agent)", uuid="UUID")
 
 
 def _add_seed_verbs(subparsers: Any) -> None:
@@ -176,8 +170,7 @@ def _add_seed_verbs(subparsers: Any) -> None:
     p.add_argument("--host")
 
     p = _verb(subparsers, "deployable-program", commands.deployable_program,
-              "load an image into a deployable (an FPGA)")
-    p.add_argument("uuid", metavar="DEPLOYABLE_UUID")
+              "load an image into a deployable (an FPGA)", uuid="DEPLOYABLE_UUID")
     image = p.add_mutually_exclusive_group(required=True)
     image.add_argument("--image-uuid", help="Glance image id")
     image.add_argument("--image-path",
@@ -188,9 +181,8 @@ def _add_seed_verbs(subparsers: Any) -> None:
                    help="wait up to this long for the programming to finish, with "
                         "progress on stderr (default %(default)s: do not wait)")
 
-    p = _verb(subparsers, "deployable-program-status", commands.deployable_program_status,
-              "show the newest program operation of a deployable")
-    p.add_argument("uuid", metavar="DEPLOYABLE_UUID")
+    _verb(subparsers, "deployable-program-status", commands.deployable_program_status,
+          "show the newest program operation of a deployable", uuid="DEPLOYABLE_UUID")
 
     for action in ("install", "uninstall", "update"):
         p = _verb(subparsers, f"{action}-driver", commands.driver_action,
