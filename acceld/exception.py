@@ -1,8 +1,7 @@
 """Domain exceptions, each with a stable ``code``; ``api/errors.py`` maps their bases
 (NotFound, Conflict, InvalidInput, Forbidden, NotResolved, Unavailable, ...) to HTTP
 statuses. Each takes a single message so that it survives oslo.messaging's remote error
-round trip (the class is rebuilt on the caller's side from ``acceld.exception``).
-"""
+round trip (the class is rebuilt on the caller's side from ``acceld.exception``)."""
 
 from __future__ import annotations
 

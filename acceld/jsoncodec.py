@@ -1,7 +1,6 @@
 """JSON as ``json.dumps`` and ``json.loads`` write and read it, without their per-call
 costs (an encoder built per call, ``json.detect_encoding``); ``tests/unit/
-test_api_responses.py`` holds both to the ``json`` module's output.
-"""
+test_api_responses.py`` holds both to the ``json`` module's output."""
 
 from __future__ import annotations
 

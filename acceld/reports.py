@@ -1,8 +1,6 @@
-"""The agent -> conductor inventory report: frozen, versioned, validated on receipt.
-
-A report is a full snapshot of one host (level-triggered): every enabled driver with the
-devices it found. Identity is stable: a device is keyed by ``(driver, identity)``, a
-deployable by its name within the device, an attach handle by its ``attach_info``.
+"""The agent -> conductor inventory report: a full snapshot of one host (every enabled
+driver with the devices it found), frozen, versioned, validated on receipt. A device is
+keyed by ``(driver, identity)``, a deployable by its name, a handle by its attach_info.
 
 Schema versions (one line of history each; a test guards the list):
 
@@ -12,8 +10,7 @@ Schema versions (one line of history each; a test guards the list):
   ``capabilities`` (``host_work``: its handles need prepare/release at bind; ``program``),
   and per device ``health`` {status ok|degraded|failed, reasons}
 * 4: adds per attach handle an optional ``uuid`` (the driver names the handle: an MDEV
-  handle's uuid is its mdev's, which Nova uses) and the attach type ``MIG``
-"""
+  handle's uuid is its mdev's, which Nova uses) and the attach type ``MIG``"""
 
 from __future__ import annotations
 

@@ -12,15 +12,12 @@ cause stays in the server's log).
 
 RPC API versions (one line of history each; a test guards the list):
 
-* 1.0: initial: conductor report_inventory, heartbeat, operation_done,
-  create_accelerator, set_state, attach, detach, discover, driver_action,
-  placement_sync, host_changed; agent discover_now, run_operation, driver_action, host_attachment;
-  conductor arq_bind, arq_unbind (Cyborg v2 accelerator requests).
+* 1.0: initial: conductor report_inventory, heartbeat, operation_done, create_accelerator,
+  set_state, attach, detach, discover, driver_action, placement_sync, host_changed,
+  arq_bind, arq_unbind; agent discover_now, run_operation, driver_action, host_attachment.
 * 1.1: host work and FPGA programming: agent prepare_handle, release_handle, run_program,
-  device_stats; conductor program_deployable, program_progress, program_done,
-  device_stats.
-* 1.2: conductor release_handles (host clean-up of the handles an ARQ delete freed).
-"""
+  device_stats; conductor program_deployable, program_progress, program_done, device_stats.
+* 1.2: conductor release_handles (host clean-up of the handles an ARQ delete freed)."""
 
 from __future__ import annotations
 

@@ -5,8 +5,7 @@ the agent runs the driver's install step, then ``ready`` (or ``error``); ``inact
 the uninstall step the same way. Health is orthogonal: drivers report ``ok``,
 ``degraded`` (usable) or ``failed``; the conductor adds ``unknown`` while the driver fails
 and ``missing`` for a vanished device still held. Only :data:`USABLE_HEALTH` devices may
-be attached or scheduled.
-"""
+be attached or scheduled."""
 
 from __future__ import annotations
 

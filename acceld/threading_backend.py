@@ -1,8 +1,7 @@
 """Select oslo.service's threading backend before anything imports oslo.messaging.
 
 acceld runs on native threads, never eventlet. Import this module first in every module
-that pulls in oslo.messaging or oslo.service (``conf`` and ``rpc`` do).
-"""
+that pulls in oslo.messaging or oslo.service (``conf`` and ``rpc`` do)."""
 
 import contextlib
 import warnings

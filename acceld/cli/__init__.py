@@ -1,9 +1,5 @@
-"""Operator command-line client for acceld.
-
-The CLI talks to the acceld REST API (see ``docs/api-v1.md``) only; it never imports
-server modules, so it can be installed and run on any operator workstation.
-Entry point: :func:`acceld.cli.shell.main`.
-"""
+"""Operator command-line client of the acceld REST API (``docs/api-v1.md``); it imports
+no server module, so it runs on any operator workstation."""
 
 # The server commands, run by ``acceld.cmd.main`` before the CLI sees them, and their line
 # in ``acceld --help``.

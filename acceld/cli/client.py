@@ -1,11 +1,7 @@
-"""HTTP client for the acceld v1 REST API.
-
-Wraps :mod:`requests` with the CLI's error model: every non-2xx response becomes an
-:class:`ApiError` carrying the status and the server's ``errors[0].detail``; a connection
-that fails becomes :class:`CliError`, one that gets no answer in time :class:`TimedOut`
-(the request may still take effect). The auth token is sent as ``X-Auth-Token`` and is
-never logged.
-"""
+"""HTTP client for the acceld REST API, with the CLI's error model: a non-2xx answer is an
+:class:`ApiError` (status and ``errors[0].detail``), a failed connection a
+:class:`CliError`, no answer in time :class:`TimedOut` (it may still take effect). The
+token (``X-Auth-Token``) is never logged."""
 
 from __future__ import annotations
 

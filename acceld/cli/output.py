@@ -1,10 +1,6 @@
 """Rendering of API objects as prettytable tables (for people) or JSON (for scripts).
-
-Text meant for a terminal (table cells, field names, plain lines, error messages) goes
-through :func:`safe`, so a name or message cannot move the cursor, recolour the screen or
-reorder what follows it; JSON output is exact JSON (``json.dumps`` escapes every control
-character and every non-ASCII character).
-"""
+Text for a terminal goes through :func:`safe`, so a name or message cannot move the
+cursor, recolour the screen or reorder what follows it; JSON output is exact JSON."""
 
 from __future__ import annotations
 

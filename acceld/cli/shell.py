@@ -1,9 +1,5 @@
-"""Argument parsing and dispatch for the ``acceld`` operator CLI.
-
-``acceld serve|api|conductor|agent|db`` are dispatched by :mod:`acceld.cmd.main` (they are
-listed here only for ``acceld --help``); every other argv is handed to :func:`main`,
-which talks to the REST API only (``docs/api-v1.md``).
-"""
+"""Argument parsing and dispatch of the ``acceld`` operator CLI (every verb but the server
+ones, which :mod:`acceld.cmd.main` runs and which are listed here for ``--help``)."""
 
 from __future__ import annotations
 

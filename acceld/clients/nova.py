@@ -1,16 +1,9 @@
 """A typed client for the one Nova compute API call acceld makes, over a keystoneauth1
 adapter: ``POST /os-server-external-events`` (``accelerator-request-bound``, compute 2.82).
-
-Errors are typed::
-
-    NovaError
-    ├── ClientError    any 4xx (and a 207 with an entry other than 200/422)
-    └── ServerError    5xx, or Nova unreachable
-
-A 207 whose entries are 422 (the instance has no host yet: its compute reads the ARQs
-when it runs) is logged, not raised. keystoneauth retries lost connections and 503s
-(``[nova]`` options). Only ids and status codes are logged, never tokens or bodies.
-"""
+Errors: :class:`ClientError` (4xx, or a 207 with an entry other than 200/422),
+:class:`ServerError` (5xx, or Nova unreachable). A 207 whose entries are 422 (no host
+yet: the compute reads the ARQs when it runs) is logged, not raised. Only ids and status
+codes are logged, never tokens or bodies."""
 
 from __future__ import annotations
 

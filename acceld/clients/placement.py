@@ -1,21 +1,7 @@
-"""A typed OpenStack Placement client over a keystoneauth1 adapter.
-
-Every call names its microversion. Errors are typed::
-
-    PlacementError
-    ├── NotFound              404
-    ├── GenerationConflict    409 placement.concurrent_update
-    ├── InventoryInUse        409 placement.inventory.inuse (lowering below allocations)
-    ├── ProviderInUse         409 provider has allocations or children
-    ├── ClientError           any other 4xx
-    │   └── AlreadyExists     409 placement.duplicate_name (a provider's uuid or name)
-    └── ServerError           5xx
-        └── Unreachable       no answer (connection refused or reset, timeout, no endpoint)
-
-Requests are retried by keystoneauth as the ``[placement]`` options say
-(``connect_retries``, ``status_code_retries``; see ``acceld.conf.placement``), so an
-error here is what is left after those retries.
-"""
+"""A typed OpenStack Placement client over a keystoneauth1 adapter; every call names its
+microversion. An error (what is left after keystoneauth's retries, ``[placement]``
+options) is typed by :func:`_error`: 404 NotFound, 409 by Placement's error code, other
+4xx ClientError, 5xx ServerError, no answer Unreachable (a ServerError)."""
 
 from __future__ import annotations
 

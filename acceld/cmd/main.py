@@ -1,13 +1,6 @@
-"""The ``acceld`` command: server sub-commands here, every other verb to the operator CLI.
-
-``acceld serve``      API + conductor + agent in one process (SQLite, in-process bus)
-``acceld api``        the REST API (database + RabbitMQ)
-``acceld conductor``  the conductor (database + RabbitMQ)
-``acceld agent``      the agent of this host (RabbitMQ only; never the database)
-``acceld db upgrade|version``
-Options after the sub-command go to oslo.config (``--config-file``, ``--config-dir``).
-``acceld help COMMAND`` is ``acceld COMMAND --help`` for every command.
-"""
+"""The ``acceld`` command: the server sub-commands (``acceld.cli.SERVER_COMMANDS``; their
+options go to oslo.config: ``--config-file``, ``--config-dir``) run here, every other verb
+in the operator CLI. ``acceld help COMMAND`` is ``acceld COMMAND --help``."""
 
 from __future__ import annotations
 

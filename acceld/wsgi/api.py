@@ -1,7 +1,5 @@
-"""``acceld.wsgi.api:application``: the API for a WSGI server.
-
-Configuration comes from ``ACCELD_CONFIG_FILE`` (default ``/etc/acceld/acceld.conf``).
-"""
+"""``acceld.wsgi.api:application``: the API for a WSGI server, configured from
+``ACCELD_CONFIG_FILE`` (default ``/etc/acceld/acceld.conf``)."""
 
 from __future__ import annotations
 
