@@ -13,10 +13,7 @@ class AccelDError(Exception):
 
     def __init__(self, message: str = "") -> None:
         super().__init__(message)
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
+        self.message = message    # str() too
 
 
 class NotFound(AccelDError):

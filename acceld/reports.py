@@ -48,9 +48,8 @@ FUNCTION_IMAGE_PREFIX = "function:"
 
 
 def function_trait(function_id: str) -> str:
-    """The trait a programmable driver reports for a function loaded in a device (an
-    FPGA's AFU id or xclbin UUID, a fake image's function name): what a device profile's
-    ``accel:function_id`` is compared with, and what Placement shows."""
+    """The trait of a function loaded in a device (an AFU id, an xclbin UUID): what a
+    device profile's ``accel:function_id`` is compared with, and Placement shows."""
     return FUNCTION_TRAIT_PREFIX + re.sub(r"[^A-Z0-9_]", "", function_id.upper())
 
 
@@ -249,8 +248,7 @@ def make_device(*, identity: str, type: str, vendor: str, model: str,
                 name: str = "", std_board_info: Mapping[str, Any] | None = None,
                 vendor_board_info: Mapping[str, Any] | None = None,
                 health: Mapping[str, Any] | None = None) -> Device:
-    """Build a Device from plain data (what drivers and the wire both use); ``health`` is
-    ``{"status", "reasons"}`` (the agent fills it from the driver's ``health()``)."""
+    """A Device from plain data (drivers' and the wire's); ``health``: {status, reasons}."""
     health = health or {}
     return Device(
         identity=identity, type=type, vendor=vendor, model=model, name=name,

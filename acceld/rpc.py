@@ -399,8 +399,7 @@ class ConductorClient:
                           "%s is synced on the next periodic pass", host)
 
     def heartbeat(self, host: str, binary: str, version: str) -> None:
-        """Stamped with its send time: a late delivery must not make a dead agent look
-        alive."""
+        """Stamped: a late delivery must not make a dead agent look alive."""
         self._t.cast(CONDUCTOR_TOPIC, None, "heartbeat",
                      {"host": host, "binary": binary, "version": version,
                       "sent_at": time.time()})
@@ -441,8 +440,7 @@ class ConductorClient:
         self._call("arq_unbind", uuids=uuids, project_id=project_id)
 
     def release_handles(self, handles: list[dict[str, Any]]) -> None:
-        """Host clean-up of attach handles a delete freed (a cast: the caller does not
-        wait for the hosts)."""
+        """A cast: host clean-up of attach handles a delete freed."""
         self._cast_or_log("release_handles", {"handles": handles}, logging.WARNING,
                           "the host set-up of %d freed attach handle(s) stays until a "
                           "bind prepares them again (prepare is idempotent)", len(handles))
@@ -495,8 +493,7 @@ class AgentClient:
 
     def prepare_handle(self, host: str, driver: str, identity: str,
                        attach_info: dict[str, str], handle_uuid: str) -> dict[str, Any]:
-        """The host-side work of binding one attach handle ({"ok", "error",
-        "attach_info"}); :meth:`release_handle` undoes it."""
+        """Host-side binding of one attach handle: {"ok", "error", "attach_info"}."""
         return self._call(host, "prepare_handle", driver=driver, identity=identity,
                           attach_info=attach_info, handle_uuid=handle_uuid)
 

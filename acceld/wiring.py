@@ -79,8 +79,7 @@ def start_conductor(conf: cfg.ConfigOpts, db: Database,
 
 def start_agent(conf: cfg.ConfigOpts, transport: rpc.Transport, host: str | None = None,
                 **collaborators: Any) -> tuple[AgentManager, rpc.Server]:
-    """The agent with its RPC server; ``collaborators`` replace the drivers' real sysfs,
-    command runner, NVML, ... (tests and demos on fake hosts)."""
+    """The agent with its RPC server; ``collaborators`` replace its real sysfs, NVML, ..."""
     manager = AgentManager(conf, rpc.ConductorClient(transport), host=host, **collaborators)
     server = transport.serve(rpc.AGENT_TOPIC, manager.host, manager)
     server.start()
@@ -221,8 +220,7 @@ class ApiProcesses:
             backoff = min(backoff * 2, 30.0) if died_young else 1.0
 
     def stop(self) -> None:
-        """SIGTERM to each worker while this server stops the same way; a worker still
-        running ``shutdown_timeout`` + 10 s later is killed."""
+        """SIGTERM to each worker as this server stops; one left 10 s past the grace dies."""
         self._stopping.set()
         if self._watcher.is_alive():
             self._watcher.join(5)
@@ -243,8 +241,7 @@ class ApiProcesses:
 
 
 def _fit_open_files(wanted: int) -> None:
-    """Raise the soft limit on open files (systemd's default: 1024) to ``wanted`` as far
-    as the hard limit allows."""
+    """Raise the soft limit on open files (systemd's: 1024) towards ``wanted``."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and soft < wanted:
         target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
@@ -258,8 +255,7 @@ def api_app(conf: cfg.ConfigOpts, db: Database,
 
 
 def wait_for_signal(stop: threading.Event, parent: int | None = None) -> None:
-    """Until SIGTERM or SIGINT, or (``parent`` given) until that process is no longer
-    this one's parent (it died: an API worker must not outlive its service)."""
+    """Until SIGTERM/SIGINT, or until process ``parent`` is no longer this one's parent."""
     def handler(signum: int, _frame: Any) -> None:
         LOG.info("signal %d: stopping", signum)
         stop.set()

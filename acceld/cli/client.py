@@ -24,8 +24,7 @@ class CliError(Exception):
 
 
 class TimedOut(CliError):
-    """Not finished in time (a ``--wait`` or the HTTP ``--timeout``): the outcome is not
-    known yet, exit status 3."""
+    """Not finished in time (``--wait``, ``--timeout``; it may still finish): exit 3."""
 
     exit_code = 3
 

@@ -60,9 +60,8 @@ def _print_acc(obj: Any, fmt: str) -> None:
 def _wait(what: str, current: dict[str, Any], read: Callable[[], dict[str, Any]],
           finished: Callable[[dict[str, Any]], bool], describe: Callable[[dict[str, Any]], str],
           seconds: float) -> tuple[dict[str, Any], bool]:
-    """Read ``what`` again until it is ``finished`` or ``seconds`` have passed; a line on
-    stderr when its description changes and every PROGRESS_EVERY seconds. Returns the
-    last object read and whether it finished."""
+    """Read ``what`` again until it is ``finished`` or ``seconds`` have passed, with progress
+    on stderr; returns the last object read and whether it finished."""
     if seconds <= 0:
         return current, finished(current)
     started = time.monotonic()
@@ -103,8 +102,7 @@ def _print_result(fmt: str, data: Any, text: str) -> None:
 
 
 def acc_list(client: Client, args: argparse.Namespace) -> int:
-    """GET /v1/accelerators with the given filters; with --limit, a line on stderr says
-    where the next page starts when there is one."""
+    """GET /v1/accelerators; with --limit, stderr says where a next page starts."""
     params = {key: getattr(args, key) for key in
               ("host", "state", "device_type", "instance_uuid", "limit", "marker")}
     body = client.get("/v1/accelerators", params)
@@ -136,8 +134,7 @@ def acc_create(client: Client, args: argparse.Namespace) -> int:
 
 
 def acc_set_state(client: Client, args: argparse.Namespace) -> int:
-    """PUT the state ``args.target``, then wait (--wait) while the driver's install or
-    uninstall runs; failed when the device ends in ``error``."""
+    """PUT state ``args.target`` and wait (--wait) for the driver's step; failed on error."""
     state, transient = args.target, TRANSITIONS[args.target]
     record = _acc_obj(client.put(_acc_path(args.uuid, "/state"), {"state": state}))
     record, finished = _wait(
@@ -203,8 +200,7 @@ def acc_detach(client: Client, args: argparse.Namespace) -> int:
 
 
 def driver_list(client: Client, args: argparse.Namespace) -> int:
-    """GET /v1/drivers; --long adds the error column and each driver's explanation of its
-    last discovery (checks, expected versus found, skipped devices)."""
+    """GET /v1/drivers; --long adds errors and each driver's explanation of its discovery."""
     params = {"host": args.host, "long": "true" if args.long else None}
     rows = _list_key(client.get("/v1/drivers", params), "drivers")
     columns = DRIVER_COLUMNS + ("error",) if args.long else DRIVER_COLUMNS
@@ -286,9 +282,8 @@ def placement_sync(client: Client, args: argparse.Namespace) -> int:
 
 
 def discover_services(client: Client, args: argparse.Namespace) -> int:
-    """POST /v1/discover, then GET /v1/backends: the hosts asked to rediscover and the
-    services of each backend as the drivers last reported them (a rediscovery shows up
-    with the host's next report, seconds later)."""
+    """POST /v1/discover, then GET /v1/backends as the drivers last reported them (the
+    rediscovery shows up with each host's next report)."""
     if args.host:
         asked = [args.host]
     else:
@@ -310,8 +305,7 @@ def discover_services(client: Client, args: argparse.Namespace) -> int:
 
 
 def driver_action(client: Client, args: argparse.Namespace) -> int:
-    """POST /v1/drivers/NAME/action {"action": ``args.action``} (install, uninstall,
-    update); failed unless it succeeded on every host."""
+    """POST /v1/drivers/NAME/action ``args.action``; failed unless it worked on every host."""
     action = args.action
     body: dict[str, Any] = {"action": action}
     if args.host:
@@ -392,8 +386,7 @@ def acc_stats(client: Client, args: argparse.Namespace) -> int:
 
 
 def detach_instance(client: Client, args: argparse.Namespace) -> int:
-    """Detach one accelerator of INSTANCE_UUID, or every one attached to it; tries each and
-    fails when any detach failed."""
+    """Detach one or every accelerator of INSTANCE_UUID; failed when any detach failed."""
     instance = args.instance_uuid
     if args.accelerator:
         attached = _acc_obj(client.get(_acc_path(args.accelerator))).get("attached_to")

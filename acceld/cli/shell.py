@@ -222,8 +222,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_server_verbs(subparsers: Any) -> None:
-    """The server verbs, listed for --help; ``acceld.cmd.main`` runs them before this
-    parser sees them, so here they take nothing."""
+    """The server verbs, listed for --help (``acceld.cmd.main`` runs them)."""
     for name, help_text in SERVER_COMMANDS.items():
         p = subparsers.add_parser(name, help=help_text, add_help=False)
         p.set_defaults(server=name)

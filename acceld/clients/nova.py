@@ -38,8 +38,7 @@ class ServerError(NovaError):
 
 @dataclasses.dataclass(frozen=True)
 class BoundEvent:
-    """One ``accelerator-request-bound`` event: ARQ ``arq_uuid`` of ``server_uuid`` is
-    resolved, ``status`` completed (Bound) or failed."""
+    """ARQ ``arq_uuid`` of ``server_uuid`` is resolved: ``status`` completed or failed."""
     server_uuid: str
     arq_uuid: str
     status: str

@@ -94,8 +94,7 @@ class PlacementClient:
         raise _error(method, url, resp)
 
     def probe(self, timeout: float) -> None:
-        """One GET of Placement's root (its version document), not retried and waiting at
-        most ``timeout`` seconds; raises when Placement does not answer 200."""
+        """GET Placement's root once, for at most ``timeout`` seconds; raises unless 200."""
         self._request("GET", "/", None, connect_retries=0, status_code_retries=0,
                       timeout=timeout)
 

@@ -47,11 +47,9 @@ def run(command: str, rest: list[str]) -> int:
     listens = command in ("serve", "api")
     conf = config.load(rest, command=command, description=DESCRIPTIONS[command],
                        cli_opts=LISTEN_OPTS if listens else None)
-    if listens:
-        if conf.listen_host is not None:
-            conf.set_override("host_ip", conf.listen_host, group="api")
-        if conf.listen_port is not None:
-            conf.set_override("port", conf.listen_port, group="api")
+    for given, option in (("listen_host", "host_ip"), ("listen_port", "port")):
+        if listens and conf[given] is not None:
+            conf.set_override(option, conf[given], group="api")
     wiring.setup_logging(conf)
     if listens:
         return {"serve": serve, "api": api}[command](conf, rest)
@@ -75,8 +73,7 @@ def _db(rest: list[str]) -> int:
 
 
 def serve(conf: cfg.ConfigOpts, argv: list[str]) -> int:
-    """All in one process on the embedded default (with several ``[api] processes``,
-    API worker processes beside it reach its conductor and agent over their links)."""
+    """All in one process (and its API worker processes) on the embedded default."""
     db = wiring.database(conf, api=True, services=True)
     migration.upgrade(db)
     transport = rpc.LocalTransport()
@@ -91,9 +88,8 @@ def serve(conf: cfg.ConfigOpts, argv: list[str]) -> int:
 
 
 def until_signal(stops: list[Callable[[], object]], parent: int | None = None) -> int:
-    """Run until SIGTERM/SIGINT (or, ``parent`` given, until that process is gone), then
-    call ``stops`` in order (the HTTP server's first: requests in flight finish, and may
-    still reach the conductor)."""
+    """Run until SIGTERM/SIGINT (or until process ``parent`` is gone), then call ``stops``
+    in order (the HTTP server's first: requests in flight may still need the rest)."""
     try:
         wiring.wait_for_signal(threading.Event(), parent)
     finally:

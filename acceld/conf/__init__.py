@@ -40,8 +40,7 @@ DEFAULT_CONFIG_FILE = "/etc/acceld/acceld.conf"
 
 
 def register_all(conf: cfg.ConfigOpts) -> cfg.ConfigOpts:
-    """Register every acceld option group, the installed drivers' included (and
-    oslo.log's, oslo.db's, oslo.messaging's and keystonemiddleware's), on ``conf``."""
+    """Register every option group on ``conf``: acceld's, the drivers' and the libraries'."""
     for module in PLAIN_MODULES:
         conf.register_opts(module.OPTS, group=module.GROUP)
     for module in CLIENT_MODULES:
