@@ -4,6 +4,7 @@ ones, which :mod:`acceld.cmd.main` runs and which are listed here for ``--help``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import logging
@@ -304,28 +305,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = _parse(parser, [*args.topic, "--help"])
         return result if isinstance(result, int) else EXIT_USAGE
     _setup_logging(args.debug)
-    client: Client | None = None
     try:
-        client = Client(args.url, _resolve_token(args), args.timeout)
-        handler: Handler = args.handler
-        return handler(client, args)
-    except CliError as exc:
-        if args.debug:
-            traceback.print_exc()
-        print_error(str(exc))
-        return exc.exit_code
+        with contextlib.closing(Client(args.url, _resolve_token(args), args.timeout)) as client:
+            handler: Handler = args.handler
+            return handler(client, args)
     except KeyboardInterrupt:
         print_error("interrupted")
         return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - the CLI must not dump tracebacks
         if args.debug:
             traceback.print_exc()
+        if isinstance(exc, CliError):
+            print_error(str(exc))
+            return exc.exit_code
         print_error(f"unexpected {type(exc).__name__}: {exc}")
         return EXIT_FAILED
-    finally:
-        if client is not None:
-            client.close()
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -5,6 +5,7 @@ exist only once ``auth_type`` is known, so :func:`acceld.conf.load` registers th
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from keystoneauth1 import loading as ks_loading
@@ -26,10 +27,8 @@ def register(conf: cfg.ConfigOpts, group: str, service_type: str,
 def register_plugin_opts(conf: cfg.ConfigOpts, group: str, auth_type: str) -> None:
     """Register the options of auth plugin ``auth_type`` (e.g. admin_token's endpoint)."""
     for opt in ks_loading.get_auth_plugin_conf_options(auth_type):
-        try:
+        with contextlib.suppress(cfg.DuplicateOptError):
             conf.register_opt(opt, group=group)
-        except cfg.DuplicateOptError:
-            pass
 
 
 def list_opts(group: str, extra: list[cfg.Opt], defaults: dict[str, Any] | None = None
