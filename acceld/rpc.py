@@ -50,8 +50,7 @@ class Transport(Protocol):
     def call(self, topic: str, server: str | None, method: str, kwargs: dict[str, Any],
              timeout: float | None = None) -> Any: ...
 
-    def cast(self, topic: str, server: str | None, method: str,
-             kwargs: dict[str, Any]) -> None: ...
+    def cast(self, topic: str, server: str | None, method: str, kwargs: dict[str, Any]) -> None: ...
 
     def serve(self, topic: str, server: str | None, endpoint: object) -> Server: ...
 
@@ -119,11 +118,9 @@ class LocalTransport:
     def call(self, topic: str, server: str | None, method: str, kwargs: dict[str, Any],
              timeout: float | None = None) -> Any:
         ep = self._endpoint(topic, server)
-        return _served(topic, server, method,
-                       lambda: _wire(getattr(ep, method)(**_wire(kwargs))))
+        return _served(topic, server, method, lambda: _wire(getattr(ep, method)(**_wire(kwargs))))
 
-    def cast(self, topic: str, server: str | None, method: str,
-             kwargs: dict[str, Any]) -> None:
+    def cast(self, topic: str, server: str | None, method: str, kwargs: dict[str, Any]) -> None:
         ep = self._endpoint(topic, server)
         args = _wire(kwargs)
 
@@ -243,8 +240,7 @@ class LinkTransport:
              timeout: float | None = None) -> Any:
         return self._ask(topic, server, method, kwargs, timeout, cast=False)
 
-    def cast(self, topic: str, server: str | None, method: str,
-             kwargs: dict[str, Any]) -> None:
+    def cast(self, topic: str, server: str | None, method: str, kwargs: dict[str, Any]) -> None:
         self._ask(topic, server, method, kwargs, None, cast=True)
 
     def close(self) -> None:
@@ -262,8 +258,7 @@ class _EndpointAdapter:
     through :func:`_served` (oslo.messaging would send a non-domain error's text and
     traceback to the caller). Each adapted method is built once, then kept."""
 
-    def __init__(self, endpoint: object, topic: str = "acceld",
-                 server: str | None = None) -> None:
+    def __init__(self, endpoint: object, topic: str = "acceld", server: str | None = None) -> None:
         self._endpoint = endpoint
         self._where = (topic, server)
         from oslo_messaging import Target
@@ -345,8 +340,7 @@ class MessagingTransport:
             raise exception.HostUnreachable(
                 f"{topic}.{server or '*'} is unreachable ({method}).") from exc
 
-    def cast(self, topic: str, server: str | None, method: str,
-             kwargs: dict[str, Any]) -> None:
+    def cast(self, topic: str, server: str | None, method: str, kwargs: dict[str, Any]) -> None:
         try:
             self._client(topic, server, None, False).cast({}, method, **kwargs)
         except self._om.MessagingException as exc:
@@ -488,8 +482,7 @@ class AgentClient:
 
     def host_attachment(self, host: str, driver: str, identity: str,
                         attach: bool) -> dict[str, Any]:
-        return self._call(host, "host_attachment", driver=driver, identity=identity,
-                          attach=attach)
+        return self._call(host, "host_attachment", driver=driver, identity=identity, attach=attach)
 
     def prepare_handle(self, host: str, driver: str, identity: str,
                        attach_info: dict[str, str], handle_uuid: str) -> dict[str, Any]:

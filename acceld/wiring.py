@@ -172,12 +172,10 @@ class ApiProcesses:
         self._count = (conf.api.processes or len(os.sched_getaffinity(0))) - 1
         self._workers: list[tuple[subprocess.Popen[bytes], rpc.LinkServer | None, float]] = []
         self._stopping = threading.Event()
-        self._watcher = threading.Thread(target=self._watch, name="api-processes",
-                                         daemon=True)
+        self._watcher = threading.Thread(target=self._watch, name="api-processes", daemon=True)
 
     def _spawn(self) -> tuple[subprocess.Popen[bytes], rpc.LinkServer | None, float]:
-        env = dict(os.environ, **{LISTEN_FD: str(self._sock.fileno()),
-                                  PARENT: str(os.getpid())})
+        env = dict(os.environ, **{LISTEN_FD: str(self._sock.fileno()), PARENT: str(os.getpid())})
         fds = [self._sock.fileno()]
         ours = theirs = None
         if self._link is not None:

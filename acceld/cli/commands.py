@@ -296,8 +296,7 @@ def discover_services(client: Client, args: argparse.Namespace) -> int:
         print_json({"hosts": hosts, "backends": backends})
     else:
         print_list([{"host": h} for h in hosts], ("host",), "table")
-        print_list(backends, BACKEND_COLUMNS, "table",
-                   {"services": lambda v: ", ".join(v or [])})
+        print_list(backends, BACKEND_COLUMNS, "table", {"services": lambda v: ", ".join(v or [])})
     silent = [h for h in asked if h not in hosts]
     if silent:
         raise CliError(f"no agent answered on: {', '.join(silent)}")
@@ -396,8 +395,7 @@ def detach_instance(client: Client, args: argparse.Namespace) -> int:
                            f"{instance}")
         uuids = [args.accelerator]
     else:
-        rows = _list_key(client.get("/v1/accelerators", {"instance_uuid": instance}),
-                         "accelerator")
+        rows = _list_key(client.get("/v1/accelerators", {"instance_uuid": instance}), "accelerator")
         uuids = [str(r["uuid"]) for r in rows if r.get("uuid")]
         if not uuids:
             raise CliError(f"no accelerator is attached to instance {instance}")

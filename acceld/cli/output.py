@@ -65,8 +65,7 @@ def print_list(rows: Iterable[dict[str, Any]], columns: Sequence[str], fmt: str,
     if fmt == "json":
         return print_json(items)
     render = {col: (formatters or {}).get(col, render_value) for col in columns}
-    _print_table(list(columns), ([render[col](item.get(col)) for col in columns]
-                                 for item in items))
+    _print_table(list(columns), ([render[col](item.get(col)) for col in columns] for item in items))
 
 
 def print_object(obj: dict[str, Any], fmt: str) -> None:

@@ -102,8 +102,7 @@ def _add_global_options(parser: argparse.ArgumentParser) -> None:
                         help="seconds to wait for each HTTP answer (default %(default)s)")
     parser.add_argument("-f", "--format", choices=FORMATS, default="table",
                         help="output format (default: table)")
-    parser.add_argument("--debug", action="store_true",
-                        help="log requests and show tracebacks")
+    parser.add_argument("--debug", action="store_true", help="log requests and show tracebacks")
 
 
 def _add_accelerator_verbs(subparsers: Any) -> None:
@@ -140,8 +139,7 @@ def _add_accelerator_verbs(subparsers: Any) -> None:
     p.add_argument("--revision", type=_number(int, 0, "an integer", "must be >= 0"),
                    help="expected revision (default: read it from the server first)")
 
-    p = _verb(acc_sub, "attach", commands.acc_attach, "attach to an instance or host",
-              uuid="UUID")
+    p = _verb(acc_sub, "attach", commands.acc_attach, "attach to an instance or host", uuid="UUID")
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--instance", metavar="INSTANCE_UUID")
     group.add_argument("--host")

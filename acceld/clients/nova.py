@@ -82,8 +82,7 @@ class NovaClient:
     def _check_multi_status(resp: Any, events: list[BoundEvent]) -> None:
         try:
             answered = resp.json()["events"]
-            codes = {(e.get("server_uuid"), e.get("tag")): int(e.get("code", 0))
-                     for e in answered}
+            codes = {(e.get("server_uuid"), e.get("tag")): int(e.get("code", 0)) for e in answered}
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ClientError("POST /os-server-external-events: 207 with an unreadable "
                               "body", 207) from exc
@@ -96,5 +95,4 @@ class NovaClient:
             elif code != 200:
                 bad.append(f"{ev.arq_uuid}={code}")
         if bad:
-            raise ClientError(f"POST /os-server-external-events: 207 with {', '.join(bad)}",
-                              207)
+            raise ClientError(f"POST /os-server-external-events: 207 with {', '.join(bad)}", 207)

@@ -95,8 +95,7 @@ class PlacementClient:
 
     def probe(self, timeout: float) -> None:
         """GET Placement's root once, for at most ``timeout`` seconds; raises unless 200."""
-        self._request("GET", "/", None, connect_retries=0, status_code_retries=0,
-                      timeout=timeout)
+        self._request("GET", "/", None, connect_retries=0, status_code_retries=0, timeout=timeout)
 
     # -- providers ---------------------------------------------------------------------
     def find_provider(self, name: str) -> Provider | None:

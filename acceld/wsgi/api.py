@@ -16,5 +16,4 @@ def init_application() -> object:
     return wiring.api_app(conf, wiring.database(conf, api=True), rpc.make_transport(conf))
 
 
-application = init_application() if os.environ.get("ACCELD_WSGI_AUTOLOAD", "1") == "1" \
-    else None
+application = init_application() if os.environ.get("ACCELD_WSGI_AUTOLOAD", "1") == "1" else None
