@@ -27,8 +27,7 @@ def _finite(text: str) -> float:
 _DECODER = json.JSONDecoder(parse_constant=_constant, parse_float=_finite)
 
 def encoder(default: Callable[[Any], Any] | None = None) -> Callable[[Any], str]:
-    """``json.dumps(value, default=default)``, built once, without the circular-reference
-    check (values written here are trees; a cycle would be a bug)."""
+    """``json.dumps(value, default=default)``, built once, with no circular-reference check."""
     return json.JSONEncoder(default=default, check_circular=False).encode
 
 

@@ -160,10 +160,6 @@ class DriverReport:
     explanation: Mapping[str, Any] | None = dataclasses.field(default=None, hash=False)
     capabilities: tuple[str, ...] = ()
 
-    @property
-    def ok(self) -> bool:
-        return self.state == states.DRIVER_INSTALLED
-
 
 @dataclasses.dataclass(frozen=True)
 class InventoryReport:

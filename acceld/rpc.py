@@ -141,9 +141,8 @@ class LocalTransport:
 
 class LinkServer:
     """The parent's end of an API worker's link: each JSON line on ``sock`` is a call or
-    cast, run on ``transport`` by one of ``threads`` (the worker's request threads, so
-    no call queues); each answer is a JSON line naming its call (a domain error as its
-    class name and message)."""
+    cast, run on ``transport`` by one of ``threads`` (as many as the worker's request
+    threads); each answer is a JSON line naming its call."""
 
     def __init__(self, transport: LocalTransport, sock: socket.socket, threads: int) -> None:
         self._transport, self._sock = transport, sock
@@ -184,10 +183,8 @@ class LinkServer:
 
 
 class LinkTransport:
-    """An API worker's transport: calls and casts go over ``sock`` to the parent's
-    :class:`LinkServer` and behave as on its bus (no timeout of their own). Concurrent
-    calls share the socket, each numbered; once the parent is gone every call fails
-    with :class:`~acceld.exception.HostUnreachable`."""
+    """An API worker's transport: numbered calls and casts over ``sock`` to the parent's
+    :class:`LinkServer`, behaving as on its bus; HostUnreachable once the parent is gone."""
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
@@ -254,9 +251,8 @@ def _close(sock: socket.socket) -> None:
 
 
 class _EndpointAdapter:
-    """Exposes ``endpoint``'s public methods with oslo.messaging's (ctxt, **kw) signature,
-    through :func:`_served` (oslo.messaging would send a non-domain error's text and
-    traceback to the caller). Each adapted method is built once, then kept."""
+    """``endpoint``'s public methods with oslo.messaging's (ctxt, **kw) signature, through
+    :func:`_served` (not sending an error's text and traceback to the caller)."""
 
     def __init__(self, endpoint: object, topic: str = "acceld", server: str | None = None) -> None:
         self._endpoint = endpoint
@@ -380,8 +376,7 @@ class ConductorClient:
 
     def _cast_or_log(self, method: str, kwargs: dict[str, Any], level: int,
                      lost: str, *args: Any) -> None:
-        """A cast whose loss is survivable: an unreachable conductor is logged with
-        ``lost`` (what happens instead), not raised."""
+        """A cast whose loss is survivable: logged with ``lost``, not raised."""
         try:
             self._t.cast(CONDUCTOR_TOPIC, None, method, kwargs)
         except exception.HostUnreachable:

@@ -47,8 +47,7 @@ DEVICE_STATUS_ENABLED = "enabled"
 
 
 def unusable_reasons(state: str, status: str, health: str) -> list[str]:
-    """Why a device in ``state``, ``status`` and ``health`` may not go to a guest, each as
-    a phrase ("is inactive, not ready"); empty when it may."""
+    """Why the device may not go to a guest ("is inactive, not ready", ...); empty if it may."""
     why = []
     if state != READY:
         why.append(f"is {state}, not {READY}")

@@ -32,8 +32,7 @@ LOG = logging.getLogger(__name__)
 
 
 def setup_logging(conf: cfg.ConfigOpts) -> None:
-    """oslo.log's set-up, as in every OpenStack service (log_file, debug, syslog, ...; a
-    line logged while a request is served carries its request id)."""
+    """oslo.log's set-up, as in every OpenStack service (log_file, debug, syslog, ...)."""
     from oslo_log import log
 
     log.setup(conf, "acceld")
@@ -47,10 +46,8 @@ SERVICE_CONNECTIONS = 8
 
 def database(conf: cfg.ConfigOpts, *, api: bool = False, services: bool = False) -> Database:
     """The database of ``[database] connection`` (else the embedded SQLite one), its pool
-    sized for what runs here: one connection per API worker thread (a request holds at
-    most one, so load queues on the threads, never on the pool) plus
-    :data:`SERVICE_CONNECTIONS` for the services; an overflow of as many again, at least
-    oslo.db's default of 50; a thread waits up to a minute for one."""
+    sized for what runs here: one connection per API worker thread (so load queues on
+    the threads, never on the pool) plus :data:`SERVICE_CONNECTIONS` for the services."""
     url = conf.database.connection or default_sqlite_url(conf.state_path)
     size = (conf.api.workers if api else 0) + (SERVICE_CONNECTIONS if services else 0)
     if not size:
@@ -61,8 +58,7 @@ def database(conf: cfg.ConfigOpts, *, api: bool = False, services: bool = False)
 def start_conductor(conf: cfg.ConfigOpts, db: Database,
                     transport: rpc.Transport) -> tuple[ConductorManager, rpc.Server]:
     """The conductor with its RPC server, its Placement sync when [placement] is
-    configured and its Nova notifier when [nova] is (without, Nova sees only the binds
-    resolved before its compute reads the ARQs)."""
+    configured and its Nova notifier when [nova] is."""
     placement = nova = None
     if placement_conf.enabled(conf):
         placement = PlacementSyncer(conf, db, placement_client.PlacementClient(
@@ -89,9 +85,8 @@ def start_agent(conf: cfg.ConfigOpts, transport: rpc.Transport, host: str | None
 
 class HttpServer:
     """The API's HTTP server, waitress (see docs/deployment.md), serving ``app`` on the
-    listening socket ``sock`` (maybe shared with other processes): one I/O thread reads
-    each request whole and keeps idle connections, ``[api] workers`` threads run the app.
-    Its own limits sit above the app's, so a client meets the app's JSON errors first."""
+    listening socket ``sock`` (maybe shared with other processes) with ``[api] workers``
+    threads; its own limits sit above the app's, so clients meet the app's JSON errors."""
 
     def __init__(self, conf: cfg.ConfigOpts, app: Any, sock: socket.socket) -> None:
         api = conf.api
@@ -119,10 +114,9 @@ class HttpServer:
         self._thread.start()
 
     def stop(self) -> None:
-        """SIGTERM's graceful stop: stop accepting, let every request already begun finish
-        for at most ``[api] shutdown_timeout`` seconds, closing each connection once idle,
-        then close what is left. Waitress has no drain: this does what its ``close`` and
-        its idle sweep (``maintenance``) do."""
+        """SIGTERM's graceful stop: stop accepting, let requests already begun finish for
+        up to ``[api] shutdown_timeout`` seconds, closing connections once idle (waitress
+        has no drain: this does what its ``close`` and idle sweep do)."""
         server = self._server
         server.accepting = False              # the loop no longer polls the listener,
         server.del_channel()                  # and new connections are refused
@@ -157,11 +151,9 @@ LISTEN_FD, PARENT, LINK_FD = "ACCELD_API_LISTEN_FD", "ACCELD_API_PARENT", "ACCEL
 
 class ApiProcesses:
     """The API of `acceld serve` and `acceld api`: an :class:`HttpServer` here and
-    ``[api] processes`` (default: one per CPU) less one worker processes
-    (``acceld.cmd.api_worker`` with the configuration of ``argv``), all accepting on the
-    one listening socket bound here. With ``link`` (``acceld serve``) a worker reaches
-    this process's bus through an :class:`rpc.LinkServer`. A worker that exits is
-    restarted (with a growing delay while they die at start)."""
+    ``[api] processes`` (default: one per CPU) less one ``acceld.cmd.api_worker``
+    processes (restarted when they exit), all on the one listening socket bound here;
+    with ``link``, workers reach this process's bus through :class:`rpc.LinkServer`."""
 
     def __init__(self, conf: cfg.ConfigOpts, argv: list[str], app: Any,
                  link: rpc.LocalTransport | None = None) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 import requests
 
@@ -57,14 +57,6 @@ def _short_reason(exc: requests.RequestException) -> str:
     return str(reason or exc)
 
 
-class Response(NamedTuple):
-    """The parts of an HTTP answer that commands use (``headers`` case-insensitive)."""
-
-    status: int
-    headers: Mapping[str, str]
-    body: Any
-
-
 class Client:
     """A thin JSON client bound to one acceld endpoint."""
 
@@ -77,8 +69,8 @@ class Client:
             self._session.headers["X-Auth-Token"] = token
 
     def request(self, method: str, path: str, *, params: dict[str, Any] | None = None,
-                body: Any = None) -> Response:
-        """Send one request; raise :class:`ApiError` or :class:`CliError` on failure."""
+                body: Any = None) -> tuple[Any, Mapping[str, str]]:
+        """Send one request: (decoded body, headers), or ApiError / CliError."""
         url = self.url + path
         clean = {k: v for k, v in (params or {}).items() if v is not None}
         data = None if body is None else json.dumps(body)
@@ -103,23 +95,23 @@ class Client:
             parsed = resp.json() if resp.content else None
         except ValueError as exc:
             raise CliError(f"invalid JSON in {resp.status_code} answer from {url}") from exc
-        return Response(resp.status_code, resp.headers, parsed)
+        return parsed, resp.headers     # header names case-insensitive
 
     def close(self) -> None:
         self._session.close()
 
     # the decoded body of one request
     def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
-        return self.request("GET", path, params=params).body
+        return self.request("GET", path, params=params)[0]
 
     def put(self, path: str, body: Any) -> Any:
-        return self.request("PUT", path, body=body).body
+        return self.request("PUT", path, body=body)[0]
 
     def post(self, path: str, body: Any) -> Any:
-        return self.request("POST", path, body=body).body
+        return self.request("POST", path, body=body)[0]
 
     def patch(self, path: str, body: Any) -> Any:
-        return self.request("PATCH", path, body=body).body
+        return self.request("PATCH", path, body=body)[0]
 
     def delete(self, path: str) -> None:
         self.request("DELETE", path)

@@ -124,8 +124,7 @@ def acc_create(client: Client, args: argparse.Namespace) -> int:
     body = {"name": args.name}
     if args.uuid:
         body["uuid"] = args.uuid
-    resp = client.request("POST", "/v1/accelerators", body=body)
-    location = resp.headers.get("Location") or ""
+    location = client.request("POST", "/v1/accelerators", body=body)[1].get("Location") or ""
     uuid = location.rstrip("/").rsplit("/", 1)[-1] if location else args.uuid
     if not uuid:
         raise CliError("unexpected answer from server: no Location of the new accelerator")

@@ -22,8 +22,7 @@ _ESCAPES = {c: (f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}") for c in _UNSAFE}
 
 
 def safe(text: str) -> str:
-    """``text`` with every control, bidi and line-separator character written as a
-    ``\\xNN`` or ``\\uNNNN`` escape: one line that shows what it contains."""
+    """``text`` with every control, bidi and line-separator character escaped: one line."""
     return text.translate(_ESCAPES)
 
 

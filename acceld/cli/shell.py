@@ -74,8 +74,7 @@ def _positive_seconds(text: str) -> float:
 
 def _verb(subparsers: Any, name: str, handler: Handler, help_text: str,
           description: str | None = None, uuid: str | None = None) -> argparse.ArgumentParser:
-    """A verb: ``help_text`` is its line in the list of commands, ``description`` (default:
-    the same) heads its own --help; ``uuid`` names its UUID argument, if it takes one."""
+    """A verb: its line in the list of commands, its --help's head, its UUID argument."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         name, help=help_text, description=description or help_text, epilog=VERB_EPILOG)
     # SUPPRESS keeps a sub-command from overwriting a -f given before the verb.

@@ -59,14 +59,12 @@ def register_all(conf: cfg.ConfigOpts) -> cfg.ConfigOpts:
 
 
 def set_lib_defaults() -> None:
-    """acceld's defaults of library options (oslo.log's ``default_log_levels``); the
-    ``oslo.config.opts.defaults`` entry point, so the sample config shows them."""
+    """acceld's defaults of library options (the ``oslo.config.opts.defaults`` entry point)."""
     log.set_defaults(default_log_levels=LOG_LEVELS)
 
 
 def driver_opts() -> list[tuple[str, list[cfg.Opt]]]:
-    """The option groups of every installed driver (one that cannot be imported is left
-    out: the agent reports it when it fails to load it)."""
+    """The option groups of every installed driver that can be imported."""
     drivers = extension.ExtensionManager(DRIVER_NAMESPACE)
     return [item for ext in drivers for item in ext.plugin.list_opts()]
 
