@@ -1,12 +1,11 @@
 """Pure diff of an inventory report against what the database holds for that host:
 ``diff(current, report)`` returns a :class:`Plan` that ``objects.inventory`` applies in
-one transaction (a leaf module, so ``objects`` need not import the conductor). The rules:
+one transaction. The rules:
 
 * identity: a device is ``(driver, identity)``, a deployable its name within the device,
   an attach handle its canonical ``attach_info`` JSON within the deployable;
 * a failed driver marks its devices ``unknown`` and changes nothing else; an uninstalled
-  one reports no devices, so they go the way of vanished ones;
-* a reported device takes the health its driver reports;
+  one reports no devices; a reported device takes the health its driver reports;
 * a vanished device is deleted unless held (attached or allocated): then it is kept and
   marked ``missing``, and becomes ``ok`` again when it comes back;
 * ``in_use`` of a handle is never overwritten; an unchanged report yields an empty plan."""

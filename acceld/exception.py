@@ -57,9 +57,7 @@ class NotReady(Conflict):
 
 
 class DeviceInUse(Conflict):
-    """An instance or the host holds the device (a bound ARQ, a v1 attachment): taking it
-    out of service now (inactive, disabled, its driver removed) would pull it from under
-    the holder, who is named in the message."""
+    """Taking the device out of service would pull it from under its holder (named)."""
 
     code = "acceld.device.in_use"
 
@@ -69,8 +67,7 @@ class InvalidInput(AccelDError):
 
 
 class InstanceHasARQs(InvalidInput):
-    """A bind for an instance that already has accelerator requests (no hot add, as in
-    Cyborg): the whole request is refused before anything changes."""
+    """A bind for an instance that has accelerator requests already (no hot add)."""
 
     code = "acceld.arq.instance_has_arqs"
 
@@ -88,8 +85,7 @@ class HostUnreachable(Unavailable):
 
 
 class RemoteFailure(Unavailable):
-    """A service called over RPC failed with an error that is not a domain error (a
-    bug, or its database down); the cause stays in that service's log."""
+    """An RPC failed with a non-domain error; the cause stays in that service's log."""
 
     code = "acceld.remote.failed"
 
@@ -110,8 +106,7 @@ class ARQBadState(Conflict):
 
 
 class DeviceNotUsable(Conflict):
-    """A bind landed on a device that may not be given to a guest now (not ready,
-    disabled, failed), or whose attach handles Nova cannot attach."""
+    """A bind on a device unusable now, or whose attach handles Nova cannot attach."""
 
     code = "acceld.arq.device_not_usable"
 
@@ -157,7 +152,6 @@ class NotProgrammable(Conflict):
 
 
 class DeployableInUse(Conflict):
-    """An instance or the host holds the deployable: loading another image would pull it
-    from under them."""
+    """Loading another image would pull the deployable from under its holder."""
 
     code = "acceld.program.in_use"

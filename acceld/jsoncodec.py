@@ -1,6 +1,5 @@
-"""JSON as ``json.dumps`` and ``json.loads`` write and read it, without their per-call
-costs (an encoder built per call, ``json.detect_encoding``); ``tests/unit/
-test_api_responses.py`` holds both to the ``json`` module's output."""
+"""``json.dumps`` and ``json.loads`` without their per-call costs (an encoder per call,
+``json.detect_encoding``); tests/unit/test_api_responses.py holds both to ``json``'s."""
 
 from __future__ import annotations
 
@@ -32,10 +31,8 @@ def encoder(default: Callable[[Any], Any] | None = None) -> Callable[[Any], str]
 
 
 def loads(data: bytes) -> Any:
-    """``json.loads(data)``, stricter (ValueError): valid UTF-8 (or UTF-16/32 as
-    ``json.detect_encoding`` tells; no encoded surrogate), no NaN, Infinity or number
-    beyond a float's range. An object or list with no NUL in its first four bytes is
-    UTF-8 by detect_encoding's rules, so it is not asked."""
-    if data[:1] in (b"{", b"[") and b"\x00" not in data[:4]:
+    """``json.loads(data)``, stricter (ValueError): valid UTF-8/16/32 with no encoded
+    surrogate, no NaN, Infinity or number beyond a float's range."""
+    if data[:1] in (b"{", b"[") and b"\x00" not in data[:4]:   # UTF-8 by detect_encoding
         return _DECODER.decode(data.decode("utf-8"))
     return _DECODER.decode(data.decode(json.detect_encoding(data)))

@@ -1,8 +1,6 @@
-"""The API's fixed limits and character rules (docs/api-v1.md and api-v2.md list them;
-``[api]`` options set the others). Sizes follow what a row holds on every database: 255
-characters in a ``String(255)``; 65535 bytes in a MariaDB ``TEXT``, so free text is at
-most 8192 characters (utf8mb4) and stored JSON (ASCII-escaped) 65535 bytes; integers lie
-in Placement's range, 0 to 2**31 - 1."""
+"""The API's fixed limits and character rules (docs/api-v1.md and api-v2.md list them):
+what a row holds on every database (255 characters in a ``String(255)``, 65535 bytes in
+a MariaDB ``TEXT``) and Placement's integer range."""
 
 from __future__ import annotations
 

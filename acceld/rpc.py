@@ -1,14 +1,8 @@
-"""RPC: one client class per server (conductor, agent) over interchangeable transports:
-:class:`LocalTransport` (in one process, ``acceld serve``; arguments and results still
-make a JSON round trip, so nothing that would not survive the real bus crosses it),
-:class:`LinkTransport` (an API worker of ``acceld serve`` reaching its parent's
-LocalTransport over a socket pair, :class:`LinkServer` at the other end) and
-:class:`MessagingTransport` (oslo.messaging, RabbitMQ).
-
-Domain exceptions cross every transport unchanged; a server that does not answer is
-:class:`~acceld.exception.HostUnreachable`; any other remote error is
-:class:`~acceld.exception.RemoteFailure`, naming only the service and the method (the
-cause stays in the server's log).
+"""RPC: one client class per server (conductor, agent) over :class:`LocalTransport` (in
+one process, still with a JSON round trip), :class:`LinkTransport` (an API worker to its
+``acceld serve`` parent's :class:`LinkServer`) or :class:`MessagingTransport`
+(oslo.messaging). Domain exceptions cross unchanged; a server that does not answer is
+HostUnreachable, any other remote error a RemoteFailure naming only service and method.
 
 RPC API versions (one line of history each; a test guards the list):
 

@@ -1,11 +1,9 @@
 """Life cycle states (devices, ARQs, program operations) and their transitions, as data.
 
-A discovered device is ``inactive``; asking for ``ready`` moves it to ``installing`` while
-the agent runs the driver's install step, then ``ready`` (or ``error``); ``inactive`` runs
-the uninstall step the same way. Health is orthogonal: drivers report ``ok``,
-``degraded`` (usable) or ``failed``; the conductor adds ``unknown`` while the driver fails
-and ``missing`` for a vanished device still held. Only :data:`USABLE_HEALTH` devices may
-be attached or scheduled."""
+A device goes ``inactive`` -> ``installing`` (the driver's install step) -> ``ready`` (or
+``error``), and back through ``uninstalling``. Health is orthogonal: drivers report
+``ok``, ``degraded`` or ``failed``; the conductor adds ``unknown`` (driver failing) and
+``missing`` (vanished but held). Only :data:`USABLE_HEALTH` devices go to guests."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""UUID strings made and recognised without building ``uuid.UUID`` objects (a visible part
-of a small request's cost), giving the same strings as ``str(uuid.uuid4())`` and
-``str(uuid.UUID(value))`` (``tests/unit/test_uuids.py`` holds them to that)."""
+"""UUID strings made and recognised without ``uuid.UUID`` objects (a visible cost), the
+same as ``str(uuid.uuid4())`` and ``str(uuid.UUID(value))`` (tests/unit/test_uuids.py)."""
 
 from __future__ import annotations
 

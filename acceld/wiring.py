@@ -84,9 +84,8 @@ def start_agent(conf: cfg.ConfigOpts, transport: rpc.Transport, host: str | None
 
 
 class HttpServer:
-    """The API's HTTP server, waitress (see docs/deployment.md), serving ``app`` on the
-    listening socket ``sock`` (maybe shared with other processes) with ``[api] workers``
-    threads; its own limits sit above the app's, so clients meet the app's JSON errors."""
+    """Waitress (see docs/deployment.md) serving ``app`` on the listening socket ``sock``
+    with ``[api] workers`` threads; its limits sit above the app's (and its JSON errors)."""
 
     def __init__(self, conf: cfg.ConfigOpts, app: Any, sock: socket.socket) -> None:
         api = conf.api

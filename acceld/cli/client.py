@@ -1,7 +1,6 @@
-"""HTTP client for the acceld REST API, with the CLI's error model: a non-2xx answer is an
-:class:`ApiError` (status and ``errors[0].detail``), a failed connection a
-:class:`CliError`, no answer in time :class:`TimedOut` (it may still take effect). The
-token (``X-Auth-Token``) is never logged."""
+"""HTTP client for the acceld REST API, with the CLI's error model: :class:`ApiError` for a
+non-2xx answer, :class:`CliError` for a failed connection, :class:`TimedOut` for none in
+time (it may still take effect). The token (``X-Auth-Token``) is never logged."""
 
 from __future__ import annotations
 

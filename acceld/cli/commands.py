@@ -385,21 +385,18 @@ def acc_stats(client: Client, args: argparse.Namespace) -> int:
 
 def detach_instance(client: Client, args: argparse.Namespace) -> int:
     """Detach one or every accelerator of INSTANCE_UUID; failed when any detach failed."""
-    instance = args.instance_uuid
+    instance, detached, failed = args.instance_uuid, [], []
     if args.accelerator:
         attached = _acc_obj(client.get(_acc_path(args.accelerator))).get("attached_to")
         if not (isinstance(attached, dict) and attached.get("type") == "instance"
                 and _same_uuid(attached.get("id"), instance)):
-            raise CliError(f"accelerator {args.accelerator} is not attached to instance "
-                           f"{instance}")
+            raise CliError(f"accelerator {args.accelerator} is not attached to instance {instance}")
         uuids = [args.accelerator]
     else:
         rows = _list_key(client.get("/v1/accelerators", {"instance_uuid": instance}), "accelerator")
         uuids = [str(r["uuid"]) for r in rows if r.get("uuid")]
         if not uuids:
             raise CliError(f"no accelerator is attached to instance {instance}")
-    detached: list[str] = []
-    failed: list[dict[str, str]] = []
     for uuid in uuids:
         try:
             client.delete(_acc_path(uuid))

@@ -34,8 +34,7 @@ EXIT_STATUS = f"""exit status:
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C)
 Every failure prints one line, "ERROR: <reason>", on stderr; waits print progress on
 stderr; stdout carries only the result (a table, or JSON with -f json)."""
-VERB_EPILOG = ("exit status: 0 done, 1 failed, 2 usage error, 3 timed out "
-               "(acceld --help explains)")
+VERB_EPILOG = "exit status: 0 done, 1 failed, 2 usage error, 3 timed out (acceld --help explains)"
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -219,13 +218,6 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {safe(message)}\n")
 
 
-def _add_server_verbs(subparsers: Any) -> None:
-    """The server verbs, listed for --help (``acceld.cmd.main`` runs them)."""
-    for name, help_text in SERVER_COMMANDS.items():
-        p = subparsers.add_parser(name, help=help_text, add_help=False)
-        p.set_defaults(server=name)
-
-
 def build_parser() -> argparse.ArgumentParser:
     """Build the argparse tree of global options and verbs."""
     parser = _Parser(
@@ -241,7 +233,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_global_options(parser)
     subparsers = parser.add_subparsers(dest="verb", metavar="COMMAND", title="commands")
     subparsers.required = True
-    _add_server_verbs(subparsers)
+    for name, help_text in SERVER_COMMANDS.items():   # listed; acceld.cmd.main runs them
+        subparsers.add_parser(name, help=help_text, add_help=False).set_defaults(server=name)
     _add_accelerator_verbs(subparsers)
     _add_placement_verbs(subparsers)
     _add_seed_verbs(subparsers)

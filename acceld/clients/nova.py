@@ -1,9 +1,7 @@
-"""A typed client for the one Nova compute API call acceld makes, over a keystoneauth1
-adapter: ``POST /os-server-external-events`` (``accelerator-request-bound``, compute 2.82).
-Errors: :class:`ClientError` (4xx, or a 207 with an entry other than 200/422),
-:class:`ServerError` (5xx, or Nova unreachable). A 207 whose entries are 422 (no host
-yet: the compute reads the ARQs when it runs) is logged, not raised. Only ids and status
-codes are logged, never tokens or bodies."""
+"""A typed client for the one Nova compute API call acceld makes, ``POST
+/os-server-external-events`` (``accelerator-request-bound``, 2.82). ClientError: 4xx, or
+a 207 with an entry other than 200/422 (422, no host yet, is logged: the compute reads
+the ARQs when it runs); ServerError: 5xx or unreachable. Never logs tokens or bodies."""
 
 from __future__ import annotations
 
@@ -71,8 +69,7 @@ class NovaClient:
             LOG.info("told Nova about server %s: %s", events[0].server_uuid, ids)
             return
         if status == 207:
-            self._check_multi_status(resp, events)
-            return
+            return self._check_multi_status(resp, events)
         message = f"POST /os-server-external-events ({ids}): {status}"
         if status >= 500:
             raise ServerError(message, status)

@@ -1,7 +1,6 @@
 """A typed OpenStack Placement client over a keystoneauth1 adapter; every call names its
-microversion. An error (what is left after keystoneauth's retries, ``[placement]``
-options) is typed by :func:`_error`: 404 NotFound, 409 by Placement's error code, other
-4xx ClientError, 5xx ServerError, no answer Unreachable (a ServerError)."""
+microversion. :func:`_error` types what is left after keystoneauth's retries: 404
+NotFound, 409 by Placement's code, other 4xx ClientError, 5xx ServerError, none Unreachable."""
 
 from __future__ import annotations
 

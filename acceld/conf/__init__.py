@@ -87,10 +87,8 @@ def load(args: list[str] | None = None, *, config_files: list[str] | None = None
          overrides: dict[str, dict[str, object]] | None = None,
          command: str | None = None, description: str | None = None,
          cli_opts: list[cfg.Opt] | None = None) -> cfg.ConfigOpts:
-    """Build and parse a fresh ConfigOpts. ``config_files`` defaults to
-    ``/etc/acceld/acceld.conf`` when it exists; ``overrides`` maps a group (``DEFAULT``
-    too) to option values; ``command``, ``description`` and ``cli_opts`` make the command
-    line of one sub-command (its --help, its own options)."""
+    """A fresh, parsed ConfigOpts: ``overrides`` maps a group (``DEFAULT`` too) to option
+    values; ``command``, ``description`` and ``cli_opts`` make one sub-command's line."""
     conf = register_all(cfg.ConfigOpts())
     if cli_opts:
         conf.register_cli_opts(cli_opts)

@@ -1,7 +1,6 @@
 """[nova] options: keystoneauth session/auth/adapter for Nova's compute API (on when
-``auth_type`` is set), plus the bind timeout. acceld sends ``accelerator-request-bound``
-events (contract 3.2 step 3); Nova's compute does not poll but waits for them, so their
-delivery is retried (3 times by default here)."""
+``auth_type`` is set), plus the bind timeout. Nova's compute waits for acceld's
+``accelerator-request-bound`` events (it does not poll), so their delivery is retried."""
 
 from __future__ import annotations
 

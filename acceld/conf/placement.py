@@ -1,8 +1,6 @@
-"""[placement] options: keystoneauth session/auth/adapter, plus how acceld syncs; on when
-``auth_type`` is set. keystoneauth retries each request on a failed connection (a proxy
-closes idle keep-alive connections) and on 429/502/503/504; a host whose sync still
-fails is retried with backoff (``retry_*``); ``sync_interval``'s full pass is only the
-safety net for manual edits in Placement."""
+"""[placement] options: keystoneauth session/auth/adapter (on when ``auth_type`` is set;
+each request retried on a failed connection and on 429/502/503/504), plus how acceld
+syncs: a failed host is retried with backoff; the full pass is only a safety net."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""keystoneauth option groups for the services acceld calls (Placement, Nova, Glance):
-session, auth and adapter options with a service type and the group's own ``defaults``;
-on when ``auth_type`` is set. The plugin's own options (``endpoint``, ``token``, ...)
-exist only once ``auth_type`` is known, so :func:`acceld.conf.load` registers them then."""
+"""keystoneauth option groups (session, auth, adapter) of the services acceld calls, on when
+``auth_type`` is set; the plugin's own options (``endpoint``, ``token``, ...) exist only
+once it is known, so :func:`acceld.conf.load` registers them then."""
 
 from __future__ import annotations
 
