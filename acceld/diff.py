@@ -1,20 +1,14 @@
-"""Pure diff of an inventory report against what the database holds for that host.
+"""Pure diff of an inventory report against what the database holds for that host:
+``diff(current, report)`` returns a :class:`Plan` that ``objects.inventory`` applies in
+one transaction. The rules:
 
-``diff(current, report)`` returns a :class:`Plan`; ``objects.inventory`` loads the current
-state and applies the plan in one transaction. It sits beside ``states`` and ``reports``
-(pure modules every layer may import) so that ``objects`` need not import the conductor.
-Nothing here does I/O, so every rule of the reconciliation is tested directly:
-
-* identity: a device is ``(driver, identity)``; a deployable is its name within the device;
-  an attach handle is its canonical ``attach_info`` JSON within the deployable;
-* a driver that failed marks its devices ``unknown`` and changes nothing else; a driver the
-  operator uninstalled reports no devices, so its devices go the way of vanished ones;
-* a reported device takes the health its driver reports (``ok``, ``degraded``, ``failed``);
-* a device that vanished is deleted, unless it is held (attached or allocated), in which
-  case it is kept and marked ``missing``; it becomes ``ok`` again when it comes back;
-* ``in_use`` of a handle is never overwritten by a report;
-* an unchanged report yields an empty plan.
-"""
+* identity: a device is ``(driver, identity)``, a deployable its name within the device,
+  an attach handle its canonical ``attach_info`` JSON within the deployable;
+* a failed driver marks its devices ``unknown`` and changes nothing else; an uninstalled
+  one reports no devices; a reported device takes the health its driver reports;
+* a vanished device is deleted unless held (attached or allocated): then it is kept and
+  marked ``missing``, and becomes ``ok`` again when it comes back;
+* ``in_use`` of a handle is never overwritten; an unchanged report yields an empty plan."""
 
 from __future__ import annotations
 

@@ -1,24 +1,7 @@
-"""Domain exceptions: no HTTP status here; ``api/errors.py`` maps them.
-
-Hierarchy::
-
-    AccelDError
-    ├── NotFound            (AcceleratorNotFound, DriverNotFound,
-    │                        ARQNotFound, NoFreeAttachHandle, ProgramNotFound)
-    ├── Conflict            (DuplicateName, RevisionConflict, InvalidStateTransition,
-    │                        AlreadyAttached, AllocationsExist, NotReady, DeviceInUse,
-    │                        ARQBadState, DeviceNotUsable, ProgramInProgress,
-    │                        NotProgrammable, DeployableInUse)
-    ├── InvalidInput        (InvalidReport, InstanceHasARQs)
-    ├── Forbidden           (a hard rule policy cannot relax: the service-token gate,
-    │                        OtherProject)
-    ├── NotResolved         (423: an instance's ARQs are not all resolved yet)
-    ├── Unavailable         (HostUnreachable, RemoteFailure)
-    └── OperationFailed
-
-Every exception takes a single message so that it survives oslo.messaging's remote
-error round trip (the class is rebuilt on the caller's side from ``acceld.exception``).
-"""
+"""Domain exceptions, each with a stable ``code``; ``api/errors.py`` maps their bases
+(NotFound, Conflict, InvalidInput, Forbidden, NotResolved, Unavailable, ...) to HTTP
+statuses. Each takes a single message so that it survives oslo.messaging's remote error
+round trip (the class is rebuilt on the caller's side from ``acceld.exception``)."""
 
 from __future__ import annotations
 
@@ -30,10 +13,7 @@ class AccelDError(Exception):
 
     def __init__(self, message: str = "") -> None:
         super().__init__(message)
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
+        self.message = message    # str() too
 
 
 class NotFound(AccelDError):
@@ -77,9 +57,7 @@ class NotReady(Conflict):
 
 
 class DeviceInUse(Conflict):
-    """An instance or the host holds the device (a bound ARQ, a v1 attachment): taking it
-    out of service now (inactive, disabled, its driver removed) would pull it from under
-    the holder, who is named in the message."""
+    """Taking the device out of service would pull it from under its holder (named)."""
 
     code = "acceld.device.in_use"
 
@@ -89,8 +67,7 @@ class InvalidInput(AccelDError):
 
 
 class InstanceHasARQs(InvalidInput):
-    """A bind for an instance that already has accelerator requests (no hot add, as in
-    Cyborg): the whole request is refused before anything changes."""
+    """A bind for an instance that has accelerator requests already (no hot add)."""
 
     code = "acceld.arq.instance_has_arqs"
 
@@ -108,8 +85,7 @@ class HostUnreachable(Unavailable):
 
 
 class RemoteFailure(Unavailable):
-    """A service called over RPC failed with an error that is not a domain error (a
-    bug, or its database down); the cause stays in that service's log."""
+    """An RPC failed with a non-domain error; the cause stays in that service's log."""
 
     code = "acceld.remote.failed"
 
@@ -119,8 +95,6 @@ class OperationFailed(AccelDError):
 
 
 # -- accelerator requests (Cyborg v2) ---------------------------------------------------------
-# Appended after the hierarchy above: Forbidden and NotResolved are mapped to 403 and 423.
-
 class ARQNotFound(NotFound):
     code = "acceld.arq.not_found"
 
@@ -132,8 +106,7 @@ class ARQBadState(Conflict):
 
 
 class DeviceNotUsable(Conflict):
-    """A bind landed on a device that may not be given to a guest now (not ready,
-    disabled, failed), or whose attach handles Nova cannot attach."""
+    """A bind on a device unusable now, or whose attach handles Nova cannot attach."""
 
     code = "acceld.arq.device_not_usable"
 
@@ -179,7 +152,6 @@ class NotProgrammable(Conflict):
 
 
 class DeployableInUse(Conflict):
-    """An instance or the host holds the deployable: loading another image would pull it
-    from under them."""
+    """Loading another image would pull the deployable from under its holder."""
 
     code = "acceld.program.in_use"

@@ -1,12 +1,5 @@
-"""JSON as ``json.dumps`` and ``json.loads`` write and read it, for per-request paths.
-
-``json.dumps(value, default=...)`` builds a ``JSONEncoder`` on every call;
-``json.loads(bytes)`` asks ``json.detect_encoding`` first. :func:`encoder` builds one
-encoder, without the circular-reference check (the values written here are trees built
-for one answer or row, so a cycle would be a bug, and ``RecursionError`` its symptom,
-not ``ValueError``). ``tests/unit/test_api_responses.py`` holds both to the
-``json`` module's output.
-"""
+"""``json.dumps`` and ``json.loads`` without their per-call costs (an encoder per call,
+``json.detect_encoding``); tests/unit/test_api_responses.py holds both to ``json``'s."""
 
 from __future__ import annotations
 
@@ -33,18 +26,13 @@ def _finite(text: str) -> float:
 _DECODER = json.JSONDecoder(parse_constant=_constant, parse_float=_finite)
 
 def encoder(default: Callable[[Any], Any] | None = None) -> Callable[[Any], str]:
-    """A function writing what ``json.dumps(value, default=default)`` writes: one
-    encoder built once, without the circular-reference check."""
+    """``json.dumps(value, default=default)``, built once, with no circular-reference check."""
     return json.JSONEncoder(default=default, check_circular=False).encode
 
 
 def loads(data: bytes) -> Any:
-    """``json.loads(data)``, stricter: the text must be valid UTF-8 (or UTF-16 or 32 as
-    ``json.detect_encoding`` tells it; never an encoded surrogate), and NaN, Infinity
-    and numbers beyond a float's range are refused. ValueError for anything refused.
-    Data that starts as a JSON object or list does, with no NUL in its first four bytes,
-    is UTF-8 by ``json.detect_encoding``'s rules (no BOM, not UTF-16 or 32): decoded here
-    without asking it."""
-    if data[:1] in (b"{", b"[") and b"\x00" not in data[:4]:
+    """``json.loads(data)``, stricter (ValueError): valid UTF-8/16/32 with no encoded
+    surrogate, no NaN, Infinity or number beyond a float's range."""
+    if data[:1] in (b"{", b"[") and b"\x00" not in data[:4]:   # UTF-8 by detect_encoding
         return _DECODER.decode(data.decode("utf-8"))
     return _DECODER.decode(data.decode(json.detect_encoding(data)))

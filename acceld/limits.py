@@ -1,14 +1,6 @@
-"""The API's fixed limits and character rules, in one place (docs/api-v1.md and
-docs/api-v2.md list them; the ones an operator may change are ``[api]`` options: the
-request body size and the accelerators one device profile may ask for).
-
-Sizes follow what the rows hold on every database: a ``String(255)`` column holds 255
-characters; a ``TEXT`` column on MariaDB holds 65535 bytes, so free text is at most 8192
-characters (4 bytes each in utf8mb4) and JSON kept in one (a profile's groups, an
-accelerator's ``acc_specs``, written with ASCII escapes) at most 65535 bytes. Integers
-that reach an integer column lie in Placement's range, 0 to 2**31 - 1 (a database
-refuses, or SQLite cannot even bind, anything from 2**63 on).
-"""
+"""The API's fixed limits and character rules (docs/api-v1.md and api-v2.md list them):
+what a row holds on every database (255 characters in a ``String(255)``, 65535 bytes in
+a MariaDB ``TEXT``) and Placement's integer range."""
 
 from __future__ import annotations
 
@@ -37,7 +29,6 @@ PREFIX = 40                     # how much of a refused value an error message r
 
 
 def prefix(value: object, length: int = PREFIX) -> str:
-    """``repr(value)``, cut to about ``length`` characters: what an error repeats of a
-    value it refuses."""
+    """``repr(value)`` cut to about ``length`` characters, for an error message."""
     text = repr(value)
     return text if len(text) <= length else f"{text[:length]}... ({len(text)} characters)"

@@ -1,8 +1,6 @@
-"""The agent -> conductor inventory report: frozen, versioned, validated on receipt.
-
-A report is a full snapshot of one host (level-triggered): every enabled driver with the
-devices it found. Identity is stable: a device is keyed by ``(driver, identity)``, a
-deployable by its name within the device, an attach handle by its ``attach_info``.
+"""The agent -> conductor inventory report: a full snapshot of one host (every enabled
+driver with the devices it found), frozen, versioned, validated on receipt. A device is
+keyed by ``(driver, identity)``, a deployable by its name, a handle by its attach_info.
 
 Schema versions (one line of history each; a test guards the list):
 
@@ -12,8 +10,7 @@ Schema versions (one line of history each; a test guards the list):
   ``capabilities`` (``host_work``: its handles need prepare/release at bind; ``program``),
   and per device ``health`` {status ok|degraded|failed, reasons}
 * 4: adds per attach handle an optional ``uuid`` (the driver names the handle: an MDEV
-  handle's uuid is its mdev's, which Nova uses) and the attach type ``MIG``
-"""
+  handle's uuid is its mdev's, which Nova uses) and the attach type ``MIG``"""
 
 from __future__ import annotations
 
@@ -51,100 +48,64 @@ FUNCTION_IMAGE_PREFIX = "function:"
 
 
 def function_trait(function_id: str) -> str:
-    """The trait a programmable driver reports for a function loaded in a device (an
-    FPGA's AFU id or xclbin UUID, a fake image's function name): what a device profile's
-    ``accel:function_id`` is compared with, and what Placement shows."""
+    """The trait of a function loaded in a device (an AFU id, an xclbin UUID): what a
+    device profile's ``accel:function_id`` is compared with, and Placement shows."""
     return FUNCTION_TRAIT_PREFIX + re.sub(r"[^A-Z0-9_]", "", function_id.upper())
 
 
-_HANDLE = {
-    "type": "object",
-    "required": ["attach_type", "attach_info"],
-    "additionalProperties": False,
-    "properties": {"attach_type": {"type": "string", "enum": list(states.ATTACH_TYPES)},
-                   "attach_info": _STR_MAP,
-                   "uuid": {"type": "string", "pattern": _UUID_PATTERN}},
-}
-_DEPLOYABLE = {
-    "type": "object",
-    "required": ["name", "num_accelerators", "attributes", "attach_handles"],
-    "additionalProperties": False,
-    "properties": {
+def _closed(required: list[str], properties: dict[str, Any]) -> dict[str, Any]:
+    """The schema of an object with only ``properties``, ``required`` among them."""
+    return {"type": "object", "required": required, "additionalProperties": False,
+            "properties": properties}
+
+
+_HANDLE = _closed(["attach_type", "attach_info"], {
+    "attach_type": {"type": "string", "enum": list(states.ATTACH_TYPES)},
+    "attach_info": _STR_MAP,
+    "uuid": {"type": "string", "pattern": _UUID_PATTERN}})
+_DEPLOYABLE = _closed(["name", "num_accelerators", "attributes", "attach_handles"], {
+    "name": {"type": "string", "minLength": 1, "maxLength": 255},
+    "num_accelerators": {"type": "integer", "minimum": 0},
+    "attributes": _STR_MAP,
+    "attach_handles": {"type": "array", "items": _HANDLE}})
+_DEVICE = _closed(["identity", "type", "vendor", "model", "controlpath", "deployables"], {
+    "identity": {"type": "string", "minLength": 1, "maxLength": 255},
+    "type": {"type": "string", "enum": list(states.DEVICE_TYPES)},
+    "vendor": {"type": "string", "maxLength": 255},
+    "model": {"type": "string", "maxLength": 255},
+    "name": {"type": "string", "maxLength": 255},
+    "std_board_info": {"type": "object"},
+    "vendor_board_info": {"type": "object"},
+    "controlpath": _closed(["type", "info"], {"type": {"type": "string"}, "info": _STR_MAP}),
+    "deployables": {"type": "array", "items": _DEPLOYABLE},
+    "health": _closed(["status"], {
+        "status": {"enum": list(DEVICE_HEALTH)},
+        "reasons": {"type": "array", "items": _REASON, "maxItems": 50}})})
+_EXPLANATION = _closed(["checks", "found", "skipped"], {
+    "checks": {"type": "array", "maxItems": 200, "items": _closed(["name", "ok"], {
         "name": {"type": "string", "minLength": 1, "maxLength": 255},
-        "num_accelerators": {"type": "integer", "minimum": 0},
-        "attributes": _STR_MAP,
-        "attach_handles": {"type": "array", "items": _HANDLE},
-    },
-}
-_DEVICE = {
-    "type": "object",
-    "required": ["identity", "type", "vendor", "model", "controlpath", "deployables"],
-    "additionalProperties": False,
-    "properties": {
-        "identity": {"type": "string", "minLength": 1, "maxLength": 255},
-        "type": {"type": "string", "enum": list(states.DEVICE_TYPES)},
-        "vendor": {"type": "string", "maxLength": 255},
-        "model": {"type": "string", "maxLength": 255},
-        "name": {"type": "string", "maxLength": 255},
-        "std_board_info": {"type": "object"},
-        "vendor_board_info": {"type": "object"},
-        "controlpath": {"type": "object", "required": ["type", "info"],
-                        "properties": {"type": {"type": "string"}, "info": _STR_MAP},
-                        "additionalProperties": False},
-        "deployables": {"type": "array", "items": _DEPLOYABLE},
-        "health": {"type": "object", "required": ["status"], "additionalProperties": False,
-                   "properties": {"status": {"enum": list(DEVICE_HEALTH)},
-                                  "reasons": {"type": "array", "items": _REASON,
-                                              "maxItems": 50}}},
-    },
-}
-_EXPLANATION = {
-    "type": "object",
-    "required": ["checks", "found", "skipped"],
-    "additionalProperties": False,
-    "properties": {
-        "checks": {"type": "array", "maxItems": 200, "items": {
-            "type": "object", "required": ["name", "ok"], "additionalProperties": False,
-            "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 255},
-                           "ok": {"type": "boolean"}, "detail": _REASON}}},
-        "expected": {"type": ["integer", "null"], "minimum": 0},
-        "found": {"type": "integer", "minimum": 0},
-        "skipped": {"type": "array", "maxItems": 1000, "items": {
-            "type": "object", "required": ["address", "reason"],
-            "additionalProperties": False,
-            "properties": {"address": {"type": "string", "maxLength": 255},
-                           "reason": _REASON}}},
-    },
-}
-_DRIVER = {
-    "type": "object",
-    "required": ["name", "version", "state", "devices"],
-    "additionalProperties": False,
-    "properties": {
-        "name": {"type": "string", "minLength": 1, "maxLength": 64},
-        "version": {"type": "string", "maxLength": 64},
-        "state": {"type": "string", "enum": list(states.DRIVER_STATES)},
-        "error": {"type": ["string", "null"], "maxLength": 2000},
-        "devices": {"type": "array", "items": _DEVICE},
-        "explanation": {"oneOf": [{"type": "null"}, _EXPLANATION]},
-        "capabilities": {"type": "array", "uniqueItems": True,
-                         "items": {"enum": list(CAPABILITIES)}},
-    },
-}
-REPORT_SCHEMA = {
-    "type": "object",
-    "required": ["schema_version", "host", "epoch", "seq", "drivers"],
-    "additionalProperties": False,
-    "properties": {
-        "schema_version": {"type": "integer", "enum": list(SCHEMA_VERSIONS)},
-        "host": {"type": "string", "minLength": 1, "maxLength": 255},
-        "epoch": {"type": "string", "minLength": 1, "maxLength": 64},
-        "seq": {"type": "integer", "minimum": 0},
-        "agent_version": {"type": "string", "maxLength": 64},
-        "provider_name": {"type": "string", "minLength": 1, "maxLength": 255},
-        "drivers": {"type": "array", "items": _DRIVER},
-    },
-}
+        "ok": {"type": "boolean"}, "detail": _REASON})},
+    "expected": {"type": ["integer", "null"], "minimum": 0},
+    "found": {"type": "integer", "minimum": 0},
+    "skipped": {"type": "array", "maxItems": 1000, "items": _closed(["address", "reason"], {
+        "address": {"type": "string", "maxLength": 255}, "reason": _REASON})}})
+_DRIVER = _closed(["name", "version", "state", "devices"], {
+    "name": {"type": "string", "minLength": 1, "maxLength": 64},
+    "version": {"type": "string", "maxLength": 64},
+    "state": {"type": "string", "enum": list(states.DRIVER_STATES)},
+    "error": {"type": ["string", "null"], "maxLength": 2000},
+    "devices": {"type": "array", "items": _DEVICE},
+    "explanation": {"oneOf": [{"type": "null"}, _EXPLANATION]},
+    "capabilities": {"type": "array", "uniqueItems": True,
+                     "items": {"enum": list(CAPABILITIES)}}})
+REPORT_SCHEMA = _closed(["schema_version", "host", "epoch", "seq", "drivers"], {
+    "schema_version": {"type": "integer", "enum": list(SCHEMA_VERSIONS)},
+    "host": {"type": "string", "minLength": 1, "maxLength": 255},
+    "epoch": {"type": "string", "minLength": 1, "maxLength": 64},
+    "seq": {"type": "integer", "minimum": 0},
+    "agent_version": {"type": "string", "maxLength": 64},
+    "provider_name": {"type": "string", "minLength": 1, "maxLength": 255},
+    "drivers": {"type": "array", "items": _DRIVER}})
 _VALIDATOR = jsonschema.Draft202012Validator(REPORT_SCHEMA)
 
 
@@ -199,10 +160,6 @@ class DriverReport:
     explanation: Mapping[str, Any] | None = dataclasses.field(default=None, hash=False)
     capabilities: tuple[str, ...] = ()
 
-    @property
-    def ok(self) -> bool:
-        return self.state == states.DRIVER_INSTALLED
-
 
 @dataclasses.dataclass(frozen=True)
 class InventoryReport:
@@ -226,9 +183,8 @@ class InventoryReport:
 
     def content_digest(self) -> str:
         """SHA-256 of what the report says about the host (not of epoch/seq)."""
-        body = json.dumps([self.provider_name or self.host,
-                           [_driver_to_dict(d) for d in self.drivers]], sort_keys=True,
-                          separators=(",", ":"))
+        body = json.dumps([self.provider_name or self.host, self.to_dict()["drivers"]],
+                          sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(body.encode()).hexdigest()
 
     @classmethod
@@ -288,8 +244,7 @@ def make_device(*, identity: str, type: str, vendor: str, model: str,
                 name: str = "", std_board_info: Mapping[str, Any] | None = None,
                 vendor_board_info: Mapping[str, Any] | None = None,
                 health: Mapping[str, Any] | None = None) -> Device:
-    """Build a Device from plain data (what drivers and the wire both use); ``health`` is
-    ``{"status", "reasons"}`` (the agent fills it from the driver's ``health()``)."""
+    """A Device from plain data (drivers' and the wire's); ``health``: {status, reasons}."""
     health = health or {}
     return Device(
         identity=identity, type=type, vendor=vendor, model=model, name=name,

@@ -1,29 +1,17 @@
-"""RPC: one client class per server (conductor, agent) over interchangeable backends.
-
-* :class:`LocalTransport`: direct calls in one process (``acceld serve``). Arguments and
-  results still go through a JSON round trip, so nothing that would not survive the real
-  bus (ORM rows, mutable shared objects) can cross it by accident.
-* :class:`LinkTransport`: an API worker process of ``acceld serve`` reaching the
-  parent's :class:`LocalTransport` over a socket pair (:class:`LinkServer` at the other
-  end).
-* :class:`MessagingTransport`: oslo.messaging (RabbitMQ in production).
-
-Domain exceptions cross both unchanged (``acceld.exception`` is an allowed remote module).
-A server that does not answer becomes :class:`acceld.exception.HostUnreachable`; any other
-exception raised remotely becomes :class:`acceld.exception.RemoteFailure`, whose message
-names the service and the method only (the remote traceback and text stay in the logs).
+"""RPC: one client class per server (conductor, agent) over :class:`LocalTransport` (in
+one process, still with a JSON round trip), :class:`LinkTransport` (an API worker to its
+``acceld serve`` parent's :class:`LinkServer`) or :class:`MessagingTransport`
+(oslo.messaging). Domain exceptions cross unchanged; a server that does not answer is
+HostUnreachable, any other remote error a RemoteFailure naming only service and method.
 
 RPC API versions (one line of history each; a test guards the list):
 
-* 1.0: initial: conductor report_inventory, heartbeat, operation_done,
-  create_accelerator, set_state, attach, detach, discover, driver_action,
-  placement_sync, host_changed; agent discover_now, run_operation, driver_action, host_attachment;
-  conductor arq_bind, arq_unbind (Cyborg v2 accelerator requests).
+* 1.0: initial: conductor report_inventory, heartbeat, operation_done, create_accelerator,
+  set_state, attach, detach, discover, driver_action, placement_sync, host_changed,
+  arq_bind, arq_unbind; agent discover_now, run_operation, driver_action, host_attachment.
 * 1.1: host work and FPGA programming: agent prepare_handle, release_handle, run_program,
-  device_stats; conductor program_deployable, program_progress, program_done,
-  device_stats.
-* 1.2: conductor release_handles (host clean-up of the handles an ARQ delete freed).
-"""
+  device_stats; conductor program_deployable, program_progress, program_done, device_stats.
+* 1.2: conductor release_handles (host clean-up of the handles an ARQ delete freed)."""
 
 from __future__ import annotations
 
@@ -56,8 +44,7 @@ class Transport(Protocol):
     def call(self, topic: str, server: str | None, method: str, kwargs: dict[str, Any],
              timeout: float | None = None) -> Any: ...
 
-    def cast(self, topic: str, server: str | None, method: str,
-             kwargs: dict[str, Any]) -> None: ...
+    def cast(self, topic: str, server: str | None, method: str, kwargs: dict[str, Any]) -> None: ...
 
     def serve(self, topic: str, server: str | None, endpoint: object) -> Server: ...
 
@@ -69,16 +56,13 @@ class Server(Protocol):
 
 
 def _remote_failure(topic: str, server: str | None, method: str) -> exception.RemoteFailure:
-    """What the caller of a call that failed remotely, not with a domain error, gets:
-    the service and the method, nothing of the error."""
     return exception.RemoteFailure(f"{topic}.{server or '*'} failed to complete {method}; "
                                    "the cause is in its log.")
 
 
 def _served(topic: str, server: str | None, method: str, run: Callable[[], Any]) -> Any:
-    """``run()``, the serving side of one call of ``method``: a domain error goes back to
-    the caller as it is; any other failure is logged here, with its traceback, and the
-    caller gets :func:`_remote_failure` (as over oslo.messaging, on both transports)."""
+    """``run()``, serving one call: a domain error goes back as it is; any other failure is
+    logged here with its traceback and answered with :func:`_remote_failure`."""
     try:
         return run()
     except exception.AccelDError:
@@ -128,11 +112,9 @@ class LocalTransport:
     def call(self, topic: str, server: str | None, method: str, kwargs: dict[str, Any],
              timeout: float | None = None) -> Any:
         ep = self._endpoint(topic, server)
-        return _served(topic, server, method,
-                       lambda: _wire(getattr(ep, method)(**_wire(kwargs))))
+        return _served(topic, server, method, lambda: _wire(getattr(ep, method)(**_wire(kwargs))))
 
-    def cast(self, topic: str, server: str | None, method: str,
-             kwargs: dict[str, Any]) -> None:
+    def cast(self, topic: str, server: str | None, method: str, kwargs: dict[str, Any]) -> None:
         ep = self._endpoint(topic, server)
         args = _wire(kwargs)
 
@@ -152,12 +134,9 @@ class LocalTransport:
 
 
 class LinkServer:
-    """The parent's end of one API worker process's link (``acceld serve`` with several
-    ``[api] processes``): each line the worker sends on ``sock`` is one call or cast in
-    JSON, run on the parent's ``transport`` in a pool of ``threads`` (as many as the
-    worker has request threads, so its calls never queue behind each other); each
-    answer is one JSON line naming the call it answers. A domain error travels as its
-    class name and message; the worker raises the same class again."""
+    """The parent's end of an API worker's link: each JSON line on ``sock`` is a call or
+    cast, run on ``transport`` by one of ``threads`` (as many as the worker's request
+    threads); each answer is a JSON line naming its call."""
 
     def __init__(self, transport: LocalTransport, sock: socket.socket, threads: int) -> None:
         self._transport, self._sock = transport, sock
@@ -175,20 +154,15 @@ class LinkServer:
                 self._pool.submit(self._answer, json.loads(line))
 
     def _answer(self, ask: dict[str, Any]) -> None:
-        topic, server, method = ask["topic"], ask["server"], ask["method"]
+        topic, server, method, kwargs = ask["topic"], ask["server"], ask["method"], ask["kwargs"]
         answer: dict[str, Any] = {"id": ask["id"]}
-        try:
-            if ask["cast"]:
-                self._transport.cast(topic, server, method, ask["kwargs"])
-            else:
-                answer["result"] = self._transport.call(topic, server, method,
-                                                        ask["kwargs"], ask["timeout"])
+        bus = self._transport
+        try:     # the worker's caller gets an answer whatever happens
+            answer["result"] = _served(topic, server, method, lambda: (
+                bus.cast(topic, server, method, kwargs) if ask["cast"]
+                else bus.call(topic, server, method, kwargs, ask["timeout"])))
         except exception.AccelDError as exc:
             answer["error"], answer["message"] = type(exc).__name__, exc.message
-        except Exception:     # the worker's caller must get an answer whatever happened
-            LOG.exception("API worker link: %s.%s failed in %s", topic, server or "*", method)
-            failure = _remote_failure(topic, server, method)
-            answer["error"], answer["message"] = type(failure).__name__, failure.message
         data = json.dumps(answer).encode() + b"\n"
         try:
             with self._send:
@@ -197,20 +171,14 @@ class LinkServer:
             LOG.debug("API worker link closed before %s was answered", method)
 
     def stop(self) -> None:
-        with contextlib.suppress(OSError):
-            self._sock.shutdown(socket.SHUT_RDWR)
-        self._sock.close()
+        _close(self._sock)
         self._reader.join(5)
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 class LinkTransport:
-    """The transport of an API worker process of ``acceld serve``: its calls and casts go
-    over the inherited socket ``sock`` to the parent (:class:`LinkServer`), which runs
-    them on its in-process bus, so they behave as they do there (no timeout of their
-    own; a domain error comes back as the same class). Concurrent calls share the
-    socket: each carries a number and its answer names it. When the parent goes, every
-    waiting and later call fails with :class:`acceld.exception.HostUnreachable`."""
+    """An API worker's transport: numbered calls and casts over ``sock`` to the parent's
+    :class:`LinkServer`, behaving as on its bus; HostUnreachable once the parent is gone."""
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
@@ -263,28 +231,24 @@ class LinkTransport:
              timeout: float | None = None) -> Any:
         return self._ask(topic, server, method, kwargs, timeout, cast=False)
 
-    def cast(self, topic: str, server: str | None, method: str,
-             kwargs: dict[str, Any]) -> None:
+    def cast(self, topic: str, server: str | None, method: str, kwargs: dict[str, Any]) -> None:
         self._ask(topic, server, method, kwargs, None, cast=True)
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self._sock.shutdown(socket.SHUT_RDWR)
-        self._sock.close()
+        _close(self._sock)
+
+
+def _close(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+    sock.close()
 
 
 class _EndpointAdapter:
-    """Exposes ``endpoint``'s public methods with oslo.messaging's (ctxt, **kw) signature.
+    """``endpoint``'s public methods with oslo.messaging's (ctxt, **kw) signature, through
+    :func:`_served` (not sending an error's text and traceback to the caller)."""
 
-    A method that fails with anything but a domain error is logged here, with its
-    traceback, and answers a :class:`acceld.exception.RemoteFailure` (oslo.messaging
-    would send the exception's text and traceback to the caller, and rebuild a builtin
-    exception there with the traceback in its message). Each adapted method is built
-    once and then kept as an attribute of the adapter: the dispatcher looks a method up
-    twice per message."""
-
-    def __init__(self, endpoint: object, topic: str = "acceld",
-                 server: str | None = None) -> None:
+    def __init__(self, endpoint: object, topic: str = "acceld", server: str | None = None) -> None:
         self._endpoint = endpoint
         self._where = (topic, server)
         from oslo_messaging import Target
@@ -366,8 +330,7 @@ class MessagingTransport:
             raise exception.HostUnreachable(
                 f"{topic}.{server or '*'} is unreachable ({method}).") from exc
 
-    def cast(self, topic: str, server: str | None, method: str,
-             kwargs: dict[str, Any]) -> None:
+    def cast(self, topic: str, server: str | None, method: str, kwargs: dict[str, Any]) -> None:
         try:
             self._client(topic, server, None, False).cast({}, method, **kwargs)
         except self._om.MessagingException as exc:
@@ -407,8 +370,7 @@ class ConductorClient:
 
     def _cast_or_log(self, method: str, kwargs: dict[str, Any], level: int,
                      lost: str, *args: Any) -> None:
-        """A cast whose loss is survivable: an unreachable conductor is logged (``lost``
-        says what happens instead), never raised to the caller."""
+        """A cast whose loss is survivable: logged with ``lost``, not raised."""
         try:
             self._t.cast(CONDUCTOR_TOPIC, None, method, kwargs)
         except exception.HostUnreachable:
@@ -420,8 +382,7 @@ class ConductorClient:
                           "%s is synced on the next periodic pass", host)
 
     def heartbeat(self, host: str, binary: str, version: str) -> None:
-        """A cast stamped with its send time: one the broker held while the conductor was
-        away must not make a dead agent look alive when it is finally delivered."""
+        """Stamped: a late delivery must not make a dead agent look alive."""
         self._t.cast(CONDUCTOR_TOPIC, None, "heartbeat",
                      {"host": host, "binary": binary, "version": version,
                       "sent_at": time.time()})
@@ -462,8 +423,7 @@ class ConductorClient:
         self._call("arq_unbind", uuids=uuids, project_id=project_id)
 
     def release_handles(self, handles: list[dict[str, Any]]) -> None:
-        """Host clean-up of attach handles a delete freed (the rows are free already;
-        a cast: the caller's answer does not wait for the hosts)."""
+        """A cast: host clean-up of attach handles a delete freed."""
         self._cast_or_log("release_handles", {"handles": handles}, logging.WARNING,
                           "the host set-up of %d freed attach handle(s) stays until a "
                           "bind prepares them again (prepare is idempotent)", len(handles))
@@ -475,8 +435,7 @@ class ConductorClient:
                           image_ref=image_ref, image_sha256=image_sha256)
 
     def program_progress(self, op_id: str, progress: int, message: str) -> None:
-        """A cast: progress is advisory (a lost one is overtaken by the next, or by the
-        journaled outcome)."""
+        """A cast: progress is advisory (a lost one is overtaken by the next)."""
         self._cast_or_log("program_progress",
                           {"op_id": op_id, "progress": progress, "message": message},
                           logging.DEBUG, "progress of program %s not delivered", op_id)
@@ -495,41 +454,35 @@ class AgentClient:
         self._t = transport
         self._timeout = timeout
 
+    def _call(self, host: str, method: str, **kwargs: Any) -> Any:
+        return self._t.call(AGENT_TOPIC, host, method, kwargs, self._timeout)
+
     def discover_now(self, host: str) -> None:
         self._t.cast(AGENT_TOPIC, host, "discover_now", {})
 
     def run_operation(self, host: str, op: dict[str, Any]) -> None:
         self._t.cast(AGENT_TOPIC, host, "run_operation", {"op": op})
 
-    def driver_action(self, host: str, name: str, action: str) -> dict[str, Any]:
-        return self._t.call(AGENT_TOPIC, host, "driver_action",
-                            {"name": name, "action": action}, self._timeout)
-
-    def host_attachment(self, host: str, driver: str, identity: str,
-                        attach: bool) -> dict[str, Any]:
-        return self._t.call(AGENT_TOPIC, host, "host_attachment",
-                            {"driver": driver, "identity": identity, "attach": attach},
-                            self._timeout)
-
-    def prepare_handle(self, host: str, driver: str, identity: str,
-                       attach_info: dict[str, str], handle_uuid: str) -> dict[str, Any]:
-        """The host-side work of binding one attach handle ({"ok", "error",
-        "attach_info"})."""
-        return self._t.call(AGENT_TOPIC, host, "prepare_handle",
-                            {"driver": driver, "identity": identity,
-                             "attach_info": attach_info, "handle_uuid": handle_uuid},
-                            self._timeout)
-
-    def release_handle(self, host: str, driver: str, identity: str,
-                       attach_info: dict[str, str], handle_uuid: str) -> dict[str, Any]:
-        return self._t.call(AGENT_TOPIC, host, "release_handle",
-                            {"driver": driver, "identity": identity,
-                             "attach_info": attach_info, "handle_uuid": handle_uuid},
-                            self._timeout)
-
     def run_program(self, host: str, op: dict[str, Any]) -> None:
         self._t.cast(AGENT_TOPIC, host, "run_program", {"op": op})
 
+    def driver_action(self, host: str, name: str, action: str) -> dict[str, Any]:
+        return self._call(host, "driver_action", name=name, action=action)
+
+    def host_attachment(self, host: str, driver: str, identity: str,
+                        attach: bool) -> dict[str, Any]:
+        return self._call(host, "host_attachment", driver=driver, identity=identity, attach=attach)
+
+    def prepare_handle(self, host: str, driver: str, identity: str,
+                       attach_info: dict[str, str], handle_uuid: str) -> dict[str, Any]:
+        """Host-side binding of one attach handle: {"ok", "error", "attach_info"}."""
+        return self._call(host, "prepare_handle", driver=driver, identity=identity,
+                          attach_info=attach_info, handle_uuid=handle_uuid)
+
+    def release_handle(self, host: str, driver: str, identity: str,
+                       attach_info: dict[str, str], handle_uuid: str) -> dict[str, Any]:
+        return self._call(host, "release_handle", driver=driver, identity=identity,
+                          attach_info=attach_info, handle_uuid=handle_uuid)
+
     def device_stats(self, host: str, driver: str, identity: str) -> dict[str, float]:
-        return self._t.call(AGENT_TOPIC, host, "device_stats",
-                            {"driver": driver, "identity": identity}, self._timeout)
+        return self._call(host, "device_stats", driver=driver, identity=identity)

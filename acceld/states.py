@@ -1,17 +1,9 @@
-"""Device life cycle states and their allowed transitions, as data.
+"""Life cycle states (devices, ARQs, program operations) and their transitions, as data.
 
-The operator life cycle (seed agent spec): a discovered device enters ``inactive``; an
-operator asks for ``ready``, the conductor moves it to ``installing`` and asks the agent to
-run the driver's install step; the device becomes ``ready`` only when that succeeds,
-``error`` otherwise. Asking for ``inactive`` runs the uninstall step the same way.
-
-Health is orthogonal to the life cycle. The driver reports ``ok``, ``degraded`` (usable,
-with warnings such as corrected memory errors) or ``failed`` (unusable: uncorrectable
-errors, a lost GPU); the conductor adds ``unknown`` while the device's driver fails and
-``missing`` when the device vanished from its host but is still held (attached or
-allocated) so its row may not be deleted. Only ``ok`` and ``degraded`` devices may be
-attached or scheduled (:data:`USABLE_HEALTH`).
-"""
+A device goes ``inactive`` -> ``installing`` (the driver's install step) -> ``ready`` (or
+``error``), and back through ``uninstalling``. Health is orthogonal: drivers report
+``ok``, ``degraded`` or ``failed``; the conductor adds ``unknown`` (driver failing) and
+``missing`` (vanished but held). Only :data:`USABLE_HEALTH` devices go to guests."""
 
 from __future__ import annotations
 
@@ -53,8 +45,7 @@ DEVICE_STATUS_ENABLED = "enabled"
 
 
 def unusable_reasons(state: str, status: str, health: str) -> list[str]:
-    """Why a device in ``state``, ``status`` and ``health`` may not go to a guest, each as
-    a phrase ("is inactive, not ready"); empty when it may."""
+    """Why the device may not go to a guest ("is inactive, not ready", ...); empty if it may."""
     why = []
     if state != READY:
         why.append(f"is {state}, not {READY}")
@@ -87,11 +78,8 @@ PROGRAM_FAILED = "failed"
 PROGRAM_STATES = (PROGRAM_QUEUED, PROGRAM_RUNNING, PROGRAM_DONE, PROGRAM_FAILED)
 PROGRAM_ACTIVE = (PROGRAM_QUEUED, PROGRAM_RUNNING)
 # target state -> states it may be entered from (a finished operation never changes again)
-PROGRAM_TRANSITIONS: dict[str, frozenset[str]] = {
-    PROGRAM_RUNNING: frozenset({PROGRAM_QUEUED, PROGRAM_RUNNING}),
-    PROGRAM_DONE: frozenset({PROGRAM_QUEUED, PROGRAM_RUNNING}),
-    PROGRAM_FAILED: frozenset({PROGRAM_QUEUED, PROGRAM_RUNNING}),
-}
+PROGRAM_TRANSITIONS: dict[str, frozenset[str]] = dict.fromkeys(
+    (PROGRAM_RUNNING, PROGRAM_DONE, PROGRAM_FAILED), frozenset(PROGRAM_ACTIVE))
 
 
 def can_transition(current: str, target: str) -> bool:
@@ -100,11 +88,8 @@ def can_transition(current: str, target: str) -> bool:
 
 
 def request_target(current: str, requested: str) -> str | None:
-    """The transient state an operator request for ``requested`` enters from ``current``.
-
-    Returns None when the device is already where it was asked to go (a no-op).
-    Raises ValueError when the request is not allowed from ``current``.
-    """
+    """The transient state an operator request for ``requested`` enters from ``current``;
+    None when the device is there already, ValueError when it may not go there."""
     if requested not in REQUESTABLE:
         raise ValueError(f"state must be one of {sorted(REQUESTABLE)}")
     if current == requested:

@@ -1,9 +1,9 @@
 """Select oslo.service's threading backend before anything imports oslo.messaging.
 
 acceld runs on native threads, never eventlet. Import this module first in every module
-that pulls in oslo.messaging or oslo.service (``conf`` and ``rpc`` do).
-"""
+that pulls in oslo.messaging or oslo.service (``conf`` and ``rpc`` do)."""
 
+import contextlib
 import warnings
 
 # Libraries below us (futurist, oslo.messaging's server module) import eventlet or
@@ -12,9 +12,7 @@ import warnings
 warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
 warnings.filterwarnings("ignore", message="eventletutils module is deprecated")
 
-from oslo_service import backend as _service_backend  # noqa: E402
+from oslo_service import backend  # noqa: E402
 
-try:
-    _service_backend.init_backend(_service_backend.BackendType.THREADING)
-except _service_backend.exceptions.BackendAlreadySelected:  # chosen by an embedding app
-    pass
+with contextlib.suppress(backend.exceptions.BackendAlreadySelected):  # an embedding app's
+    backend.init_backend(backend.BackendType.THREADING)

@@ -1,12 +1,5 @@
-"""UUID strings, made and recognised without building ``uuid.UUID`` objects.
-
-A request makes and checks a few of them (its request id, a new row's uuid, a uuid in the
-path); ``uuid.UUID`` parses and formats in Python, which is a visible part of a small
-write's cost. These give the same strings: :func:`random_uuid` is ``str(uuid.uuid4())``
-(the same 16 bytes of ``os.urandom``, the version and variant bits set alike), and
-:func:`canonical` is ``str(uuid.UUID(value))`` for any value ``uuid.UUID`` accepts, or
-None where it raises (``tests/unit/test_uuids.py`` holds them to that).
-"""
+"""UUID strings made and recognised without ``uuid.UUID`` objects (a visible cost), the
+same as ``str(uuid.uuid4())`` and ``str(uuid.UUID(value))`` (tests/unit/test_uuids.py)."""
 
 from __future__ import annotations
 
@@ -27,8 +20,7 @@ def random_uuid() -> str:
 
 
 def canonical(value: str) -> str | None:
-    """``value`` as ``str(uuid.UUID(value))`` writes it (lower case, hyphenated), or None
-    when it is not a UUID."""
+    """``str(uuid.UUID(value))``, or None when ``value`` is not a UUID."""
     if _CANONICAL.fullmatch(value):
         return value
     try:

@@ -32,10 +32,7 @@ LOG = logging.getLogger(__name__)
 
 
 def setup_logging(conf: cfg.ConfigOpts) -> None:
-    """oslo.log's set-up, as in every OpenStack service: ``log_file`` / ``log_dir`` (else
-    standard output; ``use_stderr`` adds standard error), ``debug``, ``default_log_levels``,
-    ``log_config_append``, syslog/journald. A line logged while an API request is served
-    carries its request id (the request's oslo.context context, :mod:`acceld.api.deploy`)."""
+    """oslo.log's set-up, as in every OpenStack service (log_file, debug, syslog, ...)."""
     from oslo_log import log
 
     log.setup(conf, "acceld")
@@ -48,13 +45,9 @@ SERVICE_CONNECTIONS = 8
 
 
 def database(conf: cfg.ConfigOpts, *, api: bool = False, services: bool = False) -> Database:
-    """The database of ``[database] connection`` (the embedded SQLite one by default),
-    its connection pool sized for what runs in this process: one connection per API
-    worker thread when it serves the API (a request holds at most one at a time, so the
-    API's load queues on its threads, never on the pool) plus
-    :data:`SERVICE_CONNECTIONS` when the conductor runs here. The overflow allows as
-    many again for bursts, and at least oslo.db's default of 50 (the conductor's RPC
-    executor and Placement sync threads); a thread waits up to a minute for one."""
+    """The database of ``[database] connection`` (else the embedded SQLite one), its pool
+    sized for what runs here: one connection per API worker thread (so load queues on
+    the threads, never on the pool) plus :data:`SERVICE_CONNECTIONS` for the services."""
     url = conf.database.connection or default_sqlite_url(conf.state_path)
     size = (conf.api.workers if api else 0) + (SERVICE_CONNECTIONS if services else 0)
     if not size:
@@ -62,39 +55,27 @@ def database(conf: cfg.ConfigOpts, *, api: bool = False, services: bool = False)
     return Database(url, max_pool_size=size, max_overflow=max(size, 50), pool_timeout=60)
 
 
-def placement_syncer(conf: cfg.ConfigOpts, db: Database) -> PlacementSyncer | None:
-    """The Placement sync of the conductor, or None when [placement] is not configured."""
-    if not placement_conf.enabled(conf):
-        return None
-    client = placement_client.PlacementClient(clients.make_adapter(conf, "placement"))
-    return PlacementSyncer(conf, db, client)
-
-
-def nova_notifier(conf: cfg.ConfigOpts) -> nova_client.NovaClient | None:
-    """The client that tells Nova about resolved binds, or None when [nova] is not
-    configured (no events: Nova then sees only the binds resolved before its compute
-    reads the ARQs)."""
-    if not nova_conf.enabled(conf):
-        return None
-    return nova_client.NovaClient(clients.make_adapter(conf, "nova"))
-
-
 def start_conductor(conf: cfg.ConfigOpts, db: Database,
                     transport: rpc.Transport) -> tuple[ConductorManager, rpc.Server]:
+    """The conductor with its RPC server, its Placement sync when [placement] is
+    configured and its Nova notifier when [nova] is."""
+    placement = nova = None
+    if placement_conf.enabled(conf):
+        placement = PlacementSyncer(conf, db, placement_client.PlacementClient(
+            clients.make_adapter(conf, "placement")))
+    if nova_conf.enabled(conf):
+        nova = nova_client.NovaClient(clients.make_adapter(conf, "nova"))
     manager = ConductorManager(conf, db, rpc.AgentClient(transport, timeout=conf.rpc_timeout),
-                               placement=placement_syncer(conf, db),
-                               nova=nova_notifier(conf))
+                               placement=placement, nova=nova)
     server = transport.serve(rpc.CONDUCTOR_TOPIC, conf.host, manager)
     manager.start()
     server.start()
     return manager, server
 
 
-def start_agent(conf: cfg.ConfigOpts, transport: rpc.Transport,
-                host: str | None = None, **collaborators: Any) -> tuple[AgentManager,
-                                                                         rpc.Server]:
-    """The agent with its RPC server; ``collaborators`` replace the drivers' real sysfs,
-    command runner, NVML, ... (tests and demos on fake hosts)."""
+def start_agent(conf: cfg.ConfigOpts, transport: rpc.Transport, host: str | None = None,
+                **collaborators: Any) -> tuple[AgentManager, rpc.Server]:
+    """The agent with its RPC server; ``collaborators`` replace its real sysfs, NVML, ..."""
     manager = AgentManager(conf, rpc.ConductorClient(transport), host=host, **collaborators)
     server = transport.serve(rpc.AGENT_TOPIC, manager.host, manager)
     server.start()
@@ -103,19 +84,10 @@ def start_agent(conf: cfg.ConfigOpts, transport: rpc.Transport,
 
 
 class HttpServer:
-    """The API's HTTP server: waitress (chosen by measurement, see docs/deployment.md).
-
-    One I/O thread reads each request whole (slow clients hold no worker) and keeps the
-    idle keep-alive connections; ``[api] workers`` threads run the app. The server's own
-    hard limits on headers and body sit above the app's ([api] max_header_size,
-    max_request_body_size, max_uri_length, enforced in ``deploy.Front`` with the JSON
-    error body), so a client normally meets the app's limits and JSON errors.
-    :meth:`stop` is the graceful stop of SIGTERM.
-    """
+    """Waitress (see docs/deployment.md) serving ``app`` on the listening socket ``sock``
+    with ``[api] workers`` threads; its limits sit above the app's (and its JSON errors)."""
 
     def __init__(self, conf: cfg.ConfigOpts, app: Any, sock: socket.socket) -> None:
-        """Serves ``app`` on ``sock``, a listening socket (:func:`listen`), maybe shared
-        with other processes (:class:`ApiProcesses`)."""
         api = conf.api
         self.grace = api.shutdown_timeout
         _fit_open_files(api.connection_limit + 256)   # connections, the database, logs
@@ -135,20 +107,15 @@ class HttpServer:
 
     @property
     def port(self) -> int:
-        """The port listened on (the one asked for, or the kernel's for port 0)."""
         return int(self._server.effective_port)
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop accepting, let every request already begun (being received, queued or
-        running) finish and its answer be sent, for at most ``[api] shutdown_timeout``
-        seconds, closing each keep-alive connection once it is idle; then stop the
-        workers and close what is left. Waitress has no drain of its own: this closes its
-        listener (``del_channel``, as its ``close`` does), reads its server's
-        ``active_channels`` and each channel's ``request``/``requests`` and sets
-        ``will_close``, as its own idle-connection sweep (``maintenance``) does."""
+        """SIGTERM's graceful stop: stop accepting, let requests already begun finish for
+        up to ``[api] shutdown_timeout`` seconds, closing connections once idle (waitress
+        has no drain: this does what its ``close`` and idle sweep do)."""
         server = self._server
         server.accepting = False              # the loop no longer polls the listener,
         server.del_channel()                  # and new connections are refused
@@ -168,11 +135,6 @@ class HttpServer:
         self._thread.join(5)
 
 
-def api_processes(conf: cfg.ConfigOpts) -> int:
-    """``[api] processes``, by default one per CPU this process may run on."""
-    return conf.api.processes or len(os.sched_getaffinity(0))
-
-
 def listen(conf: cfg.ConfigOpts) -> socket.socket:
     """The API's listening socket, on ``[api] host_ip``/``port`` (port 0: the kernel's)."""
     family = socket.AF_INET6 if ":" in conf.api.host_ip else socket.AF_INET
@@ -187,17 +149,10 @@ LISTEN_FD, PARENT, LINK_FD = "ACCELD_API_LISTEN_FD", "ACCELD_API_PARENT", "ACCEL
 
 
 class ApiProcesses:
-    """The API of `acceld serve` and `acceld api`: ``app`` served by an
-    :class:`HttpServer` in this process and, with ``[api] processes`` above one, by that
-    many less one worker processes (``acceld.cmd.api_worker``, each an :class:`HttpServer`
-    of ``[api] workers`` threads, its own database pool and the configuration of
-    ``argv``), all accepting on the one listening socket bound here, so the kernel hands
-    each connection to whichever is free. Under ``acceld serve`` (``link`` given) a worker
-    reaches the conductor and the agent of this process over a socket pair
-    (:class:`rpc.LinkServer`); under ``acceld api`` it has its own connection to the bus.
-    A worker that exits while the service runs is logged and started again (after a
-    second, longer while they keep dying at start); a worker stops when this process
-    is gone. :meth:`stop` is the graceful stop of all of them."""
+    """The API of `acceld serve` and `acceld api`: an :class:`HttpServer` here and
+    ``[api] processes`` (default: one per CPU) less one ``acceld.cmd.api_worker``
+    processes (restarted when they exit), all on the one listening socket bound here;
+    with ``link``, workers reach this process's bus through :class:`rpc.LinkServer`."""
 
     def __init__(self, conf: cfg.ConfigOpts, argv: list[str], app: Any,
                  link: rpc.LocalTransport | None = None) -> None:
@@ -205,15 +160,13 @@ class ApiProcesses:
         self._sock = listen(conf)
         self._http = HttpServer(conf, app, self._sock)
         self.port = self._http.port
-        self._count = api_processes(conf) - 1
+        self._count = (conf.api.processes or len(os.sched_getaffinity(0))) - 1
         self._workers: list[tuple[subprocess.Popen[bytes], rpc.LinkServer | None, float]] = []
         self._stopping = threading.Event()
-        self._watcher = threading.Thread(target=self._watch, name="api-processes",
-                                         daemon=True)
+        self._watcher = threading.Thread(target=self._watch, name="api-processes", daemon=True)
 
     def _spawn(self) -> tuple[subprocess.Popen[bytes], rpc.LinkServer | None, float]:
-        env = dict(os.environ, **{LISTEN_FD: str(self._sock.fileno()),
-                                  PARENT: str(os.getpid())})
+        env = dict(os.environ, **{LISTEN_FD: str(self._sock.fileno()), PARENT: str(os.getpid())})
         fds = [self._sock.fileno()]
         ours = theirs = None
         if self._link is not None:
@@ -227,7 +180,7 @@ class ApiProcesses:
             if theirs is not None:
                 theirs.close()
         server = None
-        if ours is not None and self._link is not None:
+        if self._link is not None:
             server = rpc.LinkServer(self._link, ours, self._threads)
             server.start()
         LOG.info("API worker process %d started", proc.pid)
@@ -256,9 +209,7 @@ class ApiProcesses:
             backoff = min(backoff * 2, 30.0) if died_young else 1.0
 
     def stop(self) -> None:
-        """Each worker gets SIGTERM (its :meth:`HttpServer.stop`) while this process's
-        server stops the same way; the socket stops listening once all have closed it.
-        A worker still running ``shutdown_timeout`` + 10 s later is killed."""
+        """SIGTERM to each worker as this server stops; one left 10 s past the grace dies."""
         self._stopping.set()
         if self._watcher.is_alive():
             self._watcher.join(5)
@@ -279,8 +230,7 @@ class ApiProcesses:
 
 
 def _fit_open_files(wanted: int) -> None:
-    """Raise the soft limit on open files to ``wanted`` when it is lower and the hard
-    limit allows (systemd's default soft limit is 1024)."""
+    """Raise the soft limit on open files (systemd's: 1024) towards ``wanted``."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and soft < wanted:
         target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
@@ -294,8 +244,7 @@ def api_app(conf: cfg.ConfigOpts, db: Database,
 
 
 def wait_for_signal(stop: threading.Event, parent: int | None = None) -> None:
-    """Until SIGTERM or SIGINT, or (``parent`` given) until that process is no longer
-    this one's parent (it died: an API worker must not outlive its service)."""
+    """Until SIGTERM/SIGINT, or until process ``parent`` is no longer this one's parent."""
     def handler(signum: int, _frame: Any) -> None:
         LOG.info("signal %d: stopping", signum)
         stop.set()

@@ -1,11 +1,6 @@
-"""HTTP client for the acceld v1 REST API.
-
-Wraps :mod:`requests` with the CLI's error model: every non-2xx response becomes an
-:class:`ApiError` carrying the status and the server's ``errors[0].detail``; a connection
-that fails becomes :class:`CliError`, one that gets no answer in time :class:`TimedOut`
-(the request may still take effect). The auth token is sent as ``X-Auth-Token`` and is
-never logged.
-"""
+"""HTTP client for the acceld REST API, with the CLI's error model: :class:`ApiError` for a
+non-2xx answer, :class:`CliError` for a failed connection, :class:`TimedOut` for none in
+time (it may still take effect). The token (``X-Auth-Token``) is never logged."""
 
 from __future__ import annotations
 
@@ -28,8 +23,7 @@ class CliError(Exception):
 
 
 class TimedOut(CliError):
-    """Not finished in time (a ``--wait`` or the HTTP ``--timeout``): the outcome is not
-    known yet, exit status 3."""
+    """Not finished in time (``--wait``, ``--timeout``; it may still finish): exit 3."""
 
     exit_code = 3
 
@@ -45,22 +39,14 @@ class ApiError(CliError):
 
 
 def error_detail(response: requests.Response) -> str:
-    """Return ``errors[0].detail`` of an error body, falling back to the raw text."""
-    text = response.text or ""
+    """``errors[0].detail`` (or ``title``) of an error body, else the raw text."""
     try:
-        body = response.json()
-    except ValueError:
-        body = None
-    if isinstance(body, dict):
-        errors = body.get("errors")
-        if isinstance(errors, list) and errors and isinstance(errors[0], dict):
-            first = errors[0]
-            for key in ("detail", "title"):
-                value = first.get(key)
-                if value:
-                    return str(value)
-    text = text.strip()
-    return text or (response.reason or "").strip() or "(empty response)"
+        first = response.json()["errors"][0]
+        if first.get("detail") or first.get("title"):
+            return str(first.get("detail") or first.get("title"))
+    except (ValueError, LookupError, TypeError, AttributeError):
+        pass
+    return (response.text or "").strip() or (response.reason or "").strip() or "(empty response)"
 
 
 def _short_reason(exc: requests.RequestException) -> str:
@@ -70,115 +56,69 @@ def _short_reason(exc: requests.RequestException) -> str:
     return str(reason or exc)
 
 
-class Response:
-    """The parts of an HTTP answer that commands use."""
-
-    def __init__(self, status: int, headers: Mapping[str, str], body: Any) -> None:
-        self.status = status
-        self.headers = headers
-        self.body = body
-
-
 class Client:
     """A thin JSON client bound to one acceld endpoint."""
 
     def __init__(self, url: str, token: str | None = None, timeout: float = 30.0) -> None:
         self.url = url.rstrip("/")
         self.timeout = timeout
-        self._token = token
         self._session = requests.Session()
+        self._session.headers.update({"Accept": "application/json", "User-Agent": "acceld-cli"})
+        if token:
+            self._session.headers["X-Auth-Token"] = token
 
-    def _headers(self, has_body: bool) -> dict[str, str]:
-        headers = {"Accept": "application/json", "User-Agent": "acceld-cli"}
-        if has_body:
-            headers["Content-Type"] = "application/json"
-        if self._token:
-            headers["X-Auth-Token"] = self._token
-        return headers
-
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: dict[str, Any] | None = None,
-        body: Any = None,
-    ) -> Response:
-        """Send one request; raise :class:`ApiError` or :class:`CliError` on failure."""
+    def request(self, method: str, path: str, *, params: dict[str, Any] | None = None,
+                body: Any = None) -> tuple[Any, Mapping[str, str]]:
+        """Send one request: (decoded body, headers), or ApiError / CliError."""
         url = self.url + path
         clean = {k: v for k, v in (params or {}).items() if v is not None}
         data = None if body is None else json.dumps(body)
         LOG.debug("REQ %s %s params=%s body=%s", method, url, clean, data)
         try:
             resp = self._session.request(
-                method,
-                url,
-                params=clean or None,
-                data=data,
-                headers=self._headers(data is not None),
-                timeout=self.timeout,
-            )
+                method, url, params=clean or None, data=data, timeout=self.timeout,
+                headers=None if data is None else {"Content-Type": "application/json"})
         except requests.Timeout as exc:
-            raise TimedOut(
-                f"no answer from acceld at {self.url} within {self.timeout:g}s (--timeout)"
-            ) from exc
+            raise TimedOut(f"no answer from acceld at {self.url} within {self.timeout:g}s "
+                           "(--timeout)") from exc
         except requests.ConnectionError as exc:
-            raise CliError(
-                f"cannot reach acceld at {self.url}: {_short_reason(exc)}"
-            ) from exc
+            raise CliError(f"cannot reach acceld at {self.url}: {_short_reason(exc)}") from exc
         except requests.RequestException as exc:  # e.g. a streamed answer broken off
-            raise CliError(
-                f"{method} {path}: the answer of acceld at {self.url} broke off: "
-                f"{_short_reason(exc)}"
-            ) from exc
+            raise CliError(f"{method} {path}: the answer of acceld at {self.url} broke off: "
+                           f"{_short_reason(exc)}") from exc
         request_id = resp.headers.get("x-openstack-request-id")
         LOG.debug("RESP %s %s request_id=%s", resp.status_code, url, request_id)
         if not 200 <= resp.status_code < 300:
             raise ApiError(resp.status_code, error_detail(resp), request_id)
-        parsed: Any = None
-        if resp.content:
-            try:
-                parsed = resp.json()
-            except ValueError as exc:
-                raise CliError(
-                    f"invalid JSON in {resp.status_code} answer from {url}"
-                ) from exc
-        return Response(resp.status_code, resp.headers, parsed)   # names case-insensitive
+        try:
+            parsed = resp.json() if resp.content else None
+        except ValueError as exc:
+            raise CliError(f"invalid JSON in {resp.status_code} answer from {url}") from exc
+        return parsed, resp.headers     # header names case-insensitive
 
     def close(self) -> None:
-        """Close pooled connections."""
         self._session.close()
 
+    # the decoded body of one request
     def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
-        """GET ``path`` and return the decoded body."""
-        return self.request("GET", path, params=params).body
+        return self.request("GET", path, params=params)[0]
 
     def put(self, path: str, body: Any) -> Any:
-        """PUT ``body`` to ``path`` and return the decoded body."""
-        return self.request("PUT", path, body=body).body
+        return self.request("PUT", path, body=body)[0]
 
-    def post(self, path: str, body: Any) -> Response:
-        """POST ``body`` to ``path`` and return the whole response."""
-        return self.request("POST", path, body=body)
+    def post(self, path: str, body: Any) -> Any:
+        return self.request("POST", path, body=body)[0]
 
-    def patch(self, path: str, body: Any) -> Response:
-        """PATCH ``body`` to ``path`` and return the whole response."""
-        return self.request("PATCH", path, body=body)
+    def patch(self, path: str, body: Any) -> Any:
+        return self.request("PATCH", path, body=body)[0]
 
     def delete(self, path: str) -> None:
-        """DELETE ``path``."""
         self.request("DELETE", path)
 
 
-def keystone_token(
-    auth_url: str,
-    username: str | None,
-    password: str | None,
-    project_name: str | None,
-    user_domain_name: str | None,
-    project_domain_name: str | None,
-    timeout: float,
-) -> str:
+def keystone_token(auth_url: str, username: str | None, password: str | None,
+                   project_name: str | None, user_domain_name: str | None,
+                   project_domain_name: str | None, timeout: float) -> str:
     """Get a token from Keystone through keystoneauth1 (an optional dependency)."""
     try:
         from keystoneauth1 import exceptions as ks_exc
@@ -186,14 +126,10 @@ def keystone_token(
         from keystoneauth1.identity import v3
     except ImportError as exc:
         raise CliError("keystone auth needs the keystoneauth1 package") from exc
-    auth = v3.Password(
-        auth_url=auth_url,
-        username=username,
-        password=password,
-        project_name=project_name,
-        user_domain_name=user_domain_name or "Default",
-        project_domain_name=project_domain_name or "Default",
-    )
+    auth = v3.Password(auth_url=auth_url, username=username, password=password,
+                       project_name=project_name,
+                       user_domain_name=user_domain_name or "Default",
+                       project_domain_name=project_domain_name or "Default")
     try:
         token = ks_session.Session(auth=auth, timeout=timeout).get_token()
     except ks_exc.ClientException as exc:

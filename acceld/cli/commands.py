@@ -38,16 +38,19 @@ def _acc_path(uuid: str, suffix: str = "") -> str:
     return f"/v1/accelerators/{quote(uuid, safe='')}{suffix}"
 
 
+def _expect(value: Any, kind: type, what: str) -> Any:
+    """``value`` when it is a ``kind``; else the server's answer lacks ``what``."""
+    if not isinstance(value, kind):
+        raise CliError(f"unexpected answer from server: no {what}")
+    return value
+
+
 def _list_key(body: Any, key: str) -> list[dict[str, Any]]:
-    if not isinstance(body, dict) or not isinstance(body.get(key), list):
-        raise CliError(f"unexpected answer from server: no '{key}' list")
-    return body[key]
+    return _expect(body.get(key) if isinstance(body, dict) else None, list, f"'{key}' list")
 
 
 def _acc_obj(obj: Any) -> dict[str, Any]:
-    if not isinstance(obj, dict):
-        raise CliError("unexpected answer from server: no accelerator object")
-    return obj
+    return _expect(obj, dict, "accelerator object")
 
 
 def _print_acc(obj: Any, fmt: str) -> None:
@@ -57,9 +60,8 @@ def _print_acc(obj: Any, fmt: str) -> None:
 def _wait(what: str, current: dict[str, Any], read: Callable[[], dict[str, Any]],
           finished: Callable[[dict[str, Any]], bool], describe: Callable[[dict[str, Any]], str],
           seconds: float) -> tuple[dict[str, Any], bool]:
-    """Read ``what`` again until it is ``finished`` or ``seconds`` have passed; a line on
-    stderr when its description changes and every PROGRESS_EVERY seconds. Returns the
-    last object read and whether it finished."""
+    """Read ``what`` again until it is ``finished`` or ``seconds`` have passed, with progress
+    on stderr; returns the last object read and whether it finished."""
     if seconds <= 0:
         return current, finished(current)
     started = time.monotonic()
@@ -88,20 +90,21 @@ def _same_uuid(a: Any, b: str) -> bool:
         return str(a) == b
 
 
+def _print_result(fmt: str, data: Any, text: str) -> None:
+    """``data`` as JSON with ``-f json``, else the line ``text``."""
+    if fmt == "json":
+        print_json(data)
+    else:
+        print_line(text)
+
+
 # --- accelerator ---------------------------------------------------------------
 
 
 def acc_list(client: Client, args: argparse.Namespace) -> int:
-    """GET /v1/accelerators with the given filters; with --limit, a line on stderr says
-    where the next page starts when there is one."""
-    params = {
-        "host": args.host,
-        "state": args.state,
-        "device_type": args.device_type,
-        "instance_uuid": args.instance_uuid,
-        "limit": args.limit,
-        "marker": args.marker,
-    }
+    """GET /v1/accelerators; with --limit, stderr says where a next page starts."""
+    params = {key: getattr(args, key) for key in
+              ("host", "state", "device_type", "instance_uuid", "limit", "marker")}
     body = client.get("/v1/accelerators", params)
     rows = _list_key(body, "accelerator")
     print_list(rows, ACC_COLUMNS, args.format, {"attached_to": render_attached_to})
@@ -112,32 +115,26 @@ def acc_list(client: Client, args: argparse.Namespace) -> int:
 
 
 def acc_show(client: Client, args: argparse.Namespace) -> int:
-    """GET /v1/accelerators/UUID."""
     _print_acc(client.get(_acc_path(args.uuid)), args.format)
     return 0
 
 
 def acc_create(client: Client, args: argparse.Namespace) -> int:
     """POST /v1/accelerators; print the new uuid from the Location header."""
-    body: dict[str, Any] = {"name": args.name}
+    body = {"name": args.name}
     if args.uuid:
         body["uuid"] = args.uuid
-    resp = client.post("/v1/accelerators", body)
-    location = resp.headers.get("Location") or ""
+    location = client.request("POST", "/v1/accelerators", body=body)[1].get("Location") or ""
     uuid = location.rstrip("/").rsplit("/", 1)[-1] if location else args.uuid
     if not uuid:
         raise CliError("unexpected answer from server: no Location of the new accelerator")
-    if args.format == "json":
-        print_json({"uuid": uuid, "location": location})
-    else:
-        print_line(uuid)
+    _print_result(args.format, {"uuid": uuid, "location": location}, uuid)
     return 0
 
 
-def _set_state(client: Client, args: argparse.Namespace, state: str) -> int:
-    """PUT the state, then wait (--wait) while the driver's install or uninstall runs;
-    failed when the device ends in ``error``."""
-    transient = TRANSITIONS[state]
+def acc_set_state(client: Client, args: argparse.Namespace) -> int:
+    """PUT state ``args.target`` and wait (--wait) for the driver's step; failed on error."""
+    state, transient = args.target, TRANSITIONS[args.target]
     record = _acc_obj(client.put(_acc_path(args.uuid, "/state"), {"state": state}))
     record, finished = _wait(
         f"accelerator {args.uuid}", record,
@@ -155,16 +152,6 @@ def _set_state(client: Client, args: argparse.Namespace, state: str) -> int:
         print_progress(f"accelerator {args.uuid} is {transient}; `acceld accelerator show "
                        f"{args.uuid}` tells when it is done")
     return 0
-
-
-def acc_set_ready(client: Client, args: argparse.Namespace) -> int:
-    """PUT /v1/accelerators/UUID/state {"state": "ready"}; failed unless it becomes ready."""
-    return _set_state(client, args, "ready")
-
-
-def acc_set_inactive(client: Client, args: argparse.Namespace) -> int:
-    """PUT /v1/accelerators/UUID/state {"state": "inactive"}."""
-    return _set_state(client, args, "inactive")
 
 
 def acc_set_specs(client: Client, args: argparse.Namespace) -> int:
@@ -191,11 +178,8 @@ def acc_set_specs(client: Client, args: argparse.Namespace) -> int:
 
 
 def acc_attach(client: Client, args: argparse.Namespace) -> int:
-    """PUT /v1/accelerators/UUID with an instance or a host."""
-    if args.instance:
-        body = {"instance_uuid": args.instance}
-    else:
-        body = {"host": args.host}
+    """PUT /v1/accelerators/UUID with an instance or a host (``attach-instance`` too)."""
+    body = {"instance_uuid": args.instance} if args.instance else {"host": args.host}
     _print_acc(client.put(_acc_path(args.uuid), body), args.format)
     return 0
 
@@ -206,10 +190,8 @@ def acc_detach(client: Client, args: argparse.Namespace) -> int:
     if not _acc_obj(client.get(_acc_path(args.uuid))).get("attached_to"):
         raise CliError(f"accelerator {args.uuid} is not attached")
     client.delete(_acc_path(args.uuid))
-    if args.format == "json":
-        print_json({"uuid": args.uuid, "detached": True})
-    else:
-        print_line(f"Detached accelerator {args.uuid}")
+    _print_result(args.format, {"uuid": args.uuid, "detached": True},
+                  f"Detached accelerator {args.uuid}")
     return 0
 
 
@@ -217,8 +199,7 @@ def acc_detach(client: Client, args: argparse.Namespace) -> int:
 
 
 def driver_list(client: Client, args: argparse.Namespace) -> int:
-    """GET /v1/drivers; --long adds the error column and each driver's explanation of its
-    last discovery (checks, expected versus found, skipped devices)."""
+    """GET /v1/drivers; --long adds errors and each driver's explanation of its discovery."""
     params = {"host": args.host, "long": "true" if args.long else None}
     rows = _list_key(client.get("/v1/drivers", params), "drivers")
     columns = DRIVER_COLUMNS + ("error",) if args.long else DRIVER_COLUMNS
@@ -252,8 +233,7 @@ def _print_explanation(row: dict[str, Any]) -> None:
 def service_list(client: Client, args: argparse.Namespace) -> int:
     """GET /v1/services; the table view adds each host's Placement sync state."""
     body = client.get("/v1/services")
-    rows = _list_key(body, "services")
-    print_list(rows, SERVICE_COLUMNS, args.format)
+    print_list(_list_key(body, "services"), SERVICE_COLUMNS, args.format)
     placement = body.get("placement") or []
     if args.format != "json" and placement:
         print_line("Placement:")
@@ -266,10 +246,7 @@ def placement_status(client: Client, args: argparse.Namespace) -> int:
     sync state, last error and next retry; 1 when Placement is unreachable."""
     body = client.get("/v1/placement")
     rows = _list_key(body, "hosts")
-    reach = body.get("placement")
-    if not isinstance(reach, dict):
-        raise CliError("unexpected answer from server: no 'placement' object")
-    unreachable = reach.get("configured") and not reach.get("reachable")
+    reach = _expect(body.get("placement"), dict, "'placement' object")
     if args.format == "json":
         print_json(body)
     else:
@@ -280,7 +257,7 @@ def placement_status(client: Client, args: argparse.Namespace) -> int:
             print_line(str(reach.get("detail")))
         elif not rows and reach.get("reachable"):
             print_line("Placement answers; no host has been synced yet.")
-    if unreachable:
+    if reach.get("configured") and not reach.get("reachable"):
         raise CliError(str(reach.get("detail")))
     return 0
 
@@ -290,7 +267,7 @@ def placement_sync(client: Client, args: argparse.Namespace) -> int:
     body: dict[str, Any] = {"dry_run": bool(args.dry_run)}
     if args.host:
         body["host"] = args.host
-    results = _list_key(client.post("/v1/placement/sync", body).body, "results")
+    results = _list_key(client.post("/v1/placement/sync", body), "results")
     if args.format == "json":
         print_json(results)
     else:
@@ -304,27 +281,43 @@ def placement_sync(client: Client, args: argparse.Namespace) -> int:
 
 
 def discover_services(client: Client, args: argparse.Namespace) -> int:
-    """POST /v1/discover, then GET /v1/backends: the hosts asked to rediscover and the
-    services of each backend as the drivers last reported them (a rediscovery shows up
-    with the host's next report, seconds later)."""
-    body: dict[str, Any] = {"host": args.host} if args.host else {}
+    """POST /v1/discover, then GET /v1/backends as the drivers last reported them (the
+    rediscovery shows up with each host's next report)."""
     if args.host:
         asked = [args.host]
     else:
         services = _list_key(client.get("/v1/services"), "services")
         asked = sorted({str(s["host"]) for s in services if s.get("binary") == "acceld-agent"})
-    resp = client.post("/v1/discover", body)
-    hosts = _list_key(resp.body, "hosts")
+    hosts = _list_key(client.post("/v1/discover", {"host": args.host} if args.host else {}),
+                      "hosts")
     backends = _list_key(client.get("/v1/backends", {"host": args.host}), "backends")
     if args.format == "json":
         print_json({"hosts": hosts, "backends": backends})
     else:
         print_list([{"host": h} for h in hosts], ("host",), "table")
-        print_list(backends, BACKEND_COLUMNS, "table",
-                   {"services": lambda v: ", ".join(v or [])})
+        print_list(backends, BACKEND_COLUMNS, "table", {"services": lambda v: ", ".join(v or [])})
     silent = [h for h in asked if h not in hosts]
     if silent:
         raise CliError(f"no agent answered on: {', '.join(silent)}")
+    return 0
+
+
+def driver_action(client: Client, args: argparse.Namespace) -> int:
+    """POST /v1/drivers/NAME/action ``args.action``; failed unless it worked on every host."""
+    action = args.action
+    body: dict[str, Any] = {"action": action}
+    if args.host:
+        body["host"] = args.host
+    path = f"/v1/drivers/{quote(args.name, safe='')}/action"
+    results = _list_key(client.post(path, body), "results")
+    print_list(results, RESULT_COLUMNS, args.format)
+    if not results:
+        raise CliError(f"no agent host to {action} driver {args.name} on")
+    failed = [r for r in results if not r.get("ok")]
+    if failed:
+        hosts = ", ".join(str(r.get("host")) for r in failed)
+        raise CliError(f"{action} of driver {args.name} failed on {len(failed)} of "
+                       f"{len(results)} host(s): {hosts}")
     return 0
 
 
@@ -343,7 +336,7 @@ def deployable_program(client: Client, args: argparse.Namespace) -> int:
     else:
         image["image_path"] = args.image_path
     patch = [{"op": "replace", "path": "/program", "value": [image]}]
-    operation = _operation(client.patch(_program_path(args.uuid), patch).body)
+    operation = _operation(client.patch(_program_path(args.uuid), patch))
     operation, finished = _wait(
         f"programming of {args.uuid}", operation,
         lambda: _operation(client.get(_program_path(args.uuid))),
@@ -366,10 +359,8 @@ def _describe_program(operation: dict[str, Any]) -> str:
 
 
 def _operation(body: Any) -> dict[str, Any]:
-    operation = body.get("program") if isinstance(body, dict) else None
-    if not isinstance(operation, dict):
-        raise CliError("unexpected answer from server: no program operation")
-    return operation
+    return _expect(body.get("program") if isinstance(body, dict) else None, dict,
+                   "program operation")
 
 
 def deployable_program_status(client: Client, args: argparse.Namespace) -> int:
@@ -392,65 +383,20 @@ def acc_stats(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
-def _driver_action(client: Client, args: argparse.Namespace, action: str) -> int:
-    body: dict[str, Any] = {"action": action}
-    if args.host:
-        body["host"] = args.host
-    path = f"/v1/drivers/{quote(args.name, safe='')}/action"
-    results = _list_key(client.post(path, body).body, "results")
-    print_list(results, RESULT_COLUMNS, args.format)
-    if not results:
-        raise CliError(f"no agent host to {action} driver {args.name} on")
-    failed = [r for r in results if not r.get("ok")]
-    if failed:
-        hosts = ", ".join(str(r.get("host")) for r in failed)
-        raise CliError(f"{action} of driver {args.name} failed on {len(failed)} of "
-                       f"{len(results)} host(s): {hosts}")
-    return 0
-
-
-def install_driver(client: Client, args: argparse.Namespace) -> int:
-    """POST /v1/drivers/NAME/action {"action": "install"}."""
-    return _driver_action(client, args, "install")
-
-
-def uninstall_driver(client: Client, args: argparse.Namespace) -> int:
-    """POST /v1/drivers/NAME/action {"action": "uninstall"}."""
-    return _driver_action(client, args, "uninstall")
-
-
-def update_driver(client: Client, args: argparse.Namespace) -> int:
-    """POST /v1/drivers/NAME/action {"action": "update"}."""
-    return _driver_action(client, args, "update")
-
-
-def attach_instance(client: Client, args: argparse.Namespace) -> int:
-    """Attach accelerator --accelerator to INSTANCE_UUID."""
-    obj = client.put(_acc_path(args.accelerator), {"instance_uuid": args.instance_uuid})
-    _print_acc(obj, args.format)
-    return 0
-
-
 def detach_instance(client: Client, args: argparse.Namespace) -> int:
-    """Detach one accelerator of INSTANCE_UUID, or every one attached to it; tries each and
-    fails when any detach failed."""
+    """Detach one or every accelerator of INSTANCE_UUID; failed when any detach failed."""
+    instance, detached, failed = args.instance_uuid, [], []
     if args.accelerator:
         attached = _acc_obj(client.get(_acc_path(args.accelerator))).get("attached_to")
         if not (isinstance(attached, dict) and attached.get("type") == "instance"
-                and _same_uuid(attached.get("id"), args.instance_uuid)):
-            raise CliError(f"accelerator {args.accelerator} is not attached to instance "
-                           f"{args.instance_uuid}")
+                and _same_uuid(attached.get("id"), instance)):
+            raise CliError(f"accelerator {args.accelerator} is not attached to instance {instance}")
         uuids = [args.accelerator]
     else:
-        rows = _list_key(
-            client.get("/v1/accelerators", {"instance_uuid": args.instance_uuid}),
-            "accelerator",
-        )
+        rows = _list_key(client.get("/v1/accelerators", {"instance_uuid": instance}), "accelerator")
         uuids = [str(r["uuid"]) for r in rows if r.get("uuid")]
         if not uuids:
-            raise CliError(f"no accelerator is attached to instance {args.instance_uuid}")
-    detached: list[str] = []
-    failed: list[dict[str, str]] = []
+            raise CliError(f"no accelerator is attached to instance {instance}")
     for uuid in uuids:
         try:
             client.delete(_acc_path(uuid))
@@ -459,12 +405,11 @@ def detach_instance(client: Client, args: argparse.Namespace) -> int:
             continue
         detached.append(uuid)
         if args.format != "json":
-            print_line(f"Detached accelerator {uuid} from instance {args.instance_uuid}")
+            print_line(f"Detached accelerator {uuid} from instance {instance}")
     if args.format == "json":
-        print_json({"instance_uuid": args.instance_uuid, "detached": detached,
-                    "failed": failed})
+        print_json({"instance_uuid": instance, "detached": detached, "failed": failed})
     if failed:
         reasons = "; ".join(f"{f['uuid']}: {f['error']}" for f in failed)
         raise CliError(f"{len(failed)} of {len(uuids)} accelerator(s) of instance "
-                       f"{args.instance_uuid} not detached: {reasons}")
+                       f"{instance} not detached: {reasons}")
     return 0

@@ -1,10 +1,6 @@
 """Rendering of API objects as prettytable tables (for people) or JSON (for scripts).
-
-Text meant for a terminal (table cells, field names, plain lines, error messages) goes
-through :func:`safe`, so a name or message cannot move the cursor, recolour the screen or
-reorder what follows it; JSON output is exact JSON (``json.dumps`` escapes every control
-character and every non-ASCII character).
-"""
+Text for a terminal goes through :func:`safe`, so a name or message cannot move the
+cursor, recolour the screen or reorder what follows it; JSON output is exact JSON."""
 
 from __future__ import annotations
 
@@ -26,8 +22,7 @@ _ESCAPES = {c: (f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}") for c in _UNSAFE}
 
 
 def safe(text: str) -> str:
-    """``text`` with every control, bidi and line-separator character written as a
-    ``\\xNN`` or ``\\uNNNN`` escape: one line that shows what it contains."""
+    """``text`` with every control, bidi and line-separator character escaped: one line."""
     return text.translate(_ESCAPES)
 
 
@@ -49,50 +44,34 @@ def render_attached_to(value: Any) -> str:
     return str(value)
 
 
-def print_json(data: Any, out: TextIO | None = None) -> None:
+def print_json(data: Any) -> None:
     """Print ``data`` as indented JSON."""
-    stream = out or sys.stdout
-    stream.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-def print_list(
-    rows: Iterable[dict[str, Any]],
-    columns: Sequence[str],
-    fmt: str,
-    formatters: dict[str, Formatter] | None = None,
-    out: TextIO | None = None,
-) -> None:
+def _print_table(header: list[str], rows: Iterable[list[str]]) -> None:
+    table = prettytable.PrettyTable(header)
+    table.align = "l"
+    for row in rows:
+        table.add_row([safe(cell) for cell in row])
+    sys.stdout.write(table.get_string() + "\n")
+
+
+def print_list(rows: Iterable[dict[str, Any]], columns: Sequence[str], fmt: str,
+               formatters: dict[str, Formatter] | None = None) -> None:
     """Print a list of objects: a table of ``columns`` (cells escaped) or a JSON array."""
     items = list(rows)
     if fmt == "json":
-        print_json(items, out)
-        return
-    formatters = formatters or {}
-    table = prettytable.PrettyTable(list(columns))
-    table.align = "l"
-    for item in items:
-        table.add_row(
-            [safe(formatters.get(col, render_value)(item.get(col))) for col in columns]
-        )
-    (out or sys.stdout).write(table.get_string() + "\n")
+        return print_json(items)
+    render = {col: (formatters or {}).get(col, render_value) for col in columns}
+    _print_table(list(columns), ([render[col](item.get(col)) for col in columns] for item in items))
 
 
-def print_object(
-    obj: dict[str, Any],
-    fmt: str,
-    formatters: dict[str, Formatter] | None = None,
-    out: TextIO | None = None,
-) -> None:
+def print_object(obj: dict[str, Any], fmt: str) -> None:
     """Print one object: a Field/Value table (escaped) or JSON."""
     if fmt == "json":
-        print_json(obj, out)
-        return
-    formatters = formatters or {}
-    table = prettytable.PrettyTable(["Field", "Value"])
-    table.align = "l"
-    for key in obj:
-        table.add_row([safe(key), safe(formatters.get(key, render_value)(obj[key]))])
-    (out or sys.stdout).write(table.get_string() + "\n")
+        return print_json(obj)
+    _print_table(["Field", "Value"], ([key, render_value(value)] for key, value in obj.items()))
 
 
 def print_line(text: str, out: TextIO | None = None) -> None:

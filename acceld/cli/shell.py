@@ -1,13 +1,11 @@
-"""Argument parsing and dispatch for the ``acceld`` operator CLI.
-
-``acceld serve|api|conductor|agent|db`` are dispatched by :mod:`acceld.cmd.main` (they are
-listed here only for ``acceld --help``); every other argv is handed to :func:`main`,
-which talks to the REST API only (``docs/api-v1.md``).
-"""
+"""Argument parsing and dispatch of the ``acceld`` operator CLI (every verb but the server
+ones, which :mod:`acceld.cmd.main` runs and which are listed here for ``--help``)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import logging
 import math
@@ -17,10 +15,9 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from acceld.cli import commands
+from acceld.cli import SERVER_COMMANDS, commands
 from acceld.cli.client import DEFAULT_URL, Client, CliError, TimedOut, keystone_token
 from acceld.cli.output import print_error, safe
-from acceld.cmd.main import SERVER_COMMANDS
 
 Handler = Callable[[Client, argparse.Namespace], int]
 
@@ -37,8 +34,7 @@ EXIT_STATUS = f"""exit status:
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C)
 Every failure prints one line, "ERROR: <reason>", on stderr; waits print progress on
 stderr; stdout carries only the result (a table, or JSON with -f json)."""
-VERB_EPILOG = ("exit status: 0 done, 1 failed, 2 usage error, 3 timed out "
-               "(acceld --help explains)")
+VERB_EPILOG = "exit status: 0 done, 1 failed, 2 usage error, 3 timed out (acceld --help explains)"
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -51,27 +47,21 @@ def _json_object(text: str) -> dict[str, Any]:
     return value
 
 
-def _int_from(minimum: int) -> Callable[[str], int]:
-    """An argparse type: an integer of at least ``minimum``."""
-    def parse(text: str) -> int:
+def _number(kind: Callable[[str], Any], minimum: float, what: str, rule: str
+            ) -> Callable[[str], Any]:
+    """An argparse type: a finite ``kind`` of at least ``minimum`` (else ``rule``)."""
+    def parse(text: str) -> Any:
         try:
-            value = int(text)
+            value = kind(text)
         except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from exc
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be >= {minimum}")
+            raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from exc
+        if not minimum <= value < math.inf:   # NaN and infinities too
+            raise argparse.ArgumentTypeError(rule)
         return value
     return parse
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from exc
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError("must be a finite number >= 0")
-    return value
+_seconds = _number(float, 0, "a number of seconds", "must be a finite number >= 0")
 
 
 def _positive_seconds(text: str) -> float:
@@ -81,119 +71,81 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
-def _add_format(parser: argparse.ArgumentParser) -> None:
-    # SUPPRESS keeps a sub-command from overwriting a -f given before the verb.
-    parser.add_argument(
-        "-f", "--format", choices=FORMATS, default=argparse.SUPPRESS,
-        help="output format (default: table)",
-    )
-
-
-def _verb(
-    subparsers: Any, name: str, handler: Handler, help_text: str,
-    description: str | None = None,
-) -> argparse.ArgumentParser:
-    """A verb: ``help_text`` is its line in the list of commands, ``description`` (default:
-    the same) heads its own --help."""
+def _verb(subparsers: Any, name: str, handler: Handler, help_text: str,
+          description: str | None = None, uuid: str | None = None) -> argparse.ArgumentParser:
+    """A verb: its line in the list of commands, its --help's head, its UUID argument."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        name, help=help_text, description=description or help_text, epilog=VERB_EPILOG
-    )
-    _add_format(parser)
+        name, help=help_text, description=description or help_text, epilog=VERB_EPILOG)
+    # SUPPRESS keeps a sub-command from overwriting a -f given before the verb.
+    parser.add_argument("-f", "--format", choices=FORMATS, default=argparse.SUPPRESS,
+                        help="output format (default: table)")
     parser.set_defaults(handler=handler)
+    if uuid:
+        parser.add_argument("uuid", metavar=uuid)
     return parser
 
 
 def _add_global_options(parser: argparse.ArgumentParser) -> None:
     env = os.environ.get
-    parser.add_argument(
-        "--url", default=env("ACCELD_URL") or DEFAULT_URL,
-        help="acceld API endpoint (env ACCELD_URL, default %(default)s)",
-    )
-    parser.add_argument(
-        "--token", default=env("ACCELD_TOKEN"),
-        help="token sent as X-Auth-Token (env ACCELD_TOKEN)",
-    )
-    for opt, var in (
-        ("auth-url", "OS_AUTH_URL"),
-        ("username", "OS_USERNAME"),
-        ("password", "OS_PASSWORD"),
-        ("project-name", "OS_PROJECT_NAME"),
-        ("user-domain-name", "OS_USER_DOMAIN_NAME"),
-        ("project-domain-name", "OS_PROJECT_DOMAIN_NAME"),
-    ):
-        parser.add_argument(
-            f"--os-{opt}", default=env(var),
-            help=f"keystone {opt.replace('-', ' ')} (env {var})",
-        )
-    parser.add_argument(
-        "--timeout", type=_positive_seconds, default=30.0,
-        help="seconds to wait for each HTTP answer (default %(default)s)",
-    )
-    parser.add_argument(
-        "-f", "--format", choices=FORMATS, default="table",
-        help="output format (default: table)",
-    )
-    parser.add_argument(
-        "--debug", action="store_true", help="log requests and show tracebacks"
-    )
+    parser.add_argument("--url", default=env("ACCELD_URL") or DEFAULT_URL,
+                        help="acceld API endpoint (env ACCELD_URL, default %(default)s)")
+    parser.add_argument("--token", default=env("ACCELD_TOKEN"),
+                        help="token sent as X-Auth-Token (env ACCELD_TOKEN)")
+    for opt in ("auth-url", "username", "password", "project-name", "user-domain-name",
+                "project-domain-name"):
+        var = "OS_" + opt.replace("-", "_").upper()
+        parser.add_argument(f"--os-{opt}", default=env(var),
+                            help=f"keystone {opt.replace('-', ' ')} (env {var})")
+    parser.add_argument("--timeout", type=_positive_seconds, default=30.0,
+                        help="seconds to wait for each HTTP answer (default %(default)s)")
+    parser.add_argument("-f", "--format", choices=FORMATS, default="table",
+                        help="output format (default: table)")
+    parser.add_argument("--debug", action="store_true", help="log requests and show tracebacks")
 
 
 def _add_accelerator_verbs(subparsers: Any) -> None:
     acc = subparsers.add_parser(
         "accelerator", help="manage accelerators (list, show, set-ready, attach, detach, ...)",
-        description="manage accelerators", epilog=VERB_EPILOG,
-    )
+        description="manage accelerators", epilog=VERB_EPILOG)
     acc_sub = acc.add_subparsers(dest="acc_verb", metavar="ACTION")
     acc_sub.required = True
 
     p = _verb(acc_sub, "list", commands.acc_list, "list accelerators")
-    p.add_argument("--host")
-    p.add_argument("--state")
-    p.add_argument("--device-type")
-    p.add_argument("--instance-uuid")
-    p.add_argument("--limit", type=_int_from(1))
+    for option in ("--host", "--state", "--device-type", "--instance-uuid"):
+        p.add_argument(option)
+    p.add_argument("--limit", type=_number(int, 1, "an integer", "must be >= 1"))
     p.add_argument("--marker")
 
-    p = _verb(acc_sub, "show", commands.acc_show, "show one accelerator")
-    p.add_argument("uuid", metavar="UUID")
+    _verb(acc_sub, "show", commands.acc_show, "show one accelerator", uuid="UUID")
 
     p = _verb(acc_sub, "create", commands.acc_create, "declare an accelerator")
     p.add_argument("name", metavar="NAME")
     p.add_argument("--uuid")
 
-    for name, handler, target, step in (
-        ("set-ready", commands.acc_set_ready, "ready", "install"),
-        ("set-inactive", commands.acc_set_inactive, "inactive", "uninstall"),
-    ):
-        p = _verb(acc_sub, name, handler, f"move to state {target} (the driver's {step})",
+    for target, step in (("ready", "install"), ("inactive", "uninstall")):
+        p = _verb(acc_sub, f"set-{target}", commands.acc_set_state,
+                  f"move to state {target} (the driver's {step})",
                   f"move to state {target}: the device's agent runs the driver's {step} "
-                  "step (fails when the device ends in state error)")
-        p.add_argument("uuid", metavar="UUID")
+                  "step (fails when the device ends in state error)", uuid="UUID")
+        p.set_defaults(target=target)
         p.add_argument("--wait", type=_seconds, default=60.0, metavar="SECONDS",
                        help=f"wait up to this long for the {step} to finish, with progress "
                             "on stderr; 0: do not wait (default %(default)s)")
 
-    p = _verb(acc_sub, "set-specs", commands.acc_set_specs, "replace acc_specs")
-    p.add_argument("uuid", metavar="UUID")
+    p = _verb(acc_sub, "set-specs", commands.acc_set_specs, "replace acc_specs", uuid="UUID")
     p.add_argument("--specs", required=True, type=_json_object, help="JSON object")
-    p.add_argument(
-        "--revision", type=_int_from(0),
-        help="expected revision (default: read it from the server first)",
-    )
+    p.add_argument("--revision", type=_number(int, 0, "an integer", "must be >= 0"),
+                   help="expected revision (default: read it from the server first)")
 
-    p = _verb(acc_sub, "attach", commands.acc_attach, "attach to an instance or host")
-    p.add_argument("uuid", metavar="UUID")
+    p = _verb(acc_sub, "attach", commands.acc_attach, "attach to an instance or host", uuid="UUID")
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--instance", metavar="INSTANCE_UUID")
     group.add_argument("--host")
 
-    p = _verb(acc_sub, "detach", commands.acc_detach, "detach an accelerator",
-              "detach an accelerator (fails when it is not attached)")
-    p.add_argument("uuid", metavar="UUID")
-
-    p = _verb(acc_sub, "stats", commands.acc_stats,
-              "current statistics of an accelerator (read from its agent)")
-    p.add_argument("uuid", metavar="UUID")
+    _verb(acc_sub, "detach", commands.acc_detach, "detach an accelerator",
+          "detach an accelerator (fails when it is not attached)", uuid="UUID")
+    _verb(acc_sub, "stats", commands.acc_stats,
+          "current statistics of an accelerator (read from its agent)", uuid="UUID")
 
 
 def _add_seed_verbs(subparsers: Any) -> None:
@@ -204,17 +156,14 @@ def _add_seed_verbs(subparsers: Any) -> None:
 
     _verb(subparsers, "service-list", commands.service_list, "list acceld services")
 
-    p = _verb(
-        subparsers, "discover-services", commands.discover_services,
-        "ask agents to rediscover; list the services of each backend",
-        "ask agents to rediscover devices and list the services of each backend (fails "
-        "when an agent does not answer)",
-    )
+    p = _verb(subparsers, "discover-services", commands.discover_services,
+              "ask agents to rediscover; list the services of each backend",
+              "ask agents to rediscover devices and list the services of each backend (fails "
+              "when an agent does not answer)")
     p.add_argument("--host")
 
     p = _verb(subparsers, "deployable-program", commands.deployable_program,
-              "load an image into a deployable (an FPGA)")
-    p.add_argument("uuid", metavar="DEPLOYABLE_UUID")
+              "load an image into a deployable (an FPGA)", uuid="DEPLOYABLE_UUID")
     image = p.add_mutually_exclusive_group(required=True)
     image.add_argument("--image-uuid", help="Glance image id")
     image.add_argument("--image-path",
@@ -225,43 +174,33 @@ def _add_seed_verbs(subparsers: Any) -> None:
                    help="wait up to this long for the programming to finish, with "
                         "progress on stderr (default %(default)s: do not wait)")
 
-    p = _verb(subparsers, "deployable-program-status", commands.deployable_program_status,
-              "show the newest program operation of a deployable")
-    p.add_argument("uuid", metavar="DEPLOYABLE_UUID")
+    _verb(subparsers, "deployable-program-status", commands.deployable_program_status,
+          "show the newest program operation of a deployable", uuid="DEPLOYABLE_UUID")
 
-    for name, handler in (
-        ("install-driver", commands.install_driver),
-        ("uninstall-driver", commands.uninstall_driver),
-        ("update-driver", commands.update_driver),
-    ):
-        p = _verb(subparsers, name, handler,
-                  f"{name.split('-')[0]} a driver on one agent host or all",
-                  f"{name.split('-')[0]} a driver on one agent host or all (fails when "
-                  "it fails on any)")
+    for action in ("install", "uninstall", "update"):
+        p = _verb(subparsers, f"{action}-driver", commands.driver_action,
+                  f"{action} a driver on one agent host or all",
+                  f"{action} a driver on one agent host or all (fails when it fails on any)")
+        p.set_defaults(action=action)
         p.add_argument("name", metavar="NAME")
         p.add_argument("--host")
 
-    p = _verb(
-        subparsers, "attach-instance", commands.attach_instance,
-        "attach an accelerator to an instance",
-    )
-    p.add_argument("instance_uuid", metavar="INSTANCE_UUID")
-    p.add_argument("--accelerator", required=True, metavar="UUID")
+    p = _verb(subparsers, "attach-instance", commands.acc_attach,
+              "attach an accelerator to an instance")
+    p.set_defaults(host=None)
+    p.add_argument("instance", metavar="INSTANCE_UUID")
+    p.add_argument("--accelerator", dest="uuid", required=True, metavar="UUID")
 
-    p = _verb(
-        subparsers, "detach-instance", commands.detach_instance,
-        "detach one or all accelerators of an instance",
-        "detach one or all accelerators of an instance (fails when any stays attached)",
-    )
+    p = _verb(subparsers, "detach-instance", commands.detach_instance,
+              "detach one or all accelerators of an instance",
+              "detach one or all accelerators of an instance (fails when any stays attached)")
     p.add_argument("instance_uuid", metavar="INSTANCE_UUID")
     p.add_argument("--accelerator", metavar="UUID")
 
 
 def _add_placement_verbs(subparsers: Any) -> None:
-    placement = subparsers.add_parser(
-        "placement", help="Placement: sync, status", description="Placement sync",
-        epilog=VERB_EPILOG,
-    )
+    placement = subparsers.add_parser("placement", help="Placement: sync, status",
+                                      description="Placement sync", epilog=VERB_EPILOG)
     sub = placement.add_subparsers(dest="placement_verb", metavar="VERB")
     sub.required = True
     p = _verb(sub, "sync", commands.placement_sync,
@@ -279,21 +218,6 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {safe(message)}\n")
 
 
-class _TopFormatter(argparse.RawDescriptionHelpFormatter):
-    """Every command of ``acceld --help`` on one line: room for the longest name."""
-
-    def __init__(self, prog: str) -> None:
-        super().__init__(prog, max_help_position=32, width=100)
-
-
-def _add_server_verbs(subparsers: Any) -> None:
-    """The server verbs, listed for --help; ``acceld.cmd.main`` runs them before this
-    parser sees them, so here they take nothing."""
-    for name, help_text in SERVER_COMMANDS.items():
-        p = subparsers.add_parser(name, help=help_text, add_help=False)
-        p.set_defaults(server=name)
-
-
 def build_parser() -> argparse.ArgumentParser:
     """Build the argparse tree of global options and verbs."""
     parser = _Parser(
@@ -301,12 +225,16 @@ def build_parser() -> argparse.ArgumentParser:
         description="acceld: its servers (serve, api, conductor, agent, db) and the operator\n"
                     "client of its REST API (every other command; --url, or ACCELD_URL).\n"
                     "`acceld COMMAND --help` or `acceld help COMMAND` describes one command.",
-        epilog=EXIT_STATUS, formatter_class=_TopFormatter,
+        epilog=EXIT_STATUS,
+        # every command on one line: room for the longest name
+        formatter_class=functools.partial(argparse.RawDescriptionHelpFormatter,
+                                          max_help_position=32, width=100),
     )
     _add_global_options(parser)
     subparsers = parser.add_subparsers(dest="verb", metavar="COMMAND", title="commands")
     subparsers.required = True
-    _add_server_verbs(subparsers)
+    for name, help_text in SERVER_COMMANDS.items():   # listed; acceld.cmd.main runs them
+        subparsers.add_parser(name, help=help_text, add_help=False).set_defaults(server=name)
     _add_accelerator_verbs(subparsers)
     _add_placement_verbs(subparsers)
     _add_seed_verbs(subparsers)
@@ -331,11 +259,9 @@ def _resolve_token(args: argparse.Namespace) -> str | None:
     if args.token:
         return str(args.token)
     if args.os_auth_url:
-        return keystone_token(
-            args.os_auth_url, args.os_username, args.os_password,
-            args.os_project_name, args.os_user_domain_name,
-            args.os_project_domain_name, args.timeout,
-        )
+        return keystone_token(args.os_auth_url, args.os_username, args.os_password,
+                              args.os_project_name, args.os_user_domain_name,
+                              args.os_project_domain_name, args.timeout)
     return None
 
 
@@ -369,28 +295,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = _parse(parser, [*args.topic, "--help"])
         return result if isinstance(result, int) else EXIT_USAGE
     _setup_logging(args.debug)
-    client: Client | None = None
     try:
-        client = Client(args.url, _resolve_token(args), args.timeout)
-        handler: Handler = args.handler
-        return handler(client, args)
-    except CliError as exc:
-        if args.debug:
-            traceback.print_exc()
-        print_error(str(exc))
-        return exc.exit_code
+        with contextlib.closing(Client(args.url, _resolve_token(args), args.timeout)) as client:
+            handler: Handler = args.handler
+            return handler(client, args)
     except KeyboardInterrupt:
         print_error("interrupted")
         return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - the CLI must not dump tracebacks
         if args.debug:
             traceback.print_exc()
+        if isinstance(exc, CliError):
+            print_error(str(exc))
+            return exc.exit_code
         print_error(f"unexpected {type(exc).__name__}: {exc}")
         return EXIT_FAILED
-    finally:
-        if client is not None:
-            client.close()
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -8,9 +8,7 @@ from oslo_config import cfg
 
 
 def make_adapter(conf: cfg.ConfigOpts, group: str) -> ks_adapter.Adapter:
-    """A keystoneauth adapter from the session, auth and adapter options of ``[group]``
-    (``placement``, ``nova``, ``glance``): the one chain every client of another
-    service is built on."""
+    """The keystoneauth adapter of ``[group]``'s session, auth and adapter options."""
     auth = ks_loading.load_auth_from_conf_options(conf, group)
     session = ks_loading.load_session_from_conf_options(conf, group, auth=auth)
     return ks_loading.load_adapter_from_conf_options(conf, group, session=session, auth=auth)

@@ -1,18 +1,7 @@
-"""A typed client for the one Nova compute API call acceld makes, over a keystoneauth1
-adapter: ``POST /os-server-external-events`` (``accelerator-request-bound``, compute 2.82).
-
-Errors are typed::
-
-    NovaError
-    ├── ClientError    any 4xx (and a 207 with an entry other than 200/422)
-    └── ServerError    5xx, or Nova unreachable
-
-Nova answers 207 with a per-event code 422 when the instance has no host yet; that is
-normal (its compute, once it runs, reads the resolved ARQs before it waits for events)
-and is logged, not raised. Connection failures and 503s are retried by keystoneauth
-(``[nova] connect_retries``, ``status_code_retries``). Only ids
-(server and ARQ uuids) and status codes are ever logged; never tokens or bodies.
-"""
+"""A typed client for the one Nova compute API call acceld makes, ``POST
+/os-server-external-events`` (``accelerator-request-bound``, 2.82). ClientError: 4xx, or
+a 207 with an entry other than 200/422 (422, no host yet, is logged: the compute reads
+the ARQs when it runs); ServerError: 5xx or unreachable. Never logs tokens or bodies."""
 
 from __future__ import annotations
 
@@ -47,8 +36,7 @@ class ServerError(NovaError):
 
 @dataclasses.dataclass(frozen=True)
 class BoundEvent:
-    """One ``accelerator-request-bound`` event: ARQ ``arq_uuid`` of ``server_uuid`` is
-    resolved, ``status`` completed (Bound) or failed."""
+    """ARQ ``arq_uuid`` of ``server_uuid`` is resolved: ``status`` completed or failed."""
     server_uuid: str
     arq_uuid: str
     status: str
@@ -81,8 +69,7 @@ class NovaClient:
             LOG.info("told Nova about server %s: %s", events[0].server_uuid, ids)
             return
         if status == 207:
-            self._check_multi_status(resp, events)
-            return
+            return self._check_multi_status(resp, events)
         message = f"POST /os-server-external-events ({ids}): {status}"
         if status >= 500:
             raise ServerError(message, status)
@@ -92,8 +79,7 @@ class NovaClient:
     def _check_multi_status(resp: Any, events: list[BoundEvent]) -> None:
         try:
             answered = resp.json()["events"]
-            codes = {(e.get("server_uuid"), e.get("tag")): int(e.get("code", 0))
-                     for e in answered}
+            codes = {(e.get("server_uuid"), e.get("tag")): int(e.get("code", 0)) for e in answered}
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ClientError("POST /os-server-external-events: 207 with an unreadable "
                               "body", 207) from exc
@@ -106,5 +92,4 @@ class NovaClient:
             elif code != 200:
                 bad.append(f"{ev.arq_uuid}={code}")
         if bad:
-            raise ClientError(f"POST /os-server-external-events: 207 with {', '.join(bad)}",
-                              207)
+            raise ClientError(f"POST /os-server-external-events: 207 with {', '.join(bad)}", 207)

@@ -1,26 +1,12 @@
-"""A typed OpenStack Placement client over a keystoneauth1 adapter.
-
-Every call names its microversion. Errors are typed::
-
-    PlacementError
-    ├── NotFound              404
-    ├── GenerationConflict    409 placement.concurrent_update
-    ├── InventoryInUse        409 placement.inventory.inuse (lowering below allocations)
-    ├── ProviderInUse         409 provider has allocations or children
-    ├── ClientError           any other 4xx
-    │   └── AlreadyExists     409 placement.duplicate_name (a provider's uuid or name)
-    └── ServerError           5xx
-        └── Unreachable       no answer (connection refused or reset, timeout, no endpoint)
-
-Requests are retried by keystoneauth as the ``[placement]`` options say
-(``connect_retries``, ``status_code_retries``; see ``acceld.conf.placement``), so an
-error here is what is left after those retries.
-"""
+"""A typed OpenStack Placement client over a keystoneauth1 adapter; every call names its
+microversion. :func:`_error` types what is left after keystoneauth's retries: 404
+NotFound, 409 by Placement's code, other 4xx ClientError, 5xx ServerError, none Unreachable."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
+from urllib.parse import quote
 
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
@@ -107,14 +93,12 @@ class PlacementClient:
         raise _error(method, url, resp)
 
     def probe(self, timeout: float) -> None:
-        """One GET of Placement's root (its version document), not retried and waiting at
-        most ``timeout`` seconds; raises when Placement does not answer 200."""
-        self._request("GET", "/", None, connect_retries=0, status_code_retries=0,
-                      timeout=timeout)
+        """GET Placement's root once, for at most ``timeout`` seconds; raises unless 200."""
+        self._request("GET", "/", None, connect_retries=0, status_code_retries=0, timeout=timeout)
 
     # -- providers ---------------------------------------------------------------------
     def find_provider(self, name: str) -> Provider | None:
-        body = self._request("GET", f"/resource_providers?name={_q(name)}", "1.14")
+        body = self._request("GET", f"/resource_providers?name={quote(name, safe='')}", "1.14")
         rps = body["resource_providers"]
         return _provider(rps[0]) if rps else None
 
@@ -171,9 +155,13 @@ class PlacementClient:
         return self._request("GET", f"/allocation_candidates?{query}", "1.39")
 
 
-def _q(value: str) -> str:
-    from urllib.parse import quote
-    return quote(value, safe="")
+# The 409s told apart by their error code (Placement 1.23+).
+CONFLICTS: dict[str | None, type[PlacementError]] = {
+    "placement.concurrent_update": GenerationConflict,
+    "placement.inventory.inuse": InventoryInUse,
+    "placement.resource_provider.inuse": ProviderInUse,
+    "placement.duplicate_name": AlreadyExists,
+}
 
 
 def _error(method: str, url: str, resp: Any) -> PlacementError:
@@ -183,19 +171,10 @@ def _error(method: str, url: str, resp: Any) -> PlacementError:
         code, detail = err.get("code"), err.get("detail", detail)
     except (ValueError, KeyError, IndexError, TypeError):
         pass
-    message = f"{method} {url}: {resp.status_code} {detail}"
     status = resp.status_code
-    if status == 404:
-        return NotFound(message, status, code)
+    kind = ServerError if status >= 500 else NotFound if status == 404 else ClientError
     if status == 409:
-        if code == "placement.concurrent_update":
-            return GenerationConflict(message, status, code)
-        if code == "placement.inventory.inuse":
-            return InventoryInUse(message, status, code)
-        if code == "placement.resource_provider.inuse" or "child resource providers" in detail:
-            return ProviderInUse(message, status, code)
-        if code == "placement.duplicate_name":
-            return AlreadyExists(message, status, code)
-    if status >= 500:
-        return ServerError(message, status, code)
-    return ClientError(message, status, code)
+        kind = CONFLICTS.get(code, ClientError)
+        if kind in (ClientError, AlreadyExists) and "child resource providers" in detail:
+            kind = ProviderInUse     # one with children: told by its text
+    return kind(f"{method} {url}: {status} {detail}", status, code)

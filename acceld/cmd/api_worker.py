@@ -1,7 +1,6 @@
-"""An API worker process of `acceld serve` or `acceld api` with several ``[api]
-processes`` (started by :class:`acceld.wiring.ApiProcesses`, never by hand): it serves
-the API on the listening socket it inherited, with the configuration of the command line
-it was given, until SIGTERM/SIGINT, then stops gracefully."""
+"""An API worker process (started by :class:`acceld.wiring.ApiProcesses`, never by hand):
+it serves the API on the listening socket it inherited, with the configuration of its
+command line, until SIGTERM/SIGINT."""
 
 from __future__ import annotations
 

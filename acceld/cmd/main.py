@@ -1,26 +1,12 @@
-"""The ``acceld`` command: server sub-commands here, every other verb to the operator CLI.
-
-``acceld serve``      API + conductor + agent in one process (SQLite, in-process bus)
-``acceld api``        the REST API (database + RabbitMQ)
-``acceld conductor``  the conductor (database + RabbitMQ)
-``acceld agent``      the agent of this host (RabbitMQ only; never the database)
-``acceld db upgrade|version``
-Options after the sub-command go to oslo.config (``--config-file``, ``--config-dir``).
-``acceld help COMMAND`` is ``acceld COMMAND --help`` for every command.
-"""
+"""The ``acceld`` command: the server sub-commands (``acceld.cli.SERVER_COMMANDS``; their
+options go to oslo.config: ``--config-file``, ``--config-dir``) run here, every other verb
+in the operator CLI. ``acceld help COMMAND`` is ``acceld COMMAND --help``."""
 
 from __future__ import annotations
 
 import sys
 
-# The server sub-commands and their line in ``acceld --help``.
-SERVER_COMMANDS = {
-    "serve": "API, conductor and agent in one process (SQLite, fake devices)",
-    "api": "run the REST API (needs a database and RabbitMQ)",
-    "conductor": "run a conductor (needs a database and RabbitMQ)",
-    "agent": "run this host's agent (needs RabbitMQ, never the database)",
-    "db": "database schema: `db upgrade` or `db version`",
-}
+from acceld.cli import SERVER_COMMANDS
 
 
 def main(argv: list[str] | None = None) -> int:

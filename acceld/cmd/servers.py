@@ -47,11 +47,9 @@ def run(command: str, rest: list[str]) -> int:
     listens = command in ("serve", "api")
     conf = config.load(rest, command=command, description=DESCRIPTIONS[command],
                        cli_opts=LISTEN_OPTS if listens else None)
-    if listens:
-        if conf.listen_host is not None:
-            conf.set_override("host_ip", conf.listen_host, group="api")
-        if conf.listen_port is not None:
-            conf.set_override("port", conf.listen_port, group="api")
+    for given, option in (("listen_host", "host_ip"), ("listen_port", "port")):
+        if listens and conf[given] is not None:
+            conf.set_override(option, conf[given], group="api")
     wiring.setup_logging(conf)
     if listens:
         return {"serve": serve, "api": api}[command](conf, rest)
@@ -75,8 +73,7 @@ def _db(rest: list[str]) -> int:
 
 
 def serve(conf: cfg.ConfigOpts, argv: list[str]) -> int:
-    """All in one process on the embedded default (with several ``[api] processes``,
-    API worker processes beside it reach its conductor and agent over their links)."""
+    """All in one process (and its API worker processes) on the embedded default."""
     db = wiring.database(conf, api=True, services=True)
     migration.upgrade(db)
     transport = rpc.LocalTransport()
@@ -85,27 +82,20 @@ def serve(conf: cfg.ConfigOpts, argv: list[str]) -> int:
     front = wiring.ApiProcesses(conf, argv, wiring.api_app(conf, db, transport), transport)
     wiring.LOG.info("acceld serve listening on http://%s:%d (database %s)",
                     conf.api.host_ip, front.port, db.url)
-    return _run_http(front, [agent_mgr.stop, agent_server.stop, cond_server.stop, cond.stop,
-                             transport.close])
+    front.start()
+    return until_signal([front.stop, agent_mgr.stop, agent_server.stop, cond_server.stop,
+                         cond.stop, transport.close])
 
 
 def until_signal(stops: list[Callable[[], object]], parent: int | None = None) -> int:
-    """Run until SIGTERM/SIGINT (or, ``parent`` given, until that process is gone), then
-    call ``stops`` in order."""
+    """Run until SIGTERM/SIGINT (or until process ``parent`` is gone), then call ``stops``
+    in order (the HTTP server's first: requests in flight may still need the rest)."""
     try:
         wiring.wait_for_signal(threading.Event(), parent)
     finally:
         for fn in stops:
             fn()
     return 0
-
-
-def _run_http(httpd: wiring.ApiProcesses,
-              stops: list[Callable[[], object]]) -> int:
-    """Serve until a signal; then the graceful stop of the HTTP server (requests in
-    flight finish, and may still reach the conductor) before ``stops``."""
-    httpd.start()
-    return until_signal([httpd.stop, *stops])
 
 
 def _require_bus(conf: cfg.ConfigOpts, what: str) -> None:
@@ -120,7 +110,8 @@ def api(conf: cfg.ConfigOpts, argv: list[str]) -> int:
     front = wiring.ApiProcesses(conf, argv, wiring.api_app(
         conf, wiring.database(conf, api=True), transport))
     wiring.LOG.info("acceld api listening on http://%s:%d", conf.api.host_ip, front.port)
-    return _run_http(front, [transport.close])
+    front.start()
+    return until_signal([front.stop, transport.close])
 
 
 def conductor(conf: cfg.ConfigOpts) -> int:

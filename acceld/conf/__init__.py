@@ -1,13 +1,7 @@
-"""Configuration: one module per option group, assembled into a private ConfigOpts.
-
-Each agent driver has its own group, which its class lists (``conf_group``,
-``conf_opts``): the options of every driver installed in the ``acceld.drivers``
-entry-point namespace are registered and listed here through stevedore, so no driver is
-named in this package.
-
-Parse once in ``cmd/`` (or the WSGI factory) with :func:`load`, then pass the
-``ConfigOpts`` down. No module below ``cmd/`` reads a global CONF.
-"""
+"""Configuration: one module per option group, assembled into a private ConfigOpts that
+:func:`load` parses once in ``cmd/`` (or the WSGI factory) and passes down (no global
+CONF). Each installed driver (``acceld.drivers`` entry points, found through stevedore)
+brings its own group (its class's ``conf_group`` and ``conf_opts``)."""
 
 from __future__ import annotations
 
@@ -20,18 +14,12 @@ from oslo_log import log
 from stevedore import extension
 
 import acceld.threading_backend  # noqa: F401 - must precede oslo.messaging
-from acceld.conf import (
-    agent,
-    api,
-    conductor,
-    default,
-    glance,
-    nova,
-    placement,
-    service_client,
-)
+from acceld.conf import agent, api, conductor, default, glance, nova, placement, service_client
 
-GROUP_MODULES = (default, api, agent, conductor, glance, placement, nova)
+# Groups of plain options (GROUP, OPTS), then those of keystoneauth clients (with their
+# own register_opts and list_opts), in the sample config's order.
+PLAIN_MODULES = (default, api, agent, conductor)
+CLIENT_MODULES = (glance, placement, nova)
 DRIVER_NAMESPACE = "acceld.drivers"
 # oslo.log's library levels, with oslo.messaging at WARNING (it logs every connection
 # and reconnection at INFO).
@@ -43,9 +31,10 @@ DEFAULT_CONFIG_FILE = "/etc/acceld/acceld.conf"
 
 
 def register_all(conf: cfg.ConfigOpts) -> cfg.ConfigOpts:
-    """Register every acceld option group, the installed drivers' included (and
-    oslo.log's, oslo.db's, oslo.messaging's and keystonemiddleware's), on ``conf``."""
-    for module in GROUP_MODULES:
+    """Register every option group on ``conf``: acceld's, the drivers' and the libraries'."""
+    for module in PLAIN_MODULES:
+        conf.register_opts(module.OPTS, group=module.GROUP)
+    for module in CLIENT_MODULES:
         module.register_opts(conf)
     for group, opts in driver_opts():
         conf.register_opts(opts, group=group)
@@ -57,7 +46,10 @@ def register_all(conf: cfg.ConfigOpts) -> cfg.ConfigOpts:
     for group, opts in messaging_opts.list_opts():
         if group in (None, "DEFAULT"):
             conf.register_opts(opts)
-    _register_messaging_switches(conf)
+    for group, name in MESSAGING_SWITCHES:
+        conf.register_opt(cfg.Opt(name, type=_off, default=False,
+                                  help="Not supported by acceld: must be false."),
+                          group=group)
     # oslo.messaging defaults transport_url to "rabbit://"; acceld's default is the
     # in-process bus, and the split services refuse to start without an explicit URL.
     conf.set_default("transport_url", None)
@@ -67,15 +59,12 @@ def register_all(conf: cfg.ConfigOpts) -> cfg.ConfigOpts:
 
 
 def set_lib_defaults() -> None:
-    """acceld's defaults of library options: oslo.log's ``default_log_levels``. The
-    sample config shows them too (oslo-config-generator calls this through the
-    ``oslo.config.opts.defaults`` entry point ``acceld``)."""
+    """acceld's defaults of library options (the ``oslo.config.opts.defaults`` entry point)."""
     log.set_defaults(default_log_levels=LOG_LEVELS)
 
 
 def driver_opts() -> list[tuple[str, list[cfg.Opt]]]:
-    """The option groups of every installed driver (a driver that cannot be imported is
-    logged by stevedore and left out: the agent reports it when it fails to load it)."""
+    """The option groups of every installed driver that can be imported."""
     drivers = extension.ExtensionManager(DRIVER_NAMESPACE)
     return [item for ext in drivers for item in ext.plugin.list_opts()]
 
@@ -94,26 +83,12 @@ def _off(value: object) -> bool:
     return False
 
 
-def _register_messaging_switches(conf: cfg.ConfigOpts) -> None:
-    for group, name in MESSAGING_SWITCHES:
-        conf.register_opt(cfg.Opt(name, type=_off, default=False,
-                                  help="Not supported by acceld: must be false."),
-                          group=group)
-
-
 def load(args: list[str] | None = None, *, config_files: list[str] | None = None,
          overrides: dict[str, dict[str, object]] | None = None,
          command: str | None = None, description: str | None = None,
          cli_opts: list[cfg.Opt] | None = None) -> cfg.ConfigOpts:
-    """Build and parse a fresh ConfigOpts.
-
-    ``config_files`` defaults to ``/etc/acceld/acceld.conf`` when that file exists.
-    ``overrides`` maps group name (``DEFAULT`` for the default group) to option values;
-    tests and ``acceld serve`` use it instead of writing files. ``command`` (``serve``,
-    ``api``, ...), ``description`` and ``cli_opts`` make the command line of one
-    sub-command: its ``--help`` names it and says what it does, and its own options come
-    before the common ones.
-    """
+    """A fresh, parsed ConfigOpts: ``overrides`` maps a group (``DEFAULT`` too) to option
+    values; ``command``, ``description`` and ``cli_opts`` make one sub-command's line."""
     conf = register_all(cfg.ConfigOpts())
     if cli_opts:
         conf.register_cli_opts(cli_opts)
@@ -124,7 +99,7 @@ def load(args: list[str] | None = None, *, config_files: list[str] | None = None
          usage="%(prog)s [options]" if command else None,
          default_config_files=config_files, validate_default_values=True)
     overrides = overrides or {}
-    for module in (placement, nova, glance):
+    for module in CLIENT_MODULES:
         group = getattr(conf, module.GROUP)
         auth_type = overrides.get(module.GROUP, {}).get("auth_type") or group.auth_type
         if auth_type:  # the plugin's own options (endpoint, token, ...) exist only now

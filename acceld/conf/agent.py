@@ -24,11 +24,3 @@ OPTS = [
                  help="Seconds between two attempts to deliver journaled results while the "
                       "conductor is unreachable."),
 ]
-
-
-def register_opts(conf: cfg.ConfigOpts) -> None:
-    conf.register_opts(OPTS, group=GROUP)
-
-
-def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
-    return [(GROUP, OPTS)]

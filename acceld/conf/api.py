@@ -60,11 +60,3 @@ OPTS = [
                help="On SIGTERM, seconds the requests already received get to finish "
                     "before the server closes what is left."),
 ]
-
-
-def register_opts(conf: cfg.ConfigOpts) -> None:
-    conf.register_opts(OPTS, group=GROUP)
-
-
-def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
-    return [(GROUP, OPTS)]

@@ -23,11 +23,3 @@ OPTS = [
     cfg.FloatOpt("periodic_interval", default=15.0, min=0.05,
                  help="Seconds between two runs of the conductor's periodic tasks."),
 ]
-
-
-def register_opts(conf: cfg.ConfigOpts) -> None:
-    conf.register_opts(OPTS, group=GROUP)
-
-
-def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
-    return [(GROUP, OPTS)]

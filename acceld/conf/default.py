@@ -8,6 +8,8 @@ import socket
 
 from oslo_config import cfg
 
+GROUP = None
+
 
 def _default_state_path() -> str:
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local",
@@ -26,11 +28,3 @@ OPTS = [
     cfg.IntOpt("rpc_timeout", default=60, min=1,
                help="Seconds an RPC call waits for its answer."),
 ]
-
-
-def register_opts(conf: cfg.ConfigOpts) -> None:
-    conf.register_opts(OPTS)
-
-
-def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
-    return [(None, OPTS)]

@@ -1,10 +1,6 @@
-"""[glance] options: where the agent fetches FPGA images from.
-
-keystoneauth session, auth and adapter options (service type ``image``) like
-``[placement]`` and ``[nova]``, plus the download tuning below. Glance image references
-work once ``auth_type`` is set; without it only local image paths
-(``[fpga_driver] local_image_dirs``) can be programmed.
-"""
+"""[glance] options: keystoneauth options (service type ``image``) and download tuning
+for the FPGA images the agent fetches; without ``auth_type`` only local image paths
+(``[fpga_driver] local_image_dirs``) can be programmed."""
 
 from __future__ import annotations
 

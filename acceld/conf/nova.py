@@ -1,15 +1,6 @@
-"""[nova] options: keystoneauth session/auth/adapter for Nova's compute API, plus the bind
-notification timeout.
-
-acceld tells Nova that an instance's accelerator requests are resolved with the
-``accelerator-request-bound`` external event (contract 3.2 step 3). The notification is
-on when an auth plugin is configured (``auth_type``); with no ``[nova]`` section nothing
-is sent. Nova's compute does not poll: it reads the instance's ARQs once when it starts
-waiting, counts those already resolved, and waits for the events of the others (up to
-its ``arq_binding_timeout``). Event delivery is therefore retried on a lost connection
-or a 503 (keystoneauth's ``connect_retries`` and ``status_code_retries``, 3 by default
-here).
-"""
+"""[nova] options: keystoneauth session/auth/adapter for Nova's compute API (on when
+``auth_type`` is set), plus the bind timeout. Nova's compute waits for acceld's
+``accelerator-request-bound`` events (it does not poll), so their delivery is retried."""
 
 from __future__ import annotations
 
@@ -26,8 +17,6 @@ OPTS = [
                       "leaving Nova waiting for its own timeout."),
 ]
 
-
-# Event delivery is retried (a lost event leaves Nova waiting for its own timeout).
 RETRY_DEFAULTS = {"connect_retries": 3, "status_code_retries": 3}
 
 

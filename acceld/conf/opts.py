@@ -5,12 +5,10 @@ from __future__ import annotations
 
 from oslo_config import cfg
 
-from acceld.conf import GROUP_MODULES, driver_opts
+from acceld.conf import CLIENT_MODULES, PLAIN_MODULES, driver_opts
 
 
 def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
-    result: list[tuple[str | None, list[cfg.Opt]]] = []
-    for module in GROUP_MODULES:
-        result.extend(module.list_opts())
-    result.extend(driver_opts())
-    return result
+    return ([(module.GROUP, module.OPTS) for module in PLAIN_MODULES]
+            + [item for module in CLIENT_MODULES for item in module.list_opts()]
+            + driver_opts())

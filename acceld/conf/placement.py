@@ -1,16 +1,6 @@
-"""[placement] options: keystoneauth session/auth/adapter, plus how acceld syncs.
-
-Placement sync is on when an auth plugin is configured (``auth_type``); with no
-``[placement]`` section the embedded default runs without Placement.
-
-Two layers of retry keep a host in step when Placement blips. Each request is retried by
-keystoneauth on a failed connection (``connect_retries``; Placement behind uWSGI or a
-proxy closes idle keep-alive connections, and the next request on such a connection is
-reset) and on a 429/502/503/504 answer (``status_code_retries``). A sync of a host that
-still fails is tried again after ``retry_initial_delay`` seconds, doubling up to
-``retry_max_delay`` (with jitter), until one succeeds; the periodic full pass
-(``sync_interval``) is only the safety net for manual edits in Placement.
-"""
+"""[placement] options: keystoneauth session/auth/adapter (on when ``auth_type`` is set;
+each request retried on a failed connection and on 429/502/503/504), plus how acceld
+syncs: a failed host is retried with backoff; the full pass is only a safety net."""
 
 from __future__ import annotations
 

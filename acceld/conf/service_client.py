@@ -1,18 +1,10 @@
-"""keystoneauth option groups for the services acceld calls (Placement, Nova, Glance).
-
-Each such group has keystoneauth's session, auth and adapter options with a service type,
-and is switched on by setting ``auth_type``. The chosen plugin's own options (``endpoint``,
-``token``, ``password``, ...) exist only once ``auth_type`` is known, so ``acceld.conf.load``
-registers them then.
-
-A group may change keystoneauth's defaults (``defaults``), e.g. to retry a request whose
-connection failed (``connect_retries``: a keep-alive connection the server closed while
-it sat idle in the pool fails on its next use) or that answered a retriable status
-(``status_code_retries`` for ``retriable_status_codes``).
-"""
+"""keystoneauth option groups (session, auth, adapter) of the services acceld calls, on when
+``auth_type`` is set; the plugin's own options (``endpoint``, ``token``, ...) exist only
+once it is known, so :func:`acceld.conf.load` registers them then."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from keystoneauth1 import loading as ks_loading
@@ -34,10 +26,8 @@ def register(conf: cfg.ConfigOpts, group: str, service_type: str,
 def register_plugin_opts(conf: cfg.ConfigOpts, group: str, auth_type: str) -> None:
     """Register the options of auth plugin ``auth_type`` (e.g. admin_token's endpoint)."""
     for opt in ks_loading.get_auth_plugin_conf_options(auth_type):
-        try:
+        with contextlib.suppress(cfg.DuplicateOptError):
             conf.register_opt(opt, group=group)
-        except cfg.DuplicateOptError:
-            pass
 
 
 def list_opts(group: str, extra: list[cfg.Opt], defaults: dict[str, Any] | None = None

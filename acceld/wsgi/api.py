@@ -1,7 +1,5 @@
-"""``acceld.wsgi.api:application``: the API for a WSGI server.
-
-Configuration comes from ``ACCELD_CONFIG_FILE`` (default ``/etc/acceld/acceld.conf``).
-"""
+"""``acceld.wsgi.api:application``: the API for a WSGI server, configured from
+``ACCELD_CONFIG_FILE`` (default ``/etc/acceld/acceld.conf``)."""
 
 from __future__ import annotations
 
@@ -18,5 +16,4 @@ def init_application() -> object:
     return wiring.api_app(conf, wiring.database(conf, api=True), rpc.make_transport(conf))
 
 
-application = init_application() if os.environ.get("ACCELD_WSGI_AUTOLOAD", "1") == "1" \
-    else None
+application = init_application() if os.environ.get("ACCELD_WSGI_AUTOLOAD", "1") == "1" else None
