@@ -1,15 +1,7 @@
-"""``binding.HostWork`` through the agents: the host side of a bind and an unbind.
-
-For each attach handle a bind claims, the agent of the handle's host runs its driver's
-``prepare`` (create the mdev, set the vGPU type, bind the VF to vfio-pci, ...); for each
-handle an unbind frees, ``release``. Only handles that need it go to the agent: MDEV
-handles always, other handles when their driver declared ``host_work`` in its report
-(it overrides prepare or release). Plain PCI passthrough of a driver that does nothing at
-bind costs no RPC and does not depend on the agent being up.
-
-The agent journals each step before running it; a crash mid-way is resolved at its
-restart (see ``acceld.agent.journal``). A failure here is an ``AccelDError``, so the
-Binder fails the ARQ and frees the handle.
+"""``binding.HostWork`` through the agents: the driver's ``prepare`` of a handle a bind
+claims (create the mdev, bind the VF to vfio-pci, ...) and ``release`` of one an unbind
+frees, on the handle's host. Only handles that need it (``objects.hostwork``) cost an RPC.
+A failure is an ``AccelDError``: the Binder fails the ARQ and frees the handle.
 """
 
 from __future__ import annotations
@@ -33,22 +25,19 @@ class AgentHostWork:
         self._agents = agents
 
     def _target(self, handle: dict[str, Any]) -> hostwork.HandleTarget | None:
-        """Where ``handle``'s host work runs; None when it needs none (or its host is
-        gone)."""
+        """Where ``handle``'s host work runs; None when it needs none."""
         target = hostwork.target_for(handle, self._db)
         if target is None or not hostwork.requires_host_work(handle, target):
             return None
         return target
 
     def needs(self, handle: dict[str, Any], conn: Connection | None = None) -> bool:
-        """Whether a bind (``prepare``) or an unbind (``release``) of ``handle`` goes to
-        the agent; when not, the Binder binds in one transaction and releases nothing
-        (binding.HostWork). ``conn``: the bind's or unbind's own transaction."""
+        """Whether ``handle``'s prepare/release goes to the agent (``binding.HostWork``)."""
         return hostwork.needs_host_work(self._db if conn is None else conn, handle)
 
     def _run(self, verb: str, handle: dict[str, Any]) -> dict[str, Any] | None:
-        """``prepare``/``release`` of ``handle`` on its host's agent; None when the handle
-        needs no host work. A failure the agent reports is OperationFailed."""
+        """``verb`` of ``handle`` on its host's agent (None: no host work needed); a
+        failure is OperationFailed."""
         target = self._target(handle)
         if target is None:
             return None

@@ -1,13 +1,9 @@
 """Accelerators (the v1 view of a device): reads, declared records, compare-and-swap writes.
 
-Every write is a single ``UPDATE ... WHERE`` on the expected revision, state or
-attachment; a row count of zero is turned into the precise conflict (or 404).
-
-Tenancy, as the v2 API keeps it for ARQs: a read takes the ``viewer``, the caller's
-project (None: an admin, who sees everything). A project sees the accelerator requests
-holding a device (its ``allocations``) only when they are its own, and the instance a
-device is attached to only when its own request attached it; the device itself (host,
-state, health) is inventory every reader may see.
+Every write is one ``UPDATE ... WHERE`` on the expected revision, state or attachment;
+no row changed becomes the precise conflict (or 404). A read takes the ``viewer`` (the
+caller's project; None: an admin): a project sees only its own ARQs among a device's
+``allocations`` and only the instance its own request attached; the rest is inventory.
 """
 
 from __future__ import annotations
@@ -43,9 +39,8 @@ class Operation:
 
 def to_dict(dev: m.Device, allocations: list[dict[str, str]] | None = None,
             viewer: str | None = None) -> dict[str, Any]:
-    """The v1 view for ``viewer`` (see the module's doc). ``allocations`` are the v2
-    accelerator requests holding the device (the seed's "allocation records"), so v1 and
-    v2 always agree on who holds it; the caller has filtered them for the viewer."""
+    """The v1 view for ``viewer``; ``allocations``: the v2 ARQs holding the device (the
+    seed's "allocation records"), filtered for the viewer by the caller."""
     attached = None
     if dev.attached_to is not None:
         hidden = (viewer is not None and dev.attach_type == "instance"
@@ -85,8 +80,7 @@ def list_accelerators(db: Database, *, host: str | None = None, state: str | Non
                       device_type: str | None = None, instance_uuid: str | None = None,
                       limit: int | None = None, marker: str | None = None,
                       viewer: str | None = None) -> paging.Listing:
-    """Accelerators with exact-match filters, in id order (``acceld.db.paging``); a page
-    of ``limit`` after ``marker``. Each batch is one read transaction."""
+    """Accelerators with exact-match filters (``acceld.db.paging``)."""
     q = select(m.Device).order_by(m.Device.id)
     if host is not None:
         q = q.where(m.Device.hostname == host)
@@ -223,11 +217,9 @@ def _device_handles(dev_id: int):  # noqa: ANN202 - a SQLAlchemy clause
 
 def attach(db: Database, uuid: str, attach_type: str, target: str,
            project_id: str | None = None) -> dict[str, Any]:
-    """Attach to an instance or a host: a CAS on the attachment plus a claim of every
-    attach handle of the device (the same ``in_use`` claim a v2 bind makes), all or
-    nothing, so a device held through v2 cannot be attached through v1 and vice versa.
-    ``project_id``: the project whose request it is (None: an admin's); it alone (and
-    admins) will see the instance. Returns the view for that project."""
+    """Attach to an instance or a host: a CAS on the attachment plus the ``in_use`` claim
+    (as a v2 bind makes) of every handle of the device, all or nothing. ``project_id``:
+    whose request it is (None: an admin's), who alone sees the instance; its view."""
     with db.writer() as s:
         res = s.execute(update(m.Device).where(
             m.Device.uuid == uuid, m.Device.attached_to.is_(None),
@@ -272,13 +264,6 @@ def attachment(db: Database, uuid: str) -> tuple[str | None, str | None, str | N
         return dev.attach_type, dev.attached_to, dev.hostname
 
 
-def attached_project(db: Database, uuid: str) -> str | None:
-    """The project whose request attached the accelerator to an instance (None: none,
-    or an admin's)."""
-    with db.reader() as s:
-        return _get(s, uuid).attached_project_id
-
-
 def _check_no_allocations(s: Session, dev: m.Device) -> None:
     allocations = s.execute(select(func.count()).select_from(
         holders.holding_arqs().where(m.Deployable.device_id == dev.id).subquery())).scalar()
@@ -301,16 +286,14 @@ def identity_of(db: Database, uuid: str) -> str:
 
 def check_owner(dev_project: str | None, attach_type: str | None, uuid: str,
                 project_id: str | None) -> None:
-    """OtherProject when ``project_id`` (None: an admin) may not undo the instance
-    attachment another project's request made."""
+    """OtherProject when ``project_id`` (not an admin) did not make the attachment."""
     if project_id is not None and attach_type == "instance" and dev_project != project_id:
         raise exception.OtherProject(
             f"Accelerator {uuid} was attached to an instance by another project's request.")
 
 
 def detach(db: Database, uuid: str, project_id: str | None = None) -> None:
-    """Detach; refused while allocation records (bound ARQs) exist for the device, and
-    (OtherProject) for a project that did not attach it (``project_id`` None: admin)."""
+    """Detach; refused while bound ARQs hold the device, or for another project."""
     with db.writer() as s:
         dev = _get(s, uuid)
         check_owner(dev.attached_project_id, dev.attach_type, uuid, project_id)

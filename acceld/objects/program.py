@@ -1,11 +1,7 @@
-"""FPGA program operations: queued by the API (through the conductor), advanced by the
-agent's progress, finished by its journaled outcome.
-
-One operation at a time per deployable is a property of the insert itself: ``active_key``
-holds the deployable uuid while the operation is queued or running (unique), and is set
-to NULL by the compare-and-swap that finishes it. Every state change is a CAS on the
-allowed-from states of ``states.PROGRAM_TRANSITIONS``, so a late progress cast can never
-reopen a finished operation and a duplicate outcome changes nothing.
+"""FPGA program operations: queued through the conductor, advanced by the agent's
+progress, finished by its journaled outcome. One at a time per deployable: the unique
+``active_key`` holds the deployable uuid until the finishing CAS clears it. Every change
+is a CAS on ``states.PROGRAM_TRANSITIONS``, so late or duplicate casts change nothing.
 """
 
 from __future__ import annotations
@@ -52,8 +48,7 @@ def agent_op(op: dict[str, Any] | m.ProgramOperation) -> dict[str, Any]:
 
 def _target(s: Session, deployable_uuid: str, *,
             lock: bool = False) -> tuple[m.Deployable, m.Device]:
-    """The deployable and its device (``lock``: their rows locked for the transaction,
-    as ``acceld.objects.holders`` asks of whoever checks the holders)."""
+    """The deployable and its device (``lock``: rows locked, ``acceld.objects.holders``)."""
     q = (select(m.Deployable, m.Device).join(m.Device, m.Device.id == m.Deployable.device_id)
          .where(m.Deployable.uuid == deployable_uuid))
     row = s.execute(q.with_for_update() if lock else q).one_or_none()
@@ -81,10 +76,8 @@ def _check_programmable(s: Session, dep: m.Deployable, dev: m.Device,
 
 def begin(db: Database, deployable_uuid: str, image_ref: str, image_sha256: str,
           arq_uuid: str | None = None) -> dict[str, Any]:
-    """Queue a program operation; returns it with what the agent needs (``agent_op``).
-    ``image_sha256`` "": the agent checks a Glance image against Glance's digest.
-    ``arq_uuid``: the bind this programming is part of (that ARQ holds the deployable
-    already; anyone else holding it makes it DeployableInUse)."""
+    """Queue a program operation; it with ``agent_op``. ``image_sha256`` "": the agent
+    checks Glance's digest. ``arq_uuid``: the bind it is part of (that ARQ may hold it)."""
     try:
         with db.writer() as s:
             dep, dev = _target(s, deployable_uuid, lock=True)
@@ -142,17 +135,14 @@ def progress(db: Database, op_uuid: str, percent: int, message: str) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class Finished:
-    """A recorded outcome: the ARQ whose bind the operation was part of (None: an
-    operator's request)."""
+    """A recorded outcome: the ARQ whose bind it was part of (None: an operator's)."""
 
     arq_uuid: str | None
 
 
 def finish(db: Database, op_uuid: str, ok: bool, error: str | None) -> Finished | None:
-    """Record the outcome; None when it was recorded before (a duplicate delivery).
-
-    A success also records the image on the deployable (``bitstream_id``) when it is a
-    Glance image id, as Cyborg does after a program at bind."""
+    """Record the outcome; None for a duplicate. A success records a Glance image id
+    as the deployable's ``bitstream_id``, as Cyborg does."""
     target = states.PROGRAM_DONE if ok else states.PROGRAM_FAILED
     now = m.utcnow()
     with db.writer() as s:
@@ -175,8 +165,7 @@ def finish(db: Database, op_uuid: str, ok: bool, error: str | None) -> Finished 
 
 
 def stalled(db: Database, older_than: datetime.datetime) -> list[dict[str, Any]]:
-    """Unfinished operations not heard of since ``older_than``: to be sent again (the
-    agent's journal makes a second delivery harmless)."""
+    """Unfinished operations not heard of since ``older_than``: to be sent again."""
     with db.reader() as s:
         rows = s.execute(select(_OP).where(
             _OP.state.in_(states.PROGRAM_ACTIVE),

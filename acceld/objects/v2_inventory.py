@@ -1,9 +1,7 @@
 """The inventory as the Cyborg v2 API shows it: devices, deployables, attributes.
 
-Only devices an agent reported (``hostname IS NOT NULL``) are v2 devices; a v1 declared
-accelerator is not. Lists are ordered by id and read in batches (``acceld.db.paging``):
-each ``listing`` reads its first batch (or page) at once and the rest as it is sent.
-Every other public function is one transaction.
+Only devices an agent reported (``hostname IS NOT NULL``) are v2 devices. Lists are read
+in batches (``acceld.db.paging``); every other public function is one transaction.
 """
 
 from __future__ import annotations
@@ -17,12 +15,14 @@ from sqlalchemy import Connection, delete, select, update
 from sqlalchemy.orm import Session
 
 from acceld import exception, states
+from acceld.db import generations, paging
 from acceld.db import models as m
-from acceld.db import paging
 from acceld.db.api import Database
 from acceld.objects import holders
 
 DEVICE_STATUSES = (states.DEVICE_STATUS_ENABLED, "maintaining")
+# The generation (``Database.generation``) every list of this module is cached under.
+GENERATION = generations.INVENTORY
 
 
 # -- devices ----------------------------------------------------------------------------------
@@ -56,8 +56,7 @@ def _device_query(type: str | None, vendor: str | None, hostname: str | None) ->
 def list_devices(db: Database, *, type: str | None = None, vendor: str | None = None,
                  hostname: str | None = None, limit: int | None = None,
                  marker: str | None = None) -> paging.Listing:
-    """Reported devices, with exact-match filters; a page of ``limit`` after ``marker``
-    (a reported device's uuid)."""
+    """Reported devices, with exact-match filters; a page of ``limit`` after ``marker``."""
     # Plain columns on a Core connection, no ORM: lists are the hot read path.
     return paging.listing(db.rows, _device_query(type, vendor, hostname),
                           paging.each(_device), table=m.Device.__table__, what="a device",
@@ -78,9 +77,8 @@ def get_device(db: Database, uuid: str) -> dict[str, Any]:
 
 
 def set_device_status(db: Database, uuid: str, status: str) -> str:
-    """Sets a reported device's ``status``; returns its host (whose Placement inventory
-    should now be synced: ``reserved`` follows the status). Disabling a device that an
-    instance or the host holds is DeviceInUse."""
+    """Sets a reported device's ``status``; returns its host (to sync with Placement).
+    Disabling a held device is DeviceInUse."""
     if status not in DEVICE_STATUSES:
         raise exception.InvalidInput(f"status must be one of {DEVICE_STATUSES}")
     with db.writer() as s:
