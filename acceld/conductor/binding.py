@@ -1,21 +1,11 @@
 """Binding and unbinding accelerator requests: orchestration over ``objects.arqs`` (no SQL).
 
-A bind is ``arqs.bind`` (Bound at once when the handle needs no host work, else
-BindStarted) -> host work -> ``finish_bind``; a failed host work makes it BindFailed and
-frees the handle. Each ARQ of a request is tried; the first error is raised at the end.
-Whether a handle needs host work is asked inside the bind's or unbind's own transaction
-(on MySQL, of the row it read), so a handle without host work costs nothing more.
-
-Programming at bind (contract 6.3): when the profile group names an image the deployable
-does not carry (``arqs.program_request``), the ARQ stays BindStarted, the
-:class:`Programmer` queues a program operation and the PATCH is answered; its outcome
-(:meth:`Binder.program_done`) ends the bind, with ``program_timeout`` more to do so.
-
-Nova (contract 3.2 step 3): once every ARQ of an instance is resolved (Bound ->
-``completed``; BindFailed, Deleting or gone -> ``failed``) one ``accelerator-request-bound``
-request carries an event per ARQ, from a sender thread, in order, at most once per bind.
-Binds not resolved within ``bind_timeout`` are failed and reported instead of being left
-to Nova's longer timeout; a failed notification is logged, never raised.
+A bind is ``arqs.bind`` (Bound at once when the handle needs no host work, asked inside
+its transaction) -> host work or programming (contract 6.3, :class:`Programmer`) ->
+``finish_bind``; a failure makes it BindFailed and frees the handle. Each ARQ is tried and
+the first error raised. Once every ARQ of an instance is resolved, Nova gets one
+``accelerator-request-bound`` request (contract 3.2) from a sender thread; binds not
+resolved within ``bind_timeout`` are failed and reported. Notifying never raises.
 """
 
 from __future__ import annotations
@@ -24,20 +14,23 @@ import logging
 import queue
 import threading
 import time
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from acceld import exception
 from acceld import states as st
 from acceld.clients import nova
 from acceld.db.api import Database
-from acceld.objects import arqs
+from acceld.objects import arqs, hostwork
+from acceld.rpc import AgentClient
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 LOG = logging.getLogger(__name__)
 
 
 class HostWork(Protocol):
-    """Host-side work of a bind (``prepare``) or an unbind (``release``) of a handle
-    (a plain dict from ``objects.arqs``)."""
+    """Host-side work of a bind (``prepare``) or an unbind (``release``) of a handle dict."""
 
     def prepare(self, handle: dict[str, Any]) -> None: ...
 
@@ -61,9 +54,55 @@ class NoHostWork:
         return None
 
 
+class AgentHostWork:
+    """:class:`HostWork` through the agents: the driver's ``prepare``/``release`` (create
+    the mdev, bind the VF to vfio-pci, ...) on the handle's host, for the handles that
+    need it (``objects.hostwork``); a failure is an ``AccelDError``."""
+
+    def __init__(self, db: Database, agents: AgentClient) -> None:
+        self._db = db
+        self._agents = agents
+
+    def _target(self, handle: dict[str, Any]) -> hostwork.HandleTarget | None:
+        """Where ``handle``'s host work runs; None when it needs none."""
+        target = hostwork.target_for(handle, self._db)
+        if target is None or not hostwork.requires_host_work(handle, target):
+            return None
+        return target
+
+    def needs(self, handle: dict[str, Any], conn: Connection | None = None) -> bool:
+        """Whether ``handle``'s prepare/release goes to the agent (``binding.HostWork``)."""
+        return hostwork.needs_host_work(self._db if conn is None else conn, handle)
+
+    def _run(self, verb: str, handle: dict[str, Any]) -> dict[str, Any] | None:
+        """``verb`` of ``handle`` on its host's agent (None: none needed), or OperationFailed."""
+        target = self._target(handle)
+        if target is None:
+            return None
+        call = self._agents.prepare_handle if verb == "prepare" else \
+            self._agents.release_handle
+        result = call(target.host, target.driver, target.identity, handle["attach_info"],
+                      handle["uuid"])
+        if not result.get("ok"):
+            raise exception.OperationFailed(
+                f"{verb} of attach handle {handle['uuid']} on {target.host} failed: "
+                f"{result.get('error')}")
+        return {**result, "driver": target.driver}
+
+    def prepare(self, handle: dict[str, Any]) -> None:
+        result = self._run("prepare", handle)
+        if result is not None and result.get("attach_info") != handle["attach_info"]:
+            # The handle's identity is its attach_info: drivers fix it at discovery
+            # (e.g. a deterministic mdev uuid), so prepare must not change it.
+            LOG.warning("driver %s changed the attach_info of handle %s at prepare; "
+                        "keeping the reported one", result["driver"], handle["uuid"])
+
+    def release(self, handle: dict[str, Any]) -> None:
+        self._run("release", handle)
+
+
 class Programmer(Protocol):
-    """Queues the program operation of a bind (``request``: ``objects.arqs.
-    program_request``); its outcome comes back through :meth:`Binder.program_done`."""
+    """Queues a bind's program operation; its outcome comes to :meth:`Binder.program_done`."""
 
     def program_for_bind(self, arq_uuid: str, request: dict[str, str]) -> None: ...
 
@@ -95,9 +134,7 @@ class Binder:
         self._sender: threading.Thread | None = None
 
     def bind(self, patch: dict[str, dict[str, str]], project_id: str | None) -> None:
-        """``patch``: ARQ uuid -> {hostname, device_rp_uuid, instance_uuid, project_id}.
-        No hot add: the first ARQ's bind checks the request's instances, and its
-        InstanceHasARQs refuses the whole request (nothing changed)."""
+        """``patch``: ARQ uuid -> bind fields; InstanceHasARQs (no hot add) refuses it all."""
         by_instance: dict[str, list[str]] = {}
         for uuid, fields in patch.items():
             by_instance.setdefault(fields["instance_uuid"], []).append(uuid)
@@ -175,8 +212,7 @@ class Binder:
             self._send(instance, states)
 
     def expire_overdue(self, now: float | None = None) -> list[str]:
-        """Gives up on the binds past their deadline (BindStarted -> BindFailed; Nova
-        hears ``failed`` for every ARQ not Bound). Returns those instances."""
+        """Fails the binds past their deadline and tells Nova; returns those instances."""
         now = time.monotonic() if now is None else now
         with self._pending_lock:
             overdue = [i for i, (deadline, _u) in self._pending.items() if deadline <= now]
@@ -267,14 +303,12 @@ class Binder:
         return True
 
     def _needs_host_work(self, conn: Any, handle: dict[str, Any]) -> bool:
-        """Whether a bind of ``handle`` is more than its claim: host work, or programming
-        (read here, in the bind's transaction, and kept on the handle as ``program``)."""
+        """Whether a bind is more than its claim: host work, or programming (``program``)."""
         handle["program"] = self._program_request(handle, conn)
         return handle["program"] is not None or self._host_needs(conn, handle)
 
     def _host_needs(self, conn: Any, handle: dict[str, Any]) -> bool:
-        """Whether binding or freeing ``handle`` takes host work (``conn`` None: a read of
-        its own)."""
+        """Whether binding or freeing ``handle`` takes host work (``conn`` None: own read)."""
         needs = getattr(self._host, "needs", None)
         return True if needs is None else bool(needs(handle, conn=conn))
 
@@ -326,8 +360,7 @@ class Binder:
         return True
 
     def program_done(self, uuid: str, ok: bool, error: str | None) -> None:
-        """The program operation of ARQ ``uuid``'s bind ended: host work and Bound, or
-        BindFailed (handle freed); Nova is told. A no-op for an ARQ holding no handle."""
+        """A bind's programming ended: host work and Bound, or BindFailed; Nova is told."""
         held = arqs.held_handle(self._db, uuid)
         if held is None:
             return

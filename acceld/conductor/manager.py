@@ -21,7 +21,6 @@ from oslo_utils import timeutils
 import acceld
 from acceld import exception, reports
 from acceld.conductor import binding
-from acceld.conductor.hostwork import AgentHostWork
 from acceld.conductor.placement_syncer import PlacementSyncer
 from acceld.db.api import Database
 from acceld.objects import accelerators, holders, inventory, services
@@ -79,7 +78,7 @@ class ConductorManager:
         self.on_inventory_changed: list[Any] = []   # hooks: (host, device uuids) -> None
         # one Binder for every bind: it tracks the binds Nova waits on (None: no events)
         self._binder = binding.Binder(
-            db, host_work=AgentHostWork(db, agents), notifier=nova,
+            db, host_work=binding.AgentHostWork(db, agents), notifier=nova,
             bind_timeout=conf.nova.bind_timeout, programmer=self,
             program_timeout=conf.fpga_driver.program_timeout + PROGRAM_GRACE)
         if placement is not None:
@@ -134,8 +133,7 @@ class ConductorManager:
 
     # -- agent -> conductor ------------------------------------------------------------
     def _is_newest(self, report: reports.InventoryReport) -> bool:
-        """False for a report older than one this conductor already saw from that agent
-        (unchanged reports write no seq to the database: a late older one must not win)."""
+        """False for a report older than one already seen (unchanged ones store no seq)."""
         with self._latest_lock:
             seen = self._latest.get(report.host)
             if seen is not None and seen[0] == report.epoch and seen[1] >= report.seq:
@@ -180,8 +178,7 @@ class ConductorManager:
 
     # -- API -> conductor --------------------------------------------------------------
     def create_accelerator(self, name: str, uuid: str | None) -> dict[str, Any]:
-        """Declare an accelerator (adopted by the device later reported under its name);
-        agents are asked to rediscover now."""
+        """Declare an accelerator (adopted by a device reported under its name)."""
         record = accelerators.create_accelerator(self._db, name, uuid)
         self.discover(None)
         return _jsonable(record)

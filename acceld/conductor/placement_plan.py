@@ -132,9 +132,7 @@ def desired_tree(rows: Iterable[DeployableRow]) -> dict[str, DesiredProvider]:
 
 def clamp_to_usage(inventories: Mapping[str, Mapping[str, Any]],
                    usages: Mapping[str, int]) -> tuple[dict[str, dict[str, Any]], list[str]]:
-    """Never lower an inventory below what is allocated from it: the inventories to
-    write, a held-up class keeping ``total = used`` all reserved, and a line per such
-    class saying why."""
+    """Inventories held up to what is allocated (all reserved), and a line per held class."""
     result = {rc: dict(inv) for rc, inv in inventories.items()}
     held = []
     for rc, used in sorted(usages.items()):
@@ -158,8 +156,7 @@ def _inventory_differs(actual: Mapping[str, Mapping[str, Any]],
 
 def plan(desired: Mapping[str, DesiredProvider], actual: Mapping[str, ActualProvider],
          synced_digests: Mapping[str, str] | None = None) -> Plan:
-    """Writes that make ``actual`` equal ``desired``; for a provider whose inventories
-    and traits were not read, an unchanged ``synced_digests`` entry means nothing to do."""
+    """Writes making ``actual`` equal ``desired``; unread providers go by ``synced_digests``."""
     synced = synced_digests or {}
     result = Plan()
     for uuid, want in desired.items():

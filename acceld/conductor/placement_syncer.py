@@ -1,13 +1,9 @@
 """The Placement syncer (I/O): reads what Placement has, applies ``placement_plan``'s plan,
 records each host's sync state, and schedules and retries syncs.
 
-A change-triggered sync trusts the digests of what it last wrote and touches only the
-providers whose desired state changed; a full sync (periodic, ``acceld placement sync``,
-or a host not known to be in sync) reads every provider. Writes carry the provider
-generation and retry a lost race a bounded number of times. A provider with allocations
-is never deleted nor its inventory lowered below use: that is a recorded conflict, retried
-on every pass. A failed sync is retried as a full sync by one retry thread with
-:func:`backoff_delay`; changes arriving meanwhile wait for that retry.
+A change-triggered sync trusts the digests it last wrote; a full sync reads every
+provider. A provider with allocations is never deleted nor lowered below use (a recorded
+conflict, retried every pass). A failed sync is retried whole after :func:`backoff_delay`.
 """
 
 from __future__ import annotations
@@ -124,8 +120,7 @@ class _HostSync:
                 pass
 
     def _adopt(self, want: pp.DesiredProvider, compute: str) -> int:
-        """The generation of ``want``'s provider when an earlier create of it went through
-        but its answer was lost (same uuid, name and parent); else the create's conflict."""
+        """The generation of ``want``'s provider made by a create whose answer was lost."""
         try:
             rp = self._c.get_provider(want.uuid)
         except pc.NotFound:
@@ -162,8 +157,7 @@ class PlacementSyncer:
 
     # -- scheduling ------------------------------------------------------------------------
     def schedule(self, host: str, full: bool = False) -> None:
-        """Queue a sync of ``host``, merged with one already queued (a full one wins) or
-        run once more after one running; a host waiting for a retry is left to it."""
+        """Queue a sync of ``host`` (merged with a queued or running one; not while retrying)."""
         with self._lock:
             retry = self._retries.get(host)
             if self._closed or (retry is not None and retry.due is not None):
@@ -215,8 +209,7 @@ class PlacementSyncer:
             return {h: dataclasses.replace(r) for h, r in self._retries.items()}
 
     def _settle(self, host: str, failed: bool, cap: float | None = None) -> float | None:
-        """Record how a sync of ``host`` ended: a failure plans (and returns) the delay of
-        the next try (at most ``cap``, by default ``[placement] retry_max_delay``)."""
+        """Record how a sync ended; a failure plans and returns the next try's delay."""
         with self._lock:
             if not failed:
                 self._retries.pop(host, None)
@@ -333,15 +326,13 @@ class PlacementSyncer:
 
 @dataclasses.dataclass
 class Retry:
-    """A host's failures in a row and the monotonic time of its next try (``due``; None
-    while that try is queued or runs)."""
+    """A host's failures in a row and the monotonic time of its next try (None: running)."""
 
     failures: int
     due: float | None
 
 
 def backoff_delay(failures: int, initial: float, cap: float, jitter: float) -> float:
-    """Seconds before the next try: ``initial`` doubled per failure after the first, at
-    most ``cap``, less a random half (``jitter`` in [0, 1)) to spread hosts apart."""
+    """``initial`` doubled per further failure, at most ``cap``, less a random half."""
     ceiling = min(cap, initial * 2.0 ** min(failures - 1, 64))
     return ceiling * (0.5 + jitter / 2)

@@ -45,8 +45,7 @@ def _in_memory(url: sqlalchemy.engine.URL) -> bool:
 
 
 def _utf8mb4(url: str) -> str:
-    """A MySQL or MariaDB URL with ``charset=utf8mb4`` (PyMySQL's default, 3-byte UTF-8,
-    fails on an emoji; the tables are utf8mb4, migration 0009); others unchanged."""
+    """A MySQL or MariaDB URL with ``charset=utf8mb4`` (the tables' charset); others as given."""
     parsed = sqlalchemy.engine.make_url(url)
     if parsed.get_backend_name() not in _MYSQL_DIALECTS or \
             parsed.query.get("charset") == "utf8mb4":
@@ -57,8 +56,7 @@ def _utf8mb4(url: str) -> str:
 
 def _make_engine(url: str, pool: dict[str, Any], *, autocommit: bool = False
                  ) -> sqlalchemy.engine.Engine:
-    """An engine of ``url`` with acceld's settings (``autocommit``: every connection in
-    autocommit, nothing rolled back when it goes back to the pool)."""
+    """An engine of ``url`` with acceld's settings (``autocommit``: no rollback on return)."""
     parsed = sqlalchemy.engine.make_url(url)
     name = parsed.get_backend_name()
     options: dict[str, Any] = {"pool_pre_ping": False}   # _check_connections_on_checkout
@@ -102,8 +100,7 @@ def _make_engine(url: str, pool: dict[str, Any], *, autocommit: bool = False
 
 
 def _connect_errors_as_connection_errors(engine: sqlalchemy.engine.Engine) -> None:
-    """A failure to connect is DBConnectionError (the API's 503) whatever the driver's
-    wording (oslo.db's filters miss libpq's "connection to server at ... failed")."""
+    """A failure to connect is DBConnectionError (503), whatever the driver's wording."""
     operational = engine.dialect.loaded_dbapi.OperationalError
 
     @event.listens_for(engine, "handle_error")
@@ -114,8 +111,7 @@ def _connect_errors_as_connection_errors(engine: sqlalchemy.engine.Engine) -> No
 
 
 def _sqlite_settings(engine: sqlalchemy.engine.Engine, autocommit: bool) -> None:
-    """pysqlite's own transaction handling off; ``BEGIN`` for readers, ``BEGIN
-    IMMEDIATE`` for writers, none in ``autocommit`` (each statement its own)."""
+    """``BEGIN`` for readers, ``BEGIN IMMEDIATE`` for writers, none in ``autocommit``."""
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record):  # noqa: ANN001 - DBAPI objects
         dbapi_conn.isolation_level = None
@@ -134,9 +130,7 @@ def _sqlite_settings(engine: sqlalchemy.engine.Engine, autocommit: bool) -> None
 
 
 def _rollback_only_open_transactions(engine: sqlalchemy.engine.Engine) -> None:
-    """MySQL: the pool's ``ROLLBACK`` on return (a round trip even after a commit) only
-    where the server says a transaction is open (PyMySQL's ``server_status``; a driver
-    that does not tell is always rolled back)."""
+    """MySQL: roll back a returned connection only where a transaction is open."""
     @event.listens_for(engine, "reset")
     def _reset(dbapi_connection, record, reset_state):  # noqa: ANN001
         if reset_state.terminate_only or not reset_state.asyncio_safe:
@@ -237,9 +231,7 @@ class Database:
 
     @property
     def ids_reused(self) -> bool:
-        """Whether an autoincrement id of a deleted row can come back (True until the
-        server says otherwise): SQLite's can, and MySQL < 8.0's and MariaDB < 10.2.4's
-        after a restart; PostgreSQL's and newer MySQL's and MariaDB's never do."""
+        """Whether an autoincrement id of a deleted row can come back (SQLite, old MySQL)."""
         if self._ids_reused is None:
             if self.url.startswith("sqlite"):
                 self._ids_reused = True
@@ -257,9 +249,7 @@ class Database:
 
     @contextlib.contextmanager
     def write_rows(self) -> Iterator[sqlalchemy.engine.Connection]:
-        """A Core connection in one read-write transaction: commit on success, rollback
-        on error. The generations of the views it wrote are bumped before the commit
-        (``acceld.db.generations``)."""
+        """A Core connection in one read-write transaction; generations bumped before commit."""
         self.engine  # noqa: B018 - builds the writer engine too
         try:
             with self._writer_engine.begin() as conn:

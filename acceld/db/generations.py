@@ -1,15 +1,11 @@
 """Change counters (the cache seam): the API serves inventory lists from memory, never stale.
 
-A *generation* is a row of ``generations``. Every transaction writing a table a view
-reads (``WATCHED``) bumps that view's row on the same connection just before it commits
-(writes are recognised on the engine, so no write path can forget; the autocommit engine
-refuses them). A reader reads the generation, then on a cache miss the rows, so an entry
-filed under a generation is never older than it (``acceld.api.listcache``).
-
-A generation read is reused for ``KEEP_FOR`` seconds after it was sent, and every commit
-that bumps one returns only ``FRESH_FOR`` (a bit longer) after the database acknowledged
-it: a request starting after a write returned reads again or reuses a read sent after
-the commit. Only intervals on one host's clock are compared.
+Every transaction writing a table a view reads (``WATCHED``, recognised on the engine)
+bumps that view's row of ``generations`` just before it commits. A reader reads the
+generation, then on a cache miss the rows, so a cache entry is never older than its
+generation (``acceld.api.listcache``). A read is reused for ``KEEP_FOR`` seconds and a
+commit that bumps returns ``FRESH_FOR`` (longer) after it, so no answer predates a write
+its client saw finish.
 """
 
 from __future__ import annotations
@@ -74,8 +70,7 @@ def views_written(statement: str) -> tuple[str, ...]:
 
 
 def watch(engine: sqlalchemy.engine.Engine) -> None:
-    """Note on each connection of ``engine`` the views its open transaction wrote (for
-    :func:`bump`); the transaction's end forgets them."""
+    """Note on each connection of ``engine`` the views its open transaction wrote."""
 
     @event.listens_for(engine, "before_cursor_execute")
     def _note(conn: Any, cursor: Any, statement: str, params: Any, context: Any,
@@ -92,8 +87,7 @@ def watch(engine: sqlalchemy.engine.Engine) -> None:
 
 
 def refuse_writes(engine: sqlalchemy.engine.Engine, where: str) -> None:
-    """RuntimeError for a statement on ``engine`` (``where``, without a commit to ride
-    on) that writes a generation's tables."""
+    """RuntimeError for a statement on ``engine`` (``where``) writing a generation's tables."""
 
     @event.listens_for(engine, "before_cursor_execute")
     def _refuse(conn: Any, cursor: Any, statement: str, params: Any, context: Any,
@@ -104,8 +98,7 @@ def refuse_writes(engine: sqlalchemy.engine.Engine, where: str) -> None:
 
 
 def bump(conn: sqlalchemy.Connection) -> None:
-    """Bumps, in ``conn``'s transaction, the generations of the views it wrote (just
-    before its commit; :func:`settle` then waits)."""
+    """Bumps, in ``conn``'s transaction, the generations of the views it wrote."""
     views = conn.info.pop(_DIRTY, None)
     if views:
         for view in sorted(views):   # one order everywhere: no lock cycles
@@ -121,9 +114,7 @@ def settle() -> None:
 
 
 class Reader:
-    """Reads generations, each a statement of its own (``Database.autocommit``), reused
-    for ``KEEP_FOR`` after it was sent. A read failing on a lost connection is tried once
-    more (the pool has dropped that connection)."""
+    """Reads generations (one statement each), reusing a read for ``KEEP_FOR``."""
 
     def __init__(self, db: Any) -> None:
         self._db = db       # acceld.db.api.Database

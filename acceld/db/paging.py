@@ -28,8 +28,7 @@ Read = Callable[[int, int], tuple[list[Item], int | None]]
 
 
 def keyset(stmt: Any, id_column: Any) -> Any:
-    """``stmt`` (ordered by ``id_column``) limited to the ``n`` rows after id ``after``,
-    with the id added as ``row_id``."""
+    """``stmt`` limited to the ``n`` rows after id ``after``, with the id as ``row_id``."""
     return (stmt.add_columns(id_column.label("row_id"))
             .where(id_column > bindparam("after")).limit(bindparam("n")))
 
@@ -40,9 +39,7 @@ def last_id(rows: list[Any]) -> int | None:
 
 
 class Listing:
-    """One list, or one page of it, read in batches of ``batch`` rows after id ``after``:
-    ``items`` is the first batch (or the page); unless ``complete`` (for a page: no next
-    page), :meth:`rest` reads the following ones with ``rest`` (by default ``read``)."""
+    """A list or page read in batches after id ``after``: ``items``, then :meth:`rest`."""
 
     __slots__ = ("_rest", "_batch", "_last", "items", "complete", "limit")
 
@@ -80,9 +77,7 @@ def listing(connect: Callable[[], AbstractContextManager[Any]], stmt: Any,
             to_items: Callable[[Any, Sequence[Any]], list[Item]], *, table: Any, what: str,
             where: Sequence[Any] = (), params: dict[str, Any] | None = None,
             limit: int | None = None, marker: str | None = None) -> Listing:
-    """The :class:`Listing` of a :func:`keyset` ``stmt``, each batch read on its own
-    ``connect()`` and made items by ``to_items(conn, rows)``; a page of ``limit`` after
-    ``marker`` (a uuid of ``table`` with ``where``, :func:`marker_id`)."""
+    """The :class:`Listing` of a :func:`keyset` ``stmt``, a page after uuid ``marker``."""
     def read(after: int, n: int) -> tuple[list[Item], int | None]:
         with connect() as conn:
             rows = conn.execute(stmt, {**(params or {}), "after": after, "n": n}).all()

@@ -39,8 +39,7 @@ class Operation:
 
 def to_dict(dev: m.Device, allocations: list[dict[str, str]] | None = None,
             viewer: str | None = None) -> dict[str, Any]:
-    """The v1 view for ``viewer``; ``allocations``: the v2 ARQs holding the device (the
-    seed's "allocation records"), filtered for the viewer by the caller."""
+    """The v1 view for ``viewer``; ``allocations``: the v2 ARQs holding the device."""
     attached = None
     if dev.attached_to is not None:
         hidden = (viewer is not None and dev.attach_type == "instance"
@@ -82,12 +81,10 @@ def list_accelerators(db: Database, *, host: str | None = None, state: str | Non
                       viewer: str | None = None) -> paging.Listing:
     """Accelerators with exact-match filters (``acceld.db.paging``)."""
     q = select(m.Device).order_by(m.Device.id)
-    if host is not None:
-        q = q.where(m.Device.hostname == host)
-    if state is not None:
-        q = q.where(m.Device.state == state)
-    if device_type is not None:
-        q = q.where(m.Device.type == device_type)
+    for column, value in ((m.Device.hostname, host), (m.Device.state, state),
+                          (m.Device.type, device_type)):
+        if value is not None:
+            q = q.where(column == value)
     if instance_uuid is not None:  # attached through v1, or held through a v2 ARQ
         held = holders.holding_arqs(viewer).where(
             m.ExtendedAcceleratorRequest.instance_uuid == instance_uuid).subquery()
@@ -132,13 +129,17 @@ def create_accelerator(db: Database, name: str, uuid: str | None = None) -> dict
             f"An accelerator with {column} {value!r} already exists.") from exc
 
 
+def _changed(**values: Any) -> dict[str, Any]:
+    """``values`` of a device update, with its revision and ``updated_at`` moved on."""
+    return dict(values, revision=m.Device.revision + 1, updated_at=m.utcnow())
+
+
 def update_acc_specs(db: Database, uuid: str, specs: dict[str, Any],
                      revision: int) -> dict[str, Any]:
     with db.writer() as s:
         res = s.execute(update(m.Device)
                         .where(m.Device.uuid == uuid, m.Device.revision == revision)
-                        .values(acc_specs=json.dumps(specs, sort_keys=True),
-                                revision=m.Device.revision + 1, updated_at=m.utcnow()))
+                        .values(_changed(acc_specs=json.dumps(specs, sort_keys=True))))
         dev = _get(s, uuid)
         if res.rowcount == 0:
             raise exception.RevisionConflict(
@@ -167,8 +168,8 @@ def begin_transition(db: Database, uuid: str, requested: str
         res = s.execute(update(m.Device).where(
             m.Device.uuid == uuid,
             m.Device.state.in_(states.DEVICE_TRANSITIONS[transient]))
-            .values(state=transient, op_id=op_id, op_started_at=m.utcnow(), last_error=None,
-                    revision=m.Device.revision + 1, updated_at=m.utcnow()))
+            .values(_changed(state=transient, op_id=op_id, op_started_at=m.utcnow(),
+                             last_error=None)))
         if res.rowcount == 0:
             raise exception.InvalidStateTransition(
                 f"Accelerator {uuid} changed state concurrently; retry.")
@@ -188,9 +189,8 @@ def finish_transition(db: Database, uuid: str, op_id: str, ok: bool,
             return False
         success, failure = states.TRANSIENT_OUTCOME[dev.state]
         res = s.execute(update(m.Device).where(m.Device.uuid == uuid, m.Device.op_id == op_id)
-                        .values(state=success if ok else failure, op_id=None,
-                                op_started_at=None, last_error=None if ok else error,
-                                revision=m.Device.revision + 1, updated_at=m.utcnow()))
+                        .values(_changed(state=success if ok else failure, op_id=None,
+                                         op_started_at=None, last_error=None if ok else error)))
         return res.rowcount == 1
 
 
@@ -217,16 +217,13 @@ def _device_handles(dev_id: int):  # noqa: ANN202 - a SQLAlchemy clause
 
 def attach(db: Database, uuid: str, attach_type: str, target: str,
            project_id: str | None = None) -> dict[str, Any]:
-    """Attach to an instance or a host: a CAS on the attachment plus the ``in_use`` claim
-    (as a v2 bind makes) of every handle of the device, all or nothing. ``project_id``:
-    whose request it is (None: an admin's), who alone sees the instance; its view."""
+    """Attach, claiming every handle of the device (all or nothing); ``project_id``'s view."""
     with db.writer() as s:
         res = s.execute(update(m.Device).where(
             m.Device.uuid == uuid, m.Device.attached_to.is_(None),
             m.Device.state == states.READY, m.Device.health.in_(states.USABLE_HEALTH))
-            .values(attach_type=attach_type, attached_to=target,
-                    attached_project_id=project_id if attach_type == "instance" else None,
-                    revision=m.Device.revision + 1, updated_at=m.utcnow()))
+            .values(_changed(attach_type=attach_type, attached_to=target, attached_project_id=(
+                project_id if attach_type == "instance" else None))))
         dev = _get(s, uuid)
         if res.rowcount == 0:
             if dev.attached_to is not None:
@@ -301,8 +298,8 @@ def detach(db: Database, uuid: str, project_id: str | None = None) -> None:
         if dev.attached_to is None:
             return
         s.execute(update(m.Device).where(m.Device.id == dev.id)
-                  .values(attach_type=None, attached_to=None, attached_project_id=None,
-                          revision=m.Device.revision + 1, updated_at=m.utcnow()))
+                  .values(_changed(attach_type=None, attached_to=None,
+                                   attached_project_id=None)))
         # No ARQ holds a handle (checked above), so every claimed handle is the v1 claim.
         s.execute(update(m.AttachHandle).where(_device_handles(dev.id))
                   .values(in_use=False).execution_options(synchronize_session=False))

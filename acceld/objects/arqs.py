@@ -3,13 +3,10 @@
 Every public function is one transaction (on MySQL, a read and one self-committing
 statement). ``project_id`` is the caller's project, None for an administrator.
 
-A bind claims a free handle of the deployable behind ``device_rp_uuid`` (CAS ``in_use``
-false -> true) and moves the ARQ (CAS on its state) to Bound, or to BindStarted when host
-work must come first; :func:`finish_bind` or :func:`fail_bind` ends it. Invariant: a
-handle is ``in_use`` exactly when one ARQ names it, both changed in one transaction;
-whoever takes a handle away (unbind, failed bind, delete) first locks the ARQ row. On
-MySQL/MariaDB (``Database.updates_tables_together``) a bind or unbind is one UPDATE of
-both tables whose conditions are the CAS, so the invariant holds without a lock.
+Invariant: a handle is ``in_use`` exactly when one ARQ names it, both changed in one
+transaction; whoever takes a handle away (unbind, failed bind, delete) first locks the ARQ
+row. On MySQL/MariaDB (``Database.updates_tables_together``) a bind or unbind is one
+UPDATE of both tables whose conditions are the compare-and-swap, so no lock is needed.
 Statements are built once at import (building one costs more than running it).
 """
 
@@ -67,11 +64,7 @@ _retry_on_deadlock = oslo_db_api.wrap_db_retry(max_retries=10, retry_interval=0.
 # -- pure helpers -----------------------------------------------------------------------------
 
 def units_per_group(groups: list[dict[str, str]]) -> list[int]:
-    """How many ARQs each group of a profile asks for: the sum of its ``resources:*``.
-
-    Cyborg's quirk of doubling FPGA ARQs for ``trait:CUSTOM_FPGA_XILINX`` is not copied;
-    a group whose amounts add up to nothing (or less) asks for no ARQ.
-    """
+    """ARQs each group asks for: the sum of its ``resources:*`` (at least 0)."""
     return [max(0, sum(int(v) for k, v in g.items() if k.startswith("resources:")))
             for g in groups]
 
@@ -103,8 +96,7 @@ def _to_dict(row: Any) -> dict[str, Any]:
 
 
 def _handle_dict(handle: Row[Any], arq_uuid: str, hostname: str | None) -> dict[str, Any]:
-    """A handle as host work needs it (plain data), with the ``target`` its query read
-    (:data:`acceld.objects.hostwork.TARGET_COLUMNS`) and its deployable's id if read."""
+    """A handle as host work needs it, with the ``target`` read by its query."""
     target = hostwork.target_of(handle)
     return {"uuid": handle.uuid, "attach_type": handle.attach_type,
             "attach_info": json.loads(handle.attach_info), "hostname": hostname,
@@ -210,14 +202,13 @@ _KEEP_OWNER = func.coalesce(_arq.c.project_id, bindparam("owner", type_=_arq.c.p
 _TAKE = update(_ah).where(_ah.c.id == bindparam("handle_id"), _ah.c.in_use.is_(False)) \
     .values(in_use=True)
 # Initial/Unbound -> ``to_state``, recording where and for whom it binds and its handle.
+_BINDING = {_arq.c.state: bindparam("to_state"), _arq.c.hostname: bindparam("to_hostname"),
+            _arq.c.device_rp_uuid: bindparam("to_rp_uuid"),
+            _arq.c.instance_uuid: bindparam("to_instance"), _arq.c.project_id: _KEEP_OWNER,
+            _arq.c.deployable_id: bindparam("to_deployable_id")}
 _BEGIN = _scoped(update(_arq).where(_arq.c.uuid == bindparam("arq_uuid"),
                                     _state_in(st.ARQ_TRANSITIONS[st.ARQ_BIND_STARTED]))
-                 .values(state=bindparam("to_state"), hostname=bindparam("to_hostname"),
-                         device_rp_uuid=bindparam("to_rp_uuid"),
-                         instance_uuid=bindparam("to_instance"),
-                         project_id=_KEEP_OWNER,
-                         attach_handle_id=bindparam("to_handle_id"),
-                         deployable_id=bindparam("to_deployable_id")))
+                 .values({**_BINDING, _arq.c.attach_handle_id: bindparam("to_handle_id")}))
 _FINISH = update(_arq).where(_arq.c.uuid == bindparam("arq_uuid"),
                              _arq.c.state == st.ARQ_BIND_STARTED,
                              _arq.c.attach_handle_id.is_not(None)) \
@@ -235,13 +226,8 @@ _TAKE_AND_BEGIN = _scoped(
                       _arq.c.uuid == bindparam("arq_uuid"),
                       _state_in(st.ARQ_TRANSITIONS[st.ARQ_BIND_STARTED]),
                       _dev.c.id == bindparam("device_id"), _USABLE)
-    .values({_ah.c.in_use: True, _ah.c.updated_at: bindparam("now"),
-             _arq.c.state: bindparam("to_state"), _arq.c.hostname: bindparam("to_hostname"),
-             _arq.c.device_rp_uuid: bindparam("to_rp_uuid"),
-             _arq.c.instance_uuid: bindparam("to_instance"),
-             _arq.c.project_id: _KEEP_OWNER,
+    .values({_ah.c.in_use: True, _ah.c.updated_at: bindparam("now"), **_BINDING,
              _arq.c.attach_handle_id: bindparam("handle_id"),
-             _arq.c.deployable_id: bindparam("to_deployable_id"),
              _arq.c.updated_at: bindparam("now")}))
 # MySQL and MariaDB: what an unbind decides from (the ARQ, the handle it holds and that
 # handle's target), read without a lock, then the unbind as one statement whose CAS is
@@ -307,8 +293,7 @@ _DELETE_FREE = _scoped(delete(_arq).where(_arq.c.uuid == bindparam("arq_uuid"),
 
 def _read(db: Connection | Database, stmt: Executable,
           params: dict[str, Any]) -> Sequence[Row[Any]]:
-    """The rows of one SELECT: in ``db``'s transaction when it is a Connection, else a
-    statement of its own (``Database.autocommit``; never for reads sharing a snapshot)."""
+    """One SELECT's rows: in a Connection's transaction, or a statement of its own."""
     if isinstance(db, Connection):
         return db.execute(stmt, params).all()
     with db.autocommit(write=False) as conn:
@@ -428,21 +413,17 @@ def _read_profile(conn: Connection, name: str, max_arqs: int) -> _Profile:
 @_retry_on_deadlock
 def create(db: Database, profile_name: str, project_id: str | None,
            max_arqs: int = limits.PROFILE_ARQS) -> list[dict[str, Any]]:
-    """One Initial ARQ per requested unit of the named profile, in one transaction;
-    InvalidInput when the profile asks for more than ``max_arqs``. For a one-ARQ profile
-    read before (:data:`_PROFILES`) it is one INSERT committing by itself."""
+    """One Initial ARQ per unit of the profile; one INSERT for a known one-ARQ profile."""
     known = _PROFILES.setdefault(db, {})
     profile = known.get(profile_name)
     rows: list[dict[str, Any]] = []
     if profile is not None and len(profile.groups) == 1:
         row = _arq_row(profile, profile.groups[0], project_id)
         params = {"uuid": row["uuid"], "project_id": project_id, "group": profile.groups[0],
-                  "created_at": row["created_at"], "dp_id": profile.id}
+                  "created_at": row["created_at"], "dp_id": profile.id, "dp_uuid": profile.uuid}
         try:
-            if db.ids_reused:
-                inserted = _write_one(db, _INSERT_ONE, dict(params, dp_uuid=profile.uuid))
-            else:
-                inserted = _write_one(db, _INSERT_ONE_BY_ID, params)
+            inserted = _write_one(db, _INSERT_ONE if db.ids_reused else _INSERT_ONE_BY_ID,
+                                  params)
         except db_exc.DBReferenceError:
             inserted = 0
         if inserted == 1:
@@ -473,8 +454,7 @@ def _arq_row(profile: _Profile, group: int, project_id: str | None) -> dict[str,
 # -- bind -------------------------------------------------------------------------------------
 
 def _state_error(uuid: str, state: str | None, target: str) -> Exception:
-    """Why a CAS towards ``target`` matched no row, from the ARQ's ``state`` (None:
-    missing, or another project's)."""
+    """Why a CAS towards ``target`` matched no row, from the ARQ's ``state`` (None: gone)."""
     if state is None:
         return _not_found(uuid)
     return exception.ARQBadState(f"Bad state: {state} for ARQ: {uuid}. Expected state(s): "
@@ -558,8 +538,7 @@ def _no_free_handle(rp_uuid: str, uuid: str) -> _ClaimFailed:
 
 def _claim(conn: Connection, rp_uuid: str, uuid: str, unbound_instances: Collection[str],
            project_id: str | None) -> Row[Any]:
-    """CAS ``in_use`` false -> true on the first handle still free of
-    :func:`_candidates`; that handle's row. None free: :class:`_ClaimFailed`."""
+    """CAS ``in_use`` false -> true on the first free :func:`_candidates`; its row."""
     def lock(device_id: int) -> Any:
         return conn.execute(_LOCK_DEVICE, {"device_id": device_id}).one()
 
@@ -582,8 +561,7 @@ class _ClaimFailed(Exception):
 
 def _begin(conn: Connection, project_id: str | None, binding: dict[str, Any], state: str,
            handle: Row[Any] | None) -> None:
-    """CAS Initial/Unbound -> ``state`` recording ``binding`` and ``handle``; no row
-    matching raises ARQBadState or NotFound (rolling the claim back)."""
+    """CAS Initial/Unbound -> ``state`` with ``binding`` and ``handle``; else ARQBadState."""
     done = _run(conn, _BEGIN, project_id, **binding, to_state=state,
                 to_handle_id=None if handle is None else handle.id,
                 to_deployable_id=None if handle is None else handle.deployable_id).rowcount
@@ -627,10 +605,7 @@ def bind(db: Database, uuid: str, *, hostname: str, device_rp_uuid: str, instanc
 def _bind_by_one_statement(db: Database, binding: dict[str, Any], project_id: str | None,
                            needs_host_work: HostWorkQuestion,
                            unbound_instances: Collection[str]) -> tuple[dict[str, Any], bool]:
-    """:func:`bind` on MySQL/MariaDB: the free handles are read (no transaction), then
-    :data:`_TAKE_AND_BEGIN` takes a candidate and moves the ARQ, both or neither. When it
-    changes nothing the ARQ's state says why: not bindable (the error, nothing changed),
-    or the handle went to a racer (next candidate) or the device out of service."""
+    """:func:`bind` on MySQL/MariaDB: read the candidates, then :data:`_TAKE_AND_BEGIN` each."""
     uuid, rp_uuid = binding["arq_uuid"], binding["to_rp_uuid"]
     take = _TAKE_AND_BEGIN[project_id is not None]
     try:
@@ -725,8 +700,7 @@ def held_handle(db: Database, uuid: str) -> tuple[str | None, dict[str, Any]] | 
 
 @_retry_on_deadlock
 def finish_bind(db: Database, uuid: str) -> None:
-    """CAS BindStarted (with a handle) -> Bound; ARQBadState or NotFound when an unbind
-    or a delete took the ARQ (and freed its handle) meanwhile."""
+    """CAS BindStarted -> Bound; ARQBadState or NotFound when an unbind or delete won."""
     with db.write_rows() as conn:
         if conn.execute(_FINISH, {"arq_uuid": uuid}).rowcount != 1:
             raise _bad_state(conn, uuid, None, st.ARQ_BOUND)
@@ -745,8 +719,7 @@ def _free_handles(conn: Connection, arqs: list[Row[Any]]) -> list[dict[str, Any]
 
 @_retry_on_deadlock
 def fail_bind(db: Database, uuid: str) -> list[dict[str, Any]]:
-    """BindStarted/Bound -> BindFailed, its handle freed (host work failed; a no-op in
-    any other state). Returns the freed handle(s)."""
+    """BindStarted/Bound -> BindFailed, freeing its handle (returned); else a no-op."""
     with db.write_rows() as conn:
         arqs = conn.execute(_LOCK_BINDING, {"arq_uuid": uuid}).all()
         freed = _free_handles(conn, arqs)
@@ -765,17 +738,14 @@ class _HostWorkAhead(Exception):
 def unbind(db: Database, uuid: str, *, project_id: str | None,
            needs_host_work: HostWorkQuestion | None = None,
            ) -> list[dict[str, Any]]:
-    """-> Unbound: handle freed, host/rp/instance cleared (idempotent on Unbound).
-    Returns the freed handle(s) for host clean-up; with ``needs_host_work`` (as for
-    :func:`bind`) only those that need it."""
+    """-> Unbound, freeing its handle (idempotent); the freed ones needing ``needs_host_work``."""
     return _unbind(db, uuid, project_id, needs_host_work, refuse_host_work=False)
 
 
 @_retry_on_deadlock
 def unbind_unless_host_work(db: Database, uuid: str, *, project_id: str | None,
                             needs_host_work: HostWorkQuestion) -> bool:
-    """:func:`unbind` where the freed handle needs no host work (True); otherwise nothing
-    changes (False) and the conductor, which has the host release it, unbinds."""
+    """:func:`unbind` unless a freed handle needs host work (False, nothing changed)."""
     try:
         _unbind(db, uuid, project_id, needs_host_work, refuse_host_work=True)
     except _HostWorkAhead:
@@ -825,8 +795,7 @@ def _unbind(db: Database, uuid: str, project_id: str | None,
 
 
 def _unbindable(arq: Any, uuid: str) -> bool:
-    """Whether ``arq`` (None: missing, NotFound) is to be unbound: False when it is
-    Unbound already; ARQBadState when it may not be."""
+    """Whether ``arq`` is to be unbound (not Unbound yet); NotFound or ARQBadState."""
     if arq is None:
         raise _not_found(uuid)
     if arq.state == st.ARQ_UNBOUND:
@@ -848,9 +817,7 @@ def _delete_locked(conn: Connection, arqs: list[Row[Any]]) -> list[dict[str, Any
 @_retry_on_deadlock
 def delete_by_uuids(db: Database, uuids: list[str], *, project_id: str | None,
                     service: bool) -> list[dict[str, Any]]:
-    """Unbind and delete the ARQs, all or nothing: a missing one is NotFound, one tied to
-    an instance needs a service token (Forbidden). Returns the freed handles. One ARQ
-    holding nothing is one self-committing DELETE; otherwise the rows are locked first."""
+    """Unbind and delete, all or nothing (NotFound; Forbidden without ``service``); freed."""
     wanted = sorted(set(uuids))
     if len(wanted) == 1:
         if _write_one(db, _DELETE_FREE[project_id is not None],

@@ -67,8 +67,7 @@ def _check_amount(index: int, key: str, text: str, max_arqs: int) -> None:
 
 def normalise_groups(groups: list[dict[str, Any]],
                      max_arqs: int = limits.PROFILE_ARQS) -> list[dict[str, str]]:
-    """Cyborg's group rules (contract 1.4), keys stripped and values made strings, with at
-    most ``max_arqs`` accelerators asked for; InvalidInput naming the key or limit."""
+    """Cyborg's group rules (contract 1.4); InvalidInput naming the key or the limit."""
     out = []
     for index, group in enumerate(groups):
         normal: dict[str, str] = {}
@@ -110,8 +109,7 @@ _dumps = jsoncodec.encoder()
 def create(db: Database, name: str, groups: list[dict[str, Any]],
            description: str | None = None, uuid: str | None = None,
            max_arqs: int = limits.PROFILE_ARQS) -> dict[str, Any]:
-    """A new profile: one self-committing INSERT whose unique constraints decide (Conflict
-    for a taken name or uuid). InvalidInput for bad or too large groups."""
+    """A new profile, one self-committing INSERT; Conflict for a taken name or uuid."""
     normal = normalise_groups(groups, max_arqs)
     profile_json = _dumps({"groups": normal})
     if len(profile_json) > limits.STORED_JSON_BYTES:
@@ -197,8 +195,7 @@ def delete_by_uuid(db: Database, uuid: str) -> None:
 
 
 def delete_by_names(db: Database, names: list[str]) -> None:
-    """All or nothing: a missing name is NotFound before anything is deleted; one in use
-    (the foreign key decides) is a Conflict."""
+    """All or nothing: NotFound for a missing name, Conflict for one in use."""
     where = _DP.c.name.in_(names)
     try:
         with db.write_rows() as conn:

@@ -21,8 +21,7 @@ HOLDING_STATES = (states.ARQ_BIND_STARTED, states.ARQ_BOUND)
 
 
 def lock_device(s: Session, uuid: str, *where: Any) -> m.Device:
-    """The device row, locked (first in the transaction, so that on MySQL later reads
-    see every bind committed before); NotFound when none matches."""
+    """The device row, locked first in the transaction; NotFound when none matches."""
     dev = s.execute(select(m.Device).where(m.Device.uuid == uuid, *where)
                     .with_for_update()).scalar_one_or_none()
     if dev is None:
@@ -31,8 +30,7 @@ def lock_device(s: Session, uuid: str, *where: Any) -> m.Device:
 
 
 def holding_arqs(viewer: str | None = None):  # noqa: ANN201 - a SQLAlchemy select
-    """(device id, ARQ uuid, instance uuid, state) of the ARQs holding a device's handle
-    (only ``viewer``'s, if given)."""
+    """(device id, ARQ uuid, instance uuid, state) of ARQs holding a device (``viewer``'s)."""
     q = (select(m.Deployable.device_id, _ARQ.uuid, _ARQ.instance_uuid, _ARQ.state)
          .join(m.Deployable, m.Deployable.id == _ARQ.deployable_id)
          .where(_ARQ.state.in_(HOLDING_STATES)))
@@ -73,8 +71,7 @@ def refuse_if_held(s: Session, dev: m.Device, action: str, *,
 
 
 def refuse_driver_removal(db: Database, driver: str, hosts: list[str]) -> None:
-    """DeviceInUse naming every held device of ``driver`` on ``hosts`` (advisory: the
-    removal itself is the agent's)."""
+    """DeviceInUse naming the held devices of ``driver`` on ``hosts`` (advisory)."""
     with db.reader() as s:
         devs = list(s.execute(select(m.Device).where(m.Device.driver_name == driver,
                                                      m.Device.hostname.in_(hosts))

@@ -40,8 +40,7 @@ TARGET_COLUMNS = (_dev.c.hostname.label("target_host"),
 
 
 def with_target(deployables: Any) -> Any:
-    """``deployables`` (a FROM holding the deployables table) joined to each deployable's
-    device and that device's driver state."""
+    """``deployables`` joined to each deployable's device and its driver state."""
     return (deployables.outerjoin(_dev, _dev.c.id == _dep.c.device_id)
             .outerjoin(_ds, and_(_ds.c.host == _dev.c.hostname,
                                  _ds.c.name == _dev.c.driver_name)))
@@ -59,8 +58,7 @@ _TARGET = (select(*TARGET_COLUMNS).select_from(HANDLES_WITH_TARGET)
 
 def handle_target(s: Session | Connection | Database,
                   handle_uuid: str) -> HandleTarget | None:
-    """The handle's target, read in ``s`` (the caller's transaction: a bind holding the
-    write lock must not open another) or a transaction of its own on a Database."""
+    """The handle's target, read in ``s`` (a bind's transaction) or on a Database."""
     if isinstance(s, Database):
         with s.reader() as session:
             return handle_target(session, handle_uuid)
@@ -89,8 +87,7 @@ def target_for(handle: dict[str, Any],
 
 
 def requires_host_work(handle: dict[str, Any], target: HandleTarget | None) -> bool:
-    """Whether binding or freeing ``handle`` takes its host's agent: MDEV handles always,
-    others when their driver declared host work."""
+    """MDEV handles always need host work, others when their driver declared it."""
     return handle.get("attach_type") in ALWAYS or (target is not None and target.host_work)
 
 

@@ -35,15 +35,11 @@ def to_dict(op: m.ProgramOperation) -> dict[str, Any]:
 
 def agent_op(op: dict[str, Any] | m.ProgramOperation) -> dict[str, Any]:
     """What the agent needs to run an operation (plain data for the bus)."""
-    row = op if isinstance(op, dict) else {
-        "uuid": op.uuid, "deployable_uuid": op.deployable_uuid,
-        "device_uuid": op.device_uuid, "host": op.host, "driver": op.driver_name,
-        "identity": op.identity, "image_ref": op.image_ref,
-        "image_sha256": op.image_sha256}
-    return {"op_id": row["uuid"], "deployable_uuid": row["deployable_uuid"],
-            "device_uuid": row["device_uuid"], "host": row["host"],
-            "driver": row["driver"], "identity": row["identity"],
-            "image_ref": row["image_ref"], "image_sha256": row["image_sha256"]}
+    row = op if isinstance(op, dict) else \
+        dict(to_dict(op), driver=op.driver_name, identity=op.identity)
+    return {"op_id": row["uuid"], **{key: row[key] for key in (
+        "deployable_uuid", "device_uuid", "host", "driver", "identity", "image_ref",
+        "image_sha256")}}
 
 
 def _target(s: Session, deployable_uuid: str, *,
@@ -76,8 +72,7 @@ def _check_programmable(s: Session, dep: m.Deployable, dev: m.Device,
 
 def begin(db: Database, deployable_uuid: str, image_ref: str, image_sha256: str,
           arq_uuid: str | None = None) -> dict[str, Any]:
-    """Queue a program operation; it with ``agent_op``. ``image_sha256`` "": the agent
-    checks Glance's digest. ``arq_uuid``: the bind it is part of (that ARQ may hold it)."""
+    """Queue a program operation (``arq_uuid``: its bind); it, with ``agent_op``."""
     try:
         with db.writer() as s:
             dep, dev = _target(s, deployable_uuid, lock=True)
@@ -141,8 +136,7 @@ class Finished:
 
 
 def finish(db: Database, op_uuid: str, ok: bool, error: str | None) -> Finished | None:
-    """Record the outcome; None for a duplicate. A success records a Glance image id
-    as the deployable's ``bitstream_id``, as Cyborg does."""
+    """Record the outcome (None: a duplicate); a Glance image becomes ``bitstream_id``."""
     target = states.PROGRAM_DONE if ok else states.PROGRAM_FAILED
     now = m.utcnow()
     with db.writer() as s:

@@ -77,8 +77,7 @@ def get_device(db: Database, uuid: str) -> dict[str, Any]:
 
 
 def set_device_status(db: Database, uuid: str, status: str) -> str:
-    """Sets a reported device's ``status``; returns its host (to sync with Placement).
-    Disabling a held device is DeviceInUse."""
+    """Sets a reported device's ``status`` (DeviceInUse to disable a held one); its host."""
     if status not in DEVICE_STATUSES:
         raise exception.InvalidInput(f"status must be one of {DEVICE_STATUSES}")
     with db.writer() as s:
