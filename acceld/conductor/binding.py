@@ -304,20 +304,16 @@ class Binder:
 
     def _needs_host_work(self, conn: Any, handle: dict[str, Any]) -> bool:
         """Whether a bind is more than its claim: host work, or programming (``program``)."""
-        handle["program"] = self._program_request(handle, conn)
+        programs = self._programmer is not None and handle.get("deployable_id") is not None \
+            and (handle.get("target") or {}).get("program")
+        handle["program"] = arqs.program_request(
+            conn, handle["arq_uuid"], handle["deployable_id"]) if programs else None
         return handle["program"] is not None or self._host_needs(conn, handle)
 
     def _host_needs(self, conn: Any, handle: dict[str, Any]) -> bool:
         """Whether binding or freeing ``handle`` takes host work (``conn`` None: own read)."""
         needs = getattr(self._host, "needs", None)
         return True if needs is None else bool(needs(handle, conn=conn))
-
-    def _program_request(self, handle: dict[str, Any], conn: Any) -> dict[str, str] | None:
-        target = handle.get("target")
-        if self._programmer is None or not target or not target.get("program") \
-                or handle.get("deployable_id") is None:
-            return None
-        return arqs.program_request(conn, handle["arq_uuid"], handle["deployable_id"])
 
     def _bind_one(self, uuid: str, fields: dict[str, str], project_id: str | None,
                   unbound_instances: list[str]) -> None:

@@ -57,22 +57,16 @@ def to_dict(dev: m.Device, allocations: list[dict[str, str]] | None = None,
     }
 
 
-def _allocations(s: Session, dev_ids: list[int],
-                 viewer: str | None) -> dict[int, list[dict[str, str]]]:
-    found: dict[int, list[dict[str, str]]] = {}
-    if dev_ids:
-        for dev_id, arq, instance, _state in s.execute(
-                holders.holding_arqs(viewer).where(m.Deployable.device_id.in_(dev_ids))
-                .order_by(m.ExtendedAcceleratorRequest.id)):
-            found.setdefault(dev_id, []).append({"accelerator_request": arq,
-                                                 "instance_uuid": instance})
-    return found
-
-
 def _with_allocations(s: Session, devs: list[m.Device],
                       viewer: str | None = None) -> list[dict[str, Any]]:
-    allocations = _allocations(s, [d.id for d in devs], viewer)
-    return [to_dict(d, allocations.get(d.id), viewer) for d in devs]
+    found: dict[int, list[dict[str, str]]] = {}
+    if devs:
+        for dev_id, arq, instance, _state in s.execute(
+                holders.holding_arqs(viewer).where(m.Deployable.device_id.in_(
+                    [d.id for d in devs])).order_by(m.ExtendedAcceleratorRequest.id)):
+            found.setdefault(dev_id, []).append({"accelerator_request": arq,
+                                                 "instance_uuid": instance})
+    return [to_dict(d, found.get(d.id), viewer) for d in devs]
 
 
 def list_accelerators(db: Database, *, host: str | None = None, state: str | None = None,

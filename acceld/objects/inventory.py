@@ -172,16 +172,12 @@ def _delete_devices(s: Session, dev_ids: list[int]) -> None:
     s.execute(delete(m.Device).where(m.Device.id.in_(dev_ids)))
 
 
-def _device_name(host: str, dev: reports.Device) -> str:
-    return dev.name or f"{host}-{dev.identity}"
-
-
 def _add_devices(s: Session, host: str,
                  added: list[tuple[str, reports.Device]]) -> list[str]:
     """Insert discovered devices (a declared one of the same name is adopted); their uuids."""
     if not added:
         return []
-    names = [_device_name(host, dev) for _drv, dev in added]
+    names = [dev.name or f"{host}-{dev.identity}" for _drv, dev in added]
     taken = {row.name: row for row in s.execute(
         select(m.Device.id, m.Device.name, m.Device.hostname, m.Device.uuid)
         .where(m.Device.name.in_(names)))}

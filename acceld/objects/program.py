@@ -86,16 +86,13 @@ def begin(db: Database, deployable_uuid: str, image_ref: str, image_sha256: str,
             s.flush()
             return dict(to_dict(op), **{"agent_op": agent_op(op)})
     except db_exc.DBDuplicateEntry as exc:
-        raise exception.ProgramInProgress(_in_progress(db, deployable_uuid)) from exc
-
-
-def _in_progress(db: Database, deployable_uuid: str) -> str:
-    with db.reader() as s:
-        other = s.execute(select(_OP.uuid, _OP.state)
-                          .where(_OP.active_key == deployable_uuid)).one_or_none()
-    which = f" ({other.uuid} is {other.state})" if other else ""
-    return (f"Deployable {deployable_uuid} has a program operation in progress{which}; "
-            "wait for it to finish.")
+        with db.reader() as s:
+            other = s.execute(select(_OP.uuid, _OP.state)
+                              .where(_OP.active_key == deployable_uuid)).one_or_none()
+        which = f" ({other.uuid} is {other.state})" if other else ""
+        raise exception.ProgramInProgress(
+            f"Deployable {deployable_uuid} has a program operation in progress{which}; "
+            "wait for it to finish.") from exc
 
 
 def latest(db: Database, deployable_uuid: str) -> dict[str, Any] | None:
@@ -152,7 +149,7 @@ def finish(db: Database, op_uuid: str, ok: bool, error: str | None) -> Finished 
             return None
         op = s.execute(select(_OP.deployable_uuid, _OP.image_ref, _OP.arq_uuid)
                        .where(_OP.uuid == op_uuid)).one()
-        if ok and _is_uuid(op.image_ref):
+        if ok and uuids.canonical(op.image_ref) == op.image_ref.lower():
             s.execute(update(m.Deployable).where(m.Deployable.uuid == op.deployable_uuid)
                       .values(bitstream_id=op.image_ref))
         return Finished(op.arq_uuid)
@@ -171,7 +168,3 @@ def stalled(db: Database, older_than: datetime.datetime) -> list[dict[str, Any]]
 def touch(db: Database, op_uuid: str) -> None:
     with db.writer() as s:
         s.execute(update(_OP).where(_OP.uuid == op_uuid).values(updated_at=m.utcnow()))
-
-
-def _is_uuid(value: str) -> bool:
-    return uuids.canonical(value) == value.lower()

@@ -90,10 +90,8 @@ def list_backends(db: Database, host: str | None = None) -> list[dict[str, Any]]
         rows = s.execute(attrs).all()
     by_dep: dict[int, dict[str, Any]] = {}
     for r in rows:
-        entry = by_dep.setdefault(r.deployable_id, {"host": r.hostname,
-                                                    "driver": r.driver_name,
-                                                    "device": r.id})
-        entry[r.key] = r.value
+        by_dep.setdefault(r.deployable_id, {"host": r.hostname, "driver": r.driver_name,
+                                            "device": r.id})[r.key] = r.value
     backends: dict[tuple[str, str, str], dict[str, Any]] = {}
     for entry in by_dep.values():
         name = entry.get(BACKEND_KEY) or "default"

@@ -44,21 +44,17 @@ def _device(dev: Any) -> dict[str, Any]:
 _REPORTED = m.Device.hostname.is_not(None)
 
 
-def _device_query(type: str | None, vendor: str | None, hostname: str | None) -> Any:
+def list_devices(db: Database, *, type: str | None = None, vendor: str | None = None,
+                 hostname: str | None = None, limit: int | None = None,
+                 marker: str | None = None) -> paging.Listing:
+    """Reported devices, with exact-match filters; a page of ``limit`` after ``marker``."""
     q = select(*_DEVICE_COLUMNS).where(_REPORTED)
     for column, value in ((m.Device.type, type), (m.Device.vendor, vendor),
                           (m.Device.hostname, hostname)):
         if value is not None:
             q = q.where(column == value)
-    return paging.keyset(q.order_by(m.Device.id), m.Device.id)
-
-
-def list_devices(db: Database, *, type: str | None = None, vendor: str | None = None,
-                 hostname: str | None = None, limit: int | None = None,
-                 marker: str | None = None) -> paging.Listing:
-    """Reported devices, with exact-match filters; a page of ``limit`` after ``marker``."""
     # Plain columns on a Core connection, no ORM: lists are the hot read path.
-    return paging.listing(db.rows, _device_query(type, vendor, hostname),
+    return paging.listing(db.rows, paging.keyset(q.order_by(m.Device.id), m.Device.id),
                           paging.each(_device), table=m.Device.__table__, what="a device",
                           where=[_REPORTED], limit=limit, marker=marker)
 
