@@ -1,40 +1,11 @@
-"""Binding and unbinding accelerator requests: thin orchestration over ``objects.arqs``.
+"""Binding and unbinding accelerator requests: orchestration over ``objects.arqs`` (no SQL).
 
-No SQL here. A bind is ``arqs.bind`` (a handle claimed: Bound at once when the handle
-needs no host work, else BindStarted) -> host work -> ``finish_bind`` (Bound); a failure
-of the host work makes the ARQ BindFailed and frees its handle. Each ARQ of a request is
-bound on its own, so one bad ARQ does not stop the others; the first error is raised
-once every ARQ was tried (the API turns it into the response).
-
-Programming at bind (contract 6.3): when the ARQ's profile group names
-``accel:bitstream_id`` or ``accel:function_id`` that the deployable does not carry yet
-(``objects.arqs.program_request``; asked only of drivers that program), the claim leaves
-the ARQ BindStarted and the Binder has the :class:`Programmer` queue a program operation
-for the ARQ; the PATCH is answered then, as upstream answers a bind that programs. When
-the agent's outcome arrives (:meth:`Binder.program_done`) the host work runs and the ARQ
-becomes Bound, or BindFailed (the program operation keeps the reason) with its handle
-freed; Nova is told either way. Such a bind has ``program_timeout`` more before it is
-given up.
-
-Host work: :class:`HostWork` runs on the ARQ's host between the claim and Bound, and
-after a handle is freed; the conductor gives the Binder
-``conductor.hostwork.AgentHostWork`` (the driver's prepare/release through the agent).
-Whether a handle needs it is asked inside the bind's or the unbind's own transaction (on
-MySQL, from the row the bind or unbind read: there they are one statement after a read),
-so a handle without host work costs no further transaction.
-
-Nova notification (contract 3.2 step 3): with a notifier (``[nova]`` configured), once
-every ARQ of an instance is resolved (Bound -> ``completed``; BindFailed, Deleting or gone
--> ``failed``) one ``accelerator-request-bound`` request carries one event per ARQ. An
-instance whose binds have not resolved within ``bind_timeout`` is given up: its
-BindStarted ARQs become BindFailed and Nova is told ``failed`` for each ARQ that is not
-Bound, instead of being left to its own (longer) timeout. Each instance is notified at most
-once per bind; a notification that still fails after the Nova client's retries is logged,
-never raised. In the conductor the events go out from a thread of their own, in order, so
-a bind answers without waiting on Nova's API. Nova copes with an event at any time after
-the bind, but it does not poll: when its compute starts waiting it reads the instance's
-ARQs once, counts the resolved ones as received (``_get_bound_arq_resources``,
-``exit_wait_early``) and waits for the events of the others.
+A bind is ``arqs.bind`` (Bound at once when the handle needs no host work, asked inside
+its transaction) -> host work or programming (contract 6.3, :class:`Programmer`) ->
+``finish_bind``; a failure makes it BindFailed and frees the handle. Each ARQ is tried and
+the first error raised. Once every ARQ of an instance is resolved, Nova gets one
+``accelerator-request-bound`` request (contract 3.2) from a sender thread; binds not
+resolved within ``bind_timeout`` are failed and reported. Notifying never raises.
 """
 
 from __future__ import annotations
@@ -43,30 +14,31 @@ import logging
 import queue
 import threading
 import time
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from acceld import exception
 from acceld import states as st
 from acceld.clients import nova
 from acceld.db.api import Database
-from acceld.objects import arqs
+from acceld.objects import arqs, hostwork
+from acceld.rpc import AgentClient
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 LOG = logging.getLogger(__name__)
 
 
 class HostWork(Protocol):
-    """Host-side work of a bind (``prepare``) or an unbind (``release``); plain dicts
-    from ``objects.arqs`` describe the attach handle and its host."""
+    """Host-side work of a bind (``prepare``) or an unbind (``release``) of a handle dict."""
 
     def prepare(self, handle: dict[str, Any]) -> None: ...
 
     def release(self, handle: dict[str, Any]) -> None: ...
 
     # Optional: ``needs(handle, conn) -> bool``, asked inside the bind's or unbind's
-    # transaction (``conn``, its connection; no second transaction there; on MySQL,
-    # where there is none, the Database: the handle comes with its target). False lets
-    # the bind go from Initial to Bound in one transaction and the unbind skip
-    # ``release``; without it every handle gets prepare and release.
+    # transaction (``conn``; on MySQL the Database). False lets the bind go to Bound in
+    # one transaction and the unbind skip ``release``; without it every handle gets both.
 
 
 class NoHostWork:
@@ -82,9 +54,55 @@ class NoHostWork:
         return None
 
 
+class AgentHostWork:
+    """:class:`HostWork` through the agents: the driver's ``prepare``/``release`` (create
+    the mdev, bind the VF to vfio-pci, ...) on the handle's host, for the handles that
+    need it (``objects.hostwork``); a failure is an ``AccelDError``."""
+
+    def __init__(self, db: Database, agents: AgentClient) -> None:
+        self._db = db
+        self._agents = agents
+
+    def _target(self, handle: dict[str, Any]) -> hostwork.HandleTarget | None:
+        """Where ``handle``'s host work runs; None when it needs none."""
+        target = hostwork.target_for(handle, self._db)
+        if target is None or not hostwork.requires_host_work(handle, target):
+            return None
+        return target
+
+    def needs(self, handle: dict[str, Any], conn: Connection | None = None) -> bool:
+        """Whether ``handle``'s prepare/release goes to the agent (``binding.HostWork``)."""
+        return hostwork.needs_host_work(self._db if conn is None else conn, handle)
+
+    def _run(self, verb: str, handle: dict[str, Any]) -> dict[str, Any] | None:
+        """``verb`` of ``handle`` on its host's agent (None: none needed), or OperationFailed."""
+        target = self._target(handle)
+        if target is None:
+            return None
+        call = self._agents.prepare_handle if verb == "prepare" else \
+            self._agents.release_handle
+        result = call(target.host, target.driver, target.identity, handle["attach_info"],
+                      handle["uuid"])
+        if not result.get("ok"):
+            raise exception.OperationFailed(
+                f"{verb} of attach handle {handle['uuid']} on {target.host} failed: "
+                f"{result.get('error')}")
+        return {**result, "driver": target.driver}
+
+    def prepare(self, handle: dict[str, Any]) -> None:
+        result = self._run("prepare", handle)
+        if result is not None and result.get("attach_info") != handle["attach_info"]:
+            # The handle's identity is its attach_info: drivers fix it at discovery
+            # (e.g. a deterministic mdev uuid), so prepare must not change it.
+            LOG.warning("driver %s changed the attach_info of handle %s at prepare; "
+                        "keeping the reported one", result["driver"], handle["uuid"])
+
+    def release(self, handle: dict[str, Any]) -> None:
+        self._run("release", handle)
+
+
 class Programmer(Protocol):
-    """Queues the program operation of a bind (``request``: ``objects.arqs.
-    program_request``); its outcome comes back through :meth:`Binder.program_done`."""
+    """Queues a bind's program operation; its outcome comes to :meth:`Binder.program_done`."""
 
     def program_for_bind(self, arq_uuid: str, request: dict[str, str]) -> None: ...
 
@@ -116,12 +134,7 @@ class Binder:
         self._sender: threading.Thread | None = None
 
     def bind(self, patch: dict[str, dict[str, str]], project_id: str | None) -> None:
-        """``patch``: ARQ uuid -> {hostname, device_rp_uuid, instance_uuid, project_id}.
-
-        No hot add: the first ARQ's bind transaction first checks that none of the
-        request's instances has ARQs yet, and its InstanceHasARQs refuses the whole
-        request (nothing changed, nothing for Nova to wait on); the other ARQs need not
-        ask."""
+        """``patch``: ARQ uuid -> bind fields; InstanceHasARQs (no hot add) refuses it all."""
         by_instance: dict[str, list[str]] = {}
         for uuid, fields in patch.items():
             by_instance.setdefault(fields["instance_uuid"], []).append(uuid)
@@ -148,14 +161,17 @@ class Binder:
     # -- Nova notification --------------------------------------------------------------
     def _states(self, uuids: list[str]) -> dict[str, str | None]:
         """Each ARQ's state now; None for one that is gone (deleted)."""
-        found = {a["uuid"]: a["state"] for uuid in uuids
-                 for a in _get_or_none(self._db, uuid)}
-        return {uuid: found.get(uuid) for uuid in uuids}
+        states: dict[str, str | None] = {}
+        for uuid in uuids:
+            try:
+                states[uuid] = arqs.get(self._db, uuid, project_id=None)["state"]
+            except exception.ARQNotFound:
+                states[uuid] = None
+        return states
 
     def _expect(self, by_instance: dict[str, list[str]],
                 ) -> dict[str, tuple[float, list[str]]]:
-        """Nova now waits to hear about these instances' ARQs; returns the entries made
-        (none without a notifier)."""
+        """Nova now waits to hear about these instances' ARQs; the entries made."""
         if self._notifier is None:
             return {}
         deadline = time.monotonic() + self._bind_timeout
@@ -178,11 +194,6 @@ class Binder:
                 if self._pending.get(instance) is entry:
                     del self._pending[instance]
 
-    def _take(self, instance: str) -> list[str] | None:
-        with self._pending_lock:
-            entry = self._pending.pop(instance, None)
-        return None if entry is None else entry[1]
-
     def _notify_if_resolved(self, instance: str) -> None:
         with self._pending_lock:
             entry = self._pending.get(instance)
@@ -195,12 +206,13 @@ class Binder:
             return
         if any(s is not None and s not in st.ARQ_RESOLVED for s in states.values()):
             return  # still binding (or unbound meanwhile): left to the timeout
-        if self._take(instance) is not None:
+        with self._pending_lock:
+            taken = self._pending.pop(instance, None)
+        if taken is not None:
             self._send(instance, states)
 
     def expire_overdue(self, now: float | None = None) -> list[str]:
-        """Gives up on the binds past their deadline: BindStarted ARQs become BindFailed
-        and Nova hears ``failed`` for every ARQ not Bound. Returns those instances."""
+        """Fails the binds past their deadline and tells Nova; returns those instances."""
         now = time.monotonic() if now is None else now
         with self._pending_lock:
             overdue = [i for i, (deadline, _u) in self._pending.items() if deadline <= now]
@@ -221,8 +233,7 @@ class Binder:
         return overdue
 
     def _send(self, instance: str, states: dict[str, str | None]) -> None:
-        """Tells Nova; from the sender thread once :meth:`start_watch` has started it
-        (the bind's answer does not wait on Nova's API), else right here."""
+        """Tells Nova, from the sender thread once :meth:`start_watch` started it."""
         assert self._notifier is not None
         events = [nova.BoundEvent(server_uuid=instance, arq_uuid=uuid,
                                   status=nova.COMPLETED if state == st.ARQ_BOUND
@@ -245,8 +256,7 @@ class Binder:
                           instance)
 
     def start_watch(self) -> None:
-        """A small thread that expires overdue binds, and one that sends Nova its events
-        in the order they were resolved (only when notifying Nova)."""
+        """Threads that expire overdue binds and send Nova its events (with a notifier)."""
         if self._notifier is None or self._watch is not None:
             return
         interval = min(1.0, self._bind_timeout / 4)
@@ -273,8 +283,7 @@ class Binder:
         self._watch.start()
 
     def stop_watch(self) -> None:
-        """Stops both threads; the events already resolved are sent first (each send is
-        bounded by the Nova client's timeout)."""
+        """Stops both threads, after sending the events already resolved."""
         self._watch_stop.set()
         if self._watch is not None:
             self._watch.join(timeout=10)
@@ -285,8 +294,7 @@ class Binder:
             sender.join(timeout=30)
 
     def wait_sent(self, timeout: float = 10.0) -> bool:
-        """Whether every event handed to the sender thread went out within ``timeout``
-        (sent, or failed and logged)."""
+        """Whether every event given to the sender went out (or failed) in ``timeout``."""
         deadline = time.monotonic() + timeout
         while self._outbox.unfinished_tasks:
             if time.monotonic() >= deadline:
@@ -295,25 +303,17 @@ class Binder:
         return True
 
     def _needs_host_work(self, conn: Any, handle: dict[str, Any]) -> bool:
-        """Whether a bind of ``handle`` is more than its claim: host work, or programming
-        (asked only of a driver that programs). What to program is read here, in the
-        bind's transaction, and kept on the handle (``program``) for
-        :meth:`_start_programming`."""
-        handle["program"] = self._program_request(handle, conn)
+        """Whether a bind is more than its claim: host work, or programming (``program``)."""
+        programs = self._programmer is not None and handle.get("deployable_id") is not None \
+            and (handle.get("target") or {}).get("program")
+        handle["program"] = arqs.program_request(
+            conn, handle["arq_uuid"], handle["deployable_id"]) if programs else None
         return handle["program"] is not None or self._host_needs(conn, handle)
 
     def _host_needs(self, conn: Any, handle: dict[str, Any]) -> bool:
-        """Whether binding or freeing ``handle`` takes host work (``conn``: the bind's or
-        unbind's transaction; None: a read of its own)."""
+        """Whether binding or freeing ``handle`` takes host work (``conn`` None: own read)."""
         needs = getattr(self._host, "needs", None)
         return True if needs is None else bool(needs(handle, conn=conn))
-
-    def _program_request(self, handle: dict[str, Any], conn: Any) -> dict[str, str] | None:
-        target = handle.get("target")
-        if self._programmer is None or not target or not target.get("program") \
-                or handle.get("deployable_id") is None:
-            return None
-        return arqs.program_request(conn, handle["arq_uuid"], handle["deployable_id"])
 
     def _bind_one(self, uuid: str, fields: dict[str, str], project_id: str | None,
                   unbound_instances: list[str]) -> None:
@@ -356,9 +356,7 @@ class Binder:
         return True
 
     def program_done(self, uuid: str, ok: bool, error: str | None) -> None:
-        """The program operation of ARQ ``uuid``'s bind ended: host work and Bound, or
-        BindFailed with its handle freed; then Nova is told if it waits on the instance.
-        A no-op for an ARQ that no longer holds its handle (unbound or deleted)."""
+        """A bind's programming ended: host work and Bound, or BindFailed; Nova is told."""
         held = arqs.held_handle(self._db, uuid)
         if held is None:
             return
@@ -391,8 +389,7 @@ class Binder:
             raise errors[0]
 
     def release_all(self, handles: list[dict[str, Any]]) -> None:
-        """Host clean-up of handles freed elsewhere (an ARQ delete in the API); each
-        handle that needs none is a no-op of the host work."""
+        """Host clean-up of handles freed elsewhere (an ARQ delete in the API)."""
         for handle in handles:
             self._release(handle)
 
@@ -402,9 +399,3 @@ class Binder:
         except Exception:  # the handle row is free already; host clean-up is best effort
             LOG.exception("host clean-up of attach handle %s failed", handle["uuid"])
 
-
-def _get_or_none(db: Database, uuid: str) -> list[dict[str, Any]]:
-    try:
-        return [arqs.get(db, uuid, project_id=None)]
-    except exception.ARQNotFound:
-        return []

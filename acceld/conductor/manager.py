@@ -1,15 +1,9 @@
 """Conductor RPC endpoints: thin; each is one domain call (objects/) plus host dispatch.
 
-Host work (install/uninstall) is sent to the agent as a cast carrying an operation id; the
-agent journals it, runs it, and reports the outcome with ``operation_done`` (retrying from
-its journal until the conductor has it). The operation id makes the outcome idempotent.
-A periodic task sends again any operation an agent has not answered in time, so nothing
-is lost when the agent or the bus is away, and flushes coalesced heartbeats.
-
-FPGA programming follows the same pattern: ``program_deployable`` records a queued
-operation (``objects.program``) and casts it to the agent; progress arrives as casts and
-the outcome as ``program_done`` from the agent's journal. The host side of ARQ binds goes
-through ``conductor.hostwork.AgentHostWork``.
+Host work (install/uninstall, FPGA programming) is cast to the agent with an operation
+id; the agent journals and runs it and reports the outcome (``operation_done``,
+``program_done``) until the conductor has it; the id makes the outcome idempotent. A
+periodic task re-sends operations not answered in time and flushes coalesced heartbeats.
 """
 
 from __future__ import annotations
@@ -27,7 +21,6 @@ from oslo_utils import timeutils
 import acceld
 from acceld import exception, reports
 from acceld.conductor import binding
-from acceld.conductor.hostwork import AgentHostWork
 from acceld.conductor.placement_syncer import PlacementSyncer
 from acceld.db.api import Database
 from acceld.objects import accelerators, holders, inventory, services
@@ -85,7 +78,7 @@ class ConductorManager:
         self.on_inventory_changed: list[Any] = []   # hooks: (host, device uuids) -> None
         # one Binder for every bind: it tracks the binds Nova waits on (None: no events)
         self._binder = binding.Binder(
-            db, host_work=AgentHostWork(db, agents), notifier=nova,
+            db, host_work=binding.AgentHostWork(db, agents), notifier=nova,
             bind_timeout=conf.nova.bind_timeout, programmer=self,
             program_timeout=conf.fpga_driver.program_timeout + PROGRAM_GRACE)
         if placement is not None:
@@ -140,12 +133,7 @@ class ConductorManager:
 
     # -- agent -> conductor ------------------------------------------------------------
     def _is_newest(self, report: reports.InventoryReport) -> bool:
-        """False for a report older than one this conductor already saw from that agent.
-
-        The database keeps the seq of the last report that changed something; this
-        in-memory mark also covers unchanged reports (which write nothing), so a late
-        delivery of an older, different report cannot roll the inventory back.
-        """
+        """False for a report older than one already seen (unchanged ones store no seq)."""
         with self._latest_lock:
             seen = self._latest.get(report.host)
             if seen is not None and seen[0] == report.epoch and seen[1] >= report.seq:
@@ -190,8 +178,7 @@ class ConductorManager:
 
     # -- API -> conductor --------------------------------------------------------------
     def create_accelerator(self, name: str, uuid: str | None) -> dict[str, Any]:
-        """Declare an accelerator; the host whose driver reports a device of that name
-        adopts the record (same uuid), so agents are asked to rediscover now."""
+        """Declare an accelerator (adopted by a device reported under its name)."""
         record = accelerators.create_accelerator(self._db, name, uuid)
         self.discover(None)
         return _jsonable(record)
@@ -232,11 +219,15 @@ class ConductorManager:
                 for h in hosts]
 
     def _dispatch(self, op: accelerators.Operation) -> None:
+        self._cast(self._agents.run_operation, dataclasses.asdict(op))
+
+    def _cast(self, run: Any, op: dict[str, Any]) -> None:
+        """Sends ``op`` to its host's agent; one unreachable gets it again later."""
         try:
-            self._agents.run_operation(op.host, dataclasses.asdict(op))
+            run(op["host"], op)
         except exception.HostUnreachable:
             LOG.warning("agent on %s unreachable; operation %s will be sent again",
-                        op.host, op.op_id)
+                        op["host"], op["op_id"])
 
     def redrive_operations(self) -> None:
         timeout = datetime.timedelta(seconds=self._conf.conductor.operation_timeout)
@@ -250,37 +241,27 @@ class ConductorManager:
             LOG.info("sending program operation %s (%s) again", prog["op_id"],
                      prog["deployable_uuid"])
             program_objects.touch(self._db, prog["op_id"])
-            self._dispatch_program(prog)
+            self._cast(self._agents.run_program, prog)
 
     # -- FPGA programming ---------------------------------------------------------------
     def program_deployable(self, deployable_uuid: str, image_ref: str,
                            image_sha256: str) -> dict[str, Any]:
-        """Queue a program operation and send it to the device's agent (asynchronous:
-        the answer is the queued operation; the agent reports progress and outcome)."""
-        record = program_objects.begin(self._db, deployable_uuid, image_ref, image_sha256)
-        op = record.pop("agent_op")
-        LOG.info("program operation %s: deployable %s on %s, image %s", op["op_id"],
-                 deployable_uuid, op["host"], image_ref)
-        self._dispatch_program(op)
-        return _jsonable(record)
+        """Queue a program operation and send it to the device's agent; the queued one."""
+        return _jsonable(self._program(deployable_uuid, image_ref, image_sha256))
 
     def program_for_bind(self, arq_uuid: str, request: dict[str, str]) -> None:
-        """binding.Programmer: queue the programming a bind needs (no caller digest: the
-        agent checks the Glance image against Glance's own)."""
-        record = program_objects.begin(self._db, request["deployable_uuid"],
-                                       request["image_ref"], "", arq_uuid=arq_uuid)
-        op = record.pop("agent_op")
-        LOG.info("program operation %s for the bind of ARQ %s: deployable %s on %s, "
-                 "image %s", op["op_id"], arq_uuid, request["deployable_uuid"], op["host"],
-                 request["image_ref"])
-        self._dispatch_program(op)
+        """binding.Programmer: queue the programming a bind needs (no caller digest)."""
+        self._program(request["deployable_uuid"], request["image_ref"], "", arq_uuid)
 
-    def _dispatch_program(self, op: dict[str, Any]) -> None:
-        try:
-            self._agents.run_program(op["host"], op)
-        except exception.HostUnreachable:
-            LOG.warning("agent on %s unreachable; program %s will be sent again",
-                        op["host"], op["op_id"])
+    def _program(self, deployable_uuid: str, image_ref: str, image_sha256: str,
+                 arq_uuid: str | None = None) -> dict[str, Any]:
+        record = program_objects.begin(self._db, deployable_uuid, image_ref, image_sha256,
+                                       arq_uuid=arq_uuid)
+        op = record.pop("agent_op")
+        LOG.info("program operation %s: deployable %s on %s, image %s (for ARQ %s)",
+                 op["op_id"], deployable_uuid, op["host"], image_ref, arq_uuid)
+        self._cast(self._agents.run_program, op)
+        return record
 
     def program_progress(self, op_id: str, progress: int, message: str) -> None:
         program_objects.progress(self._db, op_id, progress, message)
@@ -306,8 +287,7 @@ class ConductorManager:
 
     def attach(self, uuid: str, attach_type: str, target: str,
                project_id: str | None = None) -> dict[str, Any]:
-        """``project_id``: whose request it is (None: an admin's); the answer is that
-        project's view."""
+        """``project_id``: whose request it is (None: an admin's), and whose view."""
         record = accelerators.attach(self._db, uuid, attach_type, target, project_id)
         if attach_type == "host":
             try:
@@ -361,8 +341,7 @@ class ConductorManager:
     # -- accelerator requests (Cyborg v2) ---------------------------------------------
     def arq_bind(self, patch: dict[str, dict[str, str]],
                  project_id: str | None = None) -> None:
-        """Bind ARQs (uuid -> hostname, device_rp_uuid, instance_uuid, project_id); raises
-        the first error after trying every ARQ. ``project_id`` None: any project's ARQs."""
+        """Bind ARQs (``binding.Binder.bind``); ``project_id`` None: any project's."""
         self._binder.bind(patch, project_id)
 
     def arq_unbind(self, uuids: list[str], project_id: str | None = None) -> None:

@@ -1,20 +1,10 @@
 """What Placement should hold for a host, and the writes that get it there (pure, no I/O).
 
-``desired_tree`` turns a host's deployables (plain rows) into the providers Placement
-should hold: one child of the compute node provider per deployable, a deterministic UUID,
-one inventory of the deployable's resource class, and traits. ``plan`` compares that with
-what Placement has and lists the writes. ``placement_syncer`` does the I/O.
-
-Rules:
-
-* a deployable whose device is not schedulable (not ``ready``, not ``ok``, or disabled)
-  keeps its inventory with ``reserved = total``: nothing new lands on it, existing
-  allocations stay;
-* every provider acceld owns carries ``OWNER_CYBORG`` (the standard trait upstream uses),
-  which is how acceld tells its providers from Nova's or Neutron's children of the same
-  compute node, and is never told to touch another's;
-* trait names are normalised; a name that is neither a standard trait nor a valid
-  ``CUSTOM_`` one becomes ``CUSTOM_<NAME>``.
+``desired_tree``: one child provider of the compute node per deployable (its resource
+class inventory, traits); ``plan``: the writes from what Placement has to that. A
+deployable that is not schedulable keeps its inventory with ``reserved = total``; every
+provider acceld owns carries ``OWNER_CYBORG``, how it tells its own from Nova's or
+Neutron's; a trait that is neither standard nor ``CUSTOM_`` becomes ``CUSTOM_<NAME>``.
 """
 
 from __future__ import annotations
@@ -142,12 +132,7 @@ def desired_tree(rows: Iterable[DeployableRow]) -> dict[str, DesiredProvider]:
 
 def clamp_to_usage(inventories: Mapping[str, Mapping[str, Any]],
                    usages: Mapping[str, int]) -> tuple[dict[str, dict[str, Any]], list[str]]:
-    """Never lower an inventory below what is allocated from it.
-
-    Returns the inventories to write and, for each class that had to be held up, a line
-    saying why. A held-up class keeps ``total = used`` with everything reserved, so the
-    allocations stay valid and nothing new lands on capacity that is gone.
-    """
+    """Inventories held up to what is allocated (all reserved), and a line per held class."""
     result = {rc: dict(inv) for rc, inv in inventories.items()}
     held = []
     for rc, used in sorted(usages.items()):
@@ -171,12 +156,7 @@ def _inventory_differs(actual: Mapping[str, Mapping[str, Any]],
 
 def plan(desired: Mapping[str, DesiredProvider], actual: Mapping[str, ActualProvider],
          synced_digests: Mapping[str, str] | None = None) -> Plan:
-    """Writes that make ``actual`` equal ``desired``.
-
-    For a provider Placement has but whose inventories/traits were not read (``None``),
-    ``synced_digests`` (what acceld last wrote) decides: an equal digest means nothing to
-    do, which is how a change-triggered sync touches only the providers that changed.
-    """
+    """Writes making ``actual`` equal ``desired``; unread providers go by ``synced_digests``."""
     synced = synced_digests or {}
     result = Plan()
     for uuid, want in desired.items():

@@ -1,23 +1,9 @@
-"""The Placement syncer (I/O): read what Placement has, apply ``placement_plan``'s plan,
-record the host's sync state, and schedule and retry syncs.
+"""The Placement syncer (I/O): reads what Placement has, applies ``placement_plan``'s plan,
+records each host's sync state, and schedules and retries syncs.
 
-``PlacementSyncer.sync_host`` is one reconciliation of one host. A change-triggered sync
-trusts the digests of what it last wrote and touches only providers whose desired state
-changed (an unchanged host costs no request at all); a full sync (periodic safety net,
-``acceld placement sync``, or a host not known to be in sync) reads every provider. Writes
-carry the provider generation; a lost race (409) re-reads the generation and retries a
-bounded number of times. A provider that still has allocations is never deleted and its
-inventory never lowered below what is used: that is recorded as a conflict, logged, shown
-by the API, and retried on every pass until the allocation is gone.
-
-``schedule(host)`` queues a sync on a small worker pool, coalescing repeated requests for
-the same host. A sync that fails (Placement unreachable or answering 5xx after
-keystoneauth's own retries, the compute node provider missing, the database away) is
-tried again by one retry thread after ``backoff_delay`` seconds (``[placement]
-retry_initial_delay`` doubling up to ``retry_max_delay``, or ``compute_node_retry_max``
-while the compute node provider is missing), as a full sync, until one succeeds; changes
-arriving meanwhile wait for that retry, which reads them from the database. The next
-retry's time is recorded with the host's sync state.
+A change-triggered sync trusts the digests it last wrote; a full sync reads every
+provider. A provider with allocations is never deleted nor lowered below use (a recorded
+conflict, retried every pass). A failed sync is retried whole after :func:`backoff_delay`.
 """
 
 from __future__ import annotations
@@ -59,7 +45,6 @@ class _HostSync:
                                                                  retries)
         self.generations: dict[str, int] = {}
         self.conflicts: list[dict[str, Any]] = []
-        self.written: dict[str, str] = {}
 
     def read(self, compute: str, full: bool) -> dict[str, pp.ActualProvider]:
         owned = self._c.tree_owned(compute, pp.OWNER_TRAIT)
@@ -81,12 +66,11 @@ class _HostSync:
         if not (plan.custom_classes | plan.custom_traits) - self._known:
             return
         with self._known_lock:  # one writer per name, even when a storm starts at once
-            for rc in sorted(plan.custom_classes - self._known):
-                self._c.ensure_resource_class(rc)
-                self._known.add(rc)
-            for trait in sorted(plan.custom_traits - self._known):
-                self._c.ensure_trait(trait)
-                self._known.add(trait)
+            for names, ensure in ((plan.custom_classes, self._c.ensure_resource_class),
+                                  (plan.custom_traits, self._c.ensure_trait)):
+                for name in sorted(names - self._known):
+                    ensure(name)
+                    self._known.add(name)
 
     def _with_generation(self, uuid: str, write: Any) -> None:
         for attempt in range(self._retries + 1):
@@ -136,10 +120,7 @@ class _HostSync:
                 pass
 
     def _adopt(self, want: pp.DesiredProvider, compute: str) -> int:
-        """The generation of ``want``'s provider when an earlier create of it went through
-        but its answer was lost (the connection reset, or a sync that failed before
-        its owner trait was set): same uuid, name and parent. Anything else keeps the
-        create's conflict."""
+        """The generation of ``want``'s provider made by a create whose answer was lost."""
         try:
             rp = self._c.get_provider(want.uuid)
         except pc.NotFound:
@@ -176,10 +157,7 @@ class PlacementSyncer:
 
     # -- scheduling ------------------------------------------------------------------------
     def schedule(self, host: str, full: bool = False) -> None:
-        """Queue a sync of ``host``; requests for a host already queued are merged (a full
-        one wins), and one arriving while it runs makes it run once more afterwards. A host
-        waiting for the retry of a failed sync is left to that retry (a full sync of what
-        the database says then, so no change is lost)."""
+        """Queue a sync of ``host`` (merged with a queued or running one; not while retrying)."""
         with self._lock:
             retry = self._retries.get(host)
             if self._closed or (retry is not None and retry.due is not None):
@@ -203,8 +181,7 @@ class PlacementSyncer:
             self.schedule(host, full=True)
 
     def schedule_unsynced(self) -> None:
-        """A full sync of every host not known to be in sync: at start, what a previous
-        conductor left failing (its retries died with it)."""
+        """A full sync of every host not known to be in sync (at start)."""
         for row in po.list_states(self._db):
             if not row["in_sync"]:
                 self.schedule(row["host"], full=True)
@@ -232,9 +209,7 @@ class PlacementSyncer:
             return {h: dataclasses.replace(r) for h, r in self._retries.items()}
 
     def _settle(self, host: str, failed: bool, cap: float | None = None) -> float | None:
-        """Record how a sync of ``host`` ended: a success forgets its retry; a failure plans
-        the next try ``backoff_delay`` seconds from now (``cap``: the bound of that delay,
-        ``[placement] retry_max_delay`` by default) and returns that delay."""
+        """Record how a sync ended; a failure plans and returns the next try's delay."""
         with self._lock:
             if not failed:
                 self._retries.pop(host, None)
@@ -255,8 +230,7 @@ class PlacementSyncer:
         return delay
 
     def _retry_loop(self) -> None:
-        """One thread for every host's retry: sleeps until the earliest is due, queues the
-        due ones (a full sync each) and sleeps again; ends with ``close``."""
+        """One thread for every host's retry: queues the due ones, sleeps to the next."""
         with self._lock:
             while not self._closed:
                 now = time.monotonic()
@@ -272,8 +246,7 @@ class PlacementSyncer:
                 self._wake.wait(min(waits) if waits else None)
 
     def wait_idle(self, timeout: float = 60.0) -> bool:
-        """Wait until no sync is queued or running (a retry planned for later is not
-        waited for)."""
+        """Wait until no sync is queued or running (not for planned retries)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with self._lock:
@@ -313,7 +286,8 @@ class PlacementSyncer:
         plan = pp.Plan()
         try:
             if compute is None:
-                compute = self._find_compute(inputs.provider_name)
+                found = self._client.find_provider(inputs.provider_name)
+                compute = None if found is None else found.uuid
                 if compute is None:
                     LOG.warning("compute node provider %r of host %s is not in Placement "
                                 "yet", inputs.provider_name, host)
@@ -337,10 +311,6 @@ class PlacementSyncer:
         return self._record(host, compute, synced, plan.describe(), work.conflicts,
                             None, dry_run)
 
-    def _find_compute(self, name: str) -> str | None:
-        provider = self._client.find_provider(name)
-        return None if provider is None else provider.uuid
-
     def _record(self, host: str, compute: str | None, digests: dict[str, str],
                 steps: list[dict[str, Any]], conflicts: list[dict[str, Any]],
                 error: str | None, dry_run: bool,
@@ -356,16 +326,13 @@ class PlacementSyncer:
 
 @dataclasses.dataclass
 class Retry:
-    """A host whose last sync failed: ``failures`` in a row, and ``due``, the
-    ``time.monotonic()`` of its next try (None while that try is queued or runs)."""
+    """A host's failures in a row and the monotonic time of its next try (None: running)."""
 
     failures: int
     due: float | None
 
 
 def backoff_delay(failures: int, initial: float, cap: float, jitter: float) -> float:
-    """Seconds before the try that follows ``failures`` failures in a row: ``initial``
-    doubled per failure after the first, at most ``cap``, of which a random half is taken
-    off (``jitter`` in [0, 1)) so that hosts failed together are not retried together."""
+    """``initial`` doubled per further failure, at most ``cap``, less a random half."""
     ceiling = min(cap, initial * 2.0 ** min(failures - 1, 64))
     return ceiling * (0.5 + jitter / 2)

@@ -1,23 +1,9 @@
 """The one way into the database: engines built with SQLAlchemy's public API, and the
-transactions every function of ``acceld.objects`` runs in.
+transactions every function of ``acceld.objects`` runs in (:class:`Database`).
 
-``Database`` owns one pooled engine and a second one whose connections are in autocommit,
-for work that is one statement. Its helpers:
-
-- :meth:`Database.write_rows` / :meth:`Database.writer`: one read-write transaction on
-  a Core connection / an ORM session over that connection; commit on success, rollback
-  on error. Before the commit, the generations of the views the transaction wrote are
-  bumped on the same connection (``acceld.db.generations``).
-- :meth:`Database.rows` / :meth:`Database.reader`: the same for reads (ends with a
-  rollback).
-- :meth:`Database.autocommit`: one statement that is a transaction of its own.
-
-oslo.db's exception filters are registered on every engine, so duplicate-entry,
-foreign-key, deadlock and connection errors come as oslo.db's exceptions on every backend.
-
-SQLite (the embedded default) runs in WAL mode with a busy timeout, and a writer opens its
-transaction with ``BEGIN IMMEDIATE`` so two writers queue on the lock instead of one
-failing with "database is locked" when it upgrades a read lock.
+oslo.db's exception filters are registered on every engine, so database errors come as
+oslo.db's exceptions on every backend. SQLite runs in WAL mode with a busy timeout, and a
+writer begins with ``BEGIN IMMEDIATE`` so writers queue instead of failing as "locked".
 """
 
 from __future__ import annotations
@@ -54,19 +40,12 @@ _POOL_SIZE, _MAX_OVERFLOW, _POOL_TIMEOUT, _RECYCLE = 5, 50, 30, 3600
 _IN_TRANSACTION = 1
 
 
-def _is_sqlite(url: str) -> bool:
-    return url.startswith("sqlite")
-
-
 def _in_memory(url: sqlalchemy.engine.URL) -> bool:
     return url.database in (None, "", ":memory:")
 
 
 def _utf8mb4(url: str) -> str:
-    """A MySQL or MariaDB URL with ``charset=utf8mb4`` (whatever charset it names):
-    PyMySQL otherwise connects with 3-byte UTF-8, and a character outside the BMP (an
-    emoji) then fails the statement. The tables are utf8mb4 too (migration 0009). Any
-    other URL is returned unchanged."""
+    """A MySQL or MariaDB URL with ``charset=utf8mb4`` (the tables' charset); others as given."""
     parsed = sqlalchemy.engine.make_url(url)
     if parsed.get_backend_name() not in _MYSQL_DIALECTS or \
             parsed.query.get("charset") == "utf8mb4":
@@ -77,8 +56,7 @@ def _utf8mb4(url: str) -> str:
 
 def _make_engine(url: str, pool: dict[str, Any], *, autocommit: bool = False
                  ) -> sqlalchemy.engine.Engine:
-    """An engine of ``url`` with acceld's settings. ``autocommit``: every connection in
-    autocommit, nothing rolled back when it goes back to the pool (never on SQLite)."""
+    """An engine of ``url`` with acceld's settings (``autocommit``: no rollback on return)."""
     parsed = sqlalchemy.engine.make_url(url)
     name = parsed.get_backend_name()
     options: dict[str, Any] = {"pool_pre_ping": False}   # _check_connections_on_checkout
@@ -122,9 +100,7 @@ def _make_engine(url: str, pool: dict[str, Any], *, autocommit: bool = False
 
 
 def _connect_errors_as_connection_errors(engine: sqlalchemy.engine.Engine) -> None:
-    """A failure to connect is oslo.db's DBConnectionError (the API's 503) whatever the
-    driver's wording: oslo.db's filters know PyMySQL's refusal but not libpq's newer
-    "connection to server at ... failed"."""
+    """A failure to connect is DBConnectionError (503), whatever the driver's wording."""
     operational = engine.dialect.loaded_dbapi.OperationalError
 
     @event.listens_for(engine, "handle_error")
@@ -135,11 +111,7 @@ def _connect_errors_as_connection_errors(engine: sqlalchemy.engine.Engine) -> No
 
 
 def _sqlite_settings(engine: sqlalchemy.engine.Engine, autocommit: bool) -> None:
-    """pysqlite's own transaction handling off (it would begin a transaction on its own
-    and never with IMMEDIATE); ``BEGIN`` for readers, ``BEGIN IMMEDIATE`` for writers,
-    and none in ``autocommit``, where each statement is a transaction of its own (a write
-    takes the write lock at once and waits up to the busy timeout, as ``BEGIN
-    IMMEDIATE`` does)."""
+    """``BEGIN`` for readers, ``BEGIN IMMEDIATE`` for writers, none in ``autocommit``."""
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record):  # noqa: ANN001 - DBAPI objects
         dbapi_conn.isolation_level = None
@@ -158,14 +130,7 @@ def _sqlite_settings(engine: sqlalchemy.engine.Engine, autocommit: bool) -> None
 
 
 def _rollback_only_open_transactions(engine: sqlalchemy.engine.Engine) -> None:
-    """MySQL: no ``ROLLBACK`` on pool return after a transaction that has ended.
-
-    The pool rolls back every connection it takes back, and on MySQL that is a round trip
-    even when the transaction has just committed: one in five of a short transaction's
-    round trips. The engine is made with ``pool_reset_on_return=None`` and this ``reset``
-    listener rolls back only a connection on which the server says a transaction is open
-    (PyMySQL's ``server_status``, from the server's last answer; a driver that does not
-    tell is always rolled back)."""
+    """MySQL: roll back a returned connection only where a transaction is open."""
     @event.listens_for(engine, "reset")
     def _reset(dbapi_connection, record, reset_state):  # noqa: ANN001
         if reset_state.terminate_only or not reset_state.asyncio_safe:
@@ -176,22 +141,11 @@ def _rollback_only_open_transactions(engine: sqlalchemy.engine.Engine) -> None:
 
 
 def _check_connections_on_checkout(engine: sqlalchemy.engine.Engine) -> None:
-    """What the pool checks as it hands a connection out.
-
-    A connection made by another process (the API forks its workers) is dropped without
-    being closed (its socket is the parent's) and replaced: SQLAlchemy's recipe for pools
-    across ``fork``.
-
-    A connection is pinged only when it has sat idle. SQLAlchemy's pre-ping (oslo.db
-    turns it on) is a round trip before every transaction: on MariaDB one in five of a
-    short transaction's. What it guards against is a connection that died while it sat in
-    the pool (a database restart or failover, a server-side idle timeout, a proxy
-    dropping idle sessions). A connection given back a moment ago was alive then; a
-    restart that both stops and starts the server in less than ``PING_AFTER_IDLE`` is
-    the case left out, and it already fails the transactions in flight. A ping that
-    fails raises DisconnectionError, on which the pool reconnects and checks out again,
-    as with the pre-ping.
-    """
+    """What the pool checks as it hands a connection out: one made by another process
+    (the API forks workers) is dropped unclosed and replaced (SQLAlchemy's fork recipe);
+    one idle for over ``PING_AFTER_IDLE`` is pinged, instead of pre-pinging before every
+    transaction (a round trip each). A failed ping is DisconnectionError: the pool
+    reconnects, as with the pre-ping. Left out: a server restarted within that second."""
     dialect = engine.dialect
 
     @event.listens_for(engine, "connect")
@@ -261,8 +215,7 @@ class Database:
 
     @property
     def engines(self) -> list[sqlalchemy.engine.Engine]:
-        """Every engine this database sends statements through: the pooled one and the
-        autocommit one of :meth:`autocommit` (none for an in-memory SQLite database)."""
+        """Every engine this database sends statements through."""
         if self._in_memory:
             return [self.engine]
         return [self.engine, self._autocommit_engine()]
@@ -273,19 +226,14 @@ class Database:
 
     @property
     def updates_tables_together(self) -> bool:
-        """Whether one UPDATE can change rows of two tables (MySQL and MariaDB), so a
-        change that must touch both atomically can commit as one statement."""
+        """Whether one UPDATE can change rows of two tables (MySQL and MariaDB)."""
         return self.dialect in _MYSQL_DIALECTS
 
     @property
     def ids_reused(self) -> bool:
-        """Whether an autoincrement id of a deleted row can be handed out again (True
-        until the server says otherwise). SQLite gives the largest id + 1 (a deleted last
-        row's id comes back); MySQL before 8.0 and MariaDB before 10.2.4 reset their
-        counter to that on a restart. PostgreSQL's sequences, MariaDB 10.2.4+ and MySQL
-        8.0+ (the counter survives restarts) never do."""
+        """Whether an autoincrement id of a deleted row can come back (SQLite, old MySQL)."""
         if self._ids_reused is None:
-            if _is_sqlite(self.url):
+            if self.url.startswith("sqlite"):
                 self._ids_reused = True
             else:
                 dialect = self._autocommit_engine().dialect
@@ -301,10 +249,7 @@ class Database:
 
     @contextlib.contextmanager
     def write_rows(self) -> Iterator[sqlalchemy.engine.Connection]:
-        """A Core connection in one read-write transaction: commit on success, rollback
-        on error (``BEGIN IMMEDIATE`` on SQLite). The generations of the views it wrote
-        are bumped just before the commit, and a commit that bumped one returns
-        ``generations.FRESH_FOR`` after it."""
+        """A Core connection in one read-write transaction; generations bumped before commit."""
         self.engine  # noqa: B018 - builds the writer engine too
         try:
             with self._writer_engine.begin() as conn:
@@ -323,8 +268,7 @@ class Database:
 
     @contextlib.contextmanager
     def rows(self) -> Iterator[sqlalchemy.engine.Connection]:
-        """A Core connection for read-only statements. Ends with a rollback; never write
-        through it."""
+        """A Core connection for reads; ends with a rollback."""
         with self.engine.connect() as conn:
             yield conn
 
@@ -336,15 +280,10 @@ class Database:
 
     @contextlib.contextmanager
     def autocommit(self, *, write: bool) -> Iterator[sqlalchemy.engine.Connection]:
-        """A Core connection on which each statement is a transaction of its own
-        (autocommit), for work that is one statement: a write carries its commit and a
-        read ends with nothing left open, which saves the ``COMMIT`` of
-        :meth:`write_rows` or the ``ROLLBACK`` of :meth:`rows`, a round trip each on
-        MySQL and PostgreSQL. Never for work that needs several statements to be atomic
-        or to see one snapshot, and never for a write to a generation's tables (their
-        bump rides on a transaction's commit; such a statement is refused). An in-memory
-        SQLite database (one connection: a second engine would be a second database)
-        gets :meth:`write_rows` for a write and :meth:`rows` for a read."""
+        """A Core connection on which each statement is a transaction of its own, for
+        work that is one statement (saves a COMMIT or ROLLBACK round trip). Never for
+        statements that must be atomic together or share a snapshot, nor for writes to
+        a generation's tables (refused). In-memory SQLite: :meth:`write_rows`/:meth:`rows`."""
         if self._in_memory:
             with (self.write_rows() if write else self.rows()) as conn:
                 yield conn

@@ -1,29 +1,11 @@
-"""Change counters that let the API serve inventory lists from memory, never stale.
+"""Change counters (the cache seam): the API serves inventory lists from memory, never stale.
 
-A *generation* is one row of ``generations``. Every transaction that writes one of the
-tables a view reads (``WATCHED``) bumps that view's row just before it commits, on the
-same connection, so the bump and the writes become visible together. A reader first
-reads the generation, then (on a cache miss) the rows: rows read after the generation
-are at least as new as it, so a cache entry filed under a generation is never older than
-the data that generation stands for, on any isolation level. Caches live in each API
-process (``acceld.api.listcache``); the database row is what ties them together, across
-processes and hosts.
-
-Writes are recognised on the engine (every INSERT, UPDATE or DELETE statement names its
-table first), not at each call site, so a new write path cannot forget to invalidate; the
-bump is sent by ``Database.write_rows`` (the transaction every write runs in) before it
-commits, and the autocommit engine refuses such a write.
-
-A generation read stays good for answers for ``KEEP_FOR`` seconds after it was sent,
-and in exchange every commit that bumps a generation returns only ``FRESH_FOR`` after
-the database acknowledged it. Any request that starts after such a write has returned
-therefore either reads the generation again or reuses a read sent after the commit, which
-saw the bump: no answer is older than a write its client saw finish. Only intervals are
-compared, each on one host's clock (no clock needs to agree with another); the reader's
-clock counts time spent suspended, and ``KEEP_FOR`` is a millisecond short of
-``FRESH_FOR`` for clock rates that differ a little and for rounding. Inventory writes (a
-changed report, a status, an attribute) are rare and wait 10 ms; the hot list reads, on
-MariaDB or PostgreSQL, skip the round trip that was most of their latency.
+Every transaction writing a table a view reads (``WATCHED``, recognised on the engine)
+bumps that view's row of ``generations`` just before it commits. A reader reads the
+generation, then on a cache miss the rows, so a cache entry is never older than its
+generation (``acceld.api.listcache``). A read is reused for ``KEEP_FOR`` seconds and a
+commit that bumps returns ``FRESH_FOR`` (longer) after it, so no answer predates a write
+its client saw finish.
 """
 
 from __future__ import annotations
@@ -36,6 +18,8 @@ from typing import Any
 import sqlalchemy
 from oslo_db import exception as db_exc
 from sqlalchemy import event
+
+from acceld.db import models
 
 INVENTORY = "inventory"
 
@@ -71,8 +55,7 @@ _sleep = time.sleep
 _DIRTY = "acceld.dirty_views"   # Connection.info key: the views its transaction wrote
 _SETTLE = threading.local()   # .due: this thread's last commit bumped a generation
 
-_table = sqlalchemy.table("generations", sqlalchemy.column("name"),
-                          sqlalchemy.column("value"))
+_table = models.Generation.__table__
 _BUMP = (sqlalchemy.update(_table).where(_table.c.name == sqlalchemy.bindparam("view"))
          .values(value=_table.c.value + 1))
 _READ = sqlalchemy.select(_table.c.value).where(_table.c.name == sqlalchemy.bindparam("view"))
@@ -87,9 +70,7 @@ def views_written(statement: str) -> tuple[str, ...]:
 
 
 def watch(engine: sqlalchemy.engine.Engine) -> None:
-    """Note on each connection of ``engine`` the views its open transaction wrote (for
-    :func:`bump`, which sends their bumps just before the commit); the transaction's end
-    forgets them."""
+    """Note on each connection of ``engine`` the views its open transaction wrote."""
 
     @event.listens_for(engine, "before_cursor_execute")
     def _note(conn: Any, cursor: Any, statement: str, params: Any, context: Any,
@@ -106,9 +87,7 @@ def watch(engine: sqlalchemy.engine.Engine) -> None:
 
 
 def refuse_writes(engine: sqlalchemy.engine.Engine, where: str) -> None:
-    """RuntimeError for a statement on ``engine`` that writes a generation's tables: their
-    bump rides on a transaction's commit, which ``where`` (a path without one) would
-    skip."""
+    """RuntimeError for a statement on ``engine`` (``where``) writing a generation's tables."""
 
     @event.listens_for(engine, "before_cursor_execute")
     def _refuse(conn: Any, cursor: Any, statement: str, params: Any, context: Any,
@@ -119,9 +98,7 @@ def refuse_writes(engine: sqlalchemy.engine.Engine, where: str) -> None:
 
 
 def bump(conn: sqlalchemy.Connection) -> None:
-    """Bumps, on ``conn`` and so in its transaction, the generations of the views that
-    transaction wrote (called just before its commit); the commit's :func:`settle` then
-    waits."""
+    """Bumps, in ``conn``'s transaction, the generations of the views it wrote."""
     views = conn.info.pop(_DIRTY, None)
     if views:
         for view in sorted(views):   # one order everywhere: no lock cycles
@@ -130,47 +107,34 @@ def bump(conn: sqlalchemy.Connection) -> None:
 
 
 def settle() -> None:
-    """After a commit (or its failure): waits ``FRESH_FOR`` when it bumped a generation
-    (readers may still answer from before it)."""
+    """After a commit (or its failure): waits ``FRESH_FOR`` when it bumped a generation."""
     due, _SETTLE.due = getattr(_SETTLE, "due", False), False
     if due:
         _sleep(FRESH_FOR)
 
 
 class Reader:
-    """Reads generations, each a statement of its own (``Database.autocommit``: a fresh
-    snapshot, one round trip, nothing left open).
-
-    A read is answered again, with no round trip, until ``KEEP_FOR`` (just under
-    ``FRESH_FOR``) after it was sent (see the module's doc): under load, one read in many
-    reaches the database. A read that fails on a lost connection (one that died with the
-    server while it sat in the pool, used too recently to be pinged) is tried once more:
-    the pool has dropped that connection and opens a new one.
-    """
+    """Reads generations (one statement each), reusing a read for ``KEEP_FOR``."""
 
     def __init__(self, db: Any) -> None:
         self._db = db       # acceld.db.api.Database
         self._kept: dict[str, tuple[float, int]] = {}   # view -> (sent at, generation)
         self._kept_lock = threading.Lock()
 
-    def _read(self, view: str) -> int | None:
-        for attempt in (1, 2):
-            try:
-                with self._db.autocommit(write=False) as conn:
-                    return conn.execute(_READ, {"view": view}).scalar()
-            except db_exc.DBConnectionError:
-                if attempt == 2:
-                    raise
-        raise AssertionError("unreachable")
+    def _query(self, view: str) -> int | None:
+        with self._db.autocommit(write=False) as conn:
+            return conn.execute(_READ, {"view": view}).scalar()
 
     def read(self, view: str) -> int | None:
-        """The view's generation now; None where the row is missing (schema made
-        without the migrations), which callers treat as "do not cache"."""
+        """The view's generation now; None where the row is missing ("do not cache")."""
         sent = _clock()     # before the query goes out: the read is at least this new
         kept = self._kept.get(view)
         if kept is not None and sent - kept[0] < KEEP_FOR:
             return kept[1]
-        value = self._read(view)
+        try:
+            value = self._query(view)
+        except db_exc.DBConnectionError:
+            value = self._query(view)
         if value is None:
             return None
         value = int(value)

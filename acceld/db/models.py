@@ -35,18 +35,20 @@ class Base(DeclarativeBase):
 CAPABILITIES_LENGTH = 255
 
 
-class _Timestamps:
+class _Row:
+    """Every table's id (first) and timestamps, but ``generations``."""
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, sort_order=-1)
     created_at: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
     updated_at: Mapped[datetime.datetime | None] = mapped_column(DateTime, onupdate=utcnow)
 
 
-class Service(_Timestamps, Base):
+class Service(_Row, Base):
     """A running acceld process (agent or conductor) and the host's report bookmark."""
 
     __tablename__ = "services"
     __table_args__ = (UniqueConstraint("host", "binary", name="uniq_services0host0binary"),)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
     host: Mapped[str] = mapped_column(String(255))
     binary: Mapped[str] = mapped_column(String(64))
     version: Mapped[str] = mapped_column(String(64), default="")
@@ -57,13 +59,12 @@ class Service(_Timestamps, Base):
     provider_name: Mapped[str | None] = mapped_column(String(255))
 
 
-class PlacementSync(_Timestamps, Base):
+class PlacementSync(_Row, Base):
     """Per host: what acceld last wrote to Placement and whether it matches."""
 
     __tablename__ = "placement_sync"
     __table_args__ = (UniqueConstraint("host", name="uniq_placement_sync0host"),)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
     host: Mapped[str] = mapped_column(String(255))
     compute_rp_uuid: Mapped[str | None] = mapped_column(String(36))
     provider_digests: Mapped[str] = mapped_column(Text, default="{}")
@@ -75,13 +76,12 @@ class PlacementSync(_Timestamps, Base):
     next_retry_at: Mapped[datetime.datetime | None] = mapped_column(DateTime)
 
 
-class DriverState(_Timestamps, Base):
+class DriverState(_Row, Base):
     """What an agent says about one of its drivers (for driver-list)."""
 
     __tablename__ = "driver_states"
     __table_args__ = (UniqueConstraint("host", "name", name="uniq_driver_states0host0name"),)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
     host: Mapped[str] = mapped_column(String(255))
     name: Mapped[str] = mapped_column(String(64))
     version: Mapped[str] = mapped_column(String(64), default="")
@@ -97,7 +97,7 @@ class DriverState(_Timestamps, Base):
     capabilities: Mapped[str | None] = mapped_column(String(CAPABILITIES_LENGTH))
 
 
-class Device(_Timestamps, Base):
+class Device(_Row, Base):
     __tablename__ = "devices"
     __table_args__ = (
         UniqueConstraint("uuid", name="uniq_devices0uuid"),
@@ -107,7 +107,6 @@ class Device(_Timestamps, Base):
         Index("devices_hostname_idx", "hostname"),
     )
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
     uuid: Mapped[str] = mapped_column(String(36))
     name: Mapped[str] = mapped_column(String(255))
     hostname: Mapped[str | None] = mapped_column(String(255))
@@ -133,18 +132,17 @@ class Device(_Timestamps, Base):
     op_started_at: Mapped[datetime.datetime | None] = mapped_column(DateTime)
 
 
-class ControlpathID(_Timestamps, Base):
+class ControlpathID(_Row, Base):
     __tablename__ = "controlpath_ids"
     __table_args__ = (UniqueConstraint("uuid", name="uniq_controlpath_ids0uuid"),)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
     uuid: Mapped[str] = mapped_column(String(36))
     device_id: Mapped[int] = mapped_column(ForeignKey("devices.id", ondelete="RESTRICT"))
     cpid_type: Mapped[str] = mapped_column(String(16))
     cpid_info: Mapped[str] = mapped_column(String(255))
 
 
-class Deployable(_Timestamps, Base):
+class Deployable(_Row, Base):
     __tablename__ = "deployables"
     __table_args__ = (
         UniqueConstraint("uuid", name="uniq_deployables0uuid"),
@@ -153,7 +151,6 @@ class Deployable(_Timestamps, Base):
         Index("deployables_rp_uuid_idx", "rp_uuid"),
     )
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
     uuid: Mapped[str] = mapped_column(String(36))
     parent_id: Mapped[int | None] = mapped_column(ForeignKey("deployables.id",
                                                              ondelete="RESTRICT"))
@@ -167,11 +164,10 @@ class Deployable(_Timestamps, Base):
     bitstream_id: Mapped[str | None] = mapped_column(String(36))
 
 
-class Attribute(_Timestamps, Base):
+class Attribute(_Row, Base):
     __tablename__ = "attributes"
     __table_args__ = (UniqueConstraint("uuid", name="uniq_attributes0uuid"),)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
     uuid: Mapped[str] = mapped_column(String(36))
     deployable_id: Mapped[int] = mapped_column(ForeignKey("deployables.id",
                                                           ondelete="RESTRICT"))
@@ -179,11 +175,10 @@ class Attribute(_Timestamps, Base):
     value: Mapped[str] = mapped_column(Text)
 
 
-class AttachHandle(_Timestamps, Base):
+class AttachHandle(_Row, Base):
     __tablename__ = "attach_handles"
     __table_args__ = (UniqueConstraint("uuid", name="uniq_attach_handles0uuid"),)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
     uuid: Mapped[str] = mapped_column(String(36))
     deployable_id: Mapped[int] = mapped_column(ForeignKey("deployables.id",
                                                           ondelete="RESTRICT"))
@@ -194,21 +189,20 @@ class AttachHandle(_Timestamps, Base):
     attach_info: Mapped[str] = mapped_column(String(255))
 
 
-class DeviceProfile(_Timestamps, Base):
+class DeviceProfile(_Row, Base):
     __tablename__ = "device_profiles"
     __table_args__ = (
         UniqueConstraint("uuid", name="uniq_device_profiles0uuid"),
         UniqueConstraint("name", name="uniq_device_profiles0name"),
     )
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
     uuid: Mapped[str] = mapped_column(String(36))
     name: Mapped[str] = mapped_column(String(255))
     profile_json: Mapped[str] = mapped_column(Text)
     description: Mapped[str | None] = mapped_column(Text)
 
 
-class ExtendedAcceleratorRequest(_Timestamps, Base):
+class ExtendedAcceleratorRequest(_Row, Base):
     """An ARQ: one accelerator requested for an instance (Cyborg v2)."""
 
     __tablename__ = "extended_accelerator_requests"
@@ -218,7 +212,6 @@ class ExtendedAcceleratorRequest(_Timestamps, Base):
         Index("extended_accelerator_requests_instance_uuid_idx", "instance_uuid"),
     )
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
     uuid: Mapped[str] = mapped_column(String(36))
     project_id: Mapped[str | None] = mapped_column(String(255))
     state: Mapped[str] = mapped_column(String(16), default="Initial")
@@ -235,13 +228,8 @@ class ExtendedAcceleratorRequest(_Timestamps, Base):
     substate: Mapped[str] = mapped_column(String(16), default="Initial")
 
 
-class ProgramOperation(_Timestamps, Base):
-    """One FPGA program request (``PATCH /v2/deployables/{uuid}/program``) and its progress.
-
-    ``active_key`` holds the deployable uuid while the operation is queued or running and
-    is NULL afterwards; its unique constraint makes "one program at a time per deployable"
-    a property of the insert itself (NULLs never collide on any backend).
-    """
+class ProgramOperation(_Row, Base):
+    """One FPGA program request; unique ``active_key``: one at a time per deployable."""
 
     __tablename__ = "program_operations"
     __table_args__ = (
@@ -250,7 +238,6 @@ class ProgramOperation(_Timestamps, Base):
         Index("program_operations_deployable_uuid_idx", "deployable_uuid"),
     )
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
     uuid: Mapped[str] = mapped_column(String(36))
     deployable_uuid: Mapped[str] = mapped_column(String(36))
     device_uuid: Mapped[str] = mapped_column(String(36))
@@ -270,9 +257,7 @@ class ProgramOperation(_Timestamps, Base):
 
 
 class Generation(Base):
-    """A counter per cached view (``acceld.db.generations``): bumped in the same
-    transaction as every write to the tables the view reads, so a reader that sees the
-    same value as when it filled its cache knows the cache is still exact."""
+    """A counter per cached view (``acceld.db.generations``)."""
 
     __tablename__ = "generations"
 

@@ -1,22 +1,11 @@
 """Lists read in keyset batches, so that a list of any length is served in bounded memory.
 
-A list query orders its rows by primary key and is read ``n`` rows at a time, each batch
-one statement ``... WHERE id > :after ORDER BY id LIMIT :n`` that starts after the last id
-of the batch before (:func:`keyset`). No connection or transaction is held between
-batches, and no batch reads more than ``n`` rows, on every backend and driver (a server-side
-cursor would hold a connection and a snapshot for as long as a slow client reads, and
-pymysql's default cursor buffers the whole result anyway).
-
-A :class:`Listing` reads its first batch when it is made, which is where anything that can
-fail (an unknown marker, the database being down) fails, before an answer has started;
-the list is then either complete in that batch (nearly always: it is rendered and sent as
-one body, as before) or goes on in later batches read as the answer is sent
-(:meth:`Listing.rest`). A page (``limit``) is one batch of ``limit + 1`` rows: the extra
-row says whether there is a next page.
-
-The batches are separate statements, so a list read across several sees each row at most
-once (ids only grow) but not one snapshot: a row written while the list is sent may or
-may not be in it, as with paging.
+Each batch is one statement ``... WHERE id > :after ORDER BY id LIMIT :n`` (:func:`keyset`);
+no connection is held between batches (a server-side cursor would hold one, and a
+snapshot, for as long as a slow client reads). A :class:`Listing` reads its first batch
+when made, so what can fail fails before the answer starts; a page (``limit``) is one
+batch of ``limit + 1`` rows, the extra one telling whether a next page exists. A list
+read across batches sees each row at most once, but not one snapshot.
 """
 
 from __future__ import annotations
@@ -39,9 +28,7 @@ Read = Callable[[int, int], tuple[list[Item], int | None]]
 
 
 def keyset(stmt: Any, id_column: Any) -> Any:
-    """``stmt`` (ordered by ``id_column``) limited to one batch: rows whose id is greater
-    than the ``after`` parameter, at most the ``n`` parameter of them. The id is added to
-    the result as ``row_id``."""
+    """``stmt`` limited to the ``n`` rows after id ``after``, with the id as ``row_id``."""
     return (stmt.add_columns(id_column.label("row_id"))
             .where(id_column > bindparam("after")).limit(bindparam("n")))
 
@@ -52,13 +39,7 @@ def last_id(rows: list[Any]) -> int | None:
 
 
 class Listing:
-    """One list, or one page of it, read in batches of ``batch`` rows after id ``after``.
-
-    ``items`` holds the first batch (for a page: the page). ``complete``: nothing follows
-    ``items`` (for a page: there is no next page); otherwise :meth:`rest` reads the
-    following batches, one statement each, as it is iterated, with ``rest`` (by default
-    ``read``).
-    """
+    """A list or page read in batches after id ``after``: ``items``, then :meth:`rest`."""
 
     __slots__ = ("_rest", "_batch", "_last", "items", "complete", "limit")
 
@@ -74,8 +55,7 @@ class Listing:
             self.items, self._last = items[:limit], None
 
     def rest(self) -> Iterator[list[Item]]:
-        """The batches after ``items`` (none when complete, or for a page), each read
-        when the one before has been consumed."""
+        """The batches after ``items`` (none for a page), each read when needed."""
         if self.complete or self.limit is not None:
             return
         read, after = self._rest, self._last
@@ -97,10 +77,7 @@ def listing(connect: Callable[[], AbstractContextManager[Any]], stmt: Any,
             to_items: Callable[[Any, Sequence[Any]], list[Item]], *, table: Any, what: str,
             where: Sequence[Any] = (), params: dict[str, Any] | None = None,
             limit: int | None = None, marker: str | None = None) -> Listing:
-    """The :class:`Listing` of a :func:`keyset` statement ``stmt`` (with ``params``), each
-    batch read on its own ``connect()`` connection and made items by ``to_items(conn,
-    rows)``; a page of ``limit`` after ``marker``, a uuid of ``table`` (with ``where``)
-    looked up on one more connection (:func:`marker_id`)."""
+    """The :class:`Listing` of a :func:`keyset` ``stmt``, a page after uuid ``marker``."""
     def read(after: int, n: int) -> tuple[list[Item], int | None]:
         with connect() as conn:
             rows = conn.execute(stmt, {**(params or {}), "after": after, "n": n}).all()
@@ -119,8 +96,7 @@ def each(to_item: Callable[[Any], Item]) -> Callable[[Any, Sequence[Any]], list[
 
 
 def marker_id(conn: Any, table: Any, uuid: str, what: str, *where: Any) -> int:
-    """The id of the row of ``table`` (with ``where``) whose uuid is ``uuid``: where a page
-    starts after. InvalidInput naming the marker when there is none."""
+    """The id of ``table``'s row (with ``where``) of ``uuid``, or InvalidInput."""
     found = conn.execute(select(table.c.id).where(table.c.uuid == uuid, *where)).scalar()
     if found is None:
         raise exception.InvalidInput(f"marker {uuid} is not {what}.")

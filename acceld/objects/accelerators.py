@@ -1,13 +1,9 @@
 """Accelerators (the v1 view of a device): reads, declared records, compare-and-swap writes.
 
-Every write is a single ``UPDATE ... WHERE`` on the expected revision, state or
-attachment; a row count of zero is turned into the precise conflict (or 404).
-
-Tenancy, as the v2 API keeps it for ARQs: a read takes the ``viewer``, the caller's
-project (None: an admin, who sees everything). A project sees the accelerator requests
-holding a device (its ``allocations``) only when they are its own, and the instance a
-device is attached to only when its own request attached it; the device itself (host,
-state, health) is inventory every reader may see.
+Every write is one ``UPDATE ... WHERE`` on the expected revision, state or attachment;
+no row changed becomes the precise conflict (or 404). A read takes the ``viewer`` (the
+caller's project; None: an admin): a project sees only its own ARQs among a device's
+``allocations`` and only the instance its own request attached; the rest is inventory.
 """
 
 from __future__ import annotations
@@ -43,9 +39,7 @@ class Operation:
 
 def to_dict(dev: m.Device, allocations: list[dict[str, str]] | None = None,
             viewer: str | None = None) -> dict[str, Any]:
-    """The v1 view for ``viewer`` (see the module's doc). ``allocations`` are the v2
-    accelerator requests holding the device (the seed's "allocation records"), so v1 and
-    v2 always agree on who holds it; the caller has filtered them for the viewer."""
+    """The v1 view for ``viewer``; ``allocations``: the v2 ARQs holding the device."""
     attached = None
     if dev.attached_to is not None:
         hidden = (viewer is not None and dev.attach_type == "instance"
@@ -63,37 +57,28 @@ def to_dict(dev: m.Device, allocations: list[dict[str, str]] | None = None,
     }
 
 
-def _allocations(s: Session, dev_ids: list[int],
-                 viewer: str | None) -> dict[int, list[dict[str, str]]]:
-    found: dict[int, list[dict[str, str]]] = {}
-    if dev_ids:
-        for dev_id, arq, instance, _state in s.execute(
-                holders.holding_arqs(viewer).where(m.Deployable.device_id.in_(dev_ids))
-                .order_by(m.ExtendedAcceleratorRequest.id)):
-            found.setdefault(dev_id, []).append({"accelerator_request": arq,
-                                                 "instance_uuid": instance})
-    return found
-
-
 def _with_allocations(s: Session, devs: list[m.Device],
                       viewer: str | None = None) -> list[dict[str, Any]]:
-    allocations = _allocations(s, [d.id for d in devs], viewer)
-    return [to_dict(d, allocations.get(d.id), viewer) for d in devs]
+    found: dict[int, list[dict[str, str]]] = {}
+    if devs:
+        for dev_id, arq, instance, _state in s.execute(
+                holders.holding_arqs(viewer).where(m.Deployable.device_id.in_(
+                    [d.id for d in devs])).order_by(m.ExtendedAcceleratorRequest.id)):
+            found.setdefault(dev_id, []).append({"accelerator_request": arq,
+                                                 "instance_uuid": instance})
+    return [to_dict(d, found.get(d.id), viewer) for d in devs]
 
 
 def list_accelerators(db: Database, *, host: str | None = None, state: str | None = None,
                       device_type: str | None = None, instance_uuid: str | None = None,
                       limit: int | None = None, marker: str | None = None,
                       viewer: str | None = None) -> paging.Listing:
-    """Accelerators with exact-match filters, in id order (``acceld.db.paging``); a page
-    of ``limit`` after ``marker``. Each batch is one read transaction."""
+    """Accelerators with exact-match filters (``acceld.db.paging``)."""
     q = select(m.Device).order_by(m.Device.id)
-    if host is not None:
-        q = q.where(m.Device.hostname == host)
-    if state is not None:
-        q = q.where(m.Device.state == state)
-    if device_type is not None:
-        q = q.where(m.Device.type == device_type)
+    for column, value in ((m.Device.hostname, host), (m.Device.state, state),
+                          (m.Device.type, device_type)):
+        if value is not None:
+            q = q.where(column == value)
     if instance_uuid is not None:  # attached through v1, or held through a v2 ARQ
         held = holders.holding_arqs(viewer).where(
             m.ExtendedAcceleratorRequest.instance_uuid == instance_uuid).subquery()
@@ -138,13 +123,17 @@ def create_accelerator(db: Database, name: str, uuid: str | None = None) -> dict
             f"An accelerator with {column} {value!r} already exists.") from exc
 
 
+def _changed(**values: Any) -> dict[str, Any]:
+    """``values`` of a device update, with its revision and ``updated_at`` moved on."""
+    return dict(values, revision=m.Device.revision + 1, updated_at=m.utcnow())
+
+
 def update_acc_specs(db: Database, uuid: str, specs: dict[str, Any],
                      revision: int) -> dict[str, Any]:
     with db.writer() as s:
         res = s.execute(update(m.Device)
                         .where(m.Device.uuid == uuid, m.Device.revision == revision)
-                        .values(acc_specs=json.dumps(specs, sort_keys=True),
-                                revision=m.Device.revision + 1, updated_at=m.utcnow()))
+                        .values(_changed(acc_specs=json.dumps(specs, sort_keys=True))))
         dev = _get(s, uuid)
         if res.rowcount == 0:
             raise exception.RevisionConflict(
@@ -173,8 +162,8 @@ def begin_transition(db: Database, uuid: str, requested: str
         res = s.execute(update(m.Device).where(
             m.Device.uuid == uuid,
             m.Device.state.in_(states.DEVICE_TRANSITIONS[transient]))
-            .values(state=transient, op_id=op_id, op_started_at=m.utcnow(), last_error=None,
-                    revision=m.Device.revision + 1, updated_at=m.utcnow()))
+            .values(_changed(state=transient, op_id=op_id, op_started_at=m.utcnow(),
+                             last_error=None)))
         if res.rowcount == 0:
             raise exception.InvalidStateTransition(
                 f"Accelerator {uuid} changed state concurrently; retry.")
@@ -194,9 +183,8 @@ def finish_transition(db: Database, uuid: str, op_id: str, ok: bool,
             return False
         success, failure = states.TRANSIENT_OUTCOME[dev.state]
         res = s.execute(update(m.Device).where(m.Device.uuid == uuid, m.Device.op_id == op_id)
-                        .values(state=success if ok else failure, op_id=None,
-                                op_started_at=None, last_error=None if ok else error,
-                                revision=m.Device.revision + 1, updated_at=m.utcnow()))
+                        .values(_changed(state=success if ok else failure, op_id=None,
+                                         op_started_at=None, last_error=None if ok else error)))
         return res.rowcount == 1
 
 
@@ -223,18 +211,13 @@ def _device_handles(dev_id: int):  # noqa: ANN202 - a SQLAlchemy clause
 
 def attach(db: Database, uuid: str, attach_type: str, target: str,
            project_id: str | None = None) -> dict[str, Any]:
-    """Attach to an instance or a host: a CAS on the attachment plus a claim of every
-    attach handle of the device (the same ``in_use`` claim a v2 bind makes), all or
-    nothing, so a device held through v2 cannot be attached through v1 and vice versa.
-    ``project_id``: the project whose request it is (None: an admin's); it alone (and
-    admins) will see the instance. Returns the view for that project."""
+    """Attach, claiming every handle of the device (all or nothing); ``project_id``'s view."""
     with db.writer() as s:
         res = s.execute(update(m.Device).where(
             m.Device.uuid == uuid, m.Device.attached_to.is_(None),
             m.Device.state == states.READY, m.Device.health.in_(states.USABLE_HEALTH))
-            .values(attach_type=attach_type, attached_to=target,
-                    attached_project_id=project_id if attach_type == "instance" else None,
-                    revision=m.Device.revision + 1, updated_at=m.utcnow()))
+            .values(_changed(attach_type=attach_type, attached_to=target, attached_project_id=(
+                project_id if attach_type == "instance" else None))))
         dev = _get(s, uuid)
         if res.rowcount == 0:
             if dev.attached_to is not None:
@@ -272,13 +255,6 @@ def attachment(db: Database, uuid: str) -> tuple[str | None, str | None, str | N
         return dev.attach_type, dev.attached_to, dev.hostname
 
 
-def attached_project(db: Database, uuid: str) -> str | None:
-    """The project whose request attached the accelerator to an instance (None: none,
-    or an admin's)."""
-    with db.reader() as s:
-        return _get(s, uuid).attached_project_id
-
-
 def _check_no_allocations(s: Session, dev: m.Device) -> None:
     allocations = s.execute(select(func.count()).select_from(
         holders.holding_arqs().where(m.Deployable.device_id == dev.id).subquery())).scalar()
@@ -301,16 +277,14 @@ def identity_of(db: Database, uuid: str) -> str:
 
 def check_owner(dev_project: str | None, attach_type: str | None, uuid: str,
                 project_id: str | None) -> None:
-    """OtherProject when ``project_id`` (None: an admin) may not undo the instance
-    attachment another project's request made."""
+    """OtherProject when ``project_id`` (not an admin) did not make the attachment."""
     if project_id is not None and attach_type == "instance" and dev_project != project_id:
         raise exception.OtherProject(
             f"Accelerator {uuid} was attached to an instance by another project's request.")
 
 
 def detach(db: Database, uuid: str, project_id: str | None = None) -> None:
-    """Detach; refused while allocation records (bound ARQs) exist for the device, and
-    (OtherProject) for a project that did not attach it (``project_id`` None: admin)."""
+    """Detach; refused while bound ARQs hold the device, or for another project."""
     with db.writer() as s:
         dev = _get(s, uuid)
         check_owner(dev.attached_project_id, dev.attach_type, uuid, project_id)
@@ -318,8 +292,8 @@ def detach(db: Database, uuid: str, project_id: str | None = None) -> None:
         if dev.attached_to is None:
             return
         s.execute(update(m.Device).where(m.Device.id == dev.id)
-                  .values(attach_type=None, attached_to=None, attached_project_id=None,
-                          revision=m.Device.revision + 1, updated_at=m.utcnow()))
+                  .values(_changed(attach_type=None, attached_to=None,
+                                   attached_project_id=None)))
         # No ARQ holds a handle (checked above), so every claimed handle is the v1 claim.
         s.execute(update(m.AttachHandle).where(_device_handles(dev.id))
                   .values(in_use=False).execution_options(synchronize_session=False))

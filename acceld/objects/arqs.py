@@ -1,34 +1,13 @@
-"""Accelerator requests (Cyborg v2 ARQs): their rows, and binding them to attach handles.
+"""Accelerator requests (Cyborg v2 ARQs): their rows, binding and unbinding them.
 
-Every public function is one transaction (or, on MySQL, one statement that commits
-by itself after a read). ``project_id`` (the scope) is the caller's
-project, or None for an administrator who sees every project's ARQs.
+Every public function is one transaction (on MySQL, a read and one self-committing
+statement). ``project_id`` is the caller's project, None for an administrator.
 
-A bind (:func:`bind`) claims a free attach handle of the deployable behind
-``device_rp_uuid`` (a compare-and-swap on ``in_use``: false -> true) and records it on the
-ARQ with one compare-and-swap on the ARQ's state (Initial/Unbound ->): straight to Bound
-when the handle needs no host work, otherwise to BindStarted, because host work (FPGA
-programming, creating an mdev) belongs between claiming a handle and calling the ARQ
-Bound; :func:`finish_bind` (-> Bound) or :func:`fail_bind` (-> BindFailed, handle
-released) ends it. A state CAS that matches no row rolls the claim back with it.
-
-Invariant: a handle is ``in_use`` exactly when one ARQ row's ``attach_handle_id`` names it;
-both change in one transaction. Whoever takes a handle away from an ARQ (unbind, a failed
-bind, delete) first locks the ARQ row (``SELECT ... FOR UPDATE``, so it sees a claim that
-committed while it waited) and frees the handle in the same transaction. A bind that loses
-its row to a delete or an unbind therefore either never records its claim (its state CAS
-matches no row and the claim rolls back) or has already had its handle freed (its final
-CAS matches no row).
-
-On MySQL and MariaDB (``Database.updates_tables_together``) a bind and an unbind are a
-read and one UPDATE of both tables, committing by itself, instead of a transaction: the
-UPDATE's conditions are the compare-and-swap (the handle still free and the ARQ still
-bindable; the ARQ still in the state, and holding the handle, that the unbind read), so
-the invariant holds without a lock: both rows change in one statement or neither does.
-
-The statements are Core statements on the tables, built once at import with bind
-parameters: building, coercing and hashing a statement cost several times what running
-it costs, and these run several times in every ARQ life cycle.
+Invariant: a handle is ``in_use`` exactly when one ARQ names it, both changed in one
+transaction; whoever takes a handle away (unbind, failed bind, delete) first locks the ARQ
+row. On MySQL/MariaDB (``Database.updates_tables_together``) a bind or unbind is one
+UPDATE of both tables whose conditions are the compare-and-swap, so no lock is needed.
+Statements are built once at import (building one costs more than running it).
 """
 
 from __future__ import annotations
@@ -85,18 +64,13 @@ _retry_on_deadlock = oslo_db_api.wrap_db_retry(max_retries=10, retry_interval=0.
 # -- pure helpers -----------------------------------------------------------------------------
 
 def units_per_group(groups: list[dict[str, str]]) -> list[int]:
-    """How many ARQs each group of a profile asks for: the sum of its ``resources:*``.
-
-    Cyborg's quirk of doubling FPGA ARQs for ``trait:CUSTOM_FPGA_XILINX`` is not copied;
-    a group whose amounts add up to nothing (or less) asks for no ARQ.
-    """
+    """ARQs each group asks for: the sum of its ``resources:*`` (at least 0)."""
     return [max(0, sum(int(v) for k, v in g.items() if k.startswith("resources:")))
             for g in groups]
 
 
 def require_resolved(arqs: list[dict[str, Any]]) -> None:
-    """``bind_state=resolved`` for one instance (contract 1.4): NotResolved (423) when any
-    of its ARQs is still being bound."""
+    """NotResolved (423) when any of an instance's ARQs is still being bound."""
     if any(a["state"] not in st.ARQ_RESOLVED for a in arqs):
         raise _not_resolved()
 
@@ -107,8 +81,7 @@ def _not_resolved() -> exception.NotResolved:
 
 
 def _to_dict(row: Any) -> dict[str, Any]:
-    """An ARQ as the API shows it, from a row shaped as :data:`_ROWS` (or an object with
-    its attributes)."""
+    """An ARQ as the API shows it, from a row shaped as :data:`_ROWS`."""
     bound = row.state == st.ARQ_BOUND and row.handle_uuid is not None
     info = json.loads(row.handle_info) if bound else {}
     return {"uuid": row.uuid, "state": row.state,
@@ -123,10 +96,7 @@ def _to_dict(row: Any) -> dict[str, Any]:
 
 
 def _handle_dict(handle: Row[Any], arq_uuid: str, hostname: str | None) -> dict[str, Any]:
-    """What host work needs to know about a handle (plain data, fit for RPC), with its
-    ``target`` (:func:`acceld.objects.hostwork.target_of`, as a dict; None: no host) read
-    by the same query (:data:`acceld.objects.hostwork.TARGET_COLUMNS`), and its
-    deployable's id where the query read it."""
+    """A handle as host work needs it, with the ``target`` read by its query."""
     target = hostwork.target_of(handle)
     return {"uuid": handle.uuid, "attach_type": handle.attach_type,
             "attach_info": json.loads(handle.attach_info), "hostname": hostname,
@@ -137,14 +107,12 @@ def _handle_dict(handle: Row[Any], arq_uuid: str, hostname: str | None) -> dict[
 # -- statements -------------------------------------------------------------------------------
 
 def _scoped(stmt: Any) -> dict[bool, Any]:
-    """``stmt`` for an administrator (False) and limited to the project in the ``scope``
-    parameter (True); index it with ``project_id is not None``."""
+    """``stmt`` unscoped (False) and limited to the ``scope`` project (True)."""
     return {False: stmt, True: stmt.where(_arq.c.project_id == bindparam("scope"))}
 
 
 def _state_in(states: Iterable[str]) -> ColumnElement[bool]:
-    """``state IN (...)`` with the (constant) states written into the SQL; a list value
-    would be an expanding parameter, rendered again at every execution."""
+    """``state IN (...)`` with the states in the SQL (not re-rendered at each run)."""
     return _arq.c.state.in_([literal_column(f"'{state}'") for state in sorted(states)])
 
 
@@ -181,26 +149,22 @@ _TAKEN = _scoped(select(_arq.c.instance_uuid)
 _PROFILE = select(_dp.c.id, _dp.c.uuid, _dp.c.name, _dp.c.profile_json).where(
     _dp.c.name == bindparam("name"))
 _INSERT = insert(_arq)
+_NEW_ARQ = {"uuid": bindparam("uuid", type_=_arq.c.uuid.type),
+            "project_id": bindparam("project_id", type_=_arq.c.project_id.type),
+            "state": literal_column(f"'{st.ARQ_INITIAL}'"),
+            "substate": literal_column(f"'{st.ARQ_INITIAL}'"),
+            "device_profile_group_id": bindparam(
+                "group", type_=_arq.c.device_profile_group_id.type),
+            "created_at": bindparam("created_at", type_=_arq.c.created_at.type)}
 # One ARQ from a profile known by id *and* uuid: no row is inserted when that profile is
 # gone (an id can come back on SQLite, a uuid cannot).
 _INSERT_ONE = insert(_arq).from_select(
-    ["uuid", "project_id", "state", "substate", "device_profile_id",
-     "device_profile_group_id", "created_at"],
-    select(bindparam("uuid", type_=_arq.c.uuid.type),
-           bindparam("project_id", type_=_arq.c.project_id.type),
-           literal_column(f"'{st.ARQ_INITIAL}'"), literal_column(f"'{st.ARQ_INITIAL}'"),
-           _dp.c.id, bindparam("group", type_=_arq.c.device_profile_group_id.type),
-           bindparam("created_at", type_=_arq.c.created_at.type))
+    [*_NEW_ARQ, "device_profile_id"], select(*_NEW_ARQ.values(), _dp.c.id)
     .where(_dp.c.id == bindparam("dp_id"), _dp.c.uuid == bindparam("dp_uuid")))
 # The same where ids never come back (``Database.ids_reused``): a plain INSERT, and the
 # foreign key refuses a profile that is gone.
 _INSERT_ONE_BY_ID = insert(_arq).values(
-    uuid=bindparam("uuid", type_=_arq.c.uuid.type),
-    project_id=bindparam("project_id", type_=_arq.c.project_id.type),
-    state=literal_column(f"'{st.ARQ_INITIAL}'"), substate=literal_column(f"'{st.ARQ_INITIAL}'"),
-    device_profile_id=bindparam("dp_id", type_=_arq.c.device_profile_id.type),
-    device_profile_group_id=bindparam("group", type_=_arq.c.device_profile_group_id.type),
-    created_at=bindparam("created_at", type_=_arq.c.created_at.type))
+    **_NEW_ARQ, device_profile_id=bindparam("dp_id", type_=_arq.c.device_profile_id.type))
 
 # Whether the device may be handed to a guest (``states``): read with the candidates, and
 # read again under a shared lock of the device's row before a claim (see ``holders``).
@@ -238,14 +202,13 @@ _KEEP_OWNER = func.coalesce(_arq.c.project_id, bindparam("owner", type_=_arq.c.p
 _TAKE = update(_ah).where(_ah.c.id == bindparam("handle_id"), _ah.c.in_use.is_(False)) \
     .values(in_use=True)
 # Initial/Unbound -> ``to_state``, recording where and for whom it binds and its handle.
+_BINDING = {_arq.c.state: bindparam("to_state"), _arq.c.hostname: bindparam("to_hostname"),
+            _arq.c.device_rp_uuid: bindparam("to_rp_uuid"),
+            _arq.c.instance_uuid: bindparam("to_instance"), _arq.c.project_id: _KEEP_OWNER,
+            _arq.c.deployable_id: bindparam("to_deployable_id")}
 _BEGIN = _scoped(update(_arq).where(_arq.c.uuid == bindparam("arq_uuid"),
                                     _state_in(st.ARQ_TRANSITIONS[st.ARQ_BIND_STARTED]))
-                 .values(state=bindparam("to_state"), hostname=bindparam("to_hostname"),
-                         device_rp_uuid=bindparam("to_rp_uuid"),
-                         instance_uuid=bindparam("to_instance"),
-                         project_id=_KEEP_OWNER,
-                         attach_handle_id=bindparam("to_handle_id"),
-                         deployable_id=bindparam("to_deployable_id")))
+                 .values({**_BINDING, _arq.c.attach_handle_id: bindparam("to_handle_id")}))
 _FINISH = update(_arq).where(_arq.c.uuid == bindparam("arq_uuid"),
                              _arq.c.state == st.ARQ_BIND_STARTED,
                              _arq.c.attach_handle_id.is_not(None)) \
@@ -263,13 +226,8 @@ _TAKE_AND_BEGIN = _scoped(
                       _arq.c.uuid == bindparam("arq_uuid"),
                       _state_in(st.ARQ_TRANSITIONS[st.ARQ_BIND_STARTED]),
                       _dev.c.id == bindparam("device_id"), _USABLE)
-    .values({_ah.c.in_use: True, _ah.c.updated_at: bindparam("now"),
-             _arq.c.state: bindparam("to_state"), _arq.c.hostname: bindparam("to_hostname"),
-             _arq.c.device_rp_uuid: bindparam("to_rp_uuid"),
-             _arq.c.instance_uuid: bindparam("to_instance"),
-             _arq.c.project_id: _KEEP_OWNER,
+    .values({_ah.c.in_use: True, _ah.c.updated_at: bindparam("now"), **_BINDING,
              _arq.c.attach_handle_id: bindparam("handle_id"),
-             _arq.c.deployable_id: bindparam("to_deployable_id"),
              _arq.c.updated_at: bindparam("now")}))
 # MySQL and MariaDB: what an unbind decides from (the ARQ, the handle it holds and that
 # handle's target), read without a lock, then the unbind as one statement whose CAS is
@@ -322,8 +280,7 @@ _FAIL = update(_arq).where(_arq.c.id == bindparam("arq_id"),
     .values(state=st.ARQ_BIND_FAILED, attach_handle_id=None, deployable_id=None)
 _UNBIND = update(_arq).where(_arq.c.id == bindparam("arq_id"),
                              _state_in(st.ARQ_TRANSITIONS[st.ARQ_UNBOUND])) \
-    .values(state=st.ARQ_UNBOUND, hostname=None, device_rp_uuid=None, instance_uuid=None,
-            attach_handle_id=None, deployable_id=None)
+    .values(_UNBIND_VALUES)
 _DELETE = delete(_arq).where(_arq.c.id.in_(bindparam("arq_ids", expanding=True)),
                              _state_in(st.ARQ_TRANSITIONS[st.ARQ_DELETING]))
 # One ARQ that holds nothing and belongs to no instance: nothing to free, no service
@@ -334,9 +291,11 @@ _DELETE_FREE = _scoped(delete(_arq).where(_arq.c.uuid == bindparam("arq_uuid"),
                                           _state_in(st.ARQ_TRANSITIONS[st.ARQ_DELETING])))
 
 
-def _read(db: Database, stmt: Executable, params: dict[str, Any]) -> Sequence[Row[Any]]:
-    """The rows of one SELECT, a statement of its own (``Database.autocommit``: its own
-    snapshot, nothing left open). Never for reads that must share a snapshot."""
+def _read(db: Connection | Database, stmt: Executable,
+          params: dict[str, Any]) -> Sequence[Row[Any]]:
+    """One SELECT's rows: in a Connection's transaction, or a statement of its own."""
+    if isinstance(db, Connection):
+        return db.execute(stmt, params).all()
     with db.autocommit(write=False) as conn:
         return conn.execute(stmt, params).all()
 
@@ -354,8 +313,7 @@ def _run(conn: Connection, stmts: dict[bool, Executable], project_id: str | None
 
 
 def _params(project_id: str | None, **params: Any) -> dict[str, Any]:
-    """``params`` for a scoped statement: with ``scope`` only where it is limited to a
-    project."""
+    """``params`` for a scoped statement (with ``scope`` where it is limited)."""
     if project_id is not None:
         params["scope"] = project_id
     return params
@@ -366,9 +324,7 @@ def _params(project_id: str | None, **params: Any) -> dict[str, Any]:
 def page_arqs(db: Database, *, project_id: str | None, instance_uuid: str | None = None,
               resolved_only: bool = False, after: int = 0,
               n: int = paging.BATCH) -> tuple[list[dict[str, Any]], int | None]:
-    """One batch of the ARQs the scope sees (``acceld.db.paging``): at most ``n`` whose
-    id is greater than ``after``, in id order, of one instance or all, resolved only or
-    all; and the id of the last. One statement."""
+    """One batch (``acceld.db.paging``) of the ARQs the scope sees; one statement."""
     params = _params(project_id, after=after, n=n)
     if instance_uuid is not None:
         params["instance"] = instance_uuid
@@ -378,8 +334,7 @@ def page_arqs(db: Database, *, project_id: str | None, instance_uuid: str | None
 
 
 def marker_id(db: Database, uuid: str, *, project_id: str | None) -> int:
-    """The id of the ARQ a page starts after; InvalidInput naming it when the scope sees
-    no such ARQ."""
+    """The id of the ARQ a page starts after; InvalidInput when the scope sees none."""
     rows = _read(db, _MARKER[project_id is not None], _params(project_id, marker=uuid))
     if not rows:
         raise exception.InvalidInput(f"marker {uuid} is not an accelerator request "
@@ -390,13 +345,10 @@ def marker_id(db: Database, uuid: str, *, project_id: str | None) -> int:
 def list_arqs(db: Database, *, project_id: str | None, instance_uuid: str | None = None,
             resolved_only: bool = False, limit: int | None = None,
             marker: str | None = None) -> paging.Listing:
-    """The ARQs the scope sees, of one instance or all (``acceld.db.paging.Listing``);
-    a page of ``limit`` after ``marker``. ``resolved_only`` (``bind_state=resolved``)
-    for one instance is all of its ARQs or NotResolved (423), decided before anything is
-    sent: from the first batch, and where that is not all of the instance's ARQs (more
-    than a batch, or a page) by asking once more whether any of them is unresolved. The
-    later batches read only resolved ones (one unbound while the list is sent is left
-    out)."""
+    """The ARQs the scope sees, of one instance or all; a page of ``limit`` after
+    ``marker``. ``resolved_only`` for one instance is all of them or NotResolved (423),
+    decided before anything is sent: from the first batch, or, when that is not all of
+    them, by one more query for an unresolved one. Later batches read resolved ones only."""
     after = 0 if marker is None else marker_id(db, marker, project_id=project_id)
     by_instance = resolved_only and instance_uuid is not None
 
@@ -436,9 +388,10 @@ class _Profile(NamedTuple):
     groups: tuple[int, ...]           # group index of each ARQ the profile asks for
 
 
-# Per database: profile name -> what a create needs of it. Profiles never change (there is
-# no update), so an entry is right for as long as its row exists with that uuid; a create
-# from a stale one inserts nothing and reads the profile again.
+# Per database: profile name -> what a create needs of it. Profiles are never updated, so
+# an entry is right while its row exists with that uuid; the one-statement INSERT checks
+# exactly that (id and uuid, or the foreign key), so a stale entry inserts nothing and the
+# profile is read again: the write validates the entry, no invalidation is needed.
 _PROFILES: weakref.WeakKeyDictionary[Database, dict[str, _Profile]] = \
     weakref.WeakKeyDictionary()
 _PROFILES_MAX = 1024
@@ -460,25 +413,17 @@ def _read_profile(conn: Connection, name: str, max_arqs: int) -> _Profile:
 @_retry_on_deadlock
 def create(db: Database, profile_name: str, project_id: str | None,
            max_arqs: int = limits.PROFILE_ARQS) -> list[dict[str, Any]]:
-    """One Initial ARQ per requested unit of the named profile, all in one transaction;
-    InvalidInput when the profile asks for more than ``max_arqs``.
-
-    A profile this process has read before costs no read: a one-ARQ profile is one
-    INSERT committing by itself. Where ids are never handed out again it names the
-    profile's id (the foreign key refuses one that is gone); elsewhere it is an
-    INSERT ... SELECT that matches the profile by id and uuid."""
+    """One Initial ARQ per unit of the profile; one INSERT for a known one-ARQ profile."""
     known = _PROFILES.setdefault(db, {})
     profile = known.get(profile_name)
     rows: list[dict[str, Any]] = []
     if profile is not None and len(profile.groups) == 1:
         row = _arq_row(profile, profile.groups[0], project_id)
         params = {"uuid": row["uuid"], "project_id": project_id, "group": profile.groups[0],
-                  "created_at": row["created_at"], "dp_id": profile.id}
+                  "created_at": row["created_at"], "dp_id": profile.id, "dp_uuid": profile.uuid}
         try:
-            if db.ids_reused:
-                inserted = _write_one(db, _INSERT_ONE, dict(params, dp_uuid=profile.uuid))
-            else:
-                inserted = _write_one(db, _INSERT_ONE_BY_ID, params)
+            inserted = _write_one(db, _INSERT_ONE if db.ids_reused else _INSERT_ONE_BY_ID,
+                                  params)
         except db_exc.DBReferenceError:
             inserted = 0
         if inserted == 1:
@@ -509,45 +454,35 @@ def _arq_row(profile: _Profile, group: int, project_id: str | None) -> dict[str,
 # -- bind -------------------------------------------------------------------------------------
 
 def _state_error(uuid: str, state: str | None, target: str) -> Exception:
-    """Why a CAS towards ``target`` matched no row, from the ARQ's ``state`` now (None:
-    missing, or another project's)."""
+    """Why a CAS towards ``target`` matched no row, from the ARQ's ``state`` (None: gone)."""
     if state is None:
         return _not_found(uuid)
     return exception.ARQBadState(f"Bad state: {state} for ARQ: {uuid}. Expected state(s): "
                                  f"{sorted(st.ARQ_TRANSITIONS[target])}")
 
 
-def _bad_state(conn: Connection, uuid: str, project_id: str | None,
-               target: str) -> Exception:
-    """:func:`_state_error` with the state read in ``conn``."""
-    return _state_error(uuid, _run(conn, _STATE, project_id, arq_uuid=uuid).scalar(),
-                        target)
-
-
-def _state_now(db: Database, uuid: str, project_id: str | None) -> str | None:
+def _state_now(db: Connection | Database, uuid: str, project_id: str | None) -> str | None:
     rows = _read(db, _STATE[project_id is not None], _params(project_id, arq_uuid=uuid))
     return rows[0].state if rows else None
+
+
+def _bad_state(db: Connection | Database, uuid: str, project_id: str | None,
+               target: str) -> Exception:
+    """:func:`_state_error` with the state read now (in ``db``'s transaction, if any)."""
+    return _state_error(uuid, _state_now(db, uuid, project_id), target)
 
 
 Reader = Callable[[Executable, dict[str, Any]], Sequence[Any]]
 
 
 def _hot_add(instance_uuid: str) -> exception.InstanceHasARQs:
+    """Cyborg refuses a bind for an instance that already has ARQs (no hot add)."""
     return exception.InstanceHasARQs(f"Instance {instance_uuid} already has accelerator "
                                      "requests. Cannot bind additional ARQs.")
 
 
-def _check_unbound(read: Reader, instance_uuids: list[str], project_id: str | None) -> None:
-    """Cyborg refuses a bind for an instance that already has ARQs (no hot add)."""
-    rows = read(_TAKEN[project_id is not None],
-                _params(project_id, instances=instance_uuids))
-    if rows:
-        raise _hot_add(rows[0].instance_uuid)
-
-
 def _unusable(row: Any, rp_uuid: str, uuid: str) -> _ClaimFailed | None:
-    """Why the device of a candidate row (selected with :data:`_DEVICE_COLUMNS`) may not
-    be given to a guest now; None when it may."""
+    """Why a candidate's device (:data:`_DEVICE_COLUMNS`) may not go to a guest now."""
     why = st.unusable_reasons(row.device_state, row.device_status, row.device_health)
     if not why:
         return None
@@ -556,23 +491,14 @@ def _unusable(row: Any, rp_uuid: str, uuid: str) -> _ClaimFailed | None:
         f"ARQ {uuid} cannot be bound to it."))
 
 
-def _not_for_guests(row: Any, rp_uuid: str, uuid: str) -> _ClaimFailed:
-    return _ClaimFailed(exception.DeviceNotUsable(
-        f"The attach handles of resource provider {rp_uuid} are of type "
-        f"{row.attach_type}, which Nova cannot attach to a guest (it attaches "
-        f"{' and '.join(sorted(st.GUEST_ATTACH_TYPES))}): ARQ {uuid} cannot be bound to it."))
-
-
 def _candidates(read: Reader, rp_uuid: str, uuid: str, unbound_instances: Collection[str],
                 project_id: str | None,
                 lock: Callable[[int], Any] | None = None) -> Iterator[Any]:
-    """The free handles (with the deployable id and their target) of the one deployable
-    whose ``rp_uuid`` is ``rp_uuid``, a few at a time in handle id order: after the
-    first few, the next few after them (a racing bind may take any). No such deployable,
-    a device that may not go to a guest (:func:`_unusable`) or handles Nova cannot attach:
-    :class:`_ClaimFailed`. ``unbound_instances`` are checked first (see :func:`bind`), by
-    the same statement. ``lock(device_id)``, where given, reads the device again under a
-    shared lock held to the end of the transaction, and that read decides."""
+    """The free handles (with deployable id and target) of the one deployable behind
+    ``rp_uuid``, a few at a time in id order (a racing bind may take any). No such
+    deployable, an unusable device or handles Nova cannot attach: :class:`_ClaimFailed`.
+    ``unbound_instances`` are checked by the same statement (see :func:`bind`).
+    ``lock(device_id)``, if given, re-reads the device under a shared lock, which decides."""
     scoped = project_id is not None
     params = {"rp_uuid": rp_uuid, "after": 0}
     if unbound_instances:
@@ -581,7 +507,9 @@ def _candidates(read: Reader, rp_uuid: str, uuid: str, unbound_instances: Collec
         if rows and rows[0].taken is not None:
             raise _hot_add(rows[0].taken)
         if not rows:            # no deployable: no row to carry the answer, so ask alone
-            _check_unbound(read, instances, project_id)
+            taken = read(_TAKEN[scoped], _params(project_id, instances=instances))
+            if taken:
+                raise _hot_add(taken[0].instance_uuid)
     else:
         rows = read(_FREE, params)
     if len({row.deployable_id for row in rows}) != 1:
@@ -591,7 +519,11 @@ def _candidates(read: Reader, rp_uuid: str, uuid: str, unbound_instances: Collec
     if refusal is not None:
         raise refusal
     if rows[0].id is not None and rows[0].attach_type not in st.GUEST_ATTACH_TYPES:
-        raise _not_for_guests(rows[0], rp_uuid, uuid)
+        raise _ClaimFailed(exception.DeviceNotUsable(
+            f"The attach handles of resource provider {rp_uuid} are of type "
+            f"{rows[0].attach_type}, which Nova cannot attach to a guest (it attaches "
+            f"{' and '.join(sorted(st.GUEST_ATTACH_TYPES))}): ARQ {uuid} cannot be bound "
+            "to it."))
     while rows and rows[0].id is not None:
         yield from rows
         params["after"] = rows[-1].id
@@ -606,27 +538,21 @@ def _no_free_handle(rp_uuid: str, uuid: str) -> _ClaimFailed:
 
 def _claim(conn: Connection, rp_uuid: str, uuid: str, unbound_instances: Collection[str],
            project_id: str | None) -> Row[Any]:
-    """CAS ``in_use`` false -> true on the first free handle, still free, of the one
-    deployable whose ``rp_uuid`` is ``rp_uuid`` (:func:`_candidates`); the handle's row
-    (with its ``deployable_id`` and its target). No such deployable, or no free handle:
-    :class:`_ClaimFailed`."""
-    def read(stmt: Executable, params: dict[str, Any]) -> Sequence[Any]:
-        return conn.execute(stmt, params).all()
-
+    """CAS ``in_use`` false -> true on the first free :func:`_candidates`; its row."""
     def lock(device_id: int) -> Any:
         return conn.execute(_LOCK_DEVICE, {"device_id": device_id}).one()
 
     # SQLite runs one writing transaction at a time (BEGIN IMMEDIATE): no lock to take
     locking = lock if conn.dialect.name != "sqlite" else None
-    for row in _candidates(read, rp_uuid, uuid, unbound_instances, project_id, locking):
+    for row in _candidates(functools.partial(_read, conn), rp_uuid, uuid, unbound_instances,
+                           project_id, locking):
         if conn.execute(_TAKE, {"handle_id": row.id}).rowcount == 1:
             return row
     raise _no_free_handle(rp_uuid, uuid)
 
 
 class _ClaimFailed(Exception):
-    """A claim's error: :func:`bind` records BindFailed and raises ``error`` once that
-    has committed."""
+    """A claim's error: :func:`bind` commits BindFailed, then raises ``error``."""
 
     def __init__(self, error: exception.AccelDError) -> None:
         super().__init__(str(error))
@@ -635,9 +561,7 @@ class _ClaimFailed(Exception):
 
 def _begin(conn: Connection, project_id: str | None, binding: dict[str, Any], state: str,
            handle: Row[Any] | None) -> None:
-    """CAS Initial/Unbound -> ``state``, recording ``binding`` (where and for whom it
-    binds: see :func:`bind`) and ``handle``. No row matching raises ARQBadState or
-    NotFound, which rolls the transaction (and its claim) back."""
+    """CAS Initial/Unbound -> ``state`` with ``binding`` and ``handle``; else ARQBadState."""
     done = _run(conn, _BEGIN, project_id, **binding, to_state=state,
                 to_handle_id=None if handle is None else handle.id,
                 to_deployable_id=None if handle is None else handle.deployable_id).rowcount
@@ -651,19 +575,13 @@ def bind(db: Database, uuid: str, *, hostname: str, device_rp_uuid: str, instanc
          needs_host_work: HostWorkQuestion,
          unbound_instances: Collection[str] = (),
          ) -> tuple[dict[str, Any], bool]:
-    """Claims a free handle for the Initial/Unbound ARQ and records it, with where and
-    for whom it binds, in one transaction: the ARQ goes straight to Bound when the handle
-    needs no host work (``needs_host_work(conn, handle)`` false; a PCI function handed
-    over as it is), otherwise to BindStarted. Returns ``(handle, bound)``; when ``bound``
-    is false the caller does the host work and then :func:`finish_bind` or
-    :func:`fail_bind`. ``needs_host_work`` gets this transaction's connection: it must read
-    through it, not open another. No deployable behind ``device_rp_uuid`` or no free
-    handle: BindFailed is committed and the error raised. An ARQ in another state (or
-    missing) is ARQBadState (NotFound), and nothing changes.
-
-    ``unbound_instances`` (a request's instances, given with its first ARQ) are checked
-    first, in this transaction: when one already has ARQs (Cyborg has no hot add) the
-    bind raises InstanceHasARQs before anything changes."""
+    """Claims a free handle for the Initial/Unbound ARQ and records it in one transaction:
+    Bound when ``needs_host_work(conn, handle)`` is false (it must read through ``conn``),
+    else BindStarted. Returns ``(handle, bound)``; unbound, the caller does the host work,
+    then :func:`finish_bind` or :func:`fail_bind`. No deployable or no free handle:
+    BindFailed is committed and the error raised; an ARQ in another state (or missing) is
+    ARQBadState (NotFound), nothing changed. ``unbound_instances`` (given with a request's
+    first ARQ) already having ARQs is InstanceHasARQs, nothing changed."""
     binding = {"arq_uuid": uuid, "to_hostname": hostname, "to_rp_uuid": device_rp_uuid,
                "to_instance": instance_uuid, "owner": owner}
     if db.updates_tables_together:
@@ -687,14 +605,7 @@ def bind(db: Database, uuid: str, *, hostname: str, device_rp_uuid: str, instanc
 def _bind_by_one_statement(db: Database, binding: dict[str, Any], project_id: str | None,
                            needs_host_work: HostWorkQuestion,
                            unbound_instances: Collection[str]) -> tuple[dict[str, Any], bool]:
-    """:func:`bind` on MySQL and MariaDB, where one UPDATE changes two tables: the free
-    handles are read (no lock, no transaction), then each candidate is claimed by
-    :data:`_TAKE_AND_BEGIN`, which takes the handle (free -> in use) and moves the ARQ,
-    both or neither, committing by itself. When it changes nothing, the ARQ's state says why: not
-    bindable (any more), which is the error with nothing changed; or bindable, so the
-    handle went to a racing bind, or the device was taken out of service (BindFailed),
-    and otherwise the next candidate is tried. Two statements for a
-    bind instead of a transaction's four round trips."""
+    """:func:`bind` on MySQL/MariaDB: read the candidates, then :data:`_TAKE_AND_BEGIN` each."""
     uuid, rp_uuid = binding["arq_uuid"], binding["to_rp_uuid"]
     take = _TAKE_AND_BEGIN[project_id is not None]
     try:
@@ -721,7 +632,7 @@ def _bind_by_one_statement(db: Database, binding: dict[str, Any], project_id: st
     if _write_one(db, _BEGIN[project_id is not None],
                   _params(project_id, **binding, to_state=st.ARQ_BIND_FAILED,
                           to_handle_id=None, to_deployable_id=None)) != 1:
-        raise _state_error(uuid, _state_now(db, uuid, project_id), st.ARQ_BIND_STARTED)
+        raise _bad_state(db, uuid, project_id, st.ARQ_BIND_STARTED)
     raise failure
 
 
@@ -739,19 +650,12 @@ _LOADED = (select(_dep.c.uuid, _dep.c.bitstream_id, m.Attribute.value)
 
 def program_request(conn: Connection | Database, arq_uuid: str,
                     deployable_id: int) -> dict[str, str] | None:
-    """What a bind must load into the deployable before the ARQ is Bound, from its
-    profile group (contract 6.3): ``accel:bitstream_id`` (a Glance image id) unless the
-    deployable's ``bitstream_id`` is that image, or ``accel:function_id`` unless the
-    deployable already shows that function's trait (``reports.function_trait``; the
-    image is then Glance's of that function). ``{"deployable_uuid", "image_ref"}``,
-    ``{"error"}`` for a group asking both or a bitstream id that is no UUID, or None.
-    ``conn``: the bind's transaction, or the Database (a read of its own)."""
-    def read(stmt: Executable, params: dict[str, Any]) -> Sequence[Any]:
-        if isinstance(conn, Database):
-            return _read(conn, stmt, params)
-        return conn.execute(stmt, params).all()
-
-    rows = read(_ARQ_GROUP, {"arq_uuid": arq_uuid})
+    """What a bind must load into the deployable first (contract 6.3): the profile
+    group's ``accel:bitstream_id`` (a Glance image id) unless the deployable's
+    ``bitstream_id`` is it, or ``accel:function_id`` unless the deployable shows that
+    function's trait. ``{"deployable_uuid", "image_ref"}``, ``{"error"}`` (both asked, or
+    no UUID), or None. ``conn``: the bind's transaction, or the Database."""
+    rows = _read(conn, _ARQ_GROUP, {"arq_uuid": arq_uuid})
     if not rows:
         return None
     groups = json.loads(rows[0].profile_json)["groups"]
@@ -762,7 +666,7 @@ def program_request(conn: Connection | Database, arq_uuid: str,
     if len(asked) > 1:
         return {"error": "a device profile group names both accel:bitstream_id and "
                          "accel:function_id; give one"}
-    loaded = read(_LOADED, {"dep_id": deployable_id})
+    loaded = _read(conn, _LOADED, {"dep_id": deployable_id})
     if "accel:bitstream_id" in asked:
         image = uuids.canonical(asked["accel:bitstream_id"])
         if image is None:
@@ -787,8 +691,7 @@ _BOUND_HANDLE = (select(_arq.c.instance_uuid, _arq.c.hostname, _ah.c.id, _ah.c.u
 
 
 def held_handle(db: Database, uuid: str) -> tuple[str | None, dict[str, Any]] | None:
-    """(instance, the handle the ARQ holds, as :func:`bind` returned it); None when it
-    holds none (gone, unbound, failed)."""
+    """(instance, the handle the ARQ holds, as :func:`bind` returns it); None: none."""
     rows = _read(db, _BOUND_HANDLE, {"arq_uuid": uuid})
     if not rows:
         return None
@@ -797,8 +700,7 @@ def held_handle(db: Database, uuid: str) -> tuple[str | None, dict[str, Any]] | 
 
 @_retry_on_deadlock
 def finish_bind(db: Database, uuid: str) -> None:
-    """CAS BindStarted (with a handle) -> Bound. No row matching means an unbind or a
-    delete took the ARQ meanwhile and freed its handle: ARQBadState or NotFound."""
+    """CAS BindStarted -> Bound; ARQBadState or NotFound when an unbind or delete won."""
     with db.write_rows() as conn:
         if conn.execute(_FINISH, {"arq_uuid": uuid}).rowcount != 1:
             raise _bad_state(conn, uuid, None, st.ARQ_BOUND)
@@ -817,8 +719,7 @@ def _free_handles(conn: Connection, arqs: list[Row[Any]]) -> list[dict[str, Any]
 
 @_retry_on_deadlock
 def fail_bind(db: Database, uuid: str) -> list[dict[str, Any]]:
-    """BindStarted/Bound -> BindFailed, its handle freed (host work failed); a no-op when
-    the ARQ has left those states meanwhile. Returns the freed handle(s)."""
+    """BindStarted/Bound -> BindFailed, freeing its handle (returned); else a no-op."""
     with db.write_rows() as conn:
         arqs = conn.execute(_LOCK_BINDING, {"arq_uuid": uuid}).all()
         freed = _free_handles(conn, arqs)
@@ -837,62 +738,54 @@ class _HostWorkAhead(Exception):
 def unbind(db: Database, uuid: str, *, project_id: str | None,
            needs_host_work: HostWorkQuestion | None = None,
            ) -> list[dict[str, Any]]:
-    """-> Unbound: handle freed, host/rp/instance cleared (idempotent on Unbound).
-    Returns the freed handle(s) for host clean-up; with ``needs_host_work`` (as for
-    :func:`bind`, asked inside this transaction, or on MySQL from the row read before
-    the one UPDATE) only those that need it."""
-    if db.updates_tables_together:
-        return _unbind_by_one_statement(db, uuid, project_id, needs_host_work,
-                                        refuse_host_work=False)
-    with db.write_rows() as conn:
-        return _unbind_in(conn, uuid, project_id, needs_host_work, refuse_host_work=False)
+    """-> Unbound, freeing its handle (idempotent); the freed ones needing ``needs_host_work``."""
+    return _unbind(db, uuid, project_id, needs_host_work, refuse_host_work=False)
 
 
 @_retry_on_deadlock
 def unbind_unless_host_work(db: Database, uuid: str, *, project_id: str | None,
-                            needs_host_work: HostWorkQuestion,
-                            ) -> bool:
-    """:func:`unbind` where the freed handle needs no host work (True); where it does,
-    nothing changes (False) and the unbind is the conductor's, which has the host
-    release it before it answers."""
+                            needs_host_work: HostWorkQuestion) -> bool:
+    """:func:`unbind` unless a freed handle needs host work (False, nothing changed)."""
     try:
-        if db.updates_tables_together:
-            _unbind_by_one_statement(db, uuid, project_id, needs_host_work,
-                                     refuse_host_work=True)
-        else:
-            with db.write_rows() as conn:
-                _unbind_in(conn, uuid, project_id, needs_host_work, refuse_host_work=True)
+        _unbind(db, uuid, project_id, needs_host_work, refuse_host_work=True)
     except _HostWorkAhead:
         return False
     return True
 
 
-def _unbind_by_one_statement(db: Database, uuid: str, project_id: str | None,
-                             needs_host_work: HostWorkQuestion | None,
-                             refuse_host_work: bool) -> list[dict[str, Any]]:
-    """:func:`unbind` on MySQL and MariaDB: the ARQ with the handle it holds is read (no
-    lock, no transaction), then one UPDATE, committing by itself, moves the ARQ to
-    Unbound and frees that handle, on condition that the ARQ is still as read (state and
-    handle). An ARQ that changed meanwhile (a bind finished, a delete) is read again."""
+def _unbind(db: Database, uuid: str, project_id: str | None,
+            needs_host_work: HostWorkQuestion | None,
+            refuse_host_work: bool) -> list[dict[str, Any]]:
+    """The unbind: on MySQL and MariaDB the ARQ and its handle are read (no lock), then one
+    UPDATE, committing by itself, moves the ARQ to Unbound and frees the handle if the ARQ
+    is still as read (else it is read again); elsewhere one transaction that locks it."""
+    def needing_work(where: Connection | Database,
+                     freed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if needs_host_work is not None:
+            freed = [handle for handle in freed if needs_host_work(where, handle)]
+            if freed and refuse_host_work:
+                raise _HostWorkAhead        # before any write (or rolled back with it)
+        return freed
+
+    if not db.updates_tables_together:
+        with db.write_rows() as conn:
+            arq = _run(conn, _LOCK_ONE, project_id, arq_uuid=uuid).first()
+            if not _unbindable(arq, uuid):
+                return []
+            freed = needing_work(conn, _free_handles(conn, [arq]))
+            conn.execute(_UNBIND, {"arq_id": arq.id, "now": m.utcnow()})
+            return freed
     for _ in range(_UNBIND_TRIES):
         rows = _read(db, _HOLDING[project_id is not None], _params(project_id, arq_uuid=uuid))
-        if not rows:
-            raise _not_found(uuid)
-        arq = rows[0]
-        if arq.state == st.ARQ_UNBOUND:
+        arq = rows[0] if rows else None
+        if not _unbindable(arq, uuid):
             return []
-        if not st.arq_can_transition(arq.state, st.ARQ_UNBOUND):
-            raise _state_error(uuid, arq.state, st.ARQ_UNBOUND)
         params = {"arq_id": arq.arq_id, "seen_state": arq.state, "now": m.utcnow()}
         if arq.attach_handle_id is None:
             freed: list[dict[str, Any]] = []
             done = _write_one(db, _UNBIND_AS_READ, params)
         else:
-            freed = [_handle_dict(arq, uuid, arq.hostname)]
-            if needs_host_work is not None:
-                freed = [handle for handle in freed if needs_host_work(db, handle)]
-                if freed and refuse_host_work:
-                    raise _HostWorkAhead        # nothing has changed
+            freed = needing_work(db, [_handle_dict(arq, uuid, arq.hostname)])
             done = _write_one(db, _UNBIND_AND_FREE,
                               dict(params, handle_id=arq.attach_handle_id))
         if done:
@@ -901,23 +794,15 @@ def _unbind_by_one_statement(db: Database, uuid: str, project_id: str | None,
                              "unbind it; try again.")
 
 
-def _unbind_in(conn: Connection, uuid: str, project_id: str | None,
-               needs_host_work: HostWorkQuestion | None,
-               refuse_host_work: bool) -> list[dict[str, Any]]:
-    arq = _run(conn, _LOCK_ONE, project_id, arq_uuid=uuid).first()
+def _unbindable(arq: Any, uuid: str) -> bool:
+    """Whether ``arq`` is to be unbound (not Unbound yet); NotFound or ARQBadState."""
     if arq is None:
         raise _not_found(uuid)
     if arq.state == st.ARQ_UNBOUND:
-        return []
+        return False
     if not st.arq_can_transition(arq.state, st.ARQ_UNBOUND):
-        raise _bad_state(conn, uuid, project_id, st.ARQ_UNBOUND)
-    freed = _free_handles(conn, [arq])
-    if needs_host_work is not None:
-        freed = [handle for handle in freed if needs_host_work(conn, handle)]
-        if freed and refuse_host_work:
-            raise _HostWorkAhead      # before the ARQ's own update: all of it rolls back
-    conn.execute(_UNBIND, {"arq_id": arq.id})
-    return freed
+        raise _state_error(uuid, arq.state, st.ARQ_UNBOUND)
+    return True
 
 
 def _delete_locked(conn: Connection, arqs: list[Row[Any]]) -> list[dict[str, Any]]:
@@ -932,13 +817,7 @@ def _delete_locked(conn: Connection, arqs: list[Row[Any]]) -> list[dict[str, Any
 @_retry_on_deadlock
 def delete_by_uuids(db: Database, uuids: list[str], *, project_id: str | None,
                     service: bool) -> list[dict[str, Any]]:
-    """Unbind and delete the ARQs, all or nothing: a missing one is NotFound and one tied
-    to an instance needs a service token (Forbidden), both before anything changes.
-    Returns the freed handles.
-
-    One ARQ that holds no handle and belongs to no instance (created, or unbound) is one
-    DELETE, committing by itself; any other case, or one that a bind took meanwhile
-    (the DELETE then matches nothing), locks the rows first."""
+    """Unbind and delete, all or nothing (NotFound; Forbidden without ``service``); freed."""
     wanted = sorted(set(uuids))
     if len(wanted) == 1:
         if _write_one(db, _DELETE_FREE[project_id is not None],

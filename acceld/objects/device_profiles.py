@@ -1,16 +1,11 @@
-"""Device profiles (Cyborg v2): validation of the groups, and their rows.
-
-A profile's ``groups`` are stored as ``profile_json = {"groups": [...]}``, as in Cyborg.
-Every public function that writes is one transaction; a read is one statement, or
-two for a page after a marker. Deleting several profiles is all-or-nothing
-(Cyborg deletes them one by one), and a profile that accelerator requests still use is a
-conflict (Cyborg answers with the database's error, a 500).
+"""Device profiles (Cyborg v2): validation of the groups (stored as ``profile_json =
+{"groups": [...]}``), and their rows. Every write is one transaction. Unlike Cyborg,
+deleting several is all-or-nothing and deleting one in use is a Conflict (not a 500).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 from oslo_db import exception as db_exc
@@ -57,8 +52,7 @@ def _normalise_entry(index: int, key: str, value: Any) -> tuple[str, str]:
 
 
 def _check_amount(index: int, key: str, text: str, max_arqs: int) -> None:
-    """A ``resources:`` amount is at most ``max_arqs``, and at least ``-INT_MAX`` (zero
-    or less asks for nothing, as in Cyborg)."""
+    """A ``resources:`` amount is in [-INT_MAX, ``max_arqs``]."""
     amount = int(text)
     if amount > max_arqs:
         raise exception.InvalidInput(
@@ -73,11 +67,7 @@ def _check_amount(index: int, key: str, text: str, max_arqs: int) -> None:
 
 def normalise_groups(groups: list[dict[str, Any]],
                      max_arqs: int = limits.PROFILE_ARQS) -> list[dict[str, str]]:
-    """Cyborg's group rules (contract 1.4): key prefixes, CUSTOM_ traits that are required
-    or forbidden, known or CUSTOM_ resource classes with integer amounts. Keys lose the
-    spaces around the name; values become strings. The accelerators the groups ask for
-    (:func:`acceld.objects.arqs.units_per_group`), and so each amount, are at most
-    ``max_arqs``. Raises InvalidInput naming the key, or the limit."""
+    """Cyborg's group rules (contract 1.4); InvalidInput naming the key or the limit."""
     out = []
     for index, group in enumerate(groups):
         normal: dict[str, str] = {}
@@ -119,11 +109,7 @@ _dumps = jsoncodec.encoder()
 def create(db: Database, name: str, groups: list[dict[str, Any]],
            description: str | None = None, uuid: str | None = None,
            max_arqs: int = limits.PROFILE_ARQS) -> dict[str, Any]:
-    """A new profile; InvalidInput for bad groups (:func:`normalise_groups`, and groups
-    whose JSON would not fit their column), Conflict for a taken name or uuid.
-
-    One INSERT, committing by itself: the unique constraints on name and uuid decide,
-    also between racing creates, and oslo.db names the column that collided."""
+    """A new profile, one self-committing INSERT; Conflict for a taken name or uuid."""
     normal = normalise_groups(groups, max_arqs)
     profile_json = _dumps({"groups": normal})
     if len(profile_json) > limits.STORED_JSON_BYTES:
@@ -161,8 +147,7 @@ _PAGE = {named: paging.keyset(
 
 def list_profiles(db: Database, *, names: list[str] | None = None, limit: int | None = None,
                   marker: str | None = None) -> paging.Listing:
-    """In id order (``acceld.db.paging``): each batch one statement (Database.autocommit);
-    a page of ``limit`` after ``marker``, whose lookup is one more."""
+    """In id order (``acceld.db.paging``), each batch one statement."""
     return paging.listing(lambda: db.autocommit(write=False), _PAGE[names is not None],
                           paging.each(_to_dict), table=_DP, what="a device profile",
                           params=None if names is None else {"names": names}, limit=limit,
@@ -178,23 +163,6 @@ def get(db: Database, *, uuid: str | None = None, name: str | None = None) -> di
     if row is None:
         raise exception.NotFound(f"Device Profile not found with {what}={value}")
     return _to_dict(row)
-
-
-def _delete(db: Database, where: Any, missing: Callable[[set[str], set[str]], str | None]
-            ) -> None:
-    """Deletes the profiles ``where`` selects, all or nothing. ``missing(names, uuids)``
-    (of the rows found) words the NotFound, or is None when all were found. A profile
-    that accelerator requests use stops the delete (the foreign key decides, also
-    against a racing ARQ create); the Conflict then names it and the count."""
-    try:
-        with db.write_rows() as conn:
-            rows = conn.execute(select(_DP.c.id, _DP.c.name, _DP.c.uuid).where(where)).all()
-            absent = missing({r.name for r in rows}, {r.uuid for r in rows})
-            if absent:
-                raise exception.NotFound(absent)
-            conn.execute(delete(_DP).where(_DP.c.id.in_([r.id for r in rows])))
-    except db_exc.DBReferenceError as exc:
-        raise _in_use(db, where) from exc
 
 
 def _in_use(db: Database, where: Any) -> exception.Conflict:
@@ -216,9 +184,7 @@ _DELETE_UUID = delete(_DP).where(_DP.c.uuid == bindparam("uuid"))
 
 
 def delete_by_uuid(db: Database, uuid: str) -> None:
-    """One statement, committing by itself: no row deleted is NotFound; the foreign key
-    of an ARQ that uses the profile stops it, and the Conflict is worded afterwards
-    (:func:`_in_use`)."""
+    """One self-committing statement: NotFound, or Conflict (:func:`_in_use`)."""
     try:
         with db.autocommit(write=True) as conn:
             deleted = conn.execute(_DELETE_UUID, {"uuid": uuid}).rowcount
@@ -229,9 +195,14 @@ def delete_by_uuid(db: Database, uuid: str) -> None:
 
 
 def delete_by_names(db: Database, names: list[str]) -> None:
-    """All or nothing: a missing name is NotFound before anything is deleted."""
-    def missing(found: set[str], _uuids: set[str]) -> str | None:
-        absent = [n for n in names if n not in found]
-        return f"Device Profile not found with name={absent[0]}" if absent else None
-
-    _delete(db, _DP.c.name.in_(names), missing)
+    """All or nothing: NotFound for a missing name, Conflict for one in use."""
+    where = _DP.c.name.in_(names)
+    try:
+        with db.write_rows() as conn:
+            rows = dict(conn.execute(select(_DP.c.name, _DP.c.id).where(where)).all())
+            absent = [n for n in names if n not in rows]
+            if absent:
+                raise exception.NotFound(f"Device Profile not found with name={absent[0]}")
+            conn.execute(delete(_DP).where(_DP.c.id.in_(list(rows.values()))))
+    except db_exc.DBReferenceError as exc:
+        raise _in_use(db, where) from exc

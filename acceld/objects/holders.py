@@ -1,13 +1,7 @@
-"""Who holds a device: the accelerator requests bound to its attach handles and its v1
-attachment. Nothing may take a held device out of service (inactive, disabled, its driver
-removed) or load another image into it.
-
-The check and the change it guards run in one transaction that first locks the device's
-row (:func:`lock_device`, ``SELECT ... FOR UPDATE``). A bind reads the same row with a
-shared lock before it claims a handle (``acceld.objects.arqs``; on MySQL its one UPDATE
-reads the row as a locking read), and a bind refuses a device that is not usable. So
-either the bind committed first and the holder is seen here, or this transaction moved
-the device first and the bind sees it unusable: never both.
+"""Who holds a device (ARQs bound to its handles, its v1 attachment): a held device may
+not be taken out of service or reprogrammed. The check and the change run in one
+transaction that first locks the device row; a bind reads that row under a shared lock
+before its claim and refuses an unusable device, so exactly one of the two sees the other.
 """
 
 from __future__ import annotations
@@ -27,9 +21,7 @@ HOLDING_STATES = (states.ARQ_BIND_STARTED, states.ARQ_BOUND)
 
 
 def lock_device(s: Session, uuid: str, *where: Any) -> m.Device:
-    """The device row, locked for this transaction (the first statement of it, so that
-    on MySQL the reads after it see every bind committed before the lock was granted);
-    NotFound when there is none (with ``where``: none matching)."""
+    """The device row, locked first in the transaction; NotFound when none matches."""
     dev = s.execute(select(m.Device).where(m.Device.uuid == uuid, *where)
                     .with_for_update()).scalar_one_or_none()
     if dev is None:
@@ -38,8 +30,7 @@ def lock_device(s: Session, uuid: str, *where: Any) -> m.Device:
 
 
 def holding_arqs(viewer: str | None = None):  # noqa: ANN201 - a SQLAlchemy select
-    """(device id, ARQ uuid, instance uuid, state) of the accelerator requests holding a
-    handle of a device (only ``viewer``'s, when one is given)."""
+    """(device id, ARQ uuid, instance uuid, state) of ARQs holding a device (``viewer``'s)."""
     q = (select(m.Deployable.device_id, _ARQ.uuid, _ARQ.instance_uuid, _ARQ.state)
          .join(m.Deployable, m.Deployable.id == _ARQ.deployable_id)
          .where(_ARQ.state.in_(HOLDING_STATES)))
@@ -47,15 +38,13 @@ def holding_arqs(viewer: str | None = None):  # noqa: ANN201 - a SQLAlchemy sele
 
 
 def holders(s: Session, dev: m.Device, *, except_arq: str | None = None) -> list[str]:
-    """Who holds ``dev``, each as a phrase naming it (empty: nobody). ``except_arq``: an
-    accelerator request not to count (the bind that is programming the device)."""
+    """Who holds ``dev``, a phrase each; ``except_arq``: an ARQ not to count."""
     return _holders_of(s, [dev], except_arq).get(dev.id, [])
 
 
 def _holders_of(s: Session, devs: list[m.Device],
                 except_arq: str | None = None) -> dict[int, list[str]]:
-    """:func:`holders` of each of ``devs`` (by device id; the held ones only), in one
-    query."""
+    """:func:`holders` of each held one of ``devs`` by device id, in one query."""
     q = (holding_arqs().where(m.Deployable.device_id.in_([dev.id for dev in devs]))
          .order_by(_ARQ.id))
     if except_arq is not None:
@@ -73,8 +62,7 @@ def _holders_of(s: Session, devs: list[m.Device],
 
 def refuse_if_held(s: Session, dev: m.Device, action: str, *,
                    except_arq: str | None = None) -> None:
-    """DeviceInUse naming the holders when anyone holds ``dev``; ``action`` says what was
-    refused ("set it inactive", ...)."""
+    """DeviceInUse naming the holders (and the refused ``action``) when ``dev`` is held."""
     found = holders(s, dev, except_arq=except_arq)
     if found:
         raise exception.DeviceInUse(
@@ -83,9 +71,7 @@ def refuse_if_held(s: Session, dev: m.Device, action: str, *,
 
 
 def refuse_driver_removal(db: Database, driver: str, hosts: list[str]) -> None:
-    """DeviceInUse naming every held device of ``driver`` on ``hosts``: removing the driver
-    from an agent would drop devices that instances or hosts hold. (Advisory: the removal
-    itself is the agent's, not a row this transaction could lock.)"""
+    """DeviceInUse naming the held devices of ``driver`` on ``hosts`` (advisory)."""
     with db.reader() as s:
         devs = list(s.execute(select(m.Device).where(m.Device.driver_name == driver,
                                                      m.Device.hostname.in_(hosts))

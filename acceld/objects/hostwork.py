@@ -1,7 +1,5 @@
-"""Where the host-side work of an attach handle runs: its device's host, driver, identity.
-
-Read with the handles a bind claims or an unbind frees (``acceld.objects.arqs`` selects
-:data:`TARGET_COLUMNS`), or on its own for a handle that comes without them.
+"""Where the host-side work of an attach handle runs: its device's host, driver, identity
+(read with the handles a bind or unbind touches, :data:`TARGET_COLUMNS`, or on its own).
 """
 
 from __future__ import annotations
@@ -29,20 +27,12 @@ class HandleTarget:
     program: bool = False    # the driver can load an image into its devices (FPGAs)
 
 
-def handle_target(db: Database, handle_uuid: str) -> HandleTarget | None:
-    """None when the handle, or its device's host, is gone (nothing to do on a host)."""
-    with db.reader() as s:
-        return handle_target_in(s, handle_uuid)
-
-
 _dep = m.Deployable.__table__
 _dev = m.Device.__table__
 _ds = m.DriverState.__table__
 
-# Where a handle's host work would run: its device's host, driver and identity, and the
-# driver's declared capabilities. Any query that joins a deployable with
-# :func:`with_target` can select these and hand its row to :func:`target_of`, so a bind
-# or an unbind decides about host work from the handle rows it reads anyway.
+# Where a handle's host work would run, and the driver's declared capabilities: any query
+# joining a deployable :func:`with_target` can select these for :func:`target_of`.
 TARGET_COLUMNS = (_dev.c.hostname.label("target_host"),
                   _dev.c.driver_name.label("target_driver"),
                   _dev.c.identity.label("target_identity"),
@@ -50,8 +40,7 @@ TARGET_COLUMNS = (_dev.c.hostname.label("target_host"),
 
 
 def with_target(deployables: Any) -> Any:
-    """``deployables`` (a FROM holding the deployables table) joined to each deployable's
-    device and that device's driver state."""
+    """``deployables`` joined to each deployable's device and its driver state."""
     return (deployables.outerjoin(_dev, _dev.c.id == _dep.c.device_id)
             .outerjoin(_ds, and_(_ds.c.host == _dev.c.hostname,
                                  _ds.c.name == _dev.c.driver_name)))
@@ -67,16 +56,18 @@ _TARGET = (select(*TARGET_COLUMNS).select_from(HANDLES_WITH_TARGET)
            .where(_ah.c.uuid == bindparam("handle_uuid")))
 
 
-def handle_target_in(s: Session | Connection, handle_uuid: str) -> HandleTarget | None:
-    """:func:`handle_target` inside the caller's transaction (a bind asks while it holds
-    the write lock; a second transaction there would wait for itself on SQLite)."""
+def handle_target(s: Session | Connection | Database,
+                  handle_uuid: str) -> HandleTarget | None:
+    """The handle's target, read in ``s`` (a bind's transaction) or on a Database."""
+    if isinstance(s, Database):
+        with s.reader() as session:
+            return handle_target(session, handle_uuid)
     row = s.execute(_TARGET, {"handle_uuid": handle_uuid}).one_or_none()
     return None if row is None else target_of(row)
 
 
 def target_of(row: Any) -> HandleTarget | None:
-    """The target from a row that selected :data:`TARGET_COLUMNS`; None when the
-    handle's device or its host is gone (nothing to do on a host)."""
+    """The target from a row with :data:`TARGET_COLUMNS`; None: device or host gone."""
     if row.target_host is None or row.target_driver is None:
         return None
     caps = json.loads(row.target_caps or "[]")
@@ -88,26 +79,19 @@ def target_of(row: Any) -> HandleTarget | None:
 
 def target_for(handle: dict[str, Any],
                s: Session | Connection | Database) -> HandleTarget | None:
-    """``handle``'s target: the one read with it (``"target"``, see
-    ``acceld.objects.arqs``), else read in ``s`` (the caller's transaction, or a
-    transaction of its own on a Database)."""
+    """``handle``'s target: the one read with it (``"target"``), else read in ``s``."""
     if "target" in handle:
         known = handle["target"]
         return None if known is None else HandleTarget(**known)
-    if isinstance(s, Database):
-        return handle_target(s, handle["uuid"])
-    return handle_target_in(s, handle["uuid"])
+    return handle_target(s, handle["uuid"])
 
 
 def requires_host_work(handle: dict[str, Any], target: HandleTarget | None) -> bool:
-    """Whether binding or freeing ``handle`` takes its host's agent (``prepare`` or
-    ``release``): MDEV handles always, others when their driver declared host work."""
+    """MDEV handles always need host work, others when their driver declared it."""
     return handle.get("attach_type") in ALWAYS or (target is not None and target.host_work)
 
 
 def needs_host_work(s: Session | Connection | Database, handle: dict[str, Any]) -> bool:
-    """:func:`requires_host_work`, with the target as :func:`target_for` finds it (read
-    only for a handle that is not MDEV and came without it)."""
-    if handle.get("attach_type") in ALWAYS:
-        return True
-    return requires_host_work(handle, target_for(handle, s))
+    """:func:`requires_host_work`, the target read only where it decides."""
+    return handle.get("attach_type") in ALWAYS or \
+        requires_host_work(handle, target_for(handle, s))

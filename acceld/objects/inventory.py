@@ -29,14 +29,9 @@ class ApplyResult:
 @oslo_db_api.wrap_db_retry(max_retries=10, retry_interval=0.05, inc_retry_interval=True,
                            retry_on_deadlock=True)
 def apply_report(db: Database, report: reports.InventoryReport) -> ApplyResult:
-    """Reconcile the host's rows with ``report`` in one transaction.
-
-    A report older than the last one applied from the same agent journal (same epoch,
-    lower or equal seq) is ignored: the bus may deliver it late. A report whose content
-    equals the last applied one writes nothing at all. The whole function is one
-    transaction, so it is retried as a whole on a deadlock (MariaDB gap locks when many
-    hosts send their first report at once).
-    """
+    """Reconcile the host's rows with ``report`` in one transaction (retried whole on a
+    deadlock). A report not newer than the last applied (same epoch, seq not above) is
+    stale; one whose content equals the last applied one writes nothing."""
     digest = report.content_digest()
     with db.writer() as s:
         svc = s.execute(select(m.Service).where(m.Service.host == report.host,
@@ -140,18 +135,14 @@ def _apply_plan(s: Session, host: str, plan: inv.Plan) -> list[str]:
     for dev_id, health in plan.set_health:
         s.execute(update(m.Device).where(m.Device.id == dev_id).values(health=health))
         changed.add(dev_id)
-    for dep_id, num in plan.update_deployables:
-        s.execute(update(m.Deployable).where(m.Deployable.id == dep_id)
-                  .values(num_accelerators=num))
-    for attr_id, value in plan.update_attributes:
-        s.execute(update(m.Attribute).where(m.Attribute.id == attr_id).values(value=value))
-    if plan.delete_attributes:
-        s.execute(delete(m.Attribute).where(m.Attribute.id.in_(plan.delete_attributes)))
-    for handle_id, attach_type in plan.update_handles:
-        s.execute(update(m.AttachHandle).where(m.AttachHandle.id == handle_id)
-                  .values(attach_type=attach_type))
-    if plan.delete_handles:
-        s.execute(delete(m.AttachHandle).where(m.AttachHandle.id.in_(plan.delete_handles)))
+    for model, column, updates, deletes in (
+            (m.Deployable, "num_accelerators", plan.update_deployables, []),
+            (m.Attribute, "value", plan.update_attributes, plan.delete_attributes),
+            (m.AttachHandle, "attach_type", plan.update_handles, plan.delete_handles)):
+        for row_id, value in updates:
+            s.execute(update(model).where(model.id == row_id).values({column: value}))
+        if deletes:
+            s.execute(delete(model).where(model.id.in_(deletes)))
     added = _add_devices(s, host, plan.add_devices)
     _add_deployables(s, plan.add_deployables)
     _add_attributes(s, plan.add_attributes)
@@ -181,18 +172,12 @@ def _delete_devices(s: Session, dev_ids: list[int]) -> None:
     s.execute(delete(m.Device).where(m.Device.id.in_(dev_ids)))
 
 
-def _device_name(host: str, dev: reports.Device) -> str:
-    return dev.name or f"{host}-{dev.identity}"
-
-
 def _add_devices(s: Session, host: str,
                  added: list[tuple[str, reports.Device]]) -> list[str]:
-    """Insert discovered devices; a declared accelerator of the same name is adopted.
-
-    Returns the uuids the devices have (an adopted one keeps the declared uuid)."""
+    """Insert discovered devices (a declared one of the same name is adopted); their uuids."""
     if not added:
         return []
-    names = [_device_name(host, dev) for _drv, dev in added]
+    names = [dev.name or f"{host}-{dev.identity}" for _drv, dev in added]
     taken = {row.name: row for row in s.execute(
         select(m.Device.id, m.Device.name, m.Device.hostname, m.Device.uuid)
         .where(m.Device.name.in_(names)))}

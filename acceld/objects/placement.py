@@ -40,19 +40,15 @@ class HostInputs:
 def _state(row: m.PlacementSync | None) -> SyncState | None:
     if row is None:
         return None
-    return SyncState(host=row.host, compute_rp_uuid=row.compute_rp_uuid,
-                     provider_digests=json.loads(row.provider_digests or "{}"),
-                     in_sync=bool(row.in_sync), last_synced_at=row.last_synced_at,
-                     last_attempt_at=row.last_attempt_at, last_error=row.last_error,
-                     conflicts=json.loads(row.conflicts or "[]"),
-                     next_retry_at=row.next_retry_at)
+    return SyncState(**{f.name: getattr(row, f.name) for f in dataclasses.fields(SyncState)}
+                     | {"provider_digests": json.loads(row.provider_digests or "{}"),
+                        "in_sync": bool(row.in_sync),
+                        "conflicts": json.loads(row.conflicts or "[]")})
 
 
 def host_inputs(db: Database, host: str) -> HostInputs:
-    """The host's deployables as plain rows, its provider name and its sync state. A
-    deployable is schedulable when its device may go to a guest (ready, enabled, healthy)
-    and it has attach handles Nova attaches (``states.GUEST_ATTACH_TYPES``): a bind
-    refuses the others, so Placement must not offer them (NVIDIA MIG instances)."""
+    """The host's deployables as plain rows, its provider name and sync state. Schedulable:
+    a usable device and handles Nova attaches (a bind refuses others, e.g. MIG instances)."""
     with db.reader() as s:
         devs = {d.id: d for d in s.execute(select(m.Device).where(m.Device.hostname == host))
                 .scalars()}
@@ -73,15 +69,11 @@ def host_inputs(db: Database, host: str) -> HostInputs:
             m.Service.host == host, m.Service.binary == AGENT_BINARY)).scalar()
         state = _state(s.execute(select(m.PlacementSync).where(m.PlacementSync.host == host))
                        .scalar_one_or_none())
-    rows = []
-    for dep in deps:
-        dev = devs[dep.device_id]
-        rows.append(dict(
-            rp_uuid=dep.rp_uuid, name=dep.name, num_accelerators=dep.num_accelerators,
-            attributes=tuple(sorted(attrs.get(dep.id, []))), vendor=dev.vendor or "",
-            model=dev.model or "",
-            schedulable=(not states.unusable_reasons(dev.state, dev.status, dev.health)
-                         and dep.id in guest_ready)))
+    rows = [dict(rp_uuid=dep.rp_uuid, name=dep.name, num_accelerators=dep.num_accelerators,
+                 attributes=tuple(sorted(attrs.get(dep.id, []))), vendor=dev.vendor or "",
+                 model=dev.model or "", schedulable=dep.id in guest_ready and not
+                 states.unusable_reasons(dev.state, dev.status, dev.health))
+            for dep in deps for dev in [devs[dep.device_id]]]
     return HostInputs(host=host, provider_name=provider or host, rows=rows, state=state)
 
 
@@ -89,8 +81,7 @@ def save_state(db: Database, host: str, *, compute_rp_uuid: str | None,
                provider_digests: dict[str, str], in_sync: bool, error: str | None,
                conflicts: list[dict[str, Any]], synced: bool,
                retry_in: float | None = None) -> None:
-    """``retry_in``: seconds until the conductor tries this host again (None: no retry
-    planned)."""
+    """``retry_in``: seconds until this host is tried again (None: no retry)."""
     now = m.utcnow()
     values: dict[str, Any] = dict(
         compute_rp_uuid=compute_rp_uuid, in_sync=in_sync, last_error=error,
@@ -115,8 +106,7 @@ def list_states(db: Database) -> list[dict[str, Any]]:
 
 
 def hosts(db: Database) -> list[str]:
-    """Every host with devices or a sync record (a host whose devices all vanished still
-    has providers to clean up)."""
+    """Every host with devices or a sync record (its providers may need cleaning up)."""
     with db.reader() as s:
         with_devices = set(s.execute(select(m.Device.hostname)
                                      .where(m.Device.hostname.is_not(None)).distinct())

@@ -1,11 +1,7 @@
-"""FPGA program operations: queued by the API (through the conductor), advanced by the
-agent's progress, finished by its journaled outcome.
-
-One operation at a time per deployable is a property of the insert itself: ``active_key``
-holds the deployable uuid while the operation is queued or running (unique), and is set
-to NULL by the compare-and-swap that finishes it. Every state change is a CAS on the
-allowed-from states of ``states.PROGRAM_TRANSITIONS``, so a late progress cast can never
-reopen a finished operation and a duplicate outcome changes nothing.
+"""FPGA program operations: queued through the conductor, advanced by the agent's
+progress, finished by its journaled outcome. One at a time per deployable: the unique
+``active_key`` holds the deployable uuid until the finishing CAS clears it. Every change
+is a CAS on ``states.PROGRAM_TRANSITIONS``, so late or duplicate casts change nothing.
 """
 
 from __future__ import annotations
@@ -39,21 +35,16 @@ def to_dict(op: m.ProgramOperation) -> dict[str, Any]:
 
 def agent_op(op: dict[str, Any] | m.ProgramOperation) -> dict[str, Any]:
     """What the agent needs to run an operation (plain data for the bus)."""
-    row = op if isinstance(op, dict) else {
-        "uuid": op.uuid, "deployable_uuid": op.deployable_uuid,
-        "device_uuid": op.device_uuid, "host": op.host, "driver": op.driver_name,
-        "identity": op.identity, "image_ref": op.image_ref,
-        "image_sha256": op.image_sha256}
-    return {"op_id": row["uuid"], "deployable_uuid": row["deployable_uuid"],
-            "device_uuid": row["device_uuid"], "host": row["host"],
-            "driver": row["driver"], "identity": row["identity"],
-            "image_ref": row["image_ref"], "image_sha256": row["image_sha256"]}
+    row = op if isinstance(op, dict) else \
+        dict(to_dict(op), driver=op.driver_name, identity=op.identity)
+    return {"op_id": row["uuid"], **{key: row[key] for key in (
+        "deployable_uuid", "device_uuid", "host", "driver", "identity", "image_ref",
+        "image_sha256")}}
 
 
 def _target(s: Session, deployable_uuid: str, *,
             lock: bool = False) -> tuple[m.Deployable, m.Device]:
-    """The deployable and its device (``lock``: their rows locked for the transaction,
-    as ``acceld.objects.holders`` asks of whoever checks the holders)."""
+    """The deployable and its device (``lock``: rows locked, ``acceld.objects.holders``)."""
     q = (select(m.Deployable, m.Device).join(m.Device, m.Device.id == m.Deployable.device_id)
          .where(m.Deployable.uuid == deployable_uuid))
     row = s.execute(q.with_for_update() if lock else q).one_or_none()
@@ -81,10 +72,7 @@ def _check_programmable(s: Session, dep: m.Deployable, dev: m.Device,
 
 def begin(db: Database, deployable_uuid: str, image_ref: str, image_sha256: str,
           arq_uuid: str | None = None) -> dict[str, Any]:
-    """Queue a program operation; returns it with what the agent needs (``agent_op``).
-    ``image_sha256`` "": the agent checks a Glance image against Glance's digest.
-    ``arq_uuid``: the bind this programming is part of (that ARQ holds the deployable
-    already; anyone else holding it makes it DeployableInUse)."""
+    """Queue a program operation (``arq_uuid``: its bind); it, with ``agent_op``."""
     try:
         with db.writer() as s:
             dep, dev = _target(s, deployable_uuid, lock=True)
@@ -98,16 +86,13 @@ def begin(db: Database, deployable_uuid: str, image_ref: str, image_sha256: str,
             s.flush()
             return dict(to_dict(op), **{"agent_op": agent_op(op)})
     except db_exc.DBDuplicateEntry as exc:
-        raise exception.ProgramInProgress(_in_progress(db, deployable_uuid)) from exc
-
-
-def _in_progress(db: Database, deployable_uuid: str) -> str:
-    with db.reader() as s:
-        other = s.execute(select(_OP.uuid, _OP.state)
-                          .where(_OP.active_key == deployable_uuid)).one_or_none()
-    which = f" ({other.uuid} is {other.state})" if other else ""
-    return (f"Deployable {deployable_uuid} has a program operation in progress{which}; "
-            "wait for it to finish.")
+        with db.reader() as s:
+            other = s.execute(select(_OP.uuid, _OP.state)
+                              .where(_OP.active_key == deployable_uuid)).one_or_none()
+        which = f" ({other.uuid} is {other.state})" if other else ""
+        raise exception.ProgramInProgress(
+            f"Deployable {deployable_uuid} has a program operation in progress{which}; "
+            "wait for it to finish.") from exc
 
 
 def latest(db: Database, deployable_uuid: str) -> dict[str, Any] | None:
@@ -142,17 +127,13 @@ def progress(db: Database, op_uuid: str, percent: int, message: str) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class Finished:
-    """A recorded outcome: the ARQ whose bind the operation was part of (None: an
-    operator's request)."""
+    """A recorded outcome: the ARQ whose bind it was part of (None: an operator's)."""
 
     arq_uuid: str | None
 
 
 def finish(db: Database, op_uuid: str, ok: bool, error: str | None) -> Finished | None:
-    """Record the outcome; None when it was recorded before (a duplicate delivery).
-
-    A success also records the image on the deployable (``bitstream_id``) when it is a
-    Glance image id, as Cyborg does after a program at bind."""
+    """Record the outcome (None: a duplicate); a Glance image becomes ``bitstream_id``."""
     target = states.PROGRAM_DONE if ok else states.PROGRAM_FAILED
     now = m.utcnow()
     with db.writer() as s:
@@ -168,15 +149,14 @@ def finish(db: Database, op_uuid: str, ok: bool, error: str | None) -> Finished 
             return None
         op = s.execute(select(_OP.deployable_uuid, _OP.image_ref, _OP.arq_uuid)
                        .where(_OP.uuid == op_uuid)).one()
-        if ok and _is_uuid(op.image_ref):
+        if ok and uuids.canonical(op.image_ref) == op.image_ref.lower():
             s.execute(update(m.Deployable).where(m.Deployable.uuid == op.deployable_uuid)
                       .values(bitstream_id=op.image_ref))
         return Finished(op.arq_uuid)
 
 
 def stalled(db: Database, older_than: datetime.datetime) -> list[dict[str, Any]]:
-    """Unfinished operations not heard of since ``older_than``: to be sent again (the
-    agent's journal makes a second delivery harmless)."""
+    """Unfinished operations not heard of since ``older_than``: to be sent again."""
     with db.reader() as s:
         rows = s.execute(select(_OP).where(
             _OP.state.in_(states.PROGRAM_ACTIVE),
@@ -188,7 +168,3 @@ def stalled(db: Database, older_than: datetime.datetime) -> list[dict[str, Any]]
 def touch(db: Database, op_uuid: str) -> None:
     with db.writer() as s:
         s.execute(update(_OP).where(_OP.uuid == op_uuid).values(updated_at=m.utcnow()))
-
-
-def _is_uuid(value: str) -> bool:
-    return uuids.canonical(value) == value.lower()

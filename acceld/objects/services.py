@@ -53,8 +53,7 @@ def list_services(db: Database, down_time: int) -> list[dict[str, Any]]:
 
 def list_driver_states(db: Database, host: str | None = None,
                        long: bool = False) -> list[dict[str, Any]]:
-    """Drivers per host; ``long`` adds what each explained about its last discovery
-    (checks, expected vs found, skipped devices) and its capabilities."""
+    """Drivers per host; ``long`` adds their discovery explanation and capabilities."""
     with db.reader() as s:
         q = select(m.DriverState).order_by(m.DriverState.host, m.DriverState.name)
         if host is not None:
@@ -78,8 +77,7 @@ SERVICES_KEY = "services"
 
 
 def list_backends(db: Database, host: str | None = None) -> list[dict[str, Any]]:
-    """Per host, driver and backend: the services its devices offer and how many devices
-    and deployables serve it (from the last applied reports)."""
+    """Per host, driver and backend: its services, devices and deployables."""
     with db.reader() as s:
         attrs = (select(m.Device.hostname, m.Device.driver_name, m.Device.id,
                         m.Attribute.deployable_id, m.Attribute.key, m.Attribute.value)
@@ -92,10 +90,8 @@ def list_backends(db: Database, host: str | None = None) -> list[dict[str, Any]]
         rows = s.execute(attrs).all()
     by_dep: dict[int, dict[str, Any]] = {}
     for r in rows:
-        entry = by_dep.setdefault(r.deployable_id, {"host": r.hostname,
-                                                    "driver": r.driver_name,
-                                                    "device": r.id})
-        entry[r.key] = r.value
+        by_dep.setdefault(r.deployable_id, {"host": r.hostname, "driver": r.driver_name,
+                                            "device": r.id})[r.key] = r.value
     backends: dict[tuple[str, str, str], dict[str, Any]] = {}
     for entry in by_dep.values():
         name = entry.get(BACKEND_KEY) or "default"

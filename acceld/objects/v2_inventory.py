@@ -1,9 +1,7 @@
 """The inventory as the Cyborg v2 API shows it: devices, deployables, attributes.
 
-Only devices an agent reported (``hostname IS NOT NULL``) are v2 devices; a v1 declared
-accelerator is not. Lists are ordered by id and read in batches (``acceld.db.paging``):
-each ``listing`` reads its first batch (or page) at once and the rest as it is sent.
-Every other public function is one transaction.
+Only devices an agent reported (``hostname IS NOT NULL``) are v2 devices. Lists are read
+in batches (``acceld.db.paging``); every other public function is one transaction.
 """
 
 from __future__ import annotations
@@ -17,12 +15,14 @@ from sqlalchemy import Connection, delete, select, update
 from sqlalchemy.orm import Session
 
 from acceld import exception, states
+from acceld.db import generations, paging
 from acceld.db import models as m
-from acceld.db import paging
 from acceld.db.api import Database
 from acceld.objects import holders
 
 DEVICE_STATUSES = (states.DEVICE_STATUS_ENABLED, "maintaining")
+# The generation (``Database.generation``) every list of this module is cached under.
+GENERATION = generations.INVENTORY
 
 
 # -- devices ----------------------------------------------------------------------------------
@@ -44,22 +44,17 @@ def _device(dev: Any) -> dict[str, Any]:
 _REPORTED = m.Device.hostname.is_not(None)
 
 
-def _device_query(type: str | None, vendor: str | None, hostname: str | None) -> Any:
+def list_devices(db: Database, *, type: str | None = None, vendor: str | None = None,
+                 hostname: str | None = None, limit: int | None = None,
+                 marker: str | None = None) -> paging.Listing:
+    """Reported devices, with exact-match filters; a page of ``limit`` after ``marker``."""
     q = select(*_DEVICE_COLUMNS).where(_REPORTED)
     for column, value in ((m.Device.type, type), (m.Device.vendor, vendor),
                           (m.Device.hostname, hostname)):
         if value is not None:
             q = q.where(column == value)
-    return paging.keyset(q.order_by(m.Device.id), m.Device.id)
-
-
-def list_devices(db: Database, *, type: str | None = None, vendor: str | None = None,
-                 hostname: str | None = None, limit: int | None = None,
-                 marker: str | None = None) -> paging.Listing:
-    """Reported devices, with exact-match filters; a page of ``limit`` after ``marker``
-    (a reported device's uuid)."""
     # Plain columns on a Core connection, no ORM: lists are the hot read path.
-    return paging.listing(db.rows, _device_query(type, vendor, hostname),
+    return paging.listing(db.rows, paging.keyset(q.order_by(m.Device.id), m.Device.id),
                           paging.each(_device), table=m.Device.__table__, what="a device",
                           where=[_REPORTED], limit=limit, marker=marker)
 
@@ -78,9 +73,7 @@ def get_device(db: Database, uuid: str) -> dict[str, Any]:
 
 
 def set_device_status(db: Database, uuid: str, status: str) -> str:
-    """Sets a reported device's ``status``; returns its host (whose Placement inventory
-    should now be synced: ``reserved`` follows the status). Disabling a device that an
-    instance or the host holds is DeviceInUse."""
+    """Sets a reported device's ``status`` (DeviceInUse to disable a held one); its host."""
     if status not in DEVICE_STATUSES:
         raise exception.InvalidInput(f"status must be one of {DEVICE_STATUSES}")
     with db.writer() as s:

@@ -18,8 +18,7 @@ import pytest
 from sqlalchemy import event, literal_column, select
 
 from acceld import exception
-from acceld.conductor.binding import Binder
-from acceld.conductor.hostwork import AgentHostWork
+from acceld.conductor.binding import AgentHostWork, Binder
 from acceld.db import models as m
 from acceld.db.api import Database
 from acceld.objects import arqs
