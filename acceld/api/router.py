@@ -18,6 +18,7 @@ from typing import Any
 
 import webob
 
+from acceld import policies
 from acceld.api import errors, listcache, microversion, request_id, util
 from acceld.api.handlers import (
     accelerators,
@@ -156,68 +157,36 @@ def _keep_answer(environ: dict[str, Any], key: tuple[Any, ...], status: str,
     environ["acceld.app"].answers.put(key, (*generation, rules, status, headers.copy(), body))
 
 
-class _Template:
-    """One route path: literal segments and ``{name}`` segments (one non-empty segment
-    each, as the ``routes`` library matched them)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.segments = tuple(
-            (True, seg[1:-1]) if seg.startswith("{") and seg.endswith("}") else (False, seg)
-            for seg in path.strip("/").split("/") if seg)
-
-    def match(self, parts: list[str]) -> dict[str, str] | None:
-        params: dict[str, str] = {}
-        for (is_param, word), part in zip(self.segments, parts, strict=True):
-            if is_param:
-                if not part:
-                    return None
-                params[word] = part
-            elif part != word:
-                return None
-        return params
-
-
 class Router:
-    def __init__(self, table: dict[str, dict[str, Handler]] = ROUTES) -> None:
-        self._table = table
-        # Literal paths are one dict lookup; the others are tried in table order among
-        # the templates with as many segments (a literal segment listed first wins,
-        # e.g. ".../state" before ".../{acc_spec}").
-        self._static: dict[str, str] = {}
-        by_length: dict[int, list[_Template]] = {}
-        for path in table:
-            template = _Template(path)
-            if any(is_param for is_param, _ in template.segments):
-                by_length.setdefault(len(template.segments), []).append(template)
-            else:
-                self._static[path.rstrip("/") or "/"] = path
-        # Where every template of a length starts with two literal segments ("/v2/devices/
-        # {uuid}"), only those with the request's first two are tried (in table order, as
-        # before): a key of (length, first, second); else (length,) keys them all.
-        self._templates: dict[tuple[Any, ...], list[_Template]] = {}
-        for length, templates in by_length.items():
-            two = length > 2 and all(not t.segments[0][0] and not t.segments[1][0]
-                                     for t in templates)
-            for t in templates:
-                key = (length, t.segments[0][1], t.segments[1][1]) if two else (length,)
-                self._templates.setdefault(key, []).append(t)
-        self._keyed = frozenset(k[0] for k in self._templates if len(k) == 3)
+    """Literal paths are one dict lookup; the others are tried in table order among the
+    templates with the request's first two segments (every template starts with two
+    literal ones; a literal segment listed first wins, e.g. ".../state" before
+    ".../{acc_spec}"). A ``{name}`` segment matches any one non-empty segment. Each route
+    is authorized with the policy rule that documents it (``acceld.policies``)."""
+
+    def __init__(self) -> None:
+        self._static = {path: path for path in ROUTES if "{" not in path}
+        self._templates: dict[tuple[str, ...], list[tuple[str, list[str]]]] = {}
+        for path in ROUTES:
+            if "{" in path:
+                segments = path.strip("/").split("/")
+                self._templates.setdefault(tuple(segments[:2]), []).append((path, segments))
+        self._rules = {(self.match(op["path"])[0], op["method"]): rule.name
+                       for rule in policies.ROUTE_RULES for op in rule.operations}
 
     def match(self, path: str) -> tuple[str, dict[str, str]] | None:
         """(route path, parameters) for a request path; one trailing slash is allowed."""
         if path.endswith("/") and path != "/":
             path = path[:-1]
-        static = self._static.get(path or "/")
-        if static is not None:
-            return static, {}
+        if path in self._static:
+            return path, {}
         parts = path.strip("/").split("/")
-        n = len(parts)
-        for template in self._templates.get((n, parts[0], parts[1]) if n in self._keyed
-                                            else (n,), ()):
-            params = template.match(parts)
-            if params is not None:
-                return template.path, params
+        for route, segments in self._templates.get(tuple(parts[:2]), ()):
+            if len(segments) != len(parts):
+                continue
+            pairs = list(zip(segments, parts, strict=True))
+            if all(part if seg[0] == "{" else part == seg for seg, part in pairs):
+                return route, {seg[1:-1]: part for seg, part in pairs if seg[0] == "{"}
         return None
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
@@ -260,12 +229,15 @@ class Router:
         method = req.environ["REQUEST_METHOD"]
         if method == "HEAD":
             method = "GET"
-        if found is None or method not in self._table[found[0]]:
-            raise _unrouted(req, method, None if found is None else self._table[found[0]])
+        if found is None or method not in ROUTES[found[0]]:
+            raise _unrouted(req, method, None if found is None else ROUTES[found[0]])
         path, match = found
+        rule = self._rules.get((path, method))
+        if rule is not None:
+            util.authorize(req, rule)
         if "uuid" in match:  # one spelling of a UUID everywhere below the router
             match["uuid"] = util.canonical_uuid(match["uuid"])
-        return self._table[path][method](req, **match)
+        return ROUTES[path][method](req, **match)
 
 
 def _unrouted(req: webob.Request, method: str,

@@ -87,7 +87,6 @@ def parse_ops(uuid: str, ops: list[dict[str, Any]], version: microversion.Versio
 def create_arqs(req: webob.Request) -> util.Reply:
     """POST /v2/accelerator_requests {"device_profile_name"} -> 201 {"arqs": [...]}, one
     Initial ARQ per requested unit of each group; 400 no name; 404 unknown profile."""
-    util.authorize(req, "cyborg:arq:create")
     util.query(req, schema.NO_QUERY)
     body = util.json_body(req, schema.ARQ_CREATE)
     st = util.state(req)
@@ -101,7 +100,6 @@ def list_arqs(req: webob.Request) -> util.Reply:
     """GET /v2/accelerator_requests[?instance=<uuid>][&bind_state=resolved]
     [&limit=&marker=] -> 200 {"arqs": [...]} (``acceld.api.listing``); 423 when an
     instance's ARQs are not all resolved; 400 bad query."""
-    util.authorize(req, "cyborg:arq:get_all")
     q = util.query(req, schema.ARQ_LIST_QUERY)
     limit, marker = listing.page_params(req, q)
     instance = util.canonical_uuid(q["instance"]) if "instance" in q else None
@@ -114,7 +112,6 @@ def list_arqs(req: webob.Request) -> util.Reply:
 def show_arq(req: webob.Request, uuid: str) -> util.Reply:
     """GET /v2/accelerator_requests/{uuid} -> 200 the bare ARQ; 404 (also another
     project's)."""
-    util.authorize(req, "cyborg:arq:get_one")
     util.query(req, schema.NO_QUERY)
     record = arq_objects.get(util.state(req).db, util.require_uuid(uuid),
                              project_id=util.project_scope(req))
@@ -126,7 +123,6 @@ def update_arqs(req: webob.Request, uuid: str | None = None) -> util.Reply:
     trailing /{uuid} is ignored; the body wins). All adds bind, all removes unbind; 400
     bad patch or instance already bound; 403 no service token; 404 unknown ARQ, deployable
     or no free handle; 406 /project_id below 2.1; 409 ARQ in the wrong state."""
-    util.authorize(req, "cyborg:arq:update")
     util.query(req, schema.NO_QUERY)
     body = util.json_body(req, schema.ARQ_PATCH)
     ctx = req.environ["acceld.context"]
@@ -174,7 +170,6 @@ def delete_arqs(req: webob.Request) -> util.Reply:
     first). ``arqs``: all or nothing, 404 for a missing one, 403 without a service token
     for one tied to an instance. ``instance``: idempotent, always needs a service token.
     Both or neither: 400."""
-    util.authorize(req, "cyborg:arq:delete")
     q = util.query(req, schema.ARQ_DELETE_QUERY)
     if ("arqs" in q) == ("instance" in q):
         raise errors.HTTPError(400, "Exactly one of the query parameters 'arqs' and "
@@ -214,6 +209,5 @@ def _release(req: webob.Request, freed: list[dict[str, Any]]) -> None:
 
 def delete_arq(req: webob.Request, uuid: str) -> util.Reply:
     """DELETE /v2/accelerator_requests/{uuid} -> 204; as ``?arqs=<uuid>``."""
-    util.authorize(req, "cyborg:arq:delete")
     util.query(req, schema.NO_QUERY)
     return _delete_uuids(req, [uuid])

@@ -49,7 +49,6 @@ def program_deployable(req: webob.Request, uuid: str) -> util.Reply:
     programmable, in use, or a program
     already in progress. Without ``image_sha256`` (upstream's body) the agent checks a
     Glance image against the digest Glance keeps."""
-    util.authorize(req, "cyborg:deployable:program")
     util.query(req, schema.NO_QUERY)
     uuid = util.require_uuid(uuid)
     body = util.json_body(req, schema.PROGRAM_PATCH)
@@ -66,7 +65,6 @@ def program_deployable(req: webob.Request, uuid: str) -> util.Reply:
 def show_program(req: webob.Request, uuid: str) -> util.Reply:
     """GET /v2/deployables/{uuid}/program -> 200 the deployable with ``program``: its
     newest program operation, or null; 404 unknown deployable."""
-    util.authorize(req, "acceld:deployable:program_status")
     util.query(req, schema.NO_QUERY)
     db = util.state(req).db
     operation = program_objects.latest(db, uuid)

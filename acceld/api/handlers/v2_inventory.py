@@ -54,7 +54,6 @@ def _device(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
 def list_devices(req: webob.Request) -> util.Reply:
     """GET /v2/devices[?type=&vendor=&hostname=][&limit=&marker=] -> 200 {"devices":
     [...]} (``acceld.api.listing``)."""
-    util.authorize(req, "cyborg:device:get_all")
     q = util.query(req, schema.DEVICE_LIST_QUERY)
     limit, marker = listing.page_params(req, q)
 
@@ -69,7 +68,6 @@ def list_devices(req: webob.Request) -> util.Reply:
 
 def show_device(req: webob.Request, uuid: str) -> util.Reply:
     """GET /v2/devices/{uuid} -> 200 the device; 404."""
-    util.authorize(req, "cyborg:device:get_one")
     util.query(req, schema.NO_QUERY)
     return util.json_response(_device(req, inventory.get_device(util.state(req).db, uuid)))
 
@@ -85,13 +83,11 @@ def _set_status(req: webob.Request, uuid: str, status: str) -> util.Reply:
 
 def enable_device(req: webob.Request, uuid: str) -> util.Reply:
     """POST /v2/devices/{uuid}/enable -> 200 no body (any microversion); 404."""
-    util.authorize(req, "cyborg:device:enable")
     return _set_status(req, uuid, "enabled")
 
 
 def disable_device(req: webob.Request, uuid: str) -> util.Reply:
     """POST /v2/devices/{uuid}/disable -> 200 no body, status maintaining; 404."""
-    util.authorize(req, "cyborg:device:disable")
     return _set_status(req, uuid, "maintaining")
 
 
@@ -103,7 +99,6 @@ def _deployable(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
 
 def list_deployables(req: webob.Request) -> util.Reply:
     """GET /v2/deployables[?limit=&marker=] -> 200 {"deployables": [...]}."""
-    util.authorize(req, "cyborg:deployable:get_all")
     q = util.query(req, schema.LIST_QUERY)
     limit, marker = listing.page_params(req, q)
 
@@ -115,7 +110,6 @@ def list_deployables(req: webob.Request) -> util.Reply:
 
 def show_deployable(req: webob.Request, uuid: str) -> util.Reply:
     """GET /v2/deployables/{uuid} -> 200 the deployable; 400 not a UUID; 404."""
-    util.authorize(req, "cyborg:deployable:get_one")
     util.query(req, schema.NO_QUERY)
     record = inventory.get_deployable(util.state(req).db, util.require_uuid(uuid))
     return util.json_response(_deployable(req, record))
@@ -130,7 +124,6 @@ def _attribute(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
 def list_attributes(req: webob.Request) -> util.Reply:
     """GET /v2/attributes[?deployable_id=<int>&key=][&limit=&marker=] -> 200
     {"attributes": [...]}."""
-    util.authorize(req, "cyborg:attribute:get_all")
     q = util.query(req, schema.ATTRIBUTE_LIST_QUERY)
     limit, marker = listing.page_params(req, q)
     deployable_id = int(q["deployable_id"]) if "deployable_id" in q else None
@@ -141,7 +134,6 @@ def list_attributes(req: webob.Request) -> util.Reply:
 
 def show_attribute(req: webob.Request, uuid: str) -> util.Reply:
     """GET /v2/attributes/{uuid} -> 200 the attribute; 400 not a UUID; 404."""
-    util.authorize(req, "cyborg:attribute:get_one")
     util.query(req, schema.NO_QUERY)
     return util.json_response(_attribute(req, inventory.get_attribute(
         util.state(req).db, util.require_uuid(uuid))))
@@ -151,7 +143,6 @@ def create_attribute(req: webob.Request) -> util.Reply:
     """POST /v2/attributes {"deployable_id", "key", "value"} (bare, or wrapped in
     "attribute" as openstacksdk sends it; other fields ignored, numbers stored as text,
     as in Cyborg) -> 201 the attribute; 400 unknown deployable."""
-    util.authorize(req, "cyborg:attribute:create")
     util.query(req, schema.NO_QUERY)
     body = util.json_body(req, schema.ANY_JSON)
     if isinstance(body, dict) and list(body) == ["attribute"]:
@@ -164,7 +155,6 @@ def create_attribute(req: webob.Request) -> util.Reply:
 
 def delete_attribute(req: webob.Request, uuid: str) -> util.Reply:
     """DELETE /v2/attributes/{uuid} -> 204; 404."""
-    util.authorize(req, "cyborg:attribute:delete")
     util.query(req, schema.NO_QUERY)
     inventory.delete_attribute(util.state(req).db, uuid)
     return util.empty_response(204)
