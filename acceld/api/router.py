@@ -1,14 +1,9 @@
-"""The route table (data) and the dispatcher.
+"""The route table (data) and the dispatcher: acceld's only router.
 
-This table router is acceld's only router (the Routes library is not used). Each path
-(literal segments and ``{name}`` segments) maps HTTP methods to handlers. An unknown path
-is 404, a known path with another method is 405 with an ``Allow`` header; both through
-the one error renderer.
-
-A leading ``/accelerator`` is stripped (devstack mounts Cyborg there and the links Cyborg
-clients follow carry it). Below ``/v2`` the microversion is negotiated before routing
-(``req.environ[microversion.ENV_KEY]``) and every response, errors included, carries the
-microversion headers.
+Each path (literal and ``{name}`` segments) maps HTTP methods to handlers; an unknown path
+is a 404, another method a 405 with ``Allow``. A leading ``/accelerator`` (devstack's
+mount) is stripped. Below ``/v2`` the microversion is negotiated before routing and every
+response, errors included, carries its headers.
 """
 
 from __future__ import annotations
@@ -136,15 +131,10 @@ def _stored_answer(environ: dict[str, Any],
     caller and its generation is unchanged; else None (the request goes the whole way)."""
     st = environ["acceld.app"]
     entry = st.answers.get(key)
-    if entry is None:
+    if (entry is None or not all(util.allowed(environ, rule) for rule in entry[2])
+            or st.db.generation(entry[0]) != entry[1]):
         return None
-    view, generation, rules, status, headers, body = entry
-    for rule in rules:
-        if not util.allowed(environ, rule):
-            return None
-    if st.db.generation(view) != generation:
-        return None
-    return status, headers, body
+    return entry[3:]
 
 
 def _keep_answer(environ: dict[str, Any], key: tuple[Any, ...], status: str,
@@ -152,9 +142,9 @@ def _keep_answer(environ: dict[str, Any], key: tuple[Any, ...], status: str,
     """File a 200 answer whose body came from ListCache (its handler said so)."""
     generation = environ.get(listcache.ENV_GENERATION)
     rules = environ.get(util.ENV_RULES)
-    if generation is None or not rules:
-        return
-    environ["acceld.app"].answers.put(key, (*generation, rules, status, headers.copy(), body))
+    if generation is not None and rules:
+        environ["acceld.app"].answers.put(key, (*generation, rules, status, headers.copy(),
+                                                body))
 
 
 class Router:

@@ -38,6 +38,18 @@ def name(max_length: int = limits.NAME_LENGTH, min_length: int = 1) -> dict[str,
             "pattern": NAME_CHARS}
 
 
+def closed(properties: dict[str, Any] | None = None, required: list[str] | None = None,
+           **more: Any) -> dict[str, Any]:
+    """An object with these ``properties`` (``required`` ones, ``more`` keywords) and no
+    other field."""
+    out: dict[str, Any] = {"type": "object"}
+    if properties is not None:
+        out["properties"] = properties
+    if required:
+        out["required"] = required
+    return {**out, **more, "additionalProperties": False}
+
+
 # a UUID as a request gives it: any case, hyphens optional (acceld.uuids.canonical)
 UUID = {"type": "string", "format": "uuid",
         "pattern": whole("[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?"
