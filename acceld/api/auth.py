@@ -32,14 +32,9 @@ WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 class RequestContext(context.RequestContext):
     """oslo.context's RequestContext, with a constructor for the API's requests
-    (:meth:`for_request`) that sets only what a request knows.
-
-    oslo's ``__init__`` assigns some thirty attributes, nearly all None on every request
-    (a third of the Python the authentication step ran). Here those are class-level
-    defaults holding oslo's default values; ``roles`` and ``service_roles``, the mutable
-    ones, are always set on the instance. A context made either way reads the same
-    (``tests/unit/test_api_responses.py``).
-    """
+    (:meth:`for_request`) that sets only what a request knows: the thirty attributes
+    oslo's ``__init__`` assigns, nearly all None, are class-level defaults holding oslo's
+    values (``roles`` and ``service_roles``, the mutable ones, are set on the instance)."""
 
     auth_token = domain_id = user_domain_id = project_domain_id = None
     user_name = project_name = domain_name = user_domain_name = None
@@ -74,8 +69,7 @@ class RequestContext(context.RequestContext):
 
     def to_policy_values(self) -> Any:
         """oslo.context's values plus ``is_admin``, which Cyborg's legacy rules test
-        (``is_admin:True``, ORed in under the legacy defaults); oslo.context offers it as
-        a deprecated value (reading it warns that a rule still depends on it)."""
+        (oslo.context offers it as a deprecated value, which warns when read)."""
         values = super().to_policy_values()
         values["is_admin"] = self.is_admin
         return values
@@ -104,10 +98,9 @@ def _set_context(environ: dict[str, Any], user: str | None, project: str | None,
 
 
 def begin_context(environ: dict[str, Any]) -> None:
-    """Make a context of the request's ids alone (no caller yet, nothing in ``environ``)
-    current in this thread, so that every line logged while the request is served carries
-    its request id (oslo.log's formatter reads the current context), a public route's or a
-    refusal's included; authentication replaces it with the caller's."""
+    """Make a context of the request's ids alone current in this thread, so that every
+    line logged for the request carries its request id (authentication replaces it with
+    the caller's)."""
     RequestContext.for_request(None, None, [], [], False, environ.get(request_id.ENV_REQUEST_ID),
                                environ.get(request_id.ENV_GLOBAL_REQUEST_ID))
 

@@ -21,16 +21,11 @@ ACCESS_LOG = logging.getLogger("acceld.api.access")
 
 
 class Front:
-    """The head of the pipeline, in one call: a request id for every request
-    (``request_id``) and a logging context that carries it (``auth.begin_context``), one
-    access-log line per request (:class:`_Access`), the limits on
-    the request target (414) and the header fields (431) with the one JSON error body,
-    the app's state in the environ, then the public routes (version discovery) to the
-    router as they are, and every other request through authentication: noauth's
-    conventions here, or keystonemiddleware's ``auth_token`` (a WSGI app of its own, whose
-    own answers get the request id header on the way out). One call rather than
-    nested middlewares, each of which would cost a call and a frame on every request.
-    """
+    """The head of the pipeline, one call rather than nested middlewares: a request id and
+    a logging context that carries it, the access-log line, the 414 and 431 limits, the
+    app's state in the environ, then the public routes to the router as they are and every
+    other request through authentication (noauth, or keystonemiddleware's ``auth_token``,
+    whose own answers get the request id header on the way out)."""
 
     def __init__(self, app: auth.WSGIApp, state: util.AppState,
                  keystone: auth.WSGIApp | None) -> None:
@@ -86,19 +81,13 @@ _LOGGED_TARGET = 512    # characters of the request target an access-log line sh
 
 
 class _Access:
-    """One access-log line per request, in the OpenStack services' form (nova's and
-    placement's request log); oslo.log's formatter puts the request's context, request id
-    included, before it::
-
-        ... INFO acceld.api.access [None req-... admin default - - - -] 127.0.0.1
-        "GET /v2/devices" status: 200 len: 1234 microversion: 2.0 time: 0.0012345
-
-    ``len`` is the body's length (its ``Content-Length``, or the bytes sent when there
-    is none); ``time`` runs from the request's arrival at the app to its last body byte
-    handed to the server. The target is cut at 512 characters and its control
-    characters escaped. The line is written when the app's iterable is done (at once
-    for a list, on ``close()`` for a stream), so it works under any WSGI server.
-    """
+    """One access-log line per request, in the form of nova's and placement's request log
+    (oslo.log puts the request's context before it): ``127.0.0.1 "GET /v2/devices"
+    status: 200 len: 1234 microversion: 2.0 time: 0.0012345``. ``len`` is the
+    ``Content-Length``, or the bytes sent; ``time`` runs to the last body byte handed to
+    the server: the line is written when the app's iterable is done (at once for a list,
+    on ``close()`` for a stream). The target is cut short and its control characters
+    escaped."""
 
     __slots__ = ("environ", "started", "status", "length", "_start")
 
@@ -167,8 +156,7 @@ def make_app(conf: cfg.ConfigOpts, db: Database, conductor: ConductorClient) -> 
                           enforcer=policies.make_enforcer(conf))
     routes = router.Router()
     app: Any = Front(routes, state, auth.keystone(routes, conf))
-    # The proxy-header middleware does nothing unless enabled; it is webob-based and
-    # costs a little on every request, so it is only in the pipeline when it acts.
+    # the proxy-header middleware costs a little on every request: only when enabled
     conf.register_opts(http_proxy_to_wsgi.OPTS, group="oslo_middleware")
     if conf.oslo_middleware.enable_proxy_headers_parsing:
         app = http_proxy_to_wsgi.HTTPProxyToWSGI(app, conf)

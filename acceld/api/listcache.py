@@ -1,12 +1,10 @@
-"""Response bodies of the inventory lists, kept per API process and never stale.
+"""Response bodies of the inventory lists (the hottest reads, rarely changed), kept per
+API process and never stale.
 
-``GET /v2/devices`` and ``GET /v2/deployables`` are the hottest reads and change rarely
-(an agent's report that changes something, an operator's enable/disable, an attribute).
 Each body is filed under the inventory generation read *before* its rows
 (``acceld.db.generations``): while the generation in the database is unchanged, no
-transaction has written those tables since, so the stored bytes are exactly what a
-fresh query would render. A request therefore costs one primary-key read instead of the
-list query and its JSON encoding. Bounded; a changed generation replaces the entry.
+transaction has written those tables since, so the stored bytes are what a fresh query
+would render, for the cost of one primary-key read.
 """
 
 from __future__ import annotations

@@ -1,22 +1,14 @@
 """How every list is served: whole or by the page, in bounded memory whatever its length.
 
-Each list route takes ``limit`` and ``marker`` (docs/api-v2.md, "Lists and paging"):
-
-- Without ``limit`` the answer holds every item, as Cyborg's clients (Nova, openstacksdk)
-  expect. A list that its first batch (``acceld.db.paging``) holds whole is one body with a
-  ``Content-Length``, as before; a longer one is streamed (no ``Content-Length``; chunked
-  on HTTP/1.1): the first batch is read before the status line, the others as the body is
-  sent, each encoded and handed to the server as it comes, so memory stays that of a batch.
-  Everything that can refuse the request (policy, query, marker, 423) is decided before the
-  status line; a database failure after it ends the answer by raising from the body, so
-  the server breaks the connection instead of ending a truncated body as if complete.
-- With ``limit`` (1 to ``[api] max_limit``; more is a 400 naming the maximum): one page of
-  at most ``limit`` items, and while a next page exists ``"<key>_links": [{"rel": "next",
-  "href": ...}]``, the API working group's pagination links (openstacksdk follows
-  ``<resources_key>_links``). The href is the request's URL with ``marker`` set to the
-  uuid of the page's last item.
-- ``marker`` (with or without ``limit``) starts after the item with that uuid; one that
-  names nothing the caller can list is a 400 naming it.
+Each list route takes ``limit`` and ``marker`` (docs/api-v2.md, "Lists and paging").
+Without ``limit`` the answer holds every item: a list its first batch holds whole is one
+body with a ``Content-Length``; a longer one is streamed, a batch at a time. Everything
+that can refuse the request is decided before the status line; a database failure after
+it raises from the body, so the server breaks the connection rather than end a truncated
+body as if complete. With ``limit`` (at most ``[api] max_limit``) the answer is one page,
+and while a next page exists ``"<key>_links": [{"rel": "next", "href": ...}]`` (the API
+working group's links, which openstacksdk follows). ``marker`` starts after the item with
+that uuid; one that names nothing the caller can list is a 400.
 """
 
 from __future__ import annotations
@@ -38,9 +30,9 @@ Present = Callable[[Item], Item]
 
 
 class Listing(Protocol):
-    """What a list function of ``acceld.objects`` returns (``acceld.db.paging.Listing``),
-    as far as the answer needs it: the first batch or the page, whether anything follows,
-    the page size (None: the whole list), and the batches after the first."""
+    """What a list function of ``acceld.objects`` returns (``acceld.db.paging.Listing``):
+    the first batch or the page, whether anything follows, the page size (None: the whole
+    list), and the batches after the first."""
 
     items: list[Item]
     complete: bool

@@ -1,17 +1,9 @@
-"""The OpenAPI 3.1 description of the v1 and v2 APIs, generated from the route table
-(``acceld.api.router.ROUTES``) and the schemas the handlers validate requests with
-(``acceld.api.schemas``); served at ``GET /openapi.json`` and kept in docs/openapi.json.
-
-:data:`OPERATIONS` says, per route and method, which query and body schema the handler
-passes to ``util.query`` / ``util.json_body`` (the very objects, so the description cannot
-say something the validation does not), what it answers on success (a schema of
-``acceld.api.schemas.responses``) and the error statuses it may answer besides those
-every route of its kind may (:func:`_error_statuses`). tests/unit/test_openapi.py checks
-the map against the handlers' code and docs/openapi.json against :func:`document`.
-
-Regenerate docs/openapi.json after changing a route or a schema::
-
-    .venv/bin/python -m acceld.api.openapi > docs/openapi.json
+"""The OpenAPI 3.1 description of the v1 and v2 APIs, generated from the route table and
+:data:`OPERATIONS`: per route and method, the very query and body schemas its handler
+validates with (tests/unit/test_openapi.py checks them against the handlers' code), the
+success status and body (``acceld.api.schemas.responses``) and its own error statuses.
+Served at ``GET /openapi.json``; regenerate docs/openapi.json after changing a route or a
+schema: ``.venv/bin/python -m acceld.api.openapi > docs/openapi.json``.
 """
 
 from __future__ import annotations
@@ -35,11 +27,8 @@ JSON = "application/json"
 
 @dataclasses.dataclass(frozen=True)
 class Op:
-    """One operation: the success ``status`` and its body's schema (``response``, None:
-    no body), the request's ``query`` and ``body`` schemas (None: the handler reads
-    none), whether the body may be left out, a key the body may also come wrapped in
-    (``{wrapper: body}``), the operation's own error statuses and the success headers
-    it sets."""
+    """One operation (None: no such body or query); ``wrapper``: a key the body may also
+    come wrapped in; ``errors``: statuses besides those of every route of its kind."""
 
     status: int
     response: dict[str, Any] | None

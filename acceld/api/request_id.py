@@ -1,12 +1,8 @@
-"""Request ids without a framework: what oslo.middleware's ``RequestId`` does (without
-its webob and ``getfullargspec`` work on every request).
-
-Every response carries ``x-openstack-request-id: req-<uuid>``; the id is in
-``environ['openstack.request_id']`` for the context and the logs. A caller's own
-``X-OpenStack-Request-ID`` of the same form becomes ``openstack.global_request_id``, as
-with oslo.middleware. The head of the pipeline (``deploy.Front``) calls :func:`begin`;
-the router adds the header to its answers, and any other answer (noauth's refusal,
-keystonemiddleware's) gets it through :func:`adding_header`.
+"""Request ids as oslo.middleware's ``RequestId`` makes them, without its per-request webob
+work: every response carries ``x-openstack-request-id: req-<uuid>``, also in
+``environ['openstack.request_id']``; a caller's own ``X-OpenStack-Request-ID`` of that form
+becomes ``openstack.global_request_id``. The router adds the header to its answers, and
+any other answer gets it through :func:`adding_header`.
 """
 
 from __future__ import annotations

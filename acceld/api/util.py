@@ -8,6 +8,7 @@ import io
 import re
 import threading
 import time
+import types
 import urllib.parse
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -27,23 +28,6 @@ from acceld.db.api import Database
 from acceld.rpc import ConductorClient
 
 
-class ApiOptions(NamedTuple):
-    """The ``[api]`` options a request reads, read once when the app is built (none of
-    them is mutable; oslo.config's attribute lookup is a visible part of a small
-    request's cost)."""
-
-    public_endpoint: str | None
-    max_limit: int
-    max_request_body_size: int
-    max_arqs_per_profile: int
-
-    @classmethod
-    def of(cls, conf: cfg.ConfigOpts) -> ApiOptions:
-        api = conf.api
-        return cls(api.public_endpoint, api.max_limit, api.max_request_body_size,
-                   api.max_arqs_per_profile)
-
-
 @dataclasses.dataclass(frozen=True)
 class AppState:
     """What every handler needs: passed in, never imported."""
@@ -54,14 +38,19 @@ class AppState:
     enforcer: policy.Enforcer
     lists: listcache.ListCache = dataclasses.field(default_factory=listcache.ListCache)
     answers: listcache.Replies = dataclasses.field(default_factory=listcache.Replies)
-    api: ApiOptions = dataclasses.field(init=False)
+    # the [api] options a request reads, read once (none is mutable; oslo.config's
+    # attribute lookup is a visible part of a small request's cost)
+    api: Any = dataclasses.field(init=False)
     decisions: _PolicyDecisions = dataclasses.field(init=False)
     # the public URL of the links per request host (link_inputs), when not configured
     public_urls: dict[tuple[Any, ...], str] = dataclasses.field(init=False,
                                                                  default_factory=dict)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "api", ApiOptions.of(self.conf))
+        object.__setattr__(self, "api", types.SimpleNamespace(**{
+            name: self.conf.api[name] for name in ("public_endpoint", "max_limit",
+                                                   "max_request_body_size",
+                                                   "max_arqs_per_profile")}))
         object.__setattr__(self, "decisions", _PolicyDecisions())
 
 
@@ -69,23 +58,11 @@ def state(req: webob.Request) -> AppState:
     return req.environ["acceld.app"]
 
 
-def _frozen(value: Any) -> Any:
-    if isinstance(value, dict):
-        return tuple(sorted((k, _frozen(v)) for k, v in value.items()))
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return tuple(sorted(_frozen(v) for v in value))
-    return value
-
-
 class _PolicyDecisions:
-    """Memoised oslo.policy decisions per enforcer.
-
-    A decision depends only on the rule, the target and the credentials, so it is kept
-    (bounded) and reused: oslo.policy's own evaluation is the largest single cost of a
-    small GET. The cache is dropped whenever the enforcer's rule set changes; the policy
-    file is looked at again (``load_rules``) at most once a second, as it would be on
-    the next request anyway.
-    """
+    """Memoised oslo.policy decisions (its evaluation is the largest single cost of a
+    small GET): a decision depends only on the rule, the target and the credentials. Kept
+    bounded, and dropped whenever the enforcer's rule set changes; the policy file is
+    looked at again (``load_rules``) at most once a second."""
 
     MAX = 4096
     RECHECK_S = 1.0
@@ -98,7 +75,7 @@ class _PolicyDecisions:
 
     def allowed(self, enforcer: policy.Enforcer, rule: str, ctx: Any) -> bool:
         """``rule`` for the caller ``ctx`` on its own project (the target every acceld
-        handler checks)."""
+        route checks)."""
         now = time.monotonic()
         if now - self._checked > self.RECHECK_S or self._rules is None:
             enforcer.load_rules()
@@ -120,34 +97,17 @@ class _PolicyDecisions:
         return decision
 
 
-_POLICY_KEY = "_acceld_policy_key"
-
-
 def creds_key(ctx: Any) -> tuple[Any, ...]:
     """Everything of a RequestContext that ``to_policy_values`` exposes to a rule (the
     target is the caller's own project and user, also in here); kept on the context."""
-    key = ctx.__dict__.get(_POLICY_KEY)
+    key = ctx.__dict__.get("_acceld_policy_key")
     if key is None:
-        key = ctx.__dict__[_POLICY_KEY] = _policy_fields(ctx)
-    return key
-
-
-_STR = frozenset((str,))
-
-
-def _names(values: Any) -> Any:
-    """``_frozen`` of a list of role names (strings), without its generic walk."""
-    if type(values) is list and set(map(type, values)) <= _STR:
-        return tuple(sorted(values))
-    return _frozen(values)
-
-
-def _policy_fields(ctx: Any) -> tuple[Any, ...]:
-    return (_names(ctx.roles), ctx.project_id, ctx.user_id, ctx.domain_id,
+        key = ctx.__dict__["_acceld_policy_key"] = (
+            tuple(sorted(ctx.roles)), ctx.project_id, ctx.user_id, ctx.domain_id,
             ctx.user_domain_id, ctx.project_domain_id, ctx.system_scope,
-            _names(ctx.service_roles), ctx.service_user_id, ctx.service_project_id,
-            ctx.service_user_domain_id, ctx.service_project_domain_id,
-            ctx.is_admin_project)
+            tuple(sorted(ctx.service_roles)), ctx.service_user_id, ctx.service_project_id,
+            ctx.service_user_domain_id, ctx.service_project_domain_id, ctx.is_admin_project)
+    return key
 
 
 # environ key: the policy rules a request's handler checked (a stored answer, see
@@ -244,42 +204,41 @@ def read_body(req: webob.Request) -> bytes:
     return body
 
 
-def _path(where: tuple[Any, ...]) -> str:
-    """A field's path in an error, from its keys (innermost first): each key escaped and
-    cut short."""
-    steps: list[str] = []
-    while where:
-        key, where = where
-        steps.append(ascii(str(key))[1:-1][:limits.PREFIX])
-    return "/".join(reversed(steps))
-
-
-def _unstorable(data: Any, strings: bool = True) -> str | None:
-    """What no database could keep of ``data``, worded: nesting deeper than
-    ``limits.JSON_DEPTH``, or (when ``strings``) the first string or key holding a NUL or
-    a lone surrogate (a ``\\u`` escape can write either). None when there is nothing."""
-    # each value's path is (key, parent's path), worded only for an error
-    todo: list[tuple[Any, tuple[Any, ...], int]] = [(data, (), 0)]
-    while todo:
-        value, where, depth = todo.pop()
-        if strings and isinstance(value, str):
-            bad = _NOT_STORABLE.search(value)
-            if bad is not None:
-                what = "a NUL" if bad.group() == "\x00" else "a lone surrogate"
-                return f"{'field ' + repr(_path(where)) if where else 'the body'} holds " \
-                       f"{what} character (U+{ord(bad.group()):04X}), which no string may hold"
-        elif isinstance(value, (dict, list)):
-            if depth == limits.JSON_DEPTH:
-                return f"{'field ' + repr(_path(where)) if where else 'the body'} nests " \
-                       f"deeper than {limits.JSON_DEPTH} levels"
-            items = value.items() if isinstance(value, dict) else enumerate(value)
-            for key, item in reversed(list(items)):
-                path = (key, where)
-                if strings and isinstance(key, str) and _NOT_STORABLE.search(key):
-                    return f"the key of field {_path(path)!r} holds a NUL or a lone " \
-                           "surrogate character, which no string may hold"
-                todo.append((item, path, depth + 1))
+def _unstorable(value: Any, strings: bool, where: tuple[Any, ...] = ()) -> str | None:
+    """What no database could keep of ``value`` (at the keys ``where``), worded: nesting
+    deeper than ``limits.JSON_DEPTH``, or (when ``strings``) the first string or key
+    holding a NUL or a lone surrogate (a ``\\u`` escape can write either). None when
+    there is nothing."""
+    if isinstance(value, str):
+        bad = _NOT_STORABLE.search(value) if strings else None
+        if bad is None:
+            return None
+        what = "a NUL" if bad.group() == "\x00" else "a lone surrogate"
+        return f"{_field(where)} holds {what} character (U+{ord(bad.group()):04X}), which " \
+               "no string may hold"
+    if not isinstance(value, (dict, list)):
+        return None
+    if len(where) == limits.JSON_DEPTH:
+        return f"{_field(where)} nests deeper than {limits.JSON_DEPTH} levels"
+    items = list(value.items() if isinstance(value, dict) else enumerate(value))
+    for key, _ in reversed(items):
+        if strings and isinstance(key, str) and _NOT_STORABLE.search(key):
+            return f"the key of field {_path((*where, key))!r} holds a NUL or a lone " \
+                   "surrogate character, which no string may hold"
+    for key, item in items:
+        bad = _unstorable(item, strings, (*where, key))
+        if bad is not None:
+            return bad
     return None
+
+
+def _path(where: tuple[Any, ...]) -> str:
+    """A field's path in an error: each key escaped and cut short."""
+    return "/".join(ascii(str(key))[1:-1][:limits.PREFIX] for key in where)
+
+
+def _field(where: tuple[Any, ...]) -> str:
+    return f"field {_path(where)!r}" if where else "the body"
 
 
 _NOT_STORABLE = re.compile("[\x00\ud800-\udfff]")
@@ -303,7 +262,7 @@ def json_body(req: webob.Request, schema: dict[str, Any] | None) -> Any:
     # next to a zero byte), and deep nesting needs many brackets
     escaped = b"\\u" in body or b"\\\x00" in body
     if escaped or body.count(b"[") + body.count(b"{") > limits.JSON_DEPTH:
-        bad = _unstorable(data, strings=escaped)
+        bad = _unstorable(data, escaped)
         if bad is not None:
             raise errors.HTTPError(400, f"Invalid body: {bad}.", "acceld.invalid_input")
     if schema is not None:

@@ -13,10 +13,8 @@ from acceld.objects import accelerators
 
 
 def _present(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
-    out = dict(record)
-    out["links"] = [{"rel": "self",
-                     "href": f"{util.base_url(req)}/v1/accelerators/{record['uuid']}"}]
-    return out
+    return dict(record, links=[{"rel": "self", "href":
+                                f"{util.base_url(req)}/v1/accelerators/{record['uuid']}"}])
 
 
 def _etag(record: dict[str, Any]) -> dict[str, str]:

@@ -1,13 +1,10 @@
 """Cyborg v2 accelerator requests (ARQs): ``/v2/accelerator_requests``.
 
 Contract: shared/docs/cyborg-v2-contract.md 1.3 rows 6-10, 1.4 and 3 (summary in
-docs/api-v2.md). Non-admins see only their project's ARQs. The API writes the ARQ rows of
-a create and a delete itself, and an unbind whose freed handle needs no host work (one
-transaction, as a delete frees handles); binding, and an unbind whose handle the host
-must release, go to the conductor (one RPC for the request). Where Cyborg answers a
-client mistake with 500 (no profile name, a bad ``bind_state``, both or neither of
-``arqs``/``instance``, an add without a value, an ARQ in the wrong state) acceld
-answers 400 or 409 naming the problem.
+docs/api-v2.md). Non-admins see only their project's ARQs. The API writes a create, a
+delete and an unbind whose freed handle needs no host work itself; binding, and an
+unbind whose handle the host must release, go to the conductor (one RPC per request).
+Where Cyborg answers a client mistake with 500 acceld answers 400 or 409 naming it.
 
 The service-token gate (CVE-2026-40214) cannot be relaxed by policy: bind, unbind,
 ``DELETE ?instance=`` and deleting an ARQ tied to an instance need ``service`` among the

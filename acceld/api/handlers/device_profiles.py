@@ -1,9 +1,5 @@
-"""Cyborg v2 device profiles: ``/v2/device_profiles``.
-
-Contract: shared/docs/cyborg-v2-contract.md 1.3-1.4 (summary in docs/api-v2.md). Where
-Cyborg answers a client mistake with 500 (no name, no groups, duplicate uuid, a profile
-still in use) acceld answers 400 or 409 naming the problem.
-"""
+"""Cyborg v2 device profiles: ``/v2/device_profiles`` (contract: cyborg-v2-contract.md
+1.3-1.4). Where Cyborg answers a client mistake with 500 acceld answers 400 or 409."""
 
 from __future__ import annotations
 

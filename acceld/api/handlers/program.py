@@ -1,10 +1,8 @@
 """FPGA programming: ``PATCH /v2/deployables/{uuid}/program`` and its operation's status.
 
-Contract 1.4 ("Deployables"): the body is a JSON-patch list replacing ``/program`` with one
-image. Unlike Cyborg (a synchronous RPC that answers 200 or 500 after the card is
-programmed), acceld queues an operation and answers 202 at once with the deployable and
-the operation; ``GET /v2/deployables/{uuid}/program`` shows the newest operation of the
-deployable (state queued/running/done/failed, progress in percent, message).
+Contract 1.4 ("Deployables"). Unlike Cyborg (a synchronous RPC that answers when the card
+is programmed), acceld queues an operation and answers 202 at once; ``GET`` shows the
+deployable's newest operation.
 """
 
 from __future__ import annotations

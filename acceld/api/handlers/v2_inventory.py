@@ -1,8 +1,5 @@
-"""Cyborg v2 inventory: ``/v2/devices``, ``/v2/deployables``, ``/v2/attributes``.
-
-Contract: shared/docs/cyborg-v2-contract.md 1.3-1.4 (summary in docs/api-v2.md). Links
-carry Cyborg's hard-coded ``/accelerator`` segment after the public URL.
-"""
+"""Cyborg v2 inventory: ``/v2/devices``, ``/v2/deployables``, ``/v2/attributes``;
+contract: shared/docs/cyborg-v2-contract.md 1.3-1.4 (summary in docs/api-v2.md)."""
 
 from __future__ import annotations
 
