@@ -40,6 +40,11 @@ class HTTPError(Exception):
         self.headers = headers or {}
 
 
+def invalid(detail: str) -> HTTPError:
+    """The 400 for a client mistake ``detail`` names."""
+    return HTTPError(400, detail, "acceld.invalid_input")
+
+
 def status_for(exc: exception.AccelDError) -> int:
     for cls, status in _STATUS:
         if isinstance(exc, cls):

@@ -47,9 +47,8 @@ def page_params(req: webob.Request, q: dict[str, str]) -> tuple[int | None, str 
     limit = int(q["limit"]) if "limit" in q else None
     most = util.state(req).api.max_limit
     if limit is not None and limit > most:
-        raise errors.HTTPError(400, f"Invalid query field 'limit': {limit} is more than "
-                               f"{most}, the most a page holds ([api] max_limit).",
-                               "acceld.invalid_input")
+        raise errors.invalid(f"Invalid query field 'limit': {limit} is more than "
+                             f"{most}, the most a page holds ([api] max_limit).")
     marker = util.canonical_uuid(q["marker"]) if "marker" in q else None
     return limit, marker
 

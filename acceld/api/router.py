@@ -243,7 +243,7 @@ def _unrouted(req: webob.Request, method: str,
     elif cyborg is not None and len(parts) > 2:
         methods = methods or {}                           # a 405 there
     elif cyborg is not None and method in cyborg:
-        return errors.HTTPError(400, 'Missing argument: "uuid"', "acceld.invalid_input")
+        return errors.invalid('Missing argument: "uuid"')
     if methods is None:
         return errors.HTTPError(404, f"The resource {req.path_info} could not be found.",
                                 "acceld.not_found")

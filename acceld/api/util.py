@@ -186,8 +186,7 @@ def read_body(req: webob.Request) -> bytes:
         try:
             length = int(declared)
         except ValueError:
-            raise errors.HTTPError(400, f"Content-Length {declared!r} is not a number.",
-                                   "acceld.invalid_input") from None
+            raise errors.invalid(f"Content-Length {declared!r} is not a number.") from None
         if length > limit:
             raise _too_large(str(length), limit)
         body = env["wsgi.input"].read(length) if length > 0 else b""
@@ -264,7 +263,7 @@ def json_body(req: webob.Request, schema: dict[str, Any] | None) -> Any:
     if escaped or body.count(b"[") + body.count(b"{") > limits.JSON_DEPTH:
         bad = _unstorable(data, escaped)
         if bad is not None:
-            raise errors.HTTPError(400, f"Invalid body: {bad}.", "acceld.invalid_input")
+            raise errors.invalid(f"Invalid body: {bad}.")
     if schema is not None:
         validate(data, schema, "body")
     return data
@@ -281,7 +280,7 @@ def _is_uuid(value: Any) -> bool:
 class _Validators(NamedTuple):
     schema: dict[str, Any]
     full: jsonschema.protocols.Validator    # words the 400s
-    fast: Callable[[Any], Any] | None       # fastjsonschema's; None if it cannot compile
+    fast: Callable[[Any], Any]              # fastjsonschema's: decides the common case
     empty_ok: bool                          # whether {} is valid (a request with no query)
 
 
@@ -290,30 +289,22 @@ _VALIDATORS: dict[int, _Validators] = {}
 
 def _validators(schema: dict[str, Any]) -> _Validators:
     """Per schema object (schemas are module constants): the jsonschema validator, which
-    words the 400s, and a fastjsonschema-compiled one that decides the common case, a
-    valid body, much faster."""
+    words the 400s, and a fastjsonschema-compiled one that decides a valid body faster."""
     entry = _VALIDATORS.get(id(schema))
     if entry is None or entry.schema is not schema:
         if len(_VALIDATORS) > 512:
             _VALIDATORS.clear()
-        try:
-            fast = fastjsonschema.compile(schema, formats={"uuid": _is_uuid})
-        except Exception:  # noqa: BLE001 - anything it cannot compile: jsonschema alone
-            fast = None
         full = jsonschema.Draft202012Validator(schema,
                                                format_checker=jsonschema.FormatChecker())
-        entry = _Validators(schema, full, fast, full.is_valid({}))
-        _VALIDATORS[id(schema)] = entry
+        fast = fastjsonschema.compile(schema, formats={"uuid": _is_uuid})
+        entry = _VALIDATORS[id(schema)] = _Validators(schema, full, fast, full.is_valid({}))
     return entry
 
 
 def conforms(data: Any, schema: dict[str, Any]) -> bool:
     """Whether ``data`` is valid by ``schema`` (no error worded)."""
-    entry = _validators(schema)
-    if entry.fast is None:
-        return entry.full.is_valid(data)
     try:
-        entry.fast(data)
+        _validators(schema).fast(data)
     except fastjsonschema.JsonSchemaException:
         return False
     return True
@@ -325,7 +316,7 @@ def validate(data: Any, schema: dict[str, Any], what: str) -> None:
         return
     err = jsonschema.exceptions.best_match(_validators(schema).full.iter_errors(data))
     if err is not None:
-        raise errors.HTTPError(400, _schema_error(err, what), "acceld.invalid_input")
+        raise errors.invalid(_schema_error(err, what))
 
 
 # Cyborg's framework reads a form body (and a POST without a content type) as query
@@ -338,8 +329,8 @@ def _not_json(req: webob.Request, content_type: str) -> None:
     what = content_type or "nothing"
     form = content_type == _FORM or (not content_type and req.method == "POST")
     if form and req.environ.get("PATH_INFO", "").startswith("/v2/"):
-        raise errors.HTTPError(400, f"The body must be application/json, not {what!r}: "
-                               "it was read as unknown arguments.", "acceld.invalid_input")
+        raise errors.invalid(f"The body must be application/json, not {what!r}: "
+                             "it was read as unknown arguments.")
     raise errors.HTTPError(415, f"The body must be application/json, not {what!r}.",
                            "acceld.media_type")
 
@@ -355,9 +346,8 @@ def require_uuid(value: str, field: str = "uuid") -> str:
     anything else: its typed path parameters refuse a non-UUID)."""
     canonical = uuids.canonical(value)
     if canonical is None:
-        raise errors.HTTPError(400, f"Invalid input for field/attribute {field}. Value: "
-                               f"{value!r}. unable to convert to uuid",
-                               "acceld.invalid_input")
+        raise errors.invalid(f"Invalid input for field/attribute {field}. Value: "
+                             f"{value!r}. unable to convert to uuid")
     return canonical
 
 
@@ -369,7 +359,7 @@ def text(value: str | float) -> str:
 
 
 def _bad_query(detail: str) -> errors.HTTPError:
-    return errors.HTTPError(400, f"Invalid query: {detail}", "acceld.invalid_input")
+    return errors.invalid(f"Invalid query: {detail}")
 
 
 # a "%" not followed by two hex digits
@@ -407,8 +397,7 @@ def query(req: webob.Request, schema: dict[str, Any]) -> dict[str, str]:
             if "\x00" in key or "\x00" in value:
                 raise _bad_query(f"{limits.prefix(key)} holds a NUL character.")
             if key in params:
-                raise errors.HTTPError(400, f"Query parameter {limits.prefix(key)} given "
-                                       "more than once.", "acceld.invalid_input")
+                raise errors.invalid(f"Query parameter {limits.prefix(key)} given more than once.")
             params[key] = value
     validate(params, schema, "query")
     return params
@@ -421,10 +410,9 @@ def path_text(environ: dict[str, Any]) -> str:
     try:
         path = raw if raw.isascii() else raw.encode("latin-1").decode("utf-8")
     except (UnicodeEncodeError, UnicodeDecodeError):
-        raise errors.HTTPError(400, "The path is not percent-encoded UTF-8.",
-                               "acceld.invalid_input") from None
+        raise errors.invalid("The path is not percent-encoded UTF-8.") from None
     if "\x00" in path:
-        raise errors.HTTPError(400, "The path holds a NUL character.", "acceld.invalid_input")
+        raise errors.invalid("The path holds a NUL character.")
     return path
 
 

@@ -1,19 +1,12 @@
-"""Policy in code (oslo.policy): Cyborg's v2 rules and persona base rules, and acceld's v1 rules.
+"""Policy in code (oslo.policy): Cyborg's v2 rules and persona base rules, acceld's v1 rules.
 
-Entry points: ``oslo.policy.policies`` -> :func:`list_rules` (sample generator) and
-``oslo.policy.enforcer`` -> :func:`get_enforcer`.
-
-The defaults are Cyborg's *new* defaults: inventory reads need the project manager role
-(or admin), device profile reads any project reader, accelerator request reads any
-project reader and their writes a project member or a service, and every other write
-needs admin. Like upstream, the persona base rules carry the deprecated bridge
-:data:`LEGACY_BRIDGE`, which oslo.policy ORs in only under the legacy defaults
-(``[oslo_policy] enforce_new_defaults = false``, what upstream Cyborg forces): there every
-project token passes them, inventory reads included. Either way every route rule is
-project-scoped (system- and domain-scoped tokens are refused), and which project's
-records a caller sees is decided in the database layer, not by policy. Cyborg's legacy
-base rules are registered so that an operator's Cyborg policy file that refers to them
-keeps loading. The router authorizes each route with the rule that documents it.
+Entry points: ``oslo.policy.policies`` -> :func:`list_rules`, ``oslo.policy.enforcer`` ->
+:func:`get_enforcer`. The defaults are Cyborg's new defaults; like upstream, the persona
+base rules carry :data:`LEGACY_BRIDGE`, which oslo.policy ORs in only under the legacy
+defaults (``[oslo_policy] enforce_new_defaults = false``). Every route rule is
+project-scoped; which project's records a caller sees is decided in the database layer.
+Cyborg's legacy base rules keep an operator's Cyborg policy file loading. The router
+authorizes each route with the rule that documents it.
 """
 
 from __future__ import annotations

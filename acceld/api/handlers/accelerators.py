@@ -61,11 +61,10 @@ def _expected_revision(req: webob.Request, body: dict[str, Any]) -> int:
         except ValueError:
             from_header = -1
         if not 0 <= from_header <= limits.INT_MAX:     # no revision is outside
-            raise errors.HTTPError(400, "If-Match must be an ETag from a GET, got "
-                                   f"{limits.prefix(header)}.", "acceld.invalid_input")
+            raise errors.invalid("If-Match must be an ETag from a GET, got "
+                                 f"{limits.prefix(header)}.")
         if "revision" in body and body["revision"] != from_header:
-            raise errors.HTTPError(400, "If-Match and revision disagree.",
-                                   "acceld.invalid_input")
+            raise errors.invalid("If-Match and revision disagree.")
         return from_header
     if "revision" in body:
         return body["revision"]
@@ -82,9 +81,9 @@ def update_specs(req: webob.Request, uuid: str, acc_spec: str) -> util.Reply:
     body = util.json_body(req, schema.UPDATE_SPECS)
     stored = len(util.json_bytes(body["acc_specs"]))
     if stored > limits.STORED_JSON_BYTES:
-        raise errors.HTTPError(400, f"Invalid body field 'acc_specs': it takes {stored} "
-                               f"bytes as stored (JSON); at most {limits.STORED_JSON_BYTES} "
-                               "are accepted.", "acceld.invalid_input")
+        raise errors.invalid(f"Invalid body field 'acc_specs': it takes {stored} "
+                             f"bytes as stored (JSON); at most {limits.STORED_JSON_BYTES} "
+                             "are accepted.")
     db = util.state(req).db
     accelerators.get_accelerator(db, uuid)  # 404 before 428
     record = accelerators.update_acc_specs(db, uuid, body["acc_specs"],

@@ -49,8 +49,8 @@ def parse_ops(uuid: str, ops: list[dict[str, Any]], version: microversion.Versio
     (an add), or None (a remove = unbind). Raises HTTPError 400/406/403."""
     kinds = {op["op"] for op in ops}
     if len(kinds) != 1:
-        raise errors.HTTPError(400, f"Patch of ARQ {uuid}: the operations must be all "
-                               "'add' (bind) or all 'remove' (unbind).", "acceld.invalid_input")
+        raise errors.invalid(f"Patch of ARQ {uuid}: the operations must be all "
+                             "'add' (bind) or all 'remove' (unbind).")
     values = {op["path"].lstrip("/"): op.get("value") for op in ops}
     if "project_id" in values:
         if version < PROJECT_ID_VERSION:
@@ -63,17 +63,16 @@ def parse_ops(uuid: str, ops: list[dict[str, Any]], version: microversion.Versio
         return None
     absent = [f for f in BIND_FIELDS if f not in values]
     if absent:
-        raise errors.HTTPError(400, f"Fields absent in patch of ARQ {uuid}: "
-                               f"{', '.join(absent)}.", "acceld.invalid_input")
+        raise errors.invalid(f"Fields absent in patch of ARQ {uuid}: {', '.join(absent)}.")
     # Cyborg stores what it is given; an unknown device_rp_uuid is a 404 at the bind
     fields = {f: util.text(values[f]) for f in BIND_FIELDS}
     fields["instance_uuid"] = util.canonical_uuid(fields["instance_uuid"])
     fields["device_rp_uuid"] = util.canonical_uuid(fields["device_rp_uuid"])
     for field in ("instance_uuid", "device_rp_uuid"):    # what their columns hold
         if len(fields[field]) > limits.UUID_LENGTH:
-            raise errors.HTTPError(400, f"Invalid body field '{uuid}/{field}': "
-                                   f"{limits.prefix(fields[field])} is longer than "
-                                   f"{limits.UUID_LENGTH} characters.", "acceld.invalid_input")
+            raise errors.invalid(f"Invalid body field '{uuid}/{field}': "
+                                 f"{limits.prefix(fields[field])} is longer than "
+                                 f"{limits.UUID_LENGTH} characters.")
     # A bind never changes an ARQ's project (the binder may be an admin of another
     # project, e.g. Nova's evacuate): /project_id only fills in a missing one.
     owner = values.get("project_id")
@@ -128,8 +127,7 @@ def update_arqs(req: webob.Request, uuid: str | None = None) -> util.Reply:
              for u, ops in body.items()}
     binds = {u: f for u, f in patch.items() if f is not None}
     if binds and len(binds) != len(patch):
-        raise errors.HTTPError(400, "One request either binds or unbinds ARQs, not both.",
-                               "acceld.invalid_input")
+        raise errors.invalid("One request either binds or unbinds ARQs, not both.")
     _require_service_token(req)
     if binds:
         util.state(req).conductor.arq_bind(binds, util.project_scope(req))
@@ -169,8 +167,8 @@ def delete_arqs(req: webob.Request) -> util.Reply:
     Both or neither: 400."""
     q = util.query(req, schema.ARQ_DELETE_QUERY)
     if ("arqs" in q) == ("instance" in q):
-        raise errors.HTTPError(400, "Exactly one of the query parameters 'arqs' and "
-                               "'instance' is required.", "acceld.invalid_input")
+        raise errors.invalid("Exactly one of the query parameters 'arqs' and "
+                             "'instance' is required.")
     if "instance" in q:
         _require_service_token(req)
         freed = arq_objects.delete_by_instance(util.state(req).db,
@@ -186,7 +184,7 @@ def _delete_uuids(req: webob.Request, uuids: list[str]) -> util.Reply:
     deletes the first and then answers 404 for the second), a name given twice is a 404
     before anything is deleted."""
     if uuids == [""]:
-        raise errors.HTTPError(400, "No ARQ named in 'arqs'.", "acceld.invalid_input")
+        raise errors.invalid("No ARQ named in 'arqs'.")
     twice = sorted({u for u in uuids if uuids.count(u) > 1})
     if twice:
         raise exception.ARQNotFound(f"ARQ not found with uuids {twice}: each named twice.")

@@ -63,8 +63,7 @@ def create_profile(req: webob.Request) -> util.Reply:
     if not util.conforms(body, schema.ONE_PROFILE):
         util.validate(body, schema.PROFILE_LIST, "body")
         if len(body) != 1:
-            raise errors.HTTPError(400, "Only one device profile allowed per POST request "
-                                   "for now.", "acceld.invalid_input")
+            raise errors.invalid("Only one device profile allowed per POST request for now.")
         util.validate(body[0], schema.PROFILE, "body")
     profile = body[0]
     uuid = util.canonical_uuid(profile["uuid"]) if profile.get("uuid") else None

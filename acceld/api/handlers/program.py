@@ -23,11 +23,10 @@ def image_ref(image: dict[str, str]) -> str:
     Glance digest to check it against)."""
     given = [key for key in ("image_uuid", "image_path") if key in image]
     if len(given) != 1:
-        raise errors.HTTPError(400, "Invalid body field '0/value/0': give exactly one of "
-                               "'image_uuid' and 'image_path'.", "acceld.invalid_input")
+        raise errors.invalid("Invalid body field '0/value/0': give exactly one of "
+                             "'image_uuid' and 'image_path'.")
     if given == ["image_path"] and "image_sha256" not in image:
-        raise errors.HTTPError(400, "Invalid body field '0/value/0': 'image_path' needs "
-                               "'image_sha256'.", "acceld.invalid_input")
+        raise errors.invalid("Invalid body field '0/value/0': 'image_path' needs 'image_sha256'.")
     value = image[given[0]]
     return util.canonical_uuid(value) if given[0] == "image_uuid" else value
 
