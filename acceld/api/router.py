@@ -8,6 +8,7 @@ response, errors included, carries its headers.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -25,51 +26,117 @@ from acceld.api.handlers import (
     v2_inventory,
 )
 from acceld.api.reply import Reply
+from acceld.api.schemas import responses as r
+from acceld.api.schemas import v1, v2
 
 Handler = Callable[..., Reply]
 
-ROUTES: dict[str, dict[str, Handler]] = {
-    "/": {"GET": root.versions},
-    "/openapi.json": {"GET": root.openapi_document},
-    "/v1": {"GET": root.v1},
-    "/v1/accelerators": {"GET": accelerators.list_accelerators,
-                         "POST": accelerators.create_accelerator},
-    "/v1/accelerators/{uuid}": {"GET": accelerators.show_accelerator,
-                                "PUT": accelerators.attach,
-                                "DELETE": accelerators.detach},
-    "/v1/accelerators/{uuid}/state": {"PUT": accelerators.set_state},
-    "/v1/accelerators/{uuid}/stats": {"GET": operator.device_stats},
-    "/v1/accelerators/{uuid}/{acc_spec}": {"PUT": accelerators.update_specs},
-    "/v1/services": {"GET": operator.list_services},
-    "/v1/drivers": {"GET": operator.list_drivers},
-    "/v1/drivers/{name}/action": {"POST": operator.driver_action},
-    "/v1/backends": {"GET": operator.list_backends},
-    "/v1/discover": {"POST": operator.discover},
-    "/v1/placement": {"GET": operator.placement_status},
-    "/v1/placement/sync": {"POST": operator.placement_sync},
-    "/v2": {"GET": root.v2},
-    "/v2/devices": {"GET": v2_inventory.list_devices},
-    "/v2/devices/{uuid}": {"GET": v2_inventory.show_device},
-    "/v2/devices/{uuid}/enable": {"POST": v2_inventory.enable_device},
-    "/v2/devices/{uuid}/disable": {"POST": v2_inventory.disable_device},
-    "/v2/deployables": {"GET": v2_inventory.list_deployables},
-    "/v2/deployables/{uuid}": {"GET": v2_inventory.show_deployable},
-    "/v2/deployables/{uuid}/program": {"GET": program.show_program,
-                                       "PATCH": program.program_deployable},
-    "/v2/attributes": {"GET": v2_inventory.list_attributes,
-                       "POST": v2_inventory.create_attribute},
-    "/v2/attributes/{uuid}": {"GET": v2_inventory.show_attribute,
-                              "DELETE": v2_inventory.delete_attribute},
-    "/v2/device_profiles": {"GET": device_profiles.list_profiles,
-                            "POST": device_profiles.create_profile,
-                            "DELETE": device_profiles.delete_profiles},
-    "/v2/device_profiles/{name_or_uuid}": {"GET": device_profiles.show_profile,
-                                           "DELETE": device_profiles.delete_profile},
-    "/v2/accelerator_requests": {"GET": arqs.list_arqs, "POST": arqs.create_arqs,
-                                 "PATCH": arqs.update_arqs, "DELETE": arqs.delete_arqs},
-    "/v2/accelerator_requests/{uuid}": {"GET": arqs.show_arq, "PATCH": arqs.update_arqs,
-                                        "DELETE": arqs.delete_arq},
+
+@dataclasses.dataclass(frozen=True)
+class Op:
+    """One route's method: its handler, the success ``status`` and body schema
+    (``response``), the very ``query`` and ``body`` schemas the handler validates with
+    (None: no such body or query; tests/unit/test_openapi.py checks them against the
+    handler's code), whether the body may be left out, a key the body may also come wrapped
+    in, the statuses it may answer besides those of every route of its kind and the
+    success headers it sets. ``acceld.api.openapi`` describes the API from this table."""
+
+    handler: Handler
+    status: int
+    response: dict[str, Any] | None
+    query: dict[str, Any] | None = None
+    body: dict[str, Any] | None = None
+    body_optional: bool = False
+    wrapper: str | None = None
+    errors: tuple[int, ...] = ()
+    headers: tuple[str, ...] = ()
+
+
+OPERATIONS: dict[str, dict[str, Op]] = {
+    "/": {"GET": Op(root.versions, 200, r.VERSIONS)},
+    "/openapi.json": {"GET": Op(root.openapi_document, 200, r.OPENAPI)},
+    "/v1": {"GET": Op(root.v1, 200, r.V1_VERSION)},
+    "/v1/accelerators": {
+        "GET": Op(accelerators.list_accelerators, 200, r.ACCELERATORS, query=v1.LIST_QUERY),
+        "POST": Op(accelerators.create_accelerator, 201, None, body=v1.CREATE, errors=(409,),
+                   headers=("Location",))},
+    "/v1/accelerators/{uuid}": {
+        "GET": Op(accelerators.show_accelerator, 200, r.ACCELERATOR, query=v1.NO_QUERY,
+                  headers=("ETag",)),
+        "PUT": Op(accelerators.attach, 200, r.ACCELERATOR, body=v1.ATTACH,
+                  errors=(409, 502, 503), headers=("ETag",)),
+        "DELETE": Op(accelerators.detach, 204, None, errors=(409, 502, 503))},
+    "/v1/accelerators/{uuid}/state": {
+        "PUT": Op(accelerators.set_state, 200, r.ACCELERATOR, body=v1.SET_STATE,
+                  errors=(409, 503), headers=("ETag",))},
+    "/v1/accelerators/{uuid}/stats": {
+        "GET": Op(operator.device_stats, 200, r.DEVICE_STATS, query=v1.NO_QUERY,
+                  errors=(409, 503))},
+    "/v1/accelerators/{uuid}/{acc_spec}": {
+        "PUT": Op(accelerators.update_specs, 200, r.ACCELERATOR, body=v1.UPDATE_SPECS,
+                  errors=(409, 428), headers=("ETag",))},
+    "/v1/services": {"GET": Op(operator.list_services, 200, r.SERVICES, query=v1.NO_QUERY)},
+    "/v1/drivers": {"GET": Op(operator.list_drivers, 200, r.DRIVERS, query=v1.DRIVER_QUERY)},
+    "/v1/drivers/{name}/action": {
+        "POST": Op(operator.driver_action, 200, r.DRIVER_RESULTS, body=v1.DRIVER_ACTION,
+                   errors=(503,))},
+    "/v1/backends": {"GET": Op(operator.list_backends, 200, r.BACKENDS, query=v1.BACKEND_QUERY)},
+    "/v1/discover": {
+        "POST": Op(operator.discover, 202, r.DISCOVERED, body=v1.DISCOVER, body_optional=True,
+                   errors=(503,))},
+    "/v1/placement": {
+        "GET": Op(operator.placement_status, 200, r.PLACEMENT_STATUS, query=v1.NO_QUERY)},
+    "/v1/placement/sync": {
+        "POST": Op(operator.placement_sync, 200, r.PLACEMENT_SYNC, body=v1.PLACEMENT_SYNC,
+                   body_optional=True, errors=(503,))},
+    "/v2": {"GET": Op(root.v2, 200, r.V2_VERSION, query=v2.NO_QUERY)},
+    "/v2/devices": {
+        "GET": Op(v2_inventory.list_devices, 200, r.DEVICES, query=v2.DEVICE_LIST_QUERY)},
+    "/v2/devices/{uuid}": {"GET": Op(v2_inventory.show_device, 200, r.DEVICE, query=v2.NO_QUERY)},
+    "/v2/devices/{uuid}/enable": {
+        "POST": Op(v2_inventory.enable_device, 200, None, query=v2.NO_QUERY)},
+    "/v2/devices/{uuid}/disable": {
+        "POST": Op(v2_inventory.disable_device, 200, None, query=v2.NO_QUERY, errors=(409,))},
+    "/v2/deployables": {
+        "GET": Op(v2_inventory.list_deployables, 200, r.DEPLOYABLES, query=v2.LIST_QUERY)},
+    "/v2/deployables/{uuid}": {
+        "GET": Op(v2_inventory.show_deployable, 200, r.DEPLOYABLE, query=v2.NO_QUERY)},
+    "/v2/deployables/{uuid}/program": {
+        "GET": Op(program.show_program, 200, r.DEPLOYABLE_PROGRAM, query=v2.NO_QUERY),
+        "PATCH": Op(program.program_deployable, 202, r.DEPLOYABLE_PROGRAM, query=v2.NO_QUERY,
+                    body=v2.PROGRAM_PATCH, errors=(409, 503), headers=("Location",))},
+    "/v2/attributes": {
+        "GET": Op(v2_inventory.list_attributes, 200, r.ATTRIBUTES, query=v2.ATTRIBUTE_LIST_QUERY),
+        "POST": Op(v2_inventory.create_attribute, 201, r.ATTRIBUTE, query=v2.NO_QUERY,
+                   body=v2.ATTRIBUTE, wrapper="attribute")},
+    "/v2/attributes/{uuid}": {
+        "GET": Op(v2_inventory.show_attribute, 200, r.ATTRIBUTE, query=v2.NO_QUERY),
+        "DELETE": Op(v2_inventory.delete_attribute, 204, None, query=v2.NO_QUERY)},
+    "/v2/device_profiles": {
+        "GET": Op(device_profiles.list_profiles, 200, r.DEVICE_PROFILES,
+                  query=v2.PROFILE_LIST_QUERY),
+        "POST": Op(device_profiles.create_profile, 201, r.DEVICE_PROFILE, query=v2.NO_QUERY,
+                   body=v2.ONE_PROFILE, errors=(409,)),
+        "DELETE": Op(device_profiles.delete_profiles, 204, None, query=v2.PROFILE_DELETE_QUERY,
+                     errors=(404, 409))},
+    "/v2/device_profiles/{name_or_uuid}": {
+        "GET": Op(device_profiles.show_profile, 200, r.DEVICE_PROFILE_SHOW, query=v2.NO_QUERY),
+        "DELETE": Op(device_profiles.delete_profile, 204, None, query=v2.NO_QUERY, errors=(409,))},
+    "/v2/accelerator_requests": {
+        "GET": Op(arqs.list_arqs, 200, r.ARQS, query=v2.ARQ_LIST_QUERY, errors=(423,)),
+        "POST": Op(arqs.create_arqs, 201, r.ARQS, query=v2.NO_QUERY, body=v2.ARQ_CREATE,
+                   errors=(404,)),
+        "PATCH": Op(arqs.update_arqs, 202, None, query=v2.NO_QUERY, body=v2.ARQ_PATCH,
+                    errors=(404, 409, 502, 503)),
+        "DELETE": Op(arqs.delete_arqs, 204, None, query=v2.ARQ_DELETE_QUERY, errors=(404,))},
+    "/v2/accelerator_requests/{uuid}": {
+        "GET": Op(arqs.show_arq, 200, r.ARQ, query=v2.NO_QUERY),
+        "PATCH": Op(arqs.update_arqs, 202, None, query=v2.NO_QUERY, body=v2.ARQ_PATCH,
+                    errors=(409, 502, 503)),
+        "DELETE": Op(arqs.delete_arq, 204, None, query=v2.NO_QUERY)},
 }
+ROUTES: dict[str, dict[str, Handler]] = {
+    path: {method: op.handler for method, op in ops.items()} for path, ops in OPERATIONS.items()}
 
 MOUNT_PREFIX = "/accelerator"
 
