@@ -1,11 +1,5 @@
-"""Authentication strategies and the request context.
-
-``noauth`` (embedded default and tests, like Placement's noauth2): no token or
-``X-Auth-Token: admin`` -> admin of project ``default``; ``X-Auth-Token: user:project`` ->
-that user with the member and reader roles plus any ``X-Roles``; ``X-Service-Token`` adds
-the ``service`` role. ``keystone``: keystonemiddleware ``auth_token`` validates the token
-and sets the identity headers this module reads. ``PUBLIC_PATHS`` (version discovery)
-stay public in both.
+"""Authentication strategies (noauth, keystonemiddleware's ``auth_token``) and the request
+context; ``PUBLIC_PATHS`` (version discovery) stay public in both.
 """
 
 from __future__ import annotations
@@ -84,10 +78,6 @@ Scope = dict[str, "str | None"]
 SCOPE_ATTRIBUTES = ("system_scope", "domain_id", "user_domain_id", "project_domain_id")
 
 
-def _split_roles(value: str | None) -> list[str]:
-    return [r.strip() for r in (value or "").split(",") if r.strip()]
-
-
 def _set_context(environ: dict[str, Any], user: str | None, project: str | None,
                  roles: list[str], service_roles: list[str],
                  scope: Scope | None = None) -> None:
@@ -111,8 +101,10 @@ _NOAUTH_TOKEN = re.compile(r"[^:\x00-\x1f\x7f]{1,255}:[^\x00-\x1f\x7f]{1,255}")
 
 
 def noauth(environ: dict[str, Any]) -> Reply | None:
-    """noauth's conventions (see the module's doc): sets the caller's context, or answers
-    the 401 to send for a token it does not know."""
+    """noauth, like Placement's noauth2: no token or ``X-Auth-Token: admin`` is the admin of
+    project ``default``; ``<user>:<project>`` that user with the member and reader roles
+    plus any ``X-Roles``; ``X-Service-Token`` adds ``service``. Sets the caller's context,
+    or answers the 401 for a token it does not know."""
     token = environ.get("HTTP_X_AUTH_TOKEN")
     if token in (None, "", "admin"):
         user, project, roles = "admin", DEFAULT_PROJECT, ["admin", "member", "reader"]
@@ -124,7 +116,8 @@ def noauth(environ: dict[str, Any]) -> Reply | None:
                              "'admin' or '<user>:<project>' (each 1-255 characters, no "
                              "control character).", "acceld.unauthorized")
     service_roles = ["service"] if environ.get("HTTP_X_SERVICE_TOKEN") else []
-    _set_context(environ, user, project, roles + _split_roles(environ.get("HTTP_X_ROLES")),
+    extra = [role.strip() for role in environ.get("HTTP_X_ROLES", "").split(",")]
+    _set_context(environ, user, project, roles + [role for role in extra if role],
                  service_roles)
     return None
 

@@ -85,14 +85,14 @@ class _Access:
     (oslo.log puts the request's context before it): ``127.0.0.1 "GET /v2/devices"
     status: 200 len: 1234 microversion: 2.0 time: 0.0012345``. ``len`` is the
     ``Content-Length``, or the bytes sent; ``time`` runs to the last body byte handed to
-    the server: the line is written when the app's iterable is done (at once for a list,
-    on ``close()`` for a stream). The target is cut short and its control characters
-    escaped."""
+    the server: the line is written when the app's iterable is done (at once for a list;
+    for a stream, which this then wraps, on ``close()``). The target is cut short and its
+    control characters escaped."""
 
-    __slots__ = ("environ", "started", "status", "length", "_start")
+    __slots__ = ("environ", "started", "status", "length", "_start", "_body", "_sent")
 
     def __init__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> None:
-        self.environ, self._start = environ, start_response
+        self.environ, self._start, self._sent = environ, start_response, 0
         self.started = time.perf_counter()
         self.status = self.length = None
 
@@ -110,7 +110,23 @@ class _Access:
                 self.length = sum(map(len, body))
             self.log()
             return body
-        return _Logged(body, self)
+        self._body = body
+        return self
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self._body:
+            self._sent += len(chunk)
+            yield chunk
+
+    def close(self) -> None:
+        try:
+            close = getattr(self._body, "close", None)
+            if close is not None:
+                close()
+        finally:
+            if self.length is None:
+                self.length = self._sent
+            self.log()
 
     def log(self) -> None:
         env = self.environ
@@ -127,28 +143,6 @@ class _Access:
             env.get("REMOTE_ADDR", "-"), env.get("REQUEST_METHOD"), target,
             self.status[:3] if self.status else "-", self.length or 0,
             version if version is not None else "-", time.perf_counter() - self.started)
-
-
-class _Logged:
-    """A streamed body that writes its request's access-log line when it is closed."""
-
-    def __init__(self, body: Iterable[bytes], access: _Access) -> None:
-        self._body, self._access, self._sent = body, access, 0
-
-    def __iter__(self) -> Iterator[bytes]:
-        for chunk in self._body:
-            self._sent += len(chunk)
-            yield chunk
-
-    def close(self) -> None:
-        try:
-            close = getattr(self._body, "close", None)
-            if close is not None:
-                close()
-        finally:
-            if self._access.length is None:
-                self._access.length = self._sent
-            self._access.log()
 
 
 def make_app(conf: cfg.ConfigOpts, db: Database, conductor: ConductorClient) -> Any:

@@ -22,9 +22,8 @@ Answer = tuple[str, int, tuple[str, ...], str, list[tuple[str, str]], bytes]
 
 
 class _Store:
-    """Entries by key, each ending with a body, bounded in entries and in the bytes of
-    their bodies: a body over :data:`MAX_BODY` is never filed, and a store that would pass
-    a bound is emptied first (many distinct requests: start over, stay small)."""
+    """Entries by key, each ending with a body, bounded: a body over :data:`MAX_BODY` is
+    never filed, and a store that would pass a bound is emptied first."""
 
     MAX_ENTRIES = 256
     MAX_BYTES = 64 * 1024 * 1024
@@ -35,8 +34,7 @@ class _Store:
         self._lock = threading.Lock()
 
     def _file(self, key: Hashable, entry: Any, newer: Callable[[Any], bool]) -> None:
-        """File ``entry`` unless the one filed is ``newer`` (of a newer generation: a
-        slower request read an older one)."""
+        """File ``entry`` unless the one filed is ``newer`` (of a newer generation)."""
         size = len(entry[-1])
         if size > MAX_BODY:
             return
@@ -70,15 +68,10 @@ class ListCache(_Store):
 
 
 class Replies(_Store):
-    """Whole answers of those lists, by everything of the request they depend on.
-
-    Routing, negotiation, the handler's policy check and query validation are functions
-    of the request's method, path, query string, microversion header, host (the links)
-    and the caller's credentials, so the router files the finished 200 answer of a
-    handler that served from :class:`ListCache` under exactly those, with the generation
-    and the policy rules checked. A later request with the same inputs gets it after the
-    same checks: each rule asked again for this caller, and the generation unchanged.
-    """
+    """Whole 200 answers of those lists, filed by the router under everything of the
+    request they depend on, with the generation and the policy rules checked: a later
+    request with the same inputs gets it after the same checks (each rule asked again for
+    this caller, the generation unchanged)."""
 
     def get(self, key: Hashable) -> Answer | None:
         return self._entries.get(key)

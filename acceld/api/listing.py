@@ -53,22 +53,17 @@ def page_params(req: webob.Request, q: dict[str, str]) -> tuple[int | None, str 
     return limit, marker
 
 
-def next_href(req: webob.Request, marker: str) -> str:
-    """The request's URL with ``marker`` in place of any it had."""
-    params = [(k, v) for k, v in req.GET.items() if k != "marker"] + [("marker", marker)]
-    path = req.environ.get("PATH_INFO", "")
-    return f"{util.base_url(req)}{path}?{urllib.parse.urlencode(params)}"
-
-
 def respond(req: webob.Request, key: str, found: Listing, present: Present) -> util.Reply:
     """The answer ``{key: [...]}`` for ``found`` (see the module's doc), each item as
     ``present`` shows it."""
     items = [present(item) for item in found.items]
     if found.limit is not None:
         body: dict[str, Any] = {key: items}
-        if not found.complete:
-            body[f"{key}_links"] = [{"rel": "next",
-                                     "href": next_href(req, found.items[-1]["uuid"])}]
+        if not found.complete:      # the request's URL with the next page's marker
+            params = [(k, v) for k, v in req.GET.items() if k != "marker"]
+            query = urllib.parse.urlencode([*params, ("marker", found.items[-1]["uuid"])])
+            href = f"{util.base_url(req)}{req.environ.get('PATH_INFO', '')}?{query}"
+            body[f"{key}_links"] = [{"rel": "next", "href": href}]
         return util.json_response(body)
     if found.complete:
         return util.json_response({key: items})

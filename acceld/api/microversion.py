@@ -1,11 +1,8 @@
 """Microversions of the Cyborg-compatible v2 API: the list, negotiation and headers.
 
-The client names a version with ``OpenStack-API-Version: accelerator X.Y`` (a bare
-``X.Y`` is still accepted, as Cyborg does, and logged as deprecated; ``latest`` means the
-maximum). microversion-parse reads the header and makes the :class:`Version`. No header
-means the minimum, 2.0, which is what Nova sends. Every response under ``/v2`` carries
-the range and the negotiated version (:func:`headers`), errors included; a version this
-service cannot serve is a 406 (:func:`negotiate`)."""
+``OpenStack-API-Version: accelerator X.Y`` (read by microversion-parse; a bare ``X.Y`` is
+accepted, as Cyborg does, and logged as deprecated); no header means the minimum, what
+Nova sends. A version this service cannot serve is a 406."""
 
 from __future__ import annotations
 

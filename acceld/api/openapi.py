@@ -156,12 +156,9 @@ def _components() -> dict[str, Any]:
     string = {"type": "string"}
     return {
         "schemas": _component_schemas(),
-        "responses": {
-            "Error": {"description": "An error", "headers": _headers("/"),
-                      "content": {JSON: {"schema": _ref("schemas", "Error")}}},
-            "V2Error": {"description": "An error", "headers": _headers("/v2"),
-                        "content": {JSON: {"schema": _ref("schemas", "Error")}}},
-        },
+        "responses": {name: {"description": "An error", "headers": _headers(path),
+                             "content": {JSON: {"schema": _ref("schemas", "Error")}}}
+                      for name, path in (("Error", "/"), ("V2Error", "/v2"))},
         "parameters": {
             "Microversion": {
                 "name": microversion.HEADER, "in": "header", "required": False,

@@ -34,12 +34,9 @@ Handler = Callable[..., Reply]
 
 @dataclasses.dataclass(frozen=True)
 class Op:
-    """One route's method: its handler, the success ``status`` and body schema
-    (``response``), the very ``query`` and ``body`` schemas the handler validates with
-    (None: no such body or query; tests/unit/test_openapi.py checks them against the
-    handler's code), whether the body may be left out, a key the body may also come wrapped
-    in, the statuses it may answer besides those of every route of its kind and the
-    success headers it sets. ``acceld.api.openapi`` describes the API from this table."""
+    """One route's method: its handler and what ``acceld.api.openapi`` says of it; ``query``
+    and ``body`` are the very schemas the handler validates with (None: it reads none),
+    ``errors`` the statuses besides those every route of its kind may answer."""
 
     handler: Handler
     status: int
@@ -180,10 +177,8 @@ def is_v2(path: str) -> bool:
 
 
 def _answer_key(environ: dict[str, Any]) -> tuple[Any, ...] | None:
-    """What a GET's answer can depend on (``listcache.Replies``): the raw path and query
-    (before any normalising), the microversion asked for, the host the links are built
-    from and the caller's policy credentials; None when it cannot be stored (not a GET,
-    or no caller: a public route)."""
+    """What a GET's answer can depend on (``listcache.Replies``); None when it cannot be
+    stored (not a GET, or a public route)."""
     ctx = environ.get("acceld.context")
     if ctx is None or environ.get("REQUEST_METHOD") != "GET":
         return None
@@ -215,11 +210,9 @@ def _keep_answer(environ: dict[str, Any], key: tuple[Any, ...], status: str,
 
 
 class Router:
-    """Literal paths are one dict lookup; the others are tried in table order among the
-    templates with the request's first two segments (every template starts with two
-    literal ones; a literal segment listed first wins, e.g. ".../state" before
-    ".../{acc_spec}"). A ``{name}`` segment matches any one non-empty segment. Each route
-    is authorized with the policy rule that documents it (``acceld.policies``)."""
+    """Templates are tried in table order among those with the request's first two
+    segments (each starts with two literal ones); a ``{name}`` segment matches any one
+    non-empty segment. Each route is authorized with the policy rule documenting it."""
 
     def __init__(self) -> None:
         self._static = {path: path for path in ROUTES if "{" not in path}
@@ -247,8 +240,7 @@ class Router:
         return None
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        """The answer's WSGI iterable: a list of the body bytes, or a streamed list's
-        body (``reply.Streamed``, with ``close()``), which is never stored."""
+        """The answer's WSGI iterable (a streamed body is never stored)."""
         # every answer carries the request id the pipeline's head gave the request
         req_id = environ.get(request_id.ENV_REQUEST_ID)
         tail = [(request_id.HEADER, req_id)] if req_id else []
@@ -305,10 +297,8 @@ def _unrouted(req: webob.Request, method: str,
     parts = req.environ.get("PATH_INFO", "").strip("/").split("/")
     cyborg = (CYBORG_CONTROLLERS.get(parts[1]) if len(parts) > 1 and parts[0] == "v2"
               else None)
-    if cyborg is not None and len(parts) > 2 and (method == "GET" or method in cyborg):
-        methods = None                                    # a 404 there
-    elif cyborg is not None and len(parts) > 2:
-        methods = methods or {}                           # a 405 there
+    if cyborg is not None and len(parts) > 2:             # a 404 or a 405 there
+        methods = None if method == "GET" or method in cyborg else methods or {}
     elif cyborg is not None and method in cyborg:
         return errors.invalid('Missing argument: "uuid"')
     if methods is None:

@@ -74,8 +74,7 @@ class _PolicyDecisions:
         self._decisions: dict[Any, bool] = {}
 
     def allowed(self, enforcer: policy.Enforcer, rule: str, ctx: Any) -> bool:
-        """``rule`` for the caller ``ctx`` on its own project (the target every acceld
-        route checks)."""
+        """``rule`` for the caller ``ctx`` on its own project."""
         now = time.monotonic()
         if now - self._checked > self.RECHECK_S or self._rules is None:
             enforcer.load_rules()
@@ -130,8 +129,7 @@ def authorize(req: webob.Request, rule: str) -> None:
 
 
 def project_scope(req: webob.Request) -> str | None:
-    """The project whose records (ARQs, accelerator attachments) the caller sees; None
-    (every project) for an admin."""
+    """The project whose records the caller sees; None (every project) for an admin."""
     ctx = req.environ["acceld.context"]
     return None if ctx.is_admin else ctx.project_id
 
@@ -172,11 +170,9 @@ _BODY = "acceld.body"          # environ key of the body read_body read
 
 
 def read_body(req: webob.Request) -> bytes:
-    """The request body, at most ``[api] max_request_body_size`` bytes (413 beyond,
-    before a declared length is read at all). Read from the server's input in one call,
-    not through webob's copy into a seekable file; the input is then replaced by the bytes
-    read, so a later ``req.body`` sees them again. A second call answers the same bytes
-    without reading or checking again."""
+    """The request body, at most ``[api] max_request_body_size`` bytes (413 beyond, before
+    a declared length is read), read in one call; the input is then replaced by the bytes
+    read (a later ``req.body`` or call sees them again)."""
     env = req.environ
     if _BODY in env:
         return env[_BODY]
@@ -205,9 +201,8 @@ def read_body(req: webob.Request) -> bytes:
 
 def _unstorable(value: Any, strings: bool, where: tuple[Any, ...] = ()) -> str | None:
     """What no database could keep of ``value`` (at the keys ``where``), worded: nesting
-    deeper than ``limits.JSON_DEPTH``, or (when ``strings``) the first string or key
-    holding a NUL or a lone surrogate (a ``\\u`` escape can write either). None when
-    there is nothing."""
+    deeper than ``limits.JSON_DEPTH``, or (``strings``) a string or key holding a NUL or a
+    lone surrogate; None when there is nothing."""
     if isinstance(value, str):
         bad = _NOT_STORABLE.search(value) if strings else None
         if bad is None:
@@ -244,10 +239,9 @@ _NOT_STORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 def json_body(req: webob.Request, schema: dict[str, Any] | None) -> Any:
-    """The JSON body, valid by ``schema`` (None: the caller validates it). Refused with
-    a 400 before any schema: text that is not UTF-8, NaN and Infinity, numbers beyond a
-    float's range, nesting deeper than ``limits.JSON_DEPTH``, and a NUL or a lone
-    surrogate in any string."""
+    """The JSON body, valid by ``schema`` (None: the caller validates it); first a 400 for
+    text not UTF-8, NaN, Infinity, numbers beyond a float's range and what
+    :func:`_unstorable` finds."""
     # webob's content_type: the header up to any parameters
     content_type = req.environ.get("CONTENT_TYPE", "").split(";", 1)[0]
     if content_type != "application/json":
@@ -342,8 +336,7 @@ def canonical_uuid(value: str) -> str:
 
 
 def require_uuid(value: str, field: str = "uuid") -> str:
-    """The canonical form of a UUID the route needs (400, in Cyborg's words, for
-    anything else: its typed path parameters refuse a non-UUID)."""
+    """The canonical form of a UUID the route needs (400, in Cyborg's words, if none)."""
     canonical = uuids.canonical(value)
     if canonical is None:
         raise errors.invalid(f"Invalid input for field/attribute {field}. Value: "
@@ -367,9 +360,8 @@ _BAD_ESCAPE = re.compile("%(?![0-9A-Fa-f]{2})")
 
 
 def query(req: webob.Request, schema: dict[str, Any]) -> dict[str, str]:
-    """The query parameters (each at most once, at most ``limits.QUERY_FIELDS``), valid
-    by ``schema``. The query string must be well-formed percent-encoding of UTF-8 with
-    no NUL (400 otherwise)."""
+    """The query parameters (each at most once, at most ``limits.QUERY_FIELDS``, in
+    percent-encoded UTF-8 with no NUL), valid by ``schema``; 400 otherwise."""
     given = req.environ.get("QUERY_STRING")
     if not given and _validators(schema).empty_ok:
         return {}
@@ -438,18 +430,15 @@ def json_response(data: Any, status: int = 200,
 
 
 def link_inputs(environ: dict[str, Any]) -> tuple[Any, ...]:
-    """The raw request values the public URL of the links is made of (when ``[api]
-    public_endpoint`` is not set): a key part for the answers and bodies kept per
-    request, so webob need not build the URL on every hit."""
+    """The raw request values the links' public URL is made of (a part of the keys of what
+    is kept per request)."""
     return (environ.get("wsgi.url_scheme"), environ.get("HTTP_HOST"),
             environ.get("SERVER_NAME"), environ.get("SERVER_PORT"))
 
 
 def public_url(req: webob.Request) -> str:
-    """``[api] public_endpoint``, or else the request's host URL (scheme, host and port as
-    the client reached this service), without a trailing slash: what links start with.
-    The host URL is kept per :func:`link_inputs` (a few distinct ones in practice;
-    bounded)."""
+    """What links start with: ``[api] public_endpoint``, or else the request's host URL
+    (kept per :func:`link_inputs`), without a trailing slash."""
     st = state(req)
     public = st.api.public_endpoint
     if public:

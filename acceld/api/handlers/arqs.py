@@ -66,9 +66,8 @@ def parse_ops(uuid: str, ops: list[dict[str, Any]], version: microversion.Versio
         raise errors.invalid(f"Fields absent in patch of ARQ {uuid}: {', '.join(absent)}.")
     # Cyborg stores what it is given; an unknown device_rp_uuid is a 404 at the bind
     fields = {f: util.text(values[f]) for f in BIND_FIELDS}
-    fields["instance_uuid"] = util.canonical_uuid(fields["instance_uuid"])
-    fields["device_rp_uuid"] = util.canonical_uuid(fields["device_rp_uuid"])
-    for field in ("instance_uuid", "device_rp_uuid"):    # what their columns hold
+    for field in ("instance_uuid", "device_rp_uuid"):    # as long as their columns hold
+        fields[field] = util.canonical_uuid(fields[field])
         if len(fields[field]) > limits.UUID_LENGTH:
             raise errors.invalid(f"Invalid body field '{uuid}/{field}': "
                                  f"{limits.prefix(fields[field])} is longer than "

@@ -1,9 +1,7 @@
-"""JSON schemas for every request body and query, one constant per variant.
+"""JSON schemas (draft 2020-12) for every request body and query, one constant per variant.
 
-Plain JSON Schema (draft 2020-12). A ``pattern`` is written so that Python's ``re`` and
-ECMA-262 read it alike: the end of the value is ``(?![\\s\\S])`` ("nothing follows"),
-because Python's ``$`` also matches before a final line feed. Limits and character rules
-come from :mod:`acceld.limits`.
+A ``pattern`` ends the value with ``(?![\\s\\S])``, which Python's ``re`` and ECMA-262 read
+alike (Python's ``$`` also matches before a final line feed).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Schemas of the Cyborg-compatible v2 API (query strings and bodies).
 
 An unknown query parameter is a 400, as in Cyborg; every list also takes ``limit`` and
-``marker`` (acceld.api.listing), which Cyborg's v2 API does not have. Where Cyborg
-stores what it is given without checking its type (an ARQ bind's values, a profile's
-description, an attribute's key and value) a string or a number is accepted (a number is
-stored as its string), and unknown body fields are ignored as Cyborg ignores them; what
-Cyborg answers with a 500 is a 400 here.
+``marker``. Where Cyborg stores a value without checking its type a string or a number
+(stored as its text) is accepted, and unknown body fields are ignored as there.
 """
 
 from __future__ import annotations
