@@ -1,14 +1,8 @@
-"""How every list is served: whole or by the page, in bounded memory whatever its length.
-
-Each list route takes ``limit`` and ``marker`` (docs/api-v2.md, "Lists and paging").
-Without ``limit`` the answer holds every item: a list its first batch holds whole is one
-body with a ``Content-Length``; a longer one is streamed, a batch at a time. Everything
-that can refuse the request is decided before the status line; a database failure after
-it raises from the body, so the server breaks the connection rather than end a truncated
-body as if complete. With ``limit`` (at most ``[api] max_limit``) the answer is one page,
-and while a next page exists ``"<key>_links": [{"rel": "next", "href": ...}]`` (the API
-working group's links, which openstacksdk follows). ``marker`` starts after the item with
-that uuid; one that names nothing the caller can list is a 400.
+"""How every list is served, whole or by the page, in bounded memory (docs/api-v2.md,
+"Lists and paging"): without ``limit`` every item, a long list streamed a batch at a time
+(a database failure once it started raises from the body, so the server breaks the
+connection rather than end a truncated body as if complete); with ``limit`` one page, and
+while a next page exists ``"<key>_links": [{"rel": "next", "href": ...}]``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """Request ids as oslo.middleware's ``RequestId`` makes them, without its per-request webob
-work: every response carries ``x-openstack-request-id: req-<uuid>``, also in
-``environ['openstack.request_id']``; a caller's own ``X-OpenStack-Request-ID`` of that form
-becomes ``openstack.global_request_id``. The router adds the header to its answers, and
-any other answer gets it through :func:`adding_header`.
+work: ``x-openstack-request-id: req-<uuid>`` on every response (the router's, or through
+:func:`adding_header`); a caller's own id of that form is the global request id.
 """
 
 from __future__ import annotations

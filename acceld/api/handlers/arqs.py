@@ -136,10 +136,8 @@ def update_arqs(req: webob.Request, uuid: str | None = None) -> util.Reply:
 
 
 def _unbind(req: webob.Request, uuids: list[str]) -> None:
-    """Each ARQ whose freed handle needs no host work is unbound here, in a transaction of
-    its own; the others go to the conductor, which has their hosts release the handles
-    before it answers. Every ARQ is tried and the first error raised, as the conductor
-    does for a request it gets whole."""
+    """Each ARQ whose freed handle needs no host work is unbound here (a transaction
+    each), the others by the conductor; every ARQ is tried and the first error raised."""
     st, scope = util.state(req), util.project_scope(req)
     errs: list[exception.AccelDError] = []
     rest: list[str] = []
@@ -179,9 +177,8 @@ def delete_arqs(req: webob.Request) -> util.Reply:
 
 
 def _delete_uuids(req: webob.Request, uuids: list[str]) -> util.Reply:
-    """As Cyborg: an empty name (``arqs=u1,``) is an ARQ not found; unlike it (which
-    deletes the first and then answers 404 for the second), a name given twice is a 404
-    before anything is deleted."""
+    """As Cyborg, an empty name (``arqs=u1,``) is an ARQ not found; a name given twice is
+    a 404 before anything is deleted (Cyborg deletes the first)."""
     if uuids == [""]:
         raise errors.invalid("No ARQ named in 'arqs'.")
     twice = sorted({u for u in uuids if uuids.count(u) > 1})

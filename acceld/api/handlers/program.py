@@ -1,9 +1,6 @@
-"""FPGA programming: ``PATCH /v2/deployables/{uuid}/program`` and its operation's status.
-
-Contract 1.4 ("Deployables"). Unlike Cyborg (a synchronous RPC that answers when the card
-is programmed), acceld queues an operation and answers 202 at once; ``GET`` shows the
-deployable's newest operation.
-"""
+"""FPGA programming, ``PATCH /v2/deployables/{uuid}/program`` (contract 1.4): unlike
+Cyborg (which answers when the card is programmed) acceld queues an operation and answers
+202 at once; ``GET`` shows the deployable's newest operation."""
 
 from __future__ import annotations
 
@@ -19,8 +16,7 @@ from acceld.objects import v2_inventory as inventory
 
 def image_ref(image: dict[str, str]) -> str:
     """The one image reference of a program request: a Glance ``image_uuid`` or a local
-    ``image_path`` (exactly one of them; a local file needs ``image_sha256``: there is no
-    Glance digest to check it against)."""
+    ``image_path``, which needs ``image_sha256`` (no Glance digest to check it against)."""
     given = [key for key in ("image_uuid", "image_path") if key in image]
     if len(given) != 1:
         raise errors.invalid("Invalid body field '0/value/0': give exactly one of "

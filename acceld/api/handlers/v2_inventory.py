@@ -3,6 +3,7 @@ contract: shared/docs/cyborg-v2-contract.md 1.3-1.4 (summary in docs/api-v2.md).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -18,11 +19,9 @@ STATUS_VERSION = microversion.Version(2, 3)
 
 def _cached_list(req: webob.Request, q: dict[str, str], variant: Any, key_name: str,
                  found: Callable[[], listing.Listing], present: listing.Present) -> util.Reply:
-    """A list answer (``acceld.api.listing``) whose body, when it is not streamed, is
-    kept in the process's cache while the inventory generation is unchanged
-    (``acceld.api.listcache``). The key holds everything the bytes depend on besides the
-    rows: the path, the query, ``variant`` (what the microversion changes) and the public
-    URL the links are built from."""
+    """A list answer whose body, unless streamed, is kept (``listcache``) while the
+    inventory generation is unchanged, under everything else the bytes depend on: the
+    path, the query, ``variant`` (what the microversion changes) and the links' URL."""
     st = util.state(req)
     env = req.environ
     public = st.api.public_endpoint or util.link_inputs(env)
@@ -53,12 +52,9 @@ def list_devices(req: webob.Request) -> util.Reply:
     [...]} (``acceld.api.listing``)."""
     q = util.query(req, schema.DEVICE_LIST_QUERY)
     limit, marker = listing.page_params(req, q)
-
-    def found() -> listing.Listing:
-        return inventory.list_devices(util.state(req).db, type=q.get("type"),
-                                      vendor=q.get("vendor"), hostname=q.get("hostname"),
-                                      limit=limit, marker=marker)
-
+    found = functools.partial(inventory.list_devices, util.state(req).db, type=q.get("type"),
+                              vendor=q.get("vendor"), hostname=q.get("hostname"),
+                              limit=limit, marker=marker)
     return _cached_list(req, q, microversion.of(req.environ) >= STATUS_VERSION, "devices",
                         found, lambda r: _device(req, r))
 
@@ -98,10 +94,8 @@ def list_deployables(req: webob.Request) -> util.Reply:
     """GET /v2/deployables[?limit=&marker=] -> 200 {"deployables": [...]}."""
     q = util.query(req, schema.LIST_QUERY)
     limit, marker = listing.page_params(req, q)
-
-    def found() -> listing.Listing:
-        return inventory.list_deployables(util.state(req).db, limit=limit, marker=marker)
-
+    found = functools.partial(inventory.list_deployables, util.state(req).db, limit=limit,
+                              marker=marker)
     return _cached_list(req, q, None, "deployables", found, lambda r: _deployable(req, r))
 
 
