@@ -48,12 +48,9 @@ class RequestContext(context.RequestContext):
         """``cls(user_id=..., ...)`` for these, current in this thread as that is."""
         self = cls.__new__(cls)
         attrs = self.__dict__
-        attrs["user_id"] = user_id
-        attrs["project_id"] = project_id
-        attrs["roles"] = roles
-        attrs["service_roles"] = service_roles
-        attrs["_is_admin"] = is_admin
-        attrs["request_id"] = request_id or context.generate_request_id()
+        attrs.update(user_id=user_id, project_id=project_id, roles=roles,
+                     service_roles=service_roles, _is_admin=is_admin,
+                     request_id=request_id or context.generate_request_id())
         if global_request_id is not None:
             attrs["global_request_id"] = global_request_id
         if scope is not None:

@@ -43,18 +43,15 @@ class Front:
 
     def _serve(self, environ: dict[str, Any], start_response: Callable[..., Any],
                req_id: str) -> Any:
-        refusal = self._oversized(environ)
-        if refusal is not None:
-            return refusal(environ, request_id.adding_header(start_response, req_id))
-        environ["acceld.app"] = self._state
-        if auth.is_public(environ):
-            return self._app(environ, start_response)
-        if self._keystone is not None:
-            return self._keystone(environ, request_id.adding_header(start_response, req_id))
-        refusal = auth.noauth(environ)
-        if refusal is not None:
-            return refusal(environ, request_id.adding_header(start_response, req_id))
-        return self._app(environ, start_response)
+        app = self._oversized(environ)     # a refusal, keystonemiddleware or the router
+        if app is None:
+            environ["acceld.app"] = self._state
+            if auth.is_public(environ):
+                return self._app(environ, start_response)
+            app = self._keystone if self._keystone is not None else auth.noauth(environ)
+            if app is None:
+                return self._app(environ, start_response)
+        return app(environ, request_id.adding_header(start_response, req_id))
 
     def _oversized(self, environ: dict[str, Any]) -> Any:
         """The 414 for a request target longer than ``[api] max_uri_length``, the 431 for
@@ -81,13 +78,10 @@ _LOGGED_TARGET = 512    # characters of the request target an access-log line sh
 
 
 class _Access:
-    """One access-log line per request, in the form of nova's and placement's request log
-    (oslo.log puts the request's context before it): ``127.0.0.1 "GET /v2/devices"
-    status: 200 len: 1234 microversion: 2.0 time: 0.0012345``. ``len`` is the
-    ``Content-Length``, or the bytes sent; ``time`` runs to the last body byte handed to
-    the server: the line is written when the app's iterable is done (at once for a list;
-    for a stream, which this then wraps, on ``close()``). The target is cut short and its
-    control characters escaped."""
+    """One access-log line per request, as nova's and placement's request log: ``127.0.0.1
+    "GET /v2/devices" status: 200 len: 1234 microversion: 2.0 time: 0.0012345``, written
+    when the app's iterable is done (at once for a list; for a stream, which this then
+    wraps, on ``close()``); ``len`` is the ``Content-Length``, or the bytes sent."""
 
     __slots__ = ("environ", "started", "status", "length", "_start", "_body", "_sent")
 

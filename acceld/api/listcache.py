@@ -1,10 +1,6 @@
-"""Response bodies of the inventory lists (the hottest reads, rarely changed), kept per
-API process and never stale.
-
-Each body is filed under the inventory generation read *before* its rows
-(``acceld.db.generations``): while the generation in the database is unchanged, no
-transaction has written those tables since, so the stored bytes are what a fresh query
-would render, for the cost of one primary-key read.
+"""Response bodies of the inventory lists (the hottest reads), kept per API process and
+never stale: each is filed under the inventory generation read *before* its rows, and
+while the generation in the database is unchanged no transaction has written those tables.
 """
 
 from __future__ import annotations

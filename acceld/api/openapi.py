@@ -55,9 +55,7 @@ def _public(path: str) -> bool:
 
 
 def _error_statuses(path: str, op: Op) -> list[int]:
-    """The error statuses of an operation: those of every route of its kind (a query or
-    body to validate, a path parameter to look up, a caller to authorize, a microversion
-    to negotiate, a database to read) and the operation's own."""
+    """The error statuses of an operation: those of every route of its kind, and its own."""
     found = set(op.errors)
     if op.query is not None or op.body is not None or "{" in path:
         found.add(400)

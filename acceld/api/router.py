@@ -291,9 +291,8 @@ class Router:
 
 def _unrouted(req: webob.Request, method: str,
               methods: dict[str, Handler] | None) -> errors.HTTPError:
-    """The error for a request no route serves: 404 for an unknown path, 405 (with
-    ``Allow``) for another method of a known one; below ``/v2`` what Cyborg's controllers
-    answer there (:data:`CYBORG_CONTROLLERS`)."""
+    """The error for a request no route serves: 404, or 405 for another method of a known
+    path; below ``/v2`` what Cyborg's controllers answer there."""
     parts = req.environ.get("PATH_INFO", "").strip("/").split("/")
     cyborg = (CYBORG_CONTROLLERS.get(parts[1]) if len(parts) > 1 and parts[0] == "v2"
               else None)

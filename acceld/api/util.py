@@ -59,10 +59,8 @@ def state(req: webob.Request) -> AppState:
 
 
 class _PolicyDecisions:
-    """Memoised oslo.policy decisions (its evaluation is the largest single cost of a
-    small GET): a decision depends only on the rule, the target and the credentials. Kept
-    bounded, and dropped whenever the enforcer's rule set changes; the policy file is
-    looked at again (``load_rules``) at most once a second."""
+    """Memoised oslo.policy decisions (by rule and credentials; bounded), dropped when the
+    enforcer's rules change; the policy file is looked at again at most once a second."""
 
     MAX = 4096
     RECHECK_S = 1.0
