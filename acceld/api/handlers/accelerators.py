@@ -54,10 +54,8 @@ def create_accelerator(req: webob.Request) -> util.Reply:
 def _expected_revision(req: webob.Request, body: dict[str, Any]) -> int:
     header = req.headers.get("If-Match")
     if header is not None:
-        tag = header.strip()
-        tag = tag[2:] if tag.startswith("W/") else tag
         try:
-            from_header = int(tag.strip('"'))
+            from_header = int(header.strip().removeprefix("W/").strip('"'))
         except ValueError:
             from_header = -1
         if not 0 <= from_header <= limits.INT_MAX:     # no revision is outside
