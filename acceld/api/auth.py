@@ -1,11 +1,5 @@
-"""Authentication strategies and the request context.
-
-``noauth`` (embedded default and tests, like Placement's noauth2): no token or
-``X-Auth-Token: admin`` -> admin of project ``default``; ``X-Auth-Token: user:project`` ->
-that user with the member and reader roles plus any ``X-Roles``; ``X-Service-Token`` adds
-the ``service`` role. ``keystone``: keystonemiddleware ``auth_token`` validates the token
-and sets the identity headers this module reads. ``PUBLIC_PATHS`` (version discovery)
-stay public in both.
+"""Authentication strategies (noauth, keystonemiddleware's ``auth_token``) and the request
+context; ``PUBLIC_PATHS`` (version discovery) stay public in both.
 """
 
 from __future__ import annotations
@@ -32,14 +26,9 @@ WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 class RequestContext(context.RequestContext):
     """oslo.context's RequestContext, with a constructor for the API's requests
-    (:meth:`for_request`) that sets only what a request knows.
-
-    oslo's ``__init__`` assigns some thirty attributes, nearly all None on every request
-    (a third of the Python the authentication step ran). Here those are class-level
-    defaults holding oslo's default values; ``roles`` and ``service_roles``, the mutable
-    ones, are always set on the instance. A context made either way reads the same
-    (``tests/unit/test_api_responses.py``).
-    """
+    (:meth:`for_request`) that sets only what a request knows: the thirty attributes
+    oslo's ``__init__`` assigns, nearly all None, are class-level defaults holding oslo's
+    values (``roles`` and ``service_roles``, the mutable ones, are set on the instance)."""
 
     auth_token = domain_id = user_domain_id = project_domain_id = None
     user_name = project_name = domain_name = user_domain_name = None
@@ -59,12 +48,9 @@ class RequestContext(context.RequestContext):
         """``cls(user_id=..., ...)`` for these, current in this thread as that is."""
         self = cls.__new__(cls)
         attrs = self.__dict__
-        attrs["user_id"] = user_id
-        attrs["project_id"] = project_id
-        attrs["roles"] = roles
-        attrs["service_roles"] = service_roles
-        attrs["_is_admin"] = is_admin
-        attrs["request_id"] = request_id or context.generate_request_id()
+        attrs.update(user_id=user_id, project_id=project_id, roles=roles,
+                     service_roles=service_roles, _is_admin=is_admin,
+                     request_id=request_id or context.generate_request_id())
         if global_request_id is not None:
             attrs["global_request_id"] = global_request_id
         if scope is not None:
@@ -74,8 +60,7 @@ class RequestContext(context.RequestContext):
 
     def to_policy_values(self) -> Any:
         """oslo.context's values plus ``is_admin``, which Cyborg's legacy rules test
-        (``is_admin:True``, ORed in under the legacy defaults); oslo.context offers it as
-        a deprecated value (reading it warns that a rule still depends on it)."""
+        (oslo.context offers it as a deprecated value, which warns when read)."""
         values = super().to_policy_values()
         values["is_admin"] = self.is_admin
         return values
@@ -90,10 +75,6 @@ Scope = dict[str, "str | None"]
 SCOPE_ATTRIBUTES = ("system_scope", "domain_id", "user_domain_id", "project_domain_id")
 
 
-def _split_roles(value: str | None) -> list[str]:
-    return [r.strip() for r in (value or "").split(",") if r.strip()]
-
-
 def _set_context(environ: dict[str, Any], user: str | None, project: str | None,
                  roles: list[str], service_roles: list[str],
                  scope: Scope | None = None) -> None:
@@ -104,10 +85,9 @@ def _set_context(environ: dict[str, Any], user: str | None, project: str | None,
 
 
 def begin_context(environ: dict[str, Any]) -> None:
-    """Make a context of the request's ids alone (no caller yet, nothing in ``environ``)
-    current in this thread, so that every line logged while the request is served carries
-    its request id (oslo.log's formatter reads the current context), a public route's or a
-    refusal's included; authentication replaces it with the caller's."""
+    """Make a context of the request's ids alone current in this thread, so that every
+    line logged for the request carries its request id (authentication replaces it with
+    the caller's)."""
     RequestContext.for_request(None, None, [], [], False, environ.get(request_id.ENV_REQUEST_ID),
                                environ.get(request_id.ENV_GLOBAL_REQUEST_ID))
 
@@ -118,8 +98,10 @@ _NOAUTH_TOKEN = re.compile(r"[^:\x00-\x1f\x7f]{1,255}:[^\x00-\x1f\x7f]{1,255}")
 
 
 def noauth(environ: dict[str, Any]) -> Reply | None:
-    """noauth's conventions (see the module's doc): sets the caller's context, or answers
-    the 401 to send for a token it does not know."""
+    """noauth, like Placement's noauth2: no token or ``X-Auth-Token: admin`` is the admin of
+    project ``default``; ``<user>:<project>`` that user with the member and reader roles
+    plus any ``X-Roles``; ``X-Service-Token`` adds ``service``. Sets the caller's context,
+    or answers the 401 for a token it does not know."""
     token = environ.get("HTTP_X_AUTH_TOKEN")
     if token in (None, "", "admin"):
         user, project, roles = "admin", DEFAULT_PROJECT, ["admin", "member", "reader"]
@@ -131,7 +113,8 @@ def noauth(environ: dict[str, Any]) -> Reply | None:
                              "'admin' or '<user>:<project>' (each 1-255 characters, no "
                              "control character).", "acceld.unauthorized")
     service_roles = ["service"] if environ.get("HTTP_X_SERVICE_TOKEN") else []
-    _set_context(environ, user, project, roles + _split_roles(environ.get("HTTP_X_ROLES")),
+    extra = [role.strip() for role in environ.get("HTTP_X_ROLES", "").split(",")]
+    _set_context(environ, user, project, roles + [role for role in extra if role],
                  service_roles)
     return None
 

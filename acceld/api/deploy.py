@@ -21,16 +21,11 @@ ACCESS_LOG = logging.getLogger("acceld.api.access")
 
 
 class Front:
-    """The head of the pipeline, in one call: a request id for every request
-    (``request_id``) and a logging context that carries it (``auth.begin_context``), one
-    access-log line per request (:class:`_Access`), the limits on
-    the request target (414) and the header fields (431) with the one JSON error body,
-    the app's state in the environ, then the public routes (version discovery) to the
-    router as they are, and every other request through authentication: noauth's
-    conventions here, or keystonemiddleware's ``auth_token`` (a WSGI app of its own, whose
-    own answers get the request id header on the way out). One call rather than
-    nested middlewares, each of which would cost a call and a frame on every request.
-    """
+    """The head of the pipeline, one call rather than nested middlewares: a request id and
+    a logging context that carries it, the access-log line, the 414 and 431 limits, the
+    app's state in the environ, then the public routes to the router as they are and every
+    other request through authentication (noauth, or keystonemiddleware's ``auth_token``,
+    whose own answers get the request id header on the way out)."""
 
     def __init__(self, app: auth.WSGIApp, state: util.AppState,
                  keystone: auth.WSGIApp | None) -> None:
@@ -48,18 +43,15 @@ class Front:
 
     def _serve(self, environ: dict[str, Any], start_response: Callable[..., Any],
                req_id: str) -> Any:
-        refusal = self._oversized(environ)
-        if refusal is not None:
-            return refusal(environ, request_id.adding_header(start_response, req_id))
-        environ["acceld.app"] = self._state
-        if auth.is_public(environ):
-            return self._app(environ, start_response)
-        if self._keystone is not None:
-            return self._keystone(environ, request_id.adding_header(start_response, req_id))
-        refusal = auth.noauth(environ)
-        if refusal is not None:
-            return refusal(environ, request_id.adding_header(start_response, req_id))
-        return self._app(environ, start_response)
+        app = self._oversized(environ)     # a refusal, keystonemiddleware or the router
+        if app is None:
+            environ["acceld.app"] = self._state
+            if auth.is_public(environ):
+                return self._app(environ, start_response)
+            app = self._keystone if self._keystone is not None else auth.noauth(environ)
+            if app is None:
+                return self._app(environ, start_response)
+        return app(environ, request_id.adding_header(start_response, req_id))
 
     def _oversized(self, environ: dict[str, Any]) -> Any:
         """The 414 for a request target longer than ``[api] max_uri_length``, the 431 for
@@ -86,24 +78,15 @@ _LOGGED_TARGET = 512    # characters of the request target an access-log line sh
 
 
 class _Access:
-    """One access-log line per request, in the OpenStack services' form (nova's and
-    placement's request log); oslo.log's formatter puts the request's context, request id
-    included, before it::
+    """One access-log line per request, as nova's and placement's request log: ``127.0.0.1
+    "GET /v2/devices" status: 200 len: 1234 microversion: 2.0 time: 0.0012345``, written
+    when the app's iterable is done (at once for a list; for a stream, which this then
+    wraps, on ``close()``); ``len`` is the ``Content-Length``, or the bytes sent."""
 
-        ... INFO acceld.api.access [None req-... admin default - - - -] 127.0.0.1
-        "GET /v2/devices" status: 200 len: 1234 microversion: 2.0 time: 0.0012345
-
-    ``len`` is the body's length (its ``Content-Length``, or the bytes sent when there
-    is none); ``time`` runs from the request's arrival at the app to its last body byte
-    handed to the server. The target is cut at 512 characters and its control
-    characters escaped. The line is written when the app's iterable is done (at once
-    for a list, on ``close()`` for a stream), so it works under any WSGI server.
-    """
-
-    __slots__ = ("environ", "started", "status", "length", "_start")
+    __slots__ = ("environ", "started", "status", "length", "_start", "_body", "_sent")
 
     def __init__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> None:
-        self.environ, self._start = environ, start_response
+        self.environ, self._start, self._sent = environ, start_response, 0
         self.started = time.perf_counter()
         self.status = self.length = None
 
@@ -121,7 +104,23 @@ class _Access:
                 self.length = sum(map(len, body))
             self.log()
             return body
-        return _Logged(body, self)
+        self._body = body
+        return self
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self._body:
+            self._sent += len(chunk)
+            yield chunk
+
+    def close(self) -> None:
+        try:
+            close = getattr(self._body, "close", None)
+            if close is not None:
+                close()
+        finally:
+            if self.length is None:
+                self.length = self._sent
+            self.log()
 
     def log(self) -> None:
         env = self.environ
@@ -140,35 +139,12 @@ class _Access:
             version if version is not None else "-", time.perf_counter() - self.started)
 
 
-class _Logged:
-    """A streamed body that writes its request's access-log line when it is closed."""
-
-    def __init__(self, body: Iterable[bytes], access: _Access) -> None:
-        self._body, self._access, self._sent = body, access, 0
-
-    def __iter__(self) -> Iterator[bytes]:
-        for chunk in self._body:
-            self._sent += len(chunk)
-            yield chunk
-
-    def close(self) -> None:
-        try:
-            close = getattr(self._body, "close", None)
-            if close is not None:
-                close()
-        finally:
-            if self._access.length is None:
-                self._access.length = self._sent
-            self._access.log()
-
-
 def make_app(conf: cfg.ConfigOpts, db: Database, conductor: ConductorClient) -> Any:
     state = util.AppState(conf=conf, db=db, conductor=conductor,
                           enforcer=policies.make_enforcer(conf))
     routes = router.Router()
     app: Any = Front(routes, state, auth.keystone(routes, conf))
-    # The proxy-header middleware does nothing unless enabled; it is webob-based and
-    # costs a little on every request, so it is only in the pipeline when it acts.
+    # the proxy-header middleware costs a little on every request: only when enabled
     conf.register_opts(http_proxy_to_wsgi.OPTS, group="oslo_middleware")
     if conf.oslo_middleware.enable_proxy_headers_parsing:
         app = http_proxy_to_wsgi.HTTPProxyToWSGI(app, conf)

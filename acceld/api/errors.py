@@ -1,8 +1,6 @@
-"""The one error renderer, and the map from domain exceptions to HTTP statuses.
-
-Every error body is ``{"errors": [{"status", "code", "title", "detail", "request_id"}]}``
-(the shape Placement uses). A client mistake is always a 4xx naming the problem; only a
-bug is a 500, and its body says nothing about internals.
+"""The one error renderer, and the map from domain exceptions to HTTP statuses: every
+error body is ``{"errors": [{"status", "code", "title", "detail", "request_id"}]}``
+(Placement's shape); only a bug is a 500, and its body says nothing about internals.
 """
 
 from __future__ import annotations
@@ -40,11 +38,9 @@ class HTTPError(Exception):
         self.headers = headers or {}
 
 
-def status_for(exc: exception.AccelDError) -> int:
-    for cls, status in _STATUS:
-        if isinstance(exc, cls):
-            return status
-    return 500
+def invalid(detail: str) -> HTTPError:
+    """The 400 for a client mistake ``detail`` names."""
+    return HTTPError(400, detail, "acceld.invalid_input")
 
 
 def render(req: webob.Request, status: int, detail: str, code: str,
@@ -67,7 +63,7 @@ def from_exception(req: webob.Request, exc: BaseException) -> Reply:
     if isinstance(exc, HTTPError):
         return render(req, exc.status, exc.detail, exc.code, exc.headers)
     if isinstance(exc, exception.AccelDError):
-        status = status_for(exc)
+        status = next((status for cls, status in _STATUS if isinstance(exc, cls)), 500)
         if status >= 500:
             LOG.warning("%s: %s", _where(req), exc)
         return render(req, status, str(exc), exc.code)

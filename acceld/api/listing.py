@@ -1,22 +1,8 @@
-"""How every list is served: whole or by the page, in bounded memory whatever its length.
-
-Each list route takes ``limit`` and ``marker`` (docs/api-v2.md, "Lists and paging"):
-
-- Without ``limit`` the answer holds every item, as Cyborg's clients (Nova, openstacksdk)
-  expect. A list that its first batch (``acceld.db.paging``) holds whole is one body with a
-  ``Content-Length``, as before; a longer one is streamed (no ``Content-Length``; chunked
-  on HTTP/1.1): the first batch is read before the status line, the others as the body is
-  sent, each encoded and handed to the server as it comes, so memory stays that of a batch.
-  Everything that can refuse the request (policy, query, marker, 423) is decided before the
-  status line; a database failure after it ends the answer by raising from the body, so
-  the server breaks the connection instead of ending a truncated body as if complete.
-- With ``limit`` (1 to ``[api] max_limit``; more is a 400 naming the maximum): one page of
-  at most ``limit`` items, and while a next page exists ``"<key>_links": [{"rel": "next",
-  "href": ...}]``, the API working group's pagination links (openstacksdk follows
-  ``<resources_key>_links``). The href is the request's URL with ``marker`` set to the
-  uuid of the page's last item.
-- ``marker`` (with or without ``limit``) starts after the item with that uuid; one that
-  names nothing the caller can list is a 400 naming it.
+"""How every list is served, whole or by the page, in bounded memory (docs/api-v2.md,
+"Lists and paging"): without ``limit`` every item, a long list streamed a batch at a time
+(a database failure once it started raises from the body, so the server breaks the
+connection rather than end a truncated body as if complete); with ``limit`` one page, and
+while a next page exists ``"<key>_links": [{"rel": "next", "href": ...}]``.
 """
 
 from __future__ import annotations
@@ -38,9 +24,9 @@ Present = Callable[[Item], Item]
 
 
 class Listing(Protocol):
-    """What a list function of ``acceld.objects`` returns (``acceld.db.paging.Listing``),
-    as far as the answer needs it: the first batch or the page, whether anything follows,
-    the page size (None: the whole list), and the batches after the first."""
+    """What a list function of ``acceld.objects`` returns (``acceld.db.paging.Listing``):
+    the first batch or the page, whether anything follows, the page size (None: the whole
+    list), and the batches after the first."""
 
     items: list[Item]
     complete: bool
@@ -55,18 +41,10 @@ def page_params(req: webob.Request, q: dict[str, str]) -> tuple[int | None, str 
     limit = int(q["limit"]) if "limit" in q else None
     most = util.state(req).api.max_limit
     if limit is not None and limit > most:
-        raise errors.HTTPError(400, f"Invalid query field 'limit': {limit} is more than "
-                               f"{most}, the most a page holds ([api] max_limit).",
-                               "acceld.invalid_input")
+        raise errors.invalid(f"Invalid query field 'limit': {limit} is more than "
+                             f"{most}, the most a page holds ([api] max_limit).")
     marker = util.canonical_uuid(q["marker"]) if "marker" in q else None
     return limit, marker
-
-
-def next_href(req: webob.Request, marker: str) -> str:
-    """The request's URL with ``marker`` in place of any it had."""
-    params = [(k, v) for k, v in req.GET.items() if k != "marker"] + [("marker", marker)]
-    path = req.environ.get("PATH_INFO", "")
-    return f"{util.base_url(req)}{path}?{urllib.parse.urlencode(params)}"
 
 
 def respond(req: webob.Request, key: str, found: Listing, present: Present) -> util.Reply:
@@ -75,9 +53,11 @@ def respond(req: webob.Request, key: str, found: Listing, present: Present) -> u
     items = [present(item) for item in found.items]
     if found.limit is not None:
         body: dict[str, Any] = {key: items}
-        if not found.complete:
-            body[f"{key}_links"] = [{"rel": "next",
-                                     "href": next_href(req, found.items[-1]["uuid"])}]
+        if not found.complete:      # the request's URL with the next page's marker
+            params = [(k, v) for k, v in req.GET.items() if k != "marker"]
+            query = urllib.parse.urlencode([*params, ("marker", found.items[-1]["uuid"])])
+            href = f"{util.base_url(req)}{req.environ.get('PATH_INFO', '')}?{query}"
+            body[f"{key}_links"] = [{"rel": "next", "href": href}]
         return util.json_response(body)
     if found.complete:
         return util.json_response({key: items})

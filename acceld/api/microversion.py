@@ -1,14 +1,12 @@
 """Microversions of the Cyborg-compatible v2 API: the list, negotiation and headers.
 
-The client names a version with ``OpenStack-API-Version: accelerator X.Y`` (a bare
-``X.Y`` is still accepted, as Cyborg does, and logged as deprecated; ``latest`` means the
-maximum). microversion-parse reads the header and makes the :class:`Version`. No header
-means the minimum, 2.0, which is what Nova sends. Every response under ``/v2`` carries
-the range and the negotiated version (:func:`headers`), errors included; a version this
-service cannot serve is a 406 (:func:`negotiate`)."""
+``OpenStack-API-Version: accelerator X.Y`` (read by microversion-parse; a bare ``X.Y`` is
+accepted, as Cyborg does, and logged as deprecated); no header means the minimum, what
+Nova sends. A version this service cannot serve is a 406."""
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import microversion_parse
@@ -45,31 +43,23 @@ MIN_VERSION = parse(VERSIONS[0])
 MAX_VERSION = parse(VERSIONS[-1])
 
 
-def _range_headers() -> dict[str, str]:
-    return {"OpenStack-API-Minimum-Version": str(MIN_VERSION),
-            "OpenStack-API-Maximum-Version": str(MAX_VERSION),
-            "Vary": HEADER}
-
-
 def headers(version: Version | None) -> dict[str, str]:
     """The headers of every /v2 response (``version`` None: negotiation failed)."""
-    out = _range_headers()
+    out = {"OpenStack-API-Minimum-Version": str(MIN_VERSION),
+           "OpenStack-API-Maximum-Version": str(MAX_VERSION), "Vary": HEADER}
     if version is not None:
         out[HEADER] = f"{SERVICE_TYPE} {version}"
     return out
 
 
 HEADER_NAMES = frozenset(name.lower() for name in headers(MIN_VERSION))
-_HEADER_ITEMS: dict[Version | None, list[tuple[str, str]]] = {}
 
 
+@functools.cache
 def header_items(version: Version | None) -> list[tuple[str, str]]:
     """:func:`headers` as WSGI header tuples, built once per version (the list is shared:
     copy it to change it)."""
-    items = _HEADER_ITEMS.get(version)
-    if items is None:
-        items = _HEADER_ITEMS[version] = list(headers(version).items())
-    return items
+    return list(headers(version).items())
 
 
 def _requested(value: str | None) -> str | None:
@@ -88,25 +78,13 @@ def _requested(value: str | None) -> str | None:
 
 
 def _not_acceptable(detail: str) -> errors.HTTPError:
-    return errors.HTTPError(406, detail, "acceld.microversion", _range_headers())
+    return errors.HTTPError(406, detail, "acceld.microversion", headers(None))
 
 
-_NEGOTIATED: dict[str | None, Version] = {}
-
-
+@functools.lru_cache(maxsize=256)
 def negotiate(value: str | None) -> Version:
     """The version to serve for the header ``value``; 406 (HTTPError) when there is none.
-    Answers are kept per header value (a few distinct ones in practice, bounded)."""
-    version = _NEGOTIATED.get(value)
-    if version is None:
-        version = _negotiate(value)
-        if len(_NEGOTIATED) >= 256:
-            _NEGOTIATED.clear()
-        _NEGOTIATED[value] = version
-    return version
-
-
-def _negotiate(value: str | None) -> Version:
+    Answers are kept per header value (a few distinct ones in practice)."""
     requested = _requested(value)
     if requested is None:
         return MIN_VERSION

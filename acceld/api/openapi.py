@@ -1,22 +1,11 @@
 """The OpenAPI 3.1 description of the v1 and v2 APIs, generated from the route table
-(``acceld.api.router.ROUTES``) and the schemas the handlers validate requests with
-(``acceld.api.schemas``); served at ``GET /openapi.json`` and kept in docs/openapi.json.
-
-:data:`OPERATIONS` says, per route and method, which query and body schema the handler
-passes to ``util.query`` / ``util.json_body`` (the very objects, so the description cannot
-say something the validation does not), what it answers on success (a schema of
-``acceld.api.schemas.responses``) and the error statuses it may answer besides those
-every route of its kind may (:func:`_error_statuses`). tests/unit/test_openapi.py checks
-the map against the handlers' code and docs/openapi.json against :func:`document`.
-
-Regenerate docs/openapi.json after changing a route or a schema::
-
-    .venv/bin/python -m acceld.api.openapi > docs/openapi.json
+(``router.OPERATIONS``) and the schemas; served at ``GET /openapi.json``. Regenerate
+docs/openapi.json after changing a route or a schema:
+``.venv/bin/python -m acceld.api.openapi > docs/openapi.json``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import inspect
 import json
@@ -26,100 +15,12 @@ from typing import Any
 
 import acceld
 from acceld.api import auth, microversion, request_id, router
+from acceld.api.router import OPERATIONS, Op
 from acceld.api.schemas import responses as r
-from acceld.api.schemas import v1, v2
 
 OPENAPI_VERSION = "3.1.0"
 JSON = "application/json"
 
-
-@dataclasses.dataclass(frozen=True)
-class Op:
-    """One operation: the success ``status`` and its body's schema (``response``, None:
-    no body), the request's ``query`` and ``body`` schemas (None: the handler reads
-    none), whether the body may be left out, a key the body may also come wrapped in
-    (``{wrapper: body}``), the operation's own error statuses and the success headers
-    it sets."""
-
-    status: int
-    response: dict[str, Any] | None
-    query: dict[str, Any] | None = None
-    body: dict[str, Any] | None = None
-    body_optional: bool = False
-    wrapper: str | None = None
-    errors: tuple[int, ...] = ()
-    headers: tuple[str, ...] = ()
-
-
-OPERATIONS: dict[str, dict[str, Op]] = {
-    "/": {"GET": Op(200, r.VERSIONS)},
-    "/openapi.json": {"GET": Op(200, r.OPENAPI)},
-    "/v1": {"GET": Op(200, r.V1_VERSION)},
-    "/v1/accelerators": {
-        "GET": Op(200, r.ACCELERATORS, query=v1.LIST_QUERY),
-        "POST": Op(201, None, body=v1.CREATE, errors=(409,), headers=("Location",))},
-    "/v1/accelerators/{uuid}": {
-        "GET": Op(200, r.ACCELERATOR, query=v1.NO_QUERY, headers=("ETag",)),
-        "PUT": Op(200, r.ACCELERATOR, body=v1.ATTACH, errors=(409, 502, 503),
-                  headers=("ETag",)),
-        "DELETE": Op(204, None, errors=(409, 502, 503))},
-    "/v1/accelerators/{uuid}/state": {
-        "PUT": Op(200, r.ACCELERATOR, body=v1.SET_STATE, errors=(409, 503),
-                  headers=("ETag",))},
-    "/v1/accelerators/{uuid}/stats": {
-        "GET": Op(200, r.DEVICE_STATS, query=v1.NO_QUERY, errors=(409, 503))},
-    "/v1/accelerators/{uuid}/{acc_spec}": {
-        "PUT": Op(200, r.ACCELERATOR, body=v1.UPDATE_SPECS, errors=(409, 428),
-                  headers=("ETag",))},
-    "/v1/services": {"GET": Op(200, r.SERVICES, query=v1.NO_QUERY)},
-    "/v1/drivers": {"GET": Op(200, r.DRIVERS, query=v1.DRIVER_QUERY)},
-    "/v1/drivers/{name}/action": {
-        "POST": Op(200, r.DRIVER_RESULTS, body=v1.DRIVER_ACTION, errors=(503,))},
-    "/v1/backends": {"GET": Op(200, r.BACKENDS, query=v1.BACKEND_QUERY)},
-    "/v1/discover": {
-        "POST": Op(202, r.DISCOVERED, body=v1.DISCOVER, body_optional=True, errors=(503,))},
-    "/v1/placement": {"GET": Op(200, r.PLACEMENT_STATUS, query=v1.NO_QUERY)},
-    "/v1/placement/sync": {
-        "POST": Op(200, r.PLACEMENT_SYNC, body=v1.PLACEMENT_SYNC, body_optional=True,
-                   errors=(503,))},
-    "/v2": {"GET": Op(200, r.V2_VERSION, query=v2.NO_QUERY)},
-    "/v2/devices": {"GET": Op(200, r.DEVICES, query=v2.DEVICE_LIST_QUERY)},
-    "/v2/devices/{uuid}": {"GET": Op(200, r.DEVICE, query=v2.NO_QUERY)},
-    "/v2/devices/{uuid}/enable": {"POST": Op(200, None, query=v2.NO_QUERY)},
-    "/v2/devices/{uuid}/disable": {"POST": Op(200, None, query=v2.NO_QUERY, errors=(409,))},
-    "/v2/deployables": {"GET": Op(200, r.DEPLOYABLES, query=v2.LIST_QUERY)},
-    "/v2/deployables/{uuid}": {"GET": Op(200, r.DEPLOYABLE, query=v2.NO_QUERY)},
-    "/v2/deployables/{uuid}/program": {
-        "GET": Op(200, r.DEPLOYABLE_PROGRAM, query=v2.NO_QUERY),
-        "PATCH": Op(202, r.DEPLOYABLE_PROGRAM, query=v2.NO_QUERY, body=v2.PROGRAM_PATCH,
-                    errors=(409, 503), headers=("Location",))},
-    "/v2/attributes": {
-        "GET": Op(200, r.ATTRIBUTES, query=v2.ATTRIBUTE_LIST_QUERY),
-        "POST": Op(201, r.ATTRIBUTE, query=v2.NO_QUERY, body=v2.ATTRIBUTE,
-                   wrapper="attribute")},
-    "/v2/attributes/{uuid}": {
-        "GET": Op(200, r.ATTRIBUTE, query=v2.NO_QUERY),
-        "DELETE": Op(204, None, query=v2.NO_QUERY)},
-    "/v2/device_profiles": {
-        "GET": Op(200, r.DEVICE_PROFILES, query=v2.PROFILE_LIST_QUERY),
-        "POST": Op(201, r.DEVICE_PROFILE, query=v2.NO_QUERY, body=v2.ONE_PROFILE,
-                   errors=(409,)),
-        "DELETE": Op(204, None, query=v2.PROFILE_DELETE_QUERY, errors=(404, 409))},
-    "/v2/device_profiles/{name_or_uuid}": {
-        "GET": Op(200, r.DEVICE_PROFILE_SHOW, query=v2.NO_QUERY),
-        "DELETE": Op(204, None, query=v2.NO_QUERY, errors=(409,))},
-    "/v2/accelerator_requests": {
-        "GET": Op(200, r.ARQS, query=v2.ARQ_LIST_QUERY, errors=(423,)),
-        "POST": Op(201, r.ARQS, query=v2.NO_QUERY, body=v2.ARQ_CREATE, errors=(404,)),
-        "PATCH": Op(202, None, query=v2.NO_QUERY, body=v2.ARQ_PATCH,
-                    errors=(404, 409, 502, 503)),
-        "DELETE": Op(204, None, query=v2.ARQ_DELETE_QUERY, errors=(404,))},
-    "/v2/accelerator_requests/{uuid}": {
-        "GET": Op(200, r.ARQ, query=v2.NO_QUERY),
-        "PATCH": Op(202, None, query=v2.NO_QUERY, body=v2.ARQ_PATCH,
-                    errors=(409, 502, 503)),
-        "DELETE": Op(204, None, query=v2.NO_QUERY)},
-}
 
 # The schema of each path parameter (the router passes any one non-empty segment).
 _SEGMENT = {"type": "string", "minLength": 1, "pattern": "^[^/]+$"}
@@ -154,9 +55,7 @@ def _public(path: str) -> bool:
 
 
 def _error_statuses(path: str, op: Op) -> list[int]:
-    """The error statuses of an operation: those of every route of its kind (a query or
-    body to validate, a path parameter to look up, a caller to authorize, a microversion
-    to negotiate, a database to read) and the operation's own."""
+    """The error statuses of an operation: those of every route of its kind, and its own."""
     found = set(op.errors)
     if op.query is not None or op.body is not None or "{" in path:
         found.add(400)
@@ -227,8 +126,8 @@ def _responses(path: str, op: Op, components: dict[int, str]) -> dict[str, Any]:
     return out
 
 
-def _operation(path: str, method: str, handler: Any, op: Op,
-               components: dict[int, str]) -> dict[str, Any]:
+def _operation(path: str, method: str, op: Op, components: dict[int, str]) -> dict[str, Any]:
+    handler = op.handler
     out: dict[str, Any] = {
         "operationId": re.sub(r"\W+", "_", f"{method} {path}").strip("_").lower(),
         "summary": handler.__name__.replace("_", " "),
@@ -255,12 +154,9 @@ def _components() -> dict[str, Any]:
     string = {"type": "string"}
     return {
         "schemas": _component_schemas(),
-        "responses": {
-            "Error": {"description": "An error", "headers": _headers("/"),
-                      "content": {JSON: {"schema": _ref("schemas", "Error")}}},
-            "V2Error": {"description": "An error", "headers": _headers("/v2"),
-                        "content": {JSON: {"schema": _ref("schemas", "Error")}}},
-        },
+        "responses": {name: {"description": "An error", "headers": _headers(path),
+                             "content": {JSON: {"schema": _ref("schemas", "Error")}}}
+                      for name, path in (("Error", "/"), ("V2Error", "/v2"))},
         "parameters": {
             "Microversion": {
                 "name": microversion.HEADER, "in": "header", "required": False,
@@ -298,11 +194,9 @@ def document() -> dict[str, Any]:
     """The OpenAPI document (a fresh dict)."""
     components = {id(value): name for name, value in _component_schemas().items()}
     paths: dict[str, Any] = {}
-    for path, methods in router.ROUTES.items():
-        ops = OPERATIONS[path]
-        paths[path] = {method.lower(): _operation(path, method, handler, ops[method],
-                                                  components)
-                       for method, handler in methods.items()}
+    for path, ops in OPERATIONS.items():
+        paths[path] = {method.lower(): _operation(path, method, op, components)
+                       for method, op in ops.items()}
     return {
         "openapi": OPENAPI_VERSION,
         "info": {

@@ -1,10 +1,6 @@
-"""Responses as plain WSGI apps: what every handler and error returns.
-
-A :class:`Reply` holds a status, header tuples and the body bytes. It sends what webob's
-Response sent for these answers (a JSON body with its type and length, or no body),
-without webob's header bookkeeping, a large part of a cached list read's
-cost. HEAD gets the headers and no body. A long list's body is :class:`Streamed`
-(``acceld.api.listing``): produced while it is sent, with no ``Content-Length``.
+"""Responses as plain WSGI apps, what every handler and error returns: what webob's
+Response sends for these answers, without its header bookkeeping. HEAD gets the headers
+and no body; a long list's body is :class:`Streamed` (no ``Content-Length``).
 """
 
 from __future__ import annotations
@@ -22,9 +18,8 @@ _REASONS.update({code: f"{code} {cls.title}" for code, cls in webob.exc.status_m
 
 
 class Streamed:
-    """A body produced while it is sent: the WSGI iterable of a generator's chunks.
-    ``close()`` (which the server calls when the answer ends, sent whole or not, PEP 3333)
-    closes the generator, so that it reads nothing more."""
+    """A body produced while it is sent: the WSGI iterable of a generator's chunks, which
+    ``close()`` (the server's, when the answer ends, PEP 3333) closes."""
 
     __slots__ = ("_chunks",)
 
@@ -40,7 +35,7 @@ class Streamed:
 
 class Reply:
     """A finished response: a status, header tuples and the body (bytes, or
-    :class:`Streamed`), as a WSGI app (see the module's doc)."""
+    :class:`Streamed`)."""
 
     __slots__ = ("status_int", "headerlist", "body")
 
@@ -62,12 +57,11 @@ class Reply:
         """The WSGI iterable of the body for this request (HEAD: none; a streamed body
         is closed unread)."""
         body = self.body
-        if isinstance(body, bytes):
-            return [] if environ.get("REQUEST_METHOD") == "HEAD" else [body]
-        if environ.get("REQUEST_METHOD") == "HEAD":
+        if environ.get("REQUEST_METHOD") != "HEAD":
+            return [body] if isinstance(body, bytes) else body
+        if not isinstance(body, bytes):
             body.close()
-            return []
-        return body
+        return []
 
 
 def body_response(body: bytes, status: int = 200,

@@ -1,12 +1,6 @@
-"""Request ids without a framework: what oslo.middleware's ``RequestId`` does (without
-its webob and ``getfullargspec`` work on every request).
-
-Every response carries ``x-openstack-request-id: req-<uuid>``; the id is in
-``environ['openstack.request_id']`` for the context and the logs. A caller's own
-``X-OpenStack-Request-ID`` of the same form becomes ``openstack.global_request_id``, as
-with oslo.middleware. The head of the pipeline (``deploy.Front``) calls :func:`begin`;
-the router adds the header to its answers, and any other answer (noauth's refusal,
-keystonemiddleware's) gets it through :func:`adding_header`.
+"""Request ids as oslo.middleware's ``RequestId`` makes them, without its per-request webob
+work: ``x-openstack-request-id: req-<uuid>`` on every response (the router's, or through
+:func:`adding_header`); a caller's own id of that form is the global request id.
 """
 
 from __future__ import annotations

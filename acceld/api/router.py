@@ -1,23 +1,20 @@
-"""The route table (data) and the dispatcher.
+"""The route table (data) and the dispatcher: acceld's only router.
 
-This table router is acceld's only router (the Routes library is not used). Each path
-(literal segments and ``{name}`` segments) maps HTTP methods to handlers. An unknown path
-is 404, a known path with another method is 405 with an ``Allow`` header; both through
-the one error renderer.
-
-A leading ``/accelerator`` is stripped (devstack mounts Cyborg there and the links Cyborg
-clients follow carry it). Below ``/v2`` the microversion is negotiated before routing
-(``req.environ[microversion.ENV_KEY]``) and every response, errors included, carries the
-microversion headers.
+Each path (literal and ``{name}`` segments) maps HTTP methods to handlers; an unknown path
+is a 404, another method a 405 with ``Allow``. A leading ``/accelerator`` (devstack's
+mount) is stripped. Below ``/v2`` the microversion is negotiated before routing and every
+response, errors included, carries its headers.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 import webob
 
+from acceld import policies
 from acceld.api import errors, listcache, microversion, request_id, util
 from acceld.api.handlers import (
     accelerators,
@@ -29,51 +26,114 @@ from acceld.api.handlers import (
     v2_inventory,
 )
 from acceld.api.reply import Reply
+from acceld.api.schemas import responses as r
+from acceld.api.schemas import v1, v2
 
 Handler = Callable[..., Reply]
 
-ROUTES: dict[str, dict[str, Handler]] = {
-    "/": {"GET": root.versions},
-    "/openapi.json": {"GET": root.openapi_document},
-    "/v1": {"GET": root.v1},
-    "/v1/accelerators": {"GET": accelerators.list_accelerators,
-                         "POST": accelerators.create_accelerator},
-    "/v1/accelerators/{uuid}": {"GET": accelerators.show_accelerator,
-                                "PUT": accelerators.attach,
-                                "DELETE": accelerators.detach},
-    "/v1/accelerators/{uuid}/state": {"PUT": accelerators.set_state},
-    "/v1/accelerators/{uuid}/stats": {"GET": operator.device_stats},
-    "/v1/accelerators/{uuid}/{acc_spec}": {"PUT": accelerators.update_specs},
-    "/v1/services": {"GET": operator.list_services},
-    "/v1/drivers": {"GET": operator.list_drivers},
-    "/v1/drivers/{name}/action": {"POST": operator.driver_action},
-    "/v1/backends": {"GET": operator.list_backends},
-    "/v1/discover": {"POST": operator.discover},
-    "/v1/placement": {"GET": operator.placement_status},
-    "/v1/placement/sync": {"POST": operator.placement_sync},
-    "/v2": {"GET": root.v2},
-    "/v2/devices": {"GET": v2_inventory.list_devices},
-    "/v2/devices/{uuid}": {"GET": v2_inventory.show_device},
-    "/v2/devices/{uuid}/enable": {"POST": v2_inventory.enable_device},
-    "/v2/devices/{uuid}/disable": {"POST": v2_inventory.disable_device},
-    "/v2/deployables": {"GET": v2_inventory.list_deployables},
-    "/v2/deployables/{uuid}": {"GET": v2_inventory.show_deployable},
-    "/v2/deployables/{uuid}/program": {"GET": program.show_program,
-                                       "PATCH": program.program_deployable},
-    "/v2/attributes": {"GET": v2_inventory.list_attributes,
-                       "POST": v2_inventory.create_attribute},
-    "/v2/attributes/{uuid}": {"GET": v2_inventory.show_attribute,
-                              "DELETE": v2_inventory.delete_attribute},
-    "/v2/device_profiles": {"GET": device_profiles.list_profiles,
-                            "POST": device_profiles.create_profile,
-                            "DELETE": device_profiles.delete_profiles},
-    "/v2/device_profiles/{name_or_uuid}": {"GET": device_profiles.show_profile,
-                                           "DELETE": device_profiles.delete_profile},
-    "/v2/accelerator_requests": {"GET": arqs.list_arqs, "POST": arqs.create_arqs,
-                                 "PATCH": arqs.update_arqs, "DELETE": arqs.delete_arqs},
-    "/v2/accelerator_requests/{uuid}": {"GET": arqs.show_arq, "PATCH": arqs.update_arqs,
-                                        "DELETE": arqs.delete_arq},
+
+@dataclasses.dataclass(frozen=True)
+class Op:
+    """One route's method: its handler and what ``acceld.api.openapi`` says of it; ``query``
+    and ``body`` are the very schemas the handler validates with (None: it reads none),
+    ``errors`` the statuses besides those every route of its kind may answer."""
+
+    handler: Handler
+    status: int
+    response: dict[str, Any] | None
+    query: dict[str, Any] | None = None
+    body: dict[str, Any] | None = None
+    body_optional: bool = False
+    wrapper: str | None = None
+    errors: tuple[int, ...] = ()
+    headers: tuple[str, ...] = ()
+
+
+OPERATIONS: dict[str, dict[str, Op]] = {
+    "/": {"GET": Op(root.versions, 200, r.VERSIONS)},
+    "/openapi.json": {"GET": Op(root.openapi_document, 200, r.OPENAPI)},
+    "/v1": {"GET": Op(root.v1, 200, r.V1_VERSION)},
+    "/v1/accelerators": {
+        "GET": Op(accelerators.list_accelerators, 200, r.ACCELERATORS, query=v1.LIST_QUERY),
+        "POST": Op(accelerators.create_accelerator, 201, None, body=v1.CREATE, errors=(409,),
+                   headers=("Location",))},
+    "/v1/accelerators/{uuid}": {
+        "GET": Op(accelerators.show_accelerator, 200, r.ACCELERATOR, query=v1.NO_QUERY,
+                  headers=("ETag",)),
+        "PUT": Op(accelerators.attach, 200, r.ACCELERATOR, body=v1.ATTACH,
+                  errors=(409, 502, 503), headers=("ETag",)),
+        "DELETE": Op(accelerators.detach, 204, None, errors=(409, 502, 503))},
+    "/v1/accelerators/{uuid}/state": {
+        "PUT": Op(accelerators.set_state, 200, r.ACCELERATOR, body=v1.SET_STATE,
+                  errors=(409, 503), headers=("ETag",))},
+    "/v1/accelerators/{uuid}/stats": {
+        "GET": Op(operator.device_stats, 200, r.DEVICE_STATS, query=v1.NO_QUERY,
+                  errors=(409, 503))},
+    "/v1/accelerators/{uuid}/{acc_spec}": {
+        "PUT": Op(accelerators.update_specs, 200, r.ACCELERATOR, body=v1.UPDATE_SPECS,
+                  errors=(409, 428), headers=("ETag",))},
+    "/v1/services": {"GET": Op(operator.list_services, 200, r.SERVICES, query=v1.NO_QUERY)},
+    "/v1/drivers": {"GET": Op(operator.list_drivers, 200, r.DRIVERS, query=v1.DRIVER_QUERY)},
+    "/v1/drivers/{name}/action": {
+        "POST": Op(operator.driver_action, 200, r.DRIVER_RESULTS, body=v1.DRIVER_ACTION,
+                   errors=(503,))},
+    "/v1/backends": {"GET": Op(operator.list_backends, 200, r.BACKENDS, query=v1.BACKEND_QUERY)},
+    "/v1/discover": {
+        "POST": Op(operator.discover, 202, r.DISCOVERED, body=v1.DISCOVER, body_optional=True,
+                   errors=(503,))},
+    "/v1/placement": {
+        "GET": Op(operator.placement_status, 200, r.PLACEMENT_STATUS, query=v1.NO_QUERY)},
+    "/v1/placement/sync": {
+        "POST": Op(operator.placement_sync, 200, r.PLACEMENT_SYNC, body=v1.PLACEMENT_SYNC,
+                   body_optional=True, errors=(503,))},
+    "/v2": {"GET": Op(root.v2, 200, r.V2_VERSION, query=v2.NO_QUERY)},
+    "/v2/devices": {
+        "GET": Op(v2_inventory.list_devices, 200, r.DEVICES, query=v2.DEVICE_LIST_QUERY)},
+    "/v2/devices/{uuid}": {"GET": Op(v2_inventory.show_device, 200, r.DEVICE, query=v2.NO_QUERY)},
+    "/v2/devices/{uuid}/enable": {
+        "POST": Op(v2_inventory.enable_device, 200, None, query=v2.NO_QUERY)},
+    "/v2/devices/{uuid}/disable": {
+        "POST": Op(v2_inventory.disable_device, 200, None, query=v2.NO_QUERY, errors=(409,))},
+    "/v2/deployables": {
+        "GET": Op(v2_inventory.list_deployables, 200, r.DEPLOYABLES, query=v2.LIST_QUERY)},
+    "/v2/deployables/{uuid}": {
+        "GET": Op(v2_inventory.show_deployable, 200, r.DEPLOYABLE, query=v2.NO_QUERY)},
+    "/v2/deployables/{uuid}/program": {
+        "GET": Op(program.show_program, 200, r.DEPLOYABLE_PROGRAM, query=v2.NO_QUERY),
+        "PATCH": Op(program.program_deployable, 202, r.DEPLOYABLE_PROGRAM, query=v2.NO_QUERY,
+                    body=v2.PROGRAM_PATCH, errors=(409, 503), headers=("Location",))},
+    "/v2/attributes": {
+        "GET": Op(v2_inventory.list_attributes, 200, r.ATTRIBUTES, query=v2.ATTRIBUTE_LIST_QUERY),
+        "POST": Op(v2_inventory.create_attribute, 201, r.ATTRIBUTE, query=v2.NO_QUERY,
+                   body=v2.ATTRIBUTE, wrapper="attribute")},
+    "/v2/attributes/{uuid}": {
+        "GET": Op(v2_inventory.show_attribute, 200, r.ATTRIBUTE, query=v2.NO_QUERY),
+        "DELETE": Op(v2_inventory.delete_attribute, 204, None, query=v2.NO_QUERY)},
+    "/v2/device_profiles": {
+        "GET": Op(device_profiles.list_profiles, 200, r.DEVICE_PROFILES,
+                  query=v2.PROFILE_LIST_QUERY),
+        "POST": Op(device_profiles.create_profile, 201, r.DEVICE_PROFILE, query=v2.NO_QUERY,
+                   body=v2.ONE_PROFILE, errors=(409,)),
+        "DELETE": Op(device_profiles.delete_profiles, 204, None, query=v2.PROFILE_DELETE_QUERY,
+                     errors=(404, 409))},
+    "/v2/device_profiles/{name_or_uuid}": {
+        "GET": Op(device_profiles.show_profile, 200, r.DEVICE_PROFILE_SHOW, query=v2.NO_QUERY),
+        "DELETE": Op(device_profiles.delete_profile, 204, None, query=v2.NO_QUERY, errors=(409,))},
+    "/v2/accelerator_requests": {
+        "GET": Op(arqs.list_arqs, 200, r.ARQS, query=v2.ARQ_LIST_QUERY, errors=(423,)),
+        "POST": Op(arqs.create_arqs, 201, r.ARQS, query=v2.NO_QUERY, body=v2.ARQ_CREATE,
+                   errors=(404,)),
+        "PATCH": Op(arqs.update_arqs, 202, None, query=v2.NO_QUERY, body=v2.ARQ_PATCH,
+                    errors=(404, 409, 502, 503)),
+        "DELETE": Op(arqs.delete_arqs, 204, None, query=v2.ARQ_DELETE_QUERY, errors=(404,))},
+    "/v2/accelerator_requests/{uuid}": {
+        "GET": Op(arqs.show_arq, 200, r.ARQ, query=v2.NO_QUERY),
+        "PATCH": Op(arqs.update_arqs, 202, None, query=v2.NO_QUERY, body=v2.ARQ_PATCH,
+                    errors=(409, 502, 503)),
+        "DELETE": Op(arqs.delete_arq, 204, None, query=v2.NO_QUERY)},
 }
+ROUTES: dict[str, dict[str, Handler]] = {
+    path: {method: op.handler for method, op in ops.items()} for path, ops in OPERATIONS.items()}
 
 MOUNT_PREFIX = "/accelerator"
 
@@ -117,10 +177,8 @@ def is_v2(path: str) -> bool:
 
 
 def _answer_key(environ: dict[str, Any]) -> tuple[Any, ...] | None:
-    """What a GET's answer can depend on (``listcache.Replies``): the raw path and query
-    (before any normalising), the microversion asked for, the host the links are built
-    from and the caller's policy credentials; None when it cannot be stored (not a GET,
-    or no caller: a public route)."""
+    """What a GET's answer can depend on (``listcache.Replies``); None when it cannot be
+    stored (not a GET, or a public route)."""
     ctx = environ.get("acceld.context")
     if ctx is None or environ.get("REQUEST_METHOD") != "GET":
         return None
@@ -135,15 +193,10 @@ def _stored_answer(environ: dict[str, Any],
     caller and its generation is unchanged; else None (the request goes the whole way)."""
     st = environ["acceld.app"]
     entry = st.answers.get(key)
-    if entry is None:
+    if (entry is None or not all(util.allowed(environ, rule) for rule in entry[2])
+            or st.db.generation(entry[0]) != entry[1]):
         return None
-    view, generation, rules, status, headers, body = entry
-    for rule in rules:
-        if not util.allowed(environ, rule):
-            return None
-    if st.db.generation(view) != generation:
-        return None
-    return status, headers, body
+    return entry[3:]
 
 
 def _keep_answer(environ: dict[str, Any], key: tuple[Any, ...], status: str,
@@ -151,78 +204,43 @@ def _keep_answer(environ: dict[str, Any], key: tuple[Any, ...], status: str,
     """File a 200 answer whose body came from ListCache (its handler said so)."""
     generation = environ.get(listcache.ENV_GENERATION)
     rules = environ.get(util.ENV_RULES)
-    if generation is None or not rules:
-        return
-    environ["acceld.app"].answers.put(key, (*generation, rules, status, headers.copy(), body))
-
-
-class _Template:
-    """One route path: literal segments and ``{name}`` segments (one non-empty segment
-    each, as the ``routes`` library matched them)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.segments = tuple(
-            (True, seg[1:-1]) if seg.startswith("{") and seg.endswith("}") else (False, seg)
-            for seg in path.strip("/").split("/") if seg)
-
-    def match(self, parts: list[str]) -> dict[str, str] | None:
-        params: dict[str, str] = {}
-        for (is_param, word), part in zip(self.segments, parts, strict=True):
-            if is_param:
-                if not part:
-                    return None
-                params[word] = part
-            elif part != word:
-                return None
-        return params
+    if generation is not None and rules:
+        environ["acceld.app"].answers.put(key, (*generation, rules, status, headers.copy(),
+                                                body))
 
 
 class Router:
-    def __init__(self, table: dict[str, dict[str, Handler]] = ROUTES) -> None:
-        self._table = table
-        # Literal paths are one dict lookup; the others are tried in table order among
-        # the templates with as many segments (a literal segment listed first wins,
-        # e.g. ".../state" before ".../{acc_spec}").
-        self._static: dict[str, str] = {}
-        by_length: dict[int, list[_Template]] = {}
-        for path in table:
-            template = _Template(path)
-            if any(is_param for is_param, _ in template.segments):
-                by_length.setdefault(len(template.segments), []).append(template)
-            else:
-                self._static[path.rstrip("/") or "/"] = path
-        # Where every template of a length starts with two literal segments ("/v2/devices/
-        # {uuid}"), only those with the request's first two are tried (in table order, as
-        # before): a key of (length, first, second); else (length,) keys them all.
-        self._templates: dict[tuple[Any, ...], list[_Template]] = {}
-        for length, templates in by_length.items():
-            two = length > 2 and all(not t.segments[0][0] and not t.segments[1][0]
-                                     for t in templates)
-            for t in templates:
-                key = (length, t.segments[0][1], t.segments[1][1]) if two else (length,)
-                self._templates.setdefault(key, []).append(t)
-        self._keyed = frozenset(k[0] for k in self._templates if len(k) == 3)
+    """Templates are tried in table order among those with the request's first two
+    segments (each starts with two literal ones); a ``{name}`` segment matches any one
+    non-empty segment. Each route is authorized with the policy rule documenting it."""
+
+    def __init__(self) -> None:
+        self._static = {path: path for path in ROUTES if "{" not in path}
+        self._templates: dict[tuple[str, ...], list[tuple[str, list[str]]]] = {}
+        for path in ROUTES:
+            if "{" in path:
+                segments = path.strip("/").split("/")
+                self._templates.setdefault(tuple(segments[:2]), []).append((path, segments))
+        self._rules = {(self.match(op["path"])[0], op["method"]): rule.name
+                       for rule in policies.ROUTE_RULES for op in rule.operations}
 
     def match(self, path: str) -> tuple[str, dict[str, str]] | None:
         """(route path, parameters) for a request path; one trailing slash is allowed."""
         if path.endswith("/") and path != "/":
             path = path[:-1]
-        static = self._static.get(path or "/")
-        if static is not None:
-            return static, {}
+        if path in self._static:
+            return path, {}
         parts = path.strip("/").split("/")
-        n = len(parts)
-        for template in self._templates.get((n, parts[0], parts[1]) if n in self._keyed
-                                            else (n,), ()):
-            params = template.match(parts)
-            if params is not None:
-                return template.path, params
+        for route, segments in self._templates.get(tuple(parts[:2]), ()):
+            if len(segments) != len(parts):
+                continue
+            pairs = list(zip(segments, parts, strict=True))
+            if all(part if seg[0] == "{" else part == seg for seg, part in pairs):
+                return route, {seg[1:-1]: part for seg, part in pairs if seg[0] == "{"}
         return None
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        """The answer's WSGI iterable: a list of the body bytes, or a streamed list's
-        body (``reply.Streamed``, with ``close()``), which is never stored."""
+        """The answer's WSGI iterable (a streamed body is never stored)."""
         # every answer carries the request id the pipeline's head gave the request
         req_id = environ.get(request_id.ENV_REQUEST_ID)
         tail = [(request_id.HEADER, req_id)] if req_id else []
@@ -260,28 +278,28 @@ class Router:
         method = req.environ["REQUEST_METHOD"]
         if method == "HEAD":
             method = "GET"
-        if found is None or method not in self._table[found[0]]:
-            raise _unrouted(req, method, None if found is None else self._table[found[0]])
+        if found is None or method not in ROUTES[found[0]]:
+            raise _unrouted(req, method, None if found is None else ROUTES[found[0]])
         path, match = found
+        rule = self._rules.get((path, method))
+        if rule is not None:
+            util.authorize(req, rule)
         if "uuid" in match:  # one spelling of a UUID everywhere below the router
             match["uuid"] = util.canonical_uuid(match["uuid"])
-        return self._table[path][method](req, **match)
+        return ROUTES[path][method](req, **match)
 
 
 def _unrouted(req: webob.Request, method: str,
               methods: dict[str, Handler] | None) -> errors.HTTPError:
-    """The error for a request no route serves: 404 for an unknown path, 405 (with
-    ``Allow``) for another method of a known one; below ``/v2`` what Cyborg's controllers
-    answer there (:data:`CYBORG_CONTROLLERS`)."""
+    """The error for a request no route serves: 404, or 405 for another method of a known
+    path; below ``/v2`` what Cyborg's controllers answer there."""
     parts = req.environ.get("PATH_INFO", "").strip("/").split("/")
     cyborg = (CYBORG_CONTROLLERS.get(parts[1]) if len(parts) > 1 and parts[0] == "v2"
               else None)
-    if cyborg is not None and len(parts) > 2 and (method == "GET" or method in cyborg):
-        methods = None                                    # a 404 there
-    elif cyborg is not None and len(parts) > 2:
-        methods = methods or {}                           # a 405 there
+    if cyborg is not None and len(parts) > 2:             # a 404 or a 405 there
+        methods = None if method == "GET" or method in cyborg else methods or {}
     elif cyborg is not None and method in cyborg:
-        return errors.HTTPError(400, 'Missing argument: "uuid"', "acceld.invalid_input")
+        return errors.invalid('Missing argument: "uuid"')
     if methods is None:
         return errors.HTTPError(404, f"The resource {req.path_info} could not be found.",
                                 "acceld.not_found")

@@ -8,6 +8,7 @@ import io
 import re
 import threading
 import time
+import types
 import urllib.parse
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -27,23 +28,6 @@ from acceld.db.api import Database
 from acceld.rpc import ConductorClient
 
 
-class ApiOptions(NamedTuple):
-    """The ``[api]`` options a request reads, read once when the app is built (none of
-    them is mutable; oslo.config's attribute lookup is a visible part of a small
-    request's cost)."""
-
-    public_endpoint: str | None
-    max_limit: int
-    max_request_body_size: int
-    max_arqs_per_profile: int
-
-    @classmethod
-    def of(cls, conf: cfg.ConfigOpts) -> ApiOptions:
-        api = conf.api
-        return cls(api.public_endpoint, api.max_limit, api.max_request_body_size,
-                   api.max_arqs_per_profile)
-
-
 @dataclasses.dataclass(frozen=True)
 class AppState:
     """What every handler needs: passed in, never imported."""
@@ -54,14 +38,19 @@ class AppState:
     enforcer: policy.Enforcer
     lists: listcache.ListCache = dataclasses.field(default_factory=listcache.ListCache)
     answers: listcache.Replies = dataclasses.field(default_factory=listcache.Replies)
-    api: ApiOptions = dataclasses.field(init=False)
+    # the [api] options a request reads, read once (none is mutable; oslo.config's
+    # attribute lookup is a visible part of a small request's cost)
+    api: Any = dataclasses.field(init=False)
     decisions: _PolicyDecisions = dataclasses.field(init=False)
     # the public URL of the links per request host (link_inputs), when not configured
     public_urls: dict[tuple[Any, ...], str] = dataclasses.field(init=False,
                                                                  default_factory=dict)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "api", ApiOptions.of(self.conf))
+        object.__setattr__(self, "api", types.SimpleNamespace(**{
+            name: self.conf.api[name] for name in ("public_endpoint", "max_limit",
+                                                   "max_request_body_size",
+                                                   "max_arqs_per_profile")}))
         object.__setattr__(self, "decisions", _PolicyDecisions())
 
 
@@ -69,23 +58,9 @@ def state(req: webob.Request) -> AppState:
     return req.environ["acceld.app"]
 
 
-def _frozen(value: Any) -> Any:
-    if isinstance(value, dict):
-        return tuple(sorted((k, _frozen(v)) for k, v in value.items()))
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return tuple(sorted(_frozen(v) for v in value))
-    return value
-
-
 class _PolicyDecisions:
-    """Memoised oslo.policy decisions per enforcer.
-
-    A decision depends only on the rule, the target and the credentials, so it is kept
-    (bounded) and reused: oslo.policy's own evaluation is the largest single cost of a
-    small GET. The cache is dropped whenever the enforcer's rule set changes; the policy
-    file is looked at again (``load_rules``) at most once a second, as it would be on
-    the next request anyway.
-    """
+    """Memoised oslo.policy decisions (by rule and credentials; bounded), dropped when the
+    enforcer's rules change; the policy file is looked at again at most once a second."""
 
     MAX = 4096
     RECHECK_S = 1.0
@@ -97,8 +72,7 @@ class _PolicyDecisions:
         self._decisions: dict[Any, bool] = {}
 
     def allowed(self, enforcer: policy.Enforcer, rule: str, ctx: Any) -> bool:
-        """``rule`` for the caller ``ctx`` on its own project (the target every acceld
-        handler checks)."""
+        """``rule`` for the caller ``ctx`` on its own project."""
         now = time.monotonic()
         if now - self._checked > self.RECHECK_S or self._rules is None:
             enforcer.load_rules()
@@ -120,34 +94,17 @@ class _PolicyDecisions:
         return decision
 
 
-_POLICY_KEY = "_acceld_policy_key"
-
-
 def creds_key(ctx: Any) -> tuple[Any, ...]:
     """Everything of a RequestContext that ``to_policy_values`` exposes to a rule (the
     target is the caller's own project and user, also in here); kept on the context."""
-    key = ctx.__dict__.get(_POLICY_KEY)
+    key = ctx.__dict__.get("_acceld_policy_key")
     if key is None:
-        key = ctx.__dict__[_POLICY_KEY] = _policy_fields(ctx)
-    return key
-
-
-_STR = frozenset((str,))
-
-
-def _names(values: Any) -> Any:
-    """``_frozen`` of a list of role names (strings), without its generic walk."""
-    if type(values) is list and set(map(type, values)) <= _STR:
-        return tuple(sorted(values))
-    return _frozen(values)
-
-
-def _policy_fields(ctx: Any) -> tuple[Any, ...]:
-    return (_names(ctx.roles), ctx.project_id, ctx.user_id, ctx.domain_id,
+        key = ctx.__dict__["_acceld_policy_key"] = (
+            tuple(sorted(ctx.roles)), ctx.project_id, ctx.user_id, ctx.domain_id,
             ctx.user_domain_id, ctx.project_domain_id, ctx.system_scope,
-            _names(ctx.service_roles), ctx.service_user_id, ctx.service_project_id,
-            ctx.service_user_domain_id, ctx.service_project_domain_id,
-            ctx.is_admin_project)
+            tuple(sorted(ctx.service_roles)), ctx.service_user_id, ctx.service_project_id,
+            ctx.service_user_domain_id, ctx.service_project_domain_id, ctx.is_admin_project)
+    return key
 
 
 # environ key: the policy rules a request's handler checked (a stored answer, see
@@ -170,8 +127,7 @@ def authorize(req: webob.Request, rule: str) -> None:
 
 
 def project_scope(req: webob.Request) -> str | None:
-    """The project whose records (ARQs, accelerator attachments) the caller sees; None
-    (every project) for an admin."""
+    """The project whose records the caller sees; None (every project) for an admin."""
     ctx = req.environ["acceld.context"]
     return None if ctx.is_admin else ctx.project_id
 
@@ -212,11 +168,9 @@ _BODY = "acceld.body"          # environ key of the body read_body read
 
 
 def read_body(req: webob.Request) -> bytes:
-    """The request body, at most ``[api] max_request_body_size`` bytes (413 beyond,
-    before a declared length is read at all). Read from the server's input in one call,
-    not through webob's copy into a seekable file; the input is then replaced by the bytes
-    read, so a later ``req.body`` sees them again. A second call answers the same bytes
-    without reading or checking again."""
+    """The request body, at most ``[api] max_request_body_size`` bytes (413 beyond, before
+    a declared length is read), read in one call; the input is then replaced by the bytes
+    read (a later ``req.body`` or call sees them again)."""
     env = req.environ
     if _BODY in env:
         return env[_BODY]
@@ -226,8 +180,7 @@ def read_body(req: webob.Request) -> bytes:
         try:
             length = int(declared)
         except ValueError:
-            raise errors.HTTPError(400, f"Content-Length {declared!r} is not a number.",
-                                   "acceld.invalid_input") from None
+            raise errors.invalid(f"Content-Length {declared!r} is not a number.") from None
         if length > limit:
             raise _too_large(str(length), limit)
         body = env["wsgi.input"].read(length) if length > 0 else b""
@@ -244,52 +197,49 @@ def read_body(req: webob.Request) -> bytes:
     return body
 
 
-def _path(where: tuple[Any, ...]) -> str:
-    """A field's path in an error, from its keys (innermost first): each key escaped and
-    cut short."""
-    steps: list[str] = []
-    while where:
-        key, where = where
-        steps.append(ascii(str(key))[1:-1][:limits.PREFIX])
-    return "/".join(reversed(steps))
-
-
-def _unstorable(data: Any, strings: bool = True) -> str | None:
-    """What no database could keep of ``data``, worded: nesting deeper than
-    ``limits.JSON_DEPTH``, or (when ``strings``) the first string or key holding a NUL or
-    a lone surrogate (a ``\\u`` escape can write either). None when there is nothing."""
-    # each value's path is (key, parent's path), worded only for an error
-    todo: list[tuple[Any, tuple[Any, ...], int]] = [(data, (), 0)]
-    while todo:
-        value, where, depth = todo.pop()
-        if strings and isinstance(value, str):
-            bad = _NOT_STORABLE.search(value)
-            if bad is not None:
-                what = "a NUL" if bad.group() == "\x00" else "a lone surrogate"
-                return f"{'field ' + repr(_path(where)) if where else 'the body'} holds " \
-                       f"{what} character (U+{ord(bad.group()):04X}), which no string may hold"
-        elif isinstance(value, (dict, list)):
-            if depth == limits.JSON_DEPTH:
-                return f"{'field ' + repr(_path(where)) if where else 'the body'} nests " \
-                       f"deeper than {limits.JSON_DEPTH} levels"
-            items = value.items() if isinstance(value, dict) else enumerate(value)
-            for key, item in reversed(list(items)):
-                path = (key, where)
-                if strings and isinstance(key, str) and _NOT_STORABLE.search(key):
-                    return f"the key of field {_path(path)!r} holds a NUL or a lone " \
-                           "surrogate character, which no string may hold"
-                todo.append((item, path, depth + 1))
+def _unstorable(value: Any, strings: bool, where: tuple[Any, ...] = ()) -> str | None:
+    """What no database could keep of ``value`` (at the keys ``where``), worded: nesting
+    deeper than ``limits.JSON_DEPTH``, or (``strings``) a string or key holding a NUL or a
+    lone surrogate; None when there is nothing."""
+    if isinstance(value, str):
+        bad = _NOT_STORABLE.search(value) if strings else None
+        if bad is None:
+            return None
+        what = "a NUL" if bad.group() == "\x00" else "a lone surrogate"
+        return f"{_field(where)} holds {what} character (U+{ord(bad.group()):04X}), which " \
+               "no string may hold"
+    if not isinstance(value, (dict, list)):
+        return None
+    if len(where) == limits.JSON_DEPTH:
+        return f"{_field(where)} nests deeper than {limits.JSON_DEPTH} levels"
+    items = list(value.items() if isinstance(value, dict) else enumerate(value))
+    for key, _ in reversed(items):
+        if strings and isinstance(key, str) and _NOT_STORABLE.search(key):
+            return f"the key of field {_path((*where, key))!r} holds a NUL or a lone " \
+                   "surrogate character, which no string may hold"
+    for key, item in items:
+        bad = _unstorable(item, strings, (*where, key))
+        if bad is not None:
+            return bad
     return None
+
+
+def _path(where: tuple[Any, ...]) -> str:
+    """A field's path in an error: each key escaped and cut short."""
+    return "/".join(ascii(str(key))[1:-1][:limits.PREFIX] for key in where)
+
+
+def _field(where: tuple[Any, ...]) -> str:
+    return f"field {_path(where)!r}" if where else "the body"
 
 
 _NOT_STORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 def json_body(req: webob.Request, schema: dict[str, Any] | None) -> Any:
-    """The JSON body, valid by ``schema`` (None: the caller validates it). Refused with
-    a 400 before any schema: text that is not UTF-8, NaN and Infinity, numbers beyond a
-    float's range, nesting deeper than ``limits.JSON_DEPTH``, and a NUL or a lone
-    surrogate in any string."""
+    """The JSON body, valid by ``schema`` (None: the caller validates it); first a 400 for
+    text not UTF-8, NaN, Infinity, numbers beyond a float's range and what
+    :func:`_unstorable` finds."""
     # webob's content_type: the header up to any parameters
     content_type = req.environ.get("CONTENT_TYPE", "").split(";", 1)[0]
     if content_type != "application/json":
@@ -303,9 +253,9 @@ def json_body(req: webob.Request, schema: dict[str, Any] | None) -> Any:
     # next to a zero byte), and deep nesting needs many brackets
     escaped = b"\\u" in body or b"\\\x00" in body
     if escaped or body.count(b"[") + body.count(b"{") > limits.JSON_DEPTH:
-        bad = _unstorable(data, strings=escaped)
+        bad = _unstorable(data, escaped)
         if bad is not None:
-            raise errors.HTTPError(400, f"Invalid body: {bad}.", "acceld.invalid_input")
+            raise errors.invalid(f"Invalid body: {bad}.")
     if schema is not None:
         validate(data, schema, "body")
     return data
@@ -322,7 +272,7 @@ def _is_uuid(value: Any) -> bool:
 class _Validators(NamedTuple):
     schema: dict[str, Any]
     full: jsonschema.protocols.Validator    # words the 400s
-    fast: Callable[[Any], Any] | None       # fastjsonschema's; None if it cannot compile
+    fast: Callable[[Any], Any]              # fastjsonschema's: decides the common case
     empty_ok: bool                          # whether {} is valid (a request with no query)
 
 
@@ -331,30 +281,22 @@ _VALIDATORS: dict[int, _Validators] = {}
 
 def _validators(schema: dict[str, Any]) -> _Validators:
     """Per schema object (schemas are module constants): the jsonschema validator, which
-    words the 400s, and a fastjsonschema-compiled one that decides the common case, a
-    valid body, much faster."""
+    words the 400s, and a fastjsonschema-compiled one that decides a valid body faster."""
     entry = _VALIDATORS.get(id(schema))
     if entry is None or entry.schema is not schema:
         if len(_VALIDATORS) > 512:
             _VALIDATORS.clear()
-        try:
-            fast = fastjsonschema.compile(schema, formats={"uuid": _is_uuid})
-        except Exception:  # noqa: BLE001 - anything it cannot compile: jsonschema alone
-            fast = None
         full = jsonschema.Draft202012Validator(schema,
                                                format_checker=jsonschema.FormatChecker())
-        entry = _Validators(schema, full, fast, full.is_valid({}))
-        _VALIDATORS[id(schema)] = entry
+        fast = fastjsonschema.compile(schema, formats={"uuid": _is_uuid})
+        entry = _VALIDATORS[id(schema)] = _Validators(schema, full, fast, full.is_valid({}))
     return entry
 
 
 def conforms(data: Any, schema: dict[str, Any]) -> bool:
     """Whether ``data`` is valid by ``schema`` (no error worded)."""
-    entry = _validators(schema)
-    if entry.fast is None:
-        return entry.full.is_valid(data)
     try:
-        entry.fast(data)
+        _validators(schema).fast(data)
     except fastjsonschema.JsonSchemaException:
         return False
     return True
@@ -366,7 +308,7 @@ def validate(data: Any, schema: dict[str, Any], what: str) -> None:
         return
     err = jsonschema.exceptions.best_match(_validators(schema).full.iter_errors(data))
     if err is not None:
-        raise errors.HTTPError(400, _schema_error(err, what), "acceld.invalid_input")
+        raise errors.invalid(_schema_error(err, what))
 
 
 # Cyborg's framework reads a form body (and a POST without a content type) as query
@@ -379,8 +321,8 @@ def _not_json(req: webob.Request, content_type: str) -> None:
     what = content_type or "nothing"
     form = content_type == _FORM or (not content_type and req.method == "POST")
     if form and req.environ.get("PATH_INFO", "").startswith("/v2/"):
-        raise errors.HTTPError(400, f"The body must be application/json, not {what!r}: "
-                               "it was read as unknown arguments.", "acceld.invalid_input")
+        raise errors.invalid(f"The body must be application/json, not {what!r}: "
+                             "it was read as unknown arguments.")
     raise errors.HTTPError(415, f"The body must be application/json, not {what!r}.",
                            "acceld.media_type")
 
@@ -392,13 +334,11 @@ def canonical_uuid(value: str) -> str:
 
 
 def require_uuid(value: str, field: str = "uuid") -> str:
-    """The canonical form of a UUID the route needs (400, in Cyborg's words, for
-    anything else: its typed path parameters refuse a non-UUID)."""
+    """The canonical form of a UUID the route needs (400, in Cyborg's words, if none)."""
     canonical = uuids.canonical(value)
     if canonical is None:
-        raise errors.HTTPError(400, f"Invalid input for field/attribute {field}. Value: "
-                               f"{value!r}. unable to convert to uuid",
-                               "acceld.invalid_input")
+        raise errors.invalid(f"Invalid input for field/attribute {field}. Value: "
+                             f"{value!r}. unable to convert to uuid")
     return canonical
 
 
@@ -410,7 +350,7 @@ def text(value: str | float) -> str:
 
 
 def _bad_query(detail: str) -> errors.HTTPError:
-    return errors.HTTPError(400, f"Invalid query: {detail}", "acceld.invalid_input")
+    return errors.invalid(f"Invalid query: {detail}")
 
 
 # a "%" not followed by two hex digits
@@ -418,9 +358,8 @@ _BAD_ESCAPE = re.compile("%(?![0-9A-Fa-f]{2})")
 
 
 def query(req: webob.Request, schema: dict[str, Any]) -> dict[str, str]:
-    """The query parameters (each at most once, at most ``limits.QUERY_FIELDS``), valid
-    by ``schema``. The query string must be well-formed percent-encoding of UTF-8 with
-    no NUL (400 otherwise)."""
+    """The query parameters (each at most once, at most ``limits.QUERY_FIELDS``, in
+    percent-encoded UTF-8 with no NUL), valid by ``schema``; 400 otherwise."""
     given = req.environ.get("QUERY_STRING")
     if not given and _validators(schema).empty_ok:
         return {}
@@ -448,8 +387,7 @@ def query(req: webob.Request, schema: dict[str, Any]) -> dict[str, str]:
             if "\x00" in key or "\x00" in value:
                 raise _bad_query(f"{limits.prefix(key)} holds a NUL character.")
             if key in params:
-                raise errors.HTTPError(400, f"Query parameter {limits.prefix(key)} given "
-                                       "more than once.", "acceld.invalid_input")
+                raise errors.invalid(f"Query parameter {limits.prefix(key)} given more than once.")
             params[key] = value
     validate(params, schema, "query")
     return params
@@ -462,10 +400,9 @@ def path_text(environ: dict[str, Any]) -> str:
     try:
         path = raw if raw.isascii() else raw.encode("latin-1").decode("utf-8")
     except (UnicodeEncodeError, UnicodeDecodeError):
-        raise errors.HTTPError(400, "The path is not percent-encoded UTF-8.",
-                               "acceld.invalid_input") from None
+        raise errors.invalid("The path is not percent-encoded UTF-8.") from None
     if "\x00" in path:
-        raise errors.HTTPError(400, "The path holds a NUL character.", "acceld.invalid_input")
+        raise errors.invalid("The path holds a NUL character.")
     return path
 
 
@@ -491,18 +428,15 @@ def json_response(data: Any, status: int = 200,
 
 
 def link_inputs(environ: dict[str, Any]) -> tuple[Any, ...]:
-    """The raw request values the public URL of the links is made of (when ``[api]
-    public_endpoint`` is not set): a key part for the answers and bodies kept per
-    request, so webob need not build the URL on every hit."""
+    """The raw request values the links' public URL is made of (a part of the keys of what
+    is kept per request)."""
     return (environ.get("wsgi.url_scheme"), environ.get("HTTP_HOST"),
             environ.get("SERVER_NAME"), environ.get("SERVER_PORT"))
 
 
 def public_url(req: webob.Request) -> str:
-    """``[api] public_endpoint``, or else the request's host URL (scheme, host and port as
-    the client reached this service), without a trailing slash: what links start with.
-    The host URL is kept per :func:`link_inputs` (a few distinct ones in practice;
-    bounded)."""
+    """What links start with: ``[api] public_endpoint``, or else the request's host URL
+    (kept per :func:`link_inputs`), without a trailing slash."""
     st = state(req)
     public = st.api.public_endpoint
     if public:

@@ -1,7 +1,12 @@
-"""Policy in code (oslo.policy), with the persona base rules Cyborg uses.
+"""Policy in code (oslo.policy): Cyborg's v2 rules and persona base rules, acceld's v1 rules.
 
-Entry points: ``oslo.policy.policies`` -> :func:`list_rules` (sample generator) and
-``oslo.policy.enforcer`` -> :func:`get_enforcer`.
+Entry points: ``oslo.policy.policies`` -> :func:`list_rules`, ``oslo.policy.enforcer`` ->
+:func:`get_enforcer`. The defaults are Cyborg's new defaults; like upstream, the persona
+base rules carry :data:`LEGACY_BRIDGE`, which oslo.policy ORs in only under the legacy
+defaults (``[oslo_policy] enforce_new_defaults = false``). Every route rule is
+project-scoped; which project's records a caller sees is decided in the database layer.
+Cyborg's legacy base rules keep an operator's Cyborg policy file loading. The router
+authorizes each route with the rule that documents it.
 """
 
 from __future__ import annotations
@@ -9,8 +14,17 @@ from __future__ import annotations
 from oslo_config import cfg
 from oslo_policy import policy
 
-from acceld.policies import v2
-from acceld.policies.base import rule as _rule
+# Upstream's deprecated bridge, ORed in under the legacy defaults only.
+LEGACY_BRIDGE = "is_admin:True or project_id:%(project_id)s"
+_IN_PROJECT = " and project_id:%(project_id)s"
+
+
+def _bridged(name: str, check: str, description: str) -> policy.RuleDefault:
+    return policy.RuleDefault(name, check, description, deprecated_rule=policy.DeprecatedRule(
+        name=name, check_str=LEGACY_BRIDGE, deprecated_since="2026.2",
+        deprecated_reason="Cyborg's project-or-admin bridge: any project token passes. "
+                          "The new defaults check the persona's role."))
+
 
 BASE_RULES = [
     policy.RuleDefault("admin_api", "role:admin", "Cloud administrator."),
@@ -19,54 +33,126 @@ BASE_RULES = [
     policy.RuleDefault("project_member_api", "role:member", "A project member."),
     policy.RuleDefault("admin_or_service", "rule:admin_api or rule:service_api",
                        "Administrator or service."),
-    v2.bridged("project_reader_or_admin", "rule:project_reader_api or rule:admin_api",
-               "Project reader or administrator."),
+    _bridged("project_reader_or_admin", "rule:project_reader_api or rule:admin_api",
+             "Project reader or administrator."),
+    policy.RuleDefault("project_admin_api", "role:admin" + _IN_PROJECT,
+                       "An administrator of the project."),
+    policy.RuleDefault("project_manager_api", "role:manager" + _IN_PROJECT,
+                       "A manager of the project."),
+    _bridged("project_member_or_admin", "rule:project_member_api or rule:admin_api",
+             "Project member or administrator."),
+    _bridged("project_manager_or_admin", "rule:project_manager_api or rule:admin_api",
+             "Project manager or administrator."),
+    _bridged("project_member_or_service", "rule:project_member_api or rule:service_api",
+             "Project member or an OpenStack service."),
+    # Cyborg's legacy rules, for policy files written against them.
+    policy.RuleDefault("public_api", "is_public_api:True", "Internal flag for public API."),
+    policy.RuleDefault("allow", "@", "Always allowed."),
+    policy.RuleDefault("deny", "!", "Always denied."),
+    policy.RuleDefault("is_admin", "rule:admin_api", "Legacy: administrator."),
+    policy.RuleDefault("admin_or_owner", LEGACY_BRIDGE, "Legacy: administrator or owner."),
+    policy.RuleDefault("admin_or_user", "is_admin:True or user_id:%(user_id)s",
+                       "Legacy: administrator or the user."),
+    policy.RuleDefault("default", "rule:admin_or_owner", "Legacy default rule."),
 ]
 
+_READER = "rule:project_reader_or_admin"
+_MANAGER = "rule:project_manager_or_admin"
+_ADMIN = "rule:admin_api"
+_ADMIN_OR_SERVICE = "rule:admin_or_service"
+_MEMBER_OR_SERVICE = "rule:project_member_or_service"
 
-V1_RULES = [
-    _rule("acceld:accelerator:get_all", "rule:project_reader_or_admin", "List accelerators.",
-          ("GET", "/v1/accelerators")),
-    _rule("acceld:accelerator:get_one", "rule:project_reader_or_admin", "Show an accelerator.",
-          ("GET", "/v1/accelerators/{uuid}")),
-    _rule("acceld:accelerator:create", "rule:admin_api", "Declare an accelerator.",
-          ("POST", "/v1/accelerators")),
-    _rule("acceld:accelerator:update", "rule:admin_api", "Update an accelerator's specs.",
-          ("PUT", "/v1/accelerators/{uuid}/acc_specs")),
-    _rule("acceld:accelerator:set_state", "rule:admin_api",
-          "Mark an accelerator ready or inactive.", ("PUT", "/v1/accelerators/{uuid}/state")),
-    _rule("acceld:accelerator:attach", "rule:admin_or_service",
-          "Attach an accelerator to an instance or a host.", ("PUT", "/v1/accelerators/{uuid}")),
-    _rule("acceld:accelerator:detach", "rule:admin_or_service", "Detach an accelerator.",
-          ("DELETE", "/v1/accelerators/{uuid}")),
-    _rule("acceld:service:get_all", "rule:admin_api", "List services.", ("GET", "/v1/services")),
-    _rule("acceld:driver:get_all", "rule:admin_api",
-          "List drivers per host (with ?long=true: why discovery found what it found).",
-          ("GET", "/v1/drivers")),
-    _rule("acceld:accelerator:stats", "rule:admin_api",
-          "Read an accelerator's current statistics from its agent.",
-          ("GET", "/v1/accelerators/{uuid}/stats")),
-    _rule("acceld:backend:get_all", "rule:admin_api",
-          "List the backends the drivers found and the services each offers.",
-          ("GET", "/v1/backends")),
-    _rule("acceld:driver:action", "rule:admin_api",
-          "Install, uninstall or update a driver on agents.",
-          ("POST", "/v1/drivers/{name}/action")),
-    _rule("acceld:discover", "rule:admin_api", "Ask agents to rediscover now.",
-          ("POST", "/v1/discover")),
-    _rule("acceld:placement:get", "rule:admin_api", "Show Placement sync state per host.",
-          ("GET", "/v1/placement")),
-    _rule("acceld:placement:sync", "rule:admin_api",
-          "Plan (dry run) or run a Placement reconciliation.", ("POST", "/v1/placement/sync")),
-]
 
+def _rules(*table: tuple[str, ...]) -> list[policy.DocumentedRuleDefault]:
+    """Project-scoped rules from (name, check, description, "METHOD /path"...) rows, each
+    documenting the operations it guards."""
+    return [policy.DocumentedRuleDefault(
+        name=name, check_str=check, description=description, scope_types=["project"],
+        operations=[dict(zip(("method", "path"), op.split(" "), strict=True)) for op in ops])
+        for name, check, description, *ops in table]
+
+
+V1_RULES = _rules(
+    ("acceld:accelerator:get_all", _READER, "List accelerators.", "GET /v1/accelerators"),
+    ("acceld:accelerator:get_one", _READER, "Show an accelerator.",
+     "GET /v1/accelerators/{uuid}"),
+    ("acceld:accelerator:create", _ADMIN, "Declare an accelerator.", "POST /v1/accelerators"),
+    ("acceld:accelerator:update", _ADMIN, "Update an accelerator's specs.",
+     "PUT /v1/accelerators/{uuid}/acc_specs"),
+    ("acceld:accelerator:set_state", _ADMIN, "Mark an accelerator ready or inactive.",
+     "PUT /v1/accelerators/{uuid}/state"),
+    ("acceld:accelerator:attach", _ADMIN_OR_SERVICE,
+     "Attach an accelerator to an instance or a host.", "PUT /v1/accelerators/{uuid}"),
+    ("acceld:accelerator:detach", _ADMIN_OR_SERVICE, "Detach an accelerator.",
+     "DELETE /v1/accelerators/{uuid}"),
+    ("acceld:service:get_all", _ADMIN, "List services.", "GET /v1/services"),
+    ("acceld:driver:get_all", _ADMIN,
+     "List drivers per host (with ?long=true: why discovery found what it found).",
+     "GET /v1/drivers"),
+    ("acceld:accelerator:stats", _ADMIN,
+     "Read an accelerator's current statistics from its agent.",
+     "GET /v1/accelerators/{uuid}/stats"),
+    ("acceld:backend:get_all", _ADMIN,
+     "List the backends the drivers found and the services each offers.", "GET /v1/backends"),
+    ("acceld:driver:action", _ADMIN, "Install, uninstall or update a driver on agents.",
+     "POST /v1/drivers/{name}/action"),
+    ("acceld:discover", _ADMIN, "Ask agents to rediscover now.", "POST /v1/discover"),
+    ("acceld:placement:get", _ADMIN, "Show Placement sync state per host.",
+     "GET /v1/placement"),
+    ("acceld:placement:sync", _ADMIN, "Plan (dry run) or run a Placement reconciliation.",
+     "POST /v1/placement/sync"),
+)
+
+V2_RULES = _rules(
+    ("cyborg:device:get_all", _MANAGER, "List devices.", "GET /v2/devices"),
+    ("cyborg:device:get_one", _MANAGER, "Show a device.", "GET /v2/devices/{uuid}"),
+    ("cyborg:device:enable", _ADMIN, "Enable a device (schedulable again).",
+     "POST /v2/devices/{uuid}/enable"),
+    ("cyborg:device:disable", _ADMIN, "Disable a device (maintenance).",
+     "POST /v2/devices/{uuid}/disable"),
+    ("cyborg:deployable:get_all", _MANAGER, "List deployables.", "GET /v2/deployables"),
+    ("cyborg:deployable:get_one", _MANAGER, "Show a deployable.",
+     "GET /v2/deployables/{uuid}"),
+    ("cyborg:deployable:program", _ADMIN,
+     "Program a deployable (an FPGA) with an image (acceld: asynchronous, 202).",
+     "PATCH /v2/deployables/{uuid}/program"),
+    ("acceld:deployable:program_status", _MANAGER,
+     "Show the newest program operation of a deployable (acceld extension).",
+     "GET /v2/deployables/{uuid}/program"),
+    ("cyborg:attribute:get_all", _MANAGER, "List attributes.", "GET /v2/attributes"),
+    ("cyborg:attribute:get_one", _MANAGER, "Show an attribute.", "GET /v2/attributes/{uuid}"),
+    ("cyborg:attribute:create", _ADMIN, "Create an attribute.", "POST /v2/attributes"),
+    ("cyborg:attribute:delete", _ADMIN, "Delete an attribute.",
+     "DELETE /v2/attributes/{uuid}"),
+    ("cyborg:device_profile:get_all", _READER, "List device profiles.",
+     "GET /v2/device_profiles"),
+    ("cyborg:device_profile:get_one", _READER,
+     "Show a device profile by uuid (or by name from 2.2).",
+     "GET /v2/device_profiles/{name_or_uuid}"),
+    ("cyborg:device_profile:create", _ADMIN, "Create a device profile.",
+     "POST /v2/device_profiles"),
+    ("cyborg:device_profile:delete", _ADMIN, "Delete device profiles by uuid or names.",
+     "DELETE /v2/device_profiles", "DELETE /v2/device_profiles/{name_or_uuid}"),
+    # Accelerator requests: rows are scoped to the caller's project in the database layer;
+    # bind, unbind and instance deletes also need a service token (not a policy rule).
+    ("cyborg:arq:create", _MEMBER_OR_SERVICE,
+     "Create accelerator requests from a device profile.", "POST /v2/accelerator_requests"),
+    ("cyborg:arq:get_all", _READER, "List accelerator requests.",
+     "GET /v2/accelerator_requests"),
+    ("cyborg:arq:get_one", _READER, "Show an accelerator request.",
+     "GET /v2/accelerator_requests/{uuid}"),
+    ("cyborg:arq:update", _MEMBER_OR_SERVICE, "Bind or unbind accelerator requests.",
+     "PATCH /v2/accelerator_requests", "PATCH /v2/accelerator_requests/{uuid}"),
+    ("cyborg:arq:delete", _MEMBER_OR_SERVICE, "Delete accelerator requests.",
+     "DELETE /v2/accelerator_requests", "DELETE /v2/accelerator_requests/{uuid}"),
+)
 
 # The rules of API routes (each documents the operations it guards).
-ROUTE_RULES = V1_RULES + v2.RULES
+ROUTE_RULES = V1_RULES + V2_RULES
 
 
 def list_rules() -> list[policy.RuleDefault]:
-    return BASE_RULES + v2.BASE_RULES + ROUTE_RULES
+    return BASE_RULES + ROUTE_RULES
 
 
 def make_enforcer(conf: cfg.ConfigOpts) -> policy.Enforcer:

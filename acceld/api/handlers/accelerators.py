@@ -13,10 +13,8 @@ from acceld.objects import accelerators
 
 
 def _present(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
-    out = dict(record)
-    out["links"] = [{"rel": "self",
-                     "href": f"{util.base_url(req)}/v1/accelerators/{record['uuid']}"}]
-    return out
+    return dict(record, links=[{"rel": "self", "href":
+                                f"{util.base_url(req)}/v1/accelerators/{record['uuid']}"}])
 
 
 def _etag(record: dict[str, Any]) -> dict[str, str]:
@@ -26,7 +24,6 @@ def _etag(record: dict[str, Any]) -> dict[str, str]:
 def list_accelerators(req: webob.Request) -> util.Reply:
     """GET /v1/accelerators[?host=&state=&device_type=&instance_uuid=][&limit=&marker=]
     -> 200 {"accelerator": [...]} (``acceld.api.listing``); 400 on an unknown query."""
-    util.authorize(req, "acceld:accelerator:get_all")
     q = util.query(req, schema.LIST_QUERY)
     limit, marker = listing.page_params(req, q)
     if "instance_uuid" in q:
@@ -40,7 +37,6 @@ def list_accelerators(req: webob.Request) -> util.Reply:
 
 def show_accelerator(req: webob.Request, uuid: str) -> util.Reply:
     """GET /v1/accelerators/{uuid} -> 200 with an ETag; 404 when missing."""
-    util.authorize(req, "acceld:accelerator:get_one")
     util.query(req, schema.NO_QUERY)
     record = accelerators.get_accelerator(util.state(req).db, uuid, util.project_scope(req))
     return util.json_response(_present(req, record), headers=_etag(record))
@@ -48,7 +44,6 @@ def show_accelerator(req: webob.Request, uuid: str) -> util.Reply:
 
 def create_accelerator(req: webob.Request) -> util.Reply:
     """POST /v1/accelerators {"name", "uuid"?} -> 201 + Location; 409 on a duplicate."""
-    util.authorize(req, "acceld:accelerator:create")
     body = util.json_body(req, schema.CREATE)
     uuid = util.canonical_uuid(body["uuid"]) if "uuid" in body else None
     record = util.state(req).conductor.create_accelerator(body["name"], uuid)
@@ -59,18 +54,15 @@ def create_accelerator(req: webob.Request) -> util.Reply:
 def _expected_revision(req: webob.Request, body: dict[str, Any]) -> int:
     header = req.headers.get("If-Match")
     if header is not None:
-        tag = header.strip()
-        tag = tag[2:] if tag.startswith("W/") else tag
         try:
-            from_header = int(tag.strip('"'))
+            from_header = int(header.strip().removeprefix("W/").strip('"'))
         except ValueError:
             from_header = -1
         if not 0 <= from_header <= limits.INT_MAX:     # no revision is outside
-            raise errors.HTTPError(400, "If-Match must be an ETag from a GET, got "
-                                   f"{limits.prefix(header)}.", "acceld.invalid_input")
+            raise errors.invalid("If-Match must be an ETag from a GET, got "
+                                 f"{limits.prefix(header)}.")
         if "revision" in body and body["revision"] != from_header:
-            raise errors.HTTPError(400, "If-Match and revision disagree.",
-                                   "acceld.invalid_input")
+            raise errors.invalid("If-Match and revision disagree.")
         return from_header
     if "revision" in body:
         return body["revision"]
@@ -81,16 +73,15 @@ def _expected_revision(req: webob.Request, body: dict[str, Any]) -> int:
 
 def update_specs(req: webob.Request, uuid: str, acc_spec: str) -> util.Reply:
     """PUT /v1/accelerators/{uuid}/acc_specs -> 200; 400; 404; 409 stale revision; 428."""
-    util.authorize(req, "acceld:accelerator:update")
     if acc_spec not in ("acc_specs", "acc_spec"):
         raise errors.HTTPError(404, f"Unknown accelerator sub-resource {acc_spec!r}.",
                                "acceld.not_found")
     body = util.json_body(req, schema.UPDATE_SPECS)
     stored = len(util.json_bytes(body["acc_specs"]))
     if stored > limits.STORED_JSON_BYTES:
-        raise errors.HTTPError(400, f"Invalid body field 'acc_specs': it takes {stored} "
-                               f"bytes as stored (JSON); at most {limits.STORED_JSON_BYTES} "
-                               "are accepted.", "acceld.invalid_input")
+        raise errors.invalid(f"Invalid body field 'acc_specs': it takes {stored} "
+                             f"bytes as stored (JSON); at most {limits.STORED_JSON_BYTES} "
+                             "are accepted.")
     db = util.state(req).db
     accelerators.get_accelerator(db, uuid)  # 404 before 428
     record = accelerators.update_acc_specs(db, uuid, body["acc_specs"],
@@ -100,7 +91,6 @@ def update_specs(req: webob.Request, uuid: str, acc_spec: str) -> util.Reply:
 
 def set_state(req: webob.Request, uuid: str) -> util.Reply:
     """PUT /v1/accelerators/{uuid}/state {"state": ready|inactive} -> 200; 404; 409."""
-    util.authorize(req, "acceld:accelerator:set_state")
     body = util.json_body(req, schema.SET_STATE)
     record = util.state(req).conductor.set_state(uuid, body["state"])
     return util.json_response(_present(req, record), headers=_etag(record))
@@ -108,7 +98,6 @@ def set_state(req: webob.Request, uuid: str) -> util.Reply:
 
 def attach(req: webob.Request, uuid: str) -> util.Reply:
     """PUT /v1/accelerators/{uuid} {"instance_uuid"} | {"host"} -> 200; 404; 409 attached."""
-    util.authorize(req, "acceld:accelerator:attach")
     body = util.json_body(req, schema.ATTACH)
     kind, target = ("instance", util.canonical_uuid(body["instance_uuid"])) \
         if "instance_uuid" in body else ("host", body["host"])
@@ -119,6 +108,5 @@ def attach(req: webob.Request, uuid: str) -> util.Reply:
 def detach(req: webob.Request, uuid: str) -> util.Reply:
     """DELETE /v1/accelerators/{uuid} -> 204; 404; 403 an instance attachment another
     project's request made; 409 while allocation records exist."""
-    util.authorize(req, "acceld:accelerator:detach")
     util.state(req).conductor.detach(uuid, util.project_scope(req))
     return util.empty_response(204)

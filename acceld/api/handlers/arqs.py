@@ -1,13 +1,10 @@
 """Cyborg v2 accelerator requests (ARQs): ``/v2/accelerator_requests``.
 
 Contract: shared/docs/cyborg-v2-contract.md 1.3 rows 6-10, 1.4 and 3 (summary in
-docs/api-v2.md). Non-admins see only their project's ARQs. The API writes the ARQ rows of
-a create and a delete itself, and an unbind whose freed handle needs no host work (one
-transaction, as a delete frees handles); binding, and an unbind whose handle the host
-must release, go to the conductor (one RPC for the request). Where Cyborg answers a
-client mistake with 500 (no profile name, a bad ``bind_state``, both or neither of
-``arqs``/``instance``, an add without a value, an ARQ in the wrong state) acceld
-answers 400 or 409 naming the problem.
+docs/api-v2.md). Non-admins see only their project's ARQs. The API writes a create, a
+delete and an unbind whose freed handle needs no host work itself; binding, and an
+unbind whose handle the host must release, go to the conductor (one RPC per request).
+Where Cyborg answers a client mistake with 500 acceld answers 400 or 409 naming it.
 
 The service-token gate (CVE-2026-40214) cannot be relaxed by policy: bind, unbind,
 ``DELETE ?instance=`` and deleting an ARQ tied to an instance need ``service`` among the
@@ -52,8 +49,8 @@ def parse_ops(uuid: str, ops: list[dict[str, Any]], version: microversion.Versio
     (an add), or None (a remove = unbind). Raises HTTPError 400/406/403."""
     kinds = {op["op"] for op in ops}
     if len(kinds) != 1:
-        raise errors.HTTPError(400, f"Patch of ARQ {uuid}: the operations must be all "
-                               "'add' (bind) or all 'remove' (unbind).", "acceld.invalid_input")
+        raise errors.invalid(f"Patch of ARQ {uuid}: the operations must be all "
+                             "'add' (bind) or all 'remove' (unbind).")
     values = {op["path"].lstrip("/"): op.get("value") for op in ops}
     if "project_id" in values:
         if version < PROJECT_ID_VERSION:
@@ -66,17 +63,15 @@ def parse_ops(uuid: str, ops: list[dict[str, Any]], version: microversion.Versio
         return None
     absent = [f for f in BIND_FIELDS if f not in values]
     if absent:
-        raise errors.HTTPError(400, f"Fields absent in patch of ARQ {uuid}: "
-                               f"{', '.join(absent)}.", "acceld.invalid_input")
+        raise errors.invalid(f"Fields absent in patch of ARQ {uuid}: {', '.join(absent)}.")
     # Cyborg stores what it is given; an unknown device_rp_uuid is a 404 at the bind
     fields = {f: util.text(values[f]) for f in BIND_FIELDS}
-    fields["instance_uuid"] = util.canonical_uuid(fields["instance_uuid"])
-    fields["device_rp_uuid"] = util.canonical_uuid(fields["device_rp_uuid"])
-    for field in ("instance_uuid", "device_rp_uuid"):    # what their columns hold
+    for field in ("instance_uuid", "device_rp_uuid"):    # as long as their columns hold
+        fields[field] = util.canonical_uuid(fields[field])
         if len(fields[field]) > limits.UUID_LENGTH:
-            raise errors.HTTPError(400, f"Invalid body field '{uuid}/{field}': "
-                                   f"{limits.prefix(fields[field])} is longer than "
-                                   f"{limits.UUID_LENGTH} characters.", "acceld.invalid_input")
+            raise errors.invalid(f"Invalid body field '{uuid}/{field}': "
+                                 f"{limits.prefix(fields[field])} is longer than "
+                                 f"{limits.UUID_LENGTH} characters.")
     # A bind never changes an ARQ's project (the binder may be an admin of another
     # project, e.g. Nova's evacuate): /project_id only fills in a missing one.
     owner = values.get("project_id")
@@ -87,7 +82,6 @@ def parse_ops(uuid: str, ops: list[dict[str, Any]], version: microversion.Versio
 def create_arqs(req: webob.Request) -> util.Reply:
     """POST /v2/accelerator_requests {"device_profile_name"} -> 201 {"arqs": [...]}, one
     Initial ARQ per requested unit of each group; 400 no name; 404 unknown profile."""
-    util.authorize(req, "cyborg:arq:create")
     util.query(req, schema.NO_QUERY)
     body = util.json_body(req, schema.ARQ_CREATE)
     st = util.state(req)
@@ -101,7 +95,6 @@ def list_arqs(req: webob.Request) -> util.Reply:
     """GET /v2/accelerator_requests[?instance=<uuid>][&bind_state=resolved]
     [&limit=&marker=] -> 200 {"arqs": [...]} (``acceld.api.listing``); 423 when an
     instance's ARQs are not all resolved; 400 bad query."""
-    util.authorize(req, "cyborg:arq:get_all")
     q = util.query(req, schema.ARQ_LIST_QUERY)
     limit, marker = listing.page_params(req, q)
     instance = util.canonical_uuid(q["instance"]) if "instance" in q else None
@@ -114,7 +107,6 @@ def list_arqs(req: webob.Request) -> util.Reply:
 def show_arq(req: webob.Request, uuid: str) -> util.Reply:
     """GET /v2/accelerator_requests/{uuid} -> 200 the bare ARQ; 404 (also another
     project's)."""
-    util.authorize(req, "cyborg:arq:get_one")
     util.query(req, schema.NO_QUERY)
     record = arq_objects.get(util.state(req).db, util.require_uuid(uuid),
                              project_id=util.project_scope(req))
@@ -126,7 +118,6 @@ def update_arqs(req: webob.Request, uuid: str | None = None) -> util.Reply:
     trailing /{uuid} is ignored; the body wins). All adds bind, all removes unbind; 400
     bad patch or instance already bound; 403 no service token; 404 unknown ARQ, deployable
     or no free handle; 406 /project_id below 2.1; 409 ARQ in the wrong state."""
-    util.authorize(req, "cyborg:arq:update")
     util.query(req, schema.NO_QUERY)
     body = util.json_body(req, schema.ARQ_PATCH)
     ctx = req.environ["acceld.context"]
@@ -135,8 +126,7 @@ def update_arqs(req: webob.Request, uuid: str | None = None) -> util.Reply:
              for u, ops in body.items()}
     binds = {u: f for u, f in patch.items() if f is not None}
     if binds and len(binds) != len(patch):
-        raise errors.HTTPError(400, "One request either binds or unbinds ARQs, not both.",
-                               "acceld.invalid_input")
+        raise errors.invalid("One request either binds or unbinds ARQs, not both.")
     _require_service_token(req)
     if binds:
         util.state(req).conductor.arq_bind(binds, util.project_scope(req))
@@ -146,10 +136,8 @@ def update_arqs(req: webob.Request, uuid: str | None = None) -> util.Reply:
 
 
 def _unbind(req: webob.Request, uuids: list[str]) -> None:
-    """Each ARQ whose freed handle needs no host work is unbound here, in a transaction of
-    its own; the others go to the conductor, which has their hosts release the handles
-    before it answers. Every ARQ is tried and the first error raised, as the conductor
-    does for a request it gets whole."""
+    """Each ARQ whose freed handle needs no host work is unbound here (a transaction
+    each), the others by the conductor; every ARQ is tried and the first error raised."""
     st, scope = util.state(req), util.project_scope(req)
     errs: list[exception.AccelDError] = []
     rest: list[str] = []
@@ -174,11 +162,10 @@ def delete_arqs(req: webob.Request) -> util.Reply:
     first). ``arqs``: all or nothing, 404 for a missing one, 403 without a service token
     for one tied to an instance. ``instance``: idempotent, always needs a service token.
     Both or neither: 400."""
-    util.authorize(req, "cyborg:arq:delete")
     q = util.query(req, schema.ARQ_DELETE_QUERY)
     if ("arqs" in q) == ("instance" in q):
-        raise errors.HTTPError(400, "Exactly one of the query parameters 'arqs' and "
-                               "'instance' is required.", "acceld.invalid_input")
+        raise errors.invalid("Exactly one of the query parameters 'arqs' and "
+                             "'instance' is required.")
     if "instance" in q:
         _require_service_token(req)
         freed = arq_objects.delete_by_instance(util.state(req).db,
@@ -190,11 +177,10 @@ def delete_arqs(req: webob.Request) -> util.Reply:
 
 
 def _delete_uuids(req: webob.Request, uuids: list[str]) -> util.Reply:
-    """As Cyborg: an empty name (``arqs=u1,``) is an ARQ not found; unlike it (which
-    deletes the first and then answers 404 for the second), a name given twice is a 404
-    before anything is deleted."""
+    """As Cyborg, an empty name (``arqs=u1,``) is an ARQ not found; a name given twice is
+    a 404 before anything is deleted (Cyborg deletes the first)."""
     if uuids == [""]:
-        raise errors.HTTPError(400, "No ARQ named in 'arqs'.", "acceld.invalid_input")
+        raise errors.invalid("No ARQ named in 'arqs'.")
     twice = sorted({u for u in uuids if uuids.count(u) > 1})
     if twice:
         raise exception.ARQNotFound(f"ARQ not found with uuids {twice}: each named twice.")
@@ -214,6 +200,5 @@ def _release(req: webob.Request, freed: list[dict[str, Any]]) -> None:
 
 def delete_arq(req: webob.Request, uuid: str) -> util.Reply:
     """DELETE /v2/accelerator_requests/{uuid} -> 204; as ``?arqs=<uuid>``."""
-    util.authorize(req, "cyborg:arq:delete")
     util.query(req, schema.NO_QUERY)
     return _delete_uuids(req, [uuid])

@@ -1,9 +1,5 @@
-"""Cyborg v2 device profiles: ``/v2/device_profiles``.
-
-Contract: shared/docs/cyborg-v2-contract.md 1.3-1.4 (summary in docs/api-v2.md). Where
-Cyborg answers a client mistake with 500 (no name, no groups, duplicate uuid, a profile
-still in use) acceld answers 400 or 409 naming the problem.
-"""
+"""Cyborg v2 device profiles: ``/v2/device_profiles`` (contract: cyborg-v2-contract.md
+1.3-1.4). Where Cyborg answers a client mistake with 500 acceld answers 400 or 409."""
 
 from __future__ import annotations
 
@@ -30,7 +26,6 @@ def _names(value: str) -> list[str]:
 def list_profiles(req: webob.Request) -> util.Reply:
     """GET /v2/device_profiles[?name=a,b][&limit=&marker=] -> 200 {"device_profiles":
     [...]} (``acceld.api.listing``)."""
-    util.authorize(req, "cyborg:device_profile:get_all")
     q = util.query(req, schema.PROFILE_LIST_QUERY)
     limit, marker = listing.page_params(req, q)
     names = _names(q["name"]) if "name" in q else None
@@ -46,7 +41,6 @@ def show_profile(req: webob.Request, name_or_uuid: str) -> util.Reply:
     Cyborg renders this one response's dates with str() (a space, and "None" for a null
     updated_at); acceld uses ISO-8601 here as everywhere else, on purpose.
     """
-    util.authorize(req, "cyborg:device_profile:get_one")
     util.query(req, schema.NO_QUERY)
     db = util.state(req).db
     uuid = uuids.canonical(name_or_uuid)
@@ -64,14 +58,12 @@ def show_profile(req: webob.Request, name_or_uuid: str) -> util.Reply:
 def create_profile(req: webob.Request) -> util.Reply:
     """POST /v2/device_profiles [{"name", "groups", "description"?, "uuid"?}] -> 201 the
     bare profile; 400 invalid (one profile per request, group rules); 409 name taken."""
-    util.authorize(req, "cyborg:device_profile:create")
     util.query(req, schema.NO_QUERY)
     body = util.json_body(req, None)
     if not util.conforms(body, schema.ONE_PROFILE):
         util.validate(body, schema.PROFILE_LIST, "body")
         if len(body) != 1:
-            raise errors.HTTPError(400, "Only one device profile allowed per POST request "
-                                   "for now.", "acceld.invalid_input")
+            raise errors.invalid("Only one device profile allowed per POST request for now.")
         util.validate(body[0], schema.PROFILE, "body")
     profile = body[0]
     uuid = util.canonical_uuid(profile["uuid"]) if profile.get("uuid") else None
@@ -96,13 +88,11 @@ def _delete(req: webob.Request, value: str) -> util.Reply:
 def delete_profiles(req: webob.Request) -> util.Reply:
     """DELETE /v2/device_profiles?value=<uuid>|n1,n2 -> 204; 404 for any missing one
     (nothing deleted); 409 while accelerator requests use one."""
-    util.authorize(req, "cyborg:device_profile:delete")
     q = util.query(req, schema.PROFILE_DELETE_QUERY)
     return _delete(req, q["value"])
 
 
 def delete_profile(req: webob.Request, name_or_uuid: str) -> util.Reply:
     """DELETE /v2/device_profiles/{uuid}|{n1,n2} -> 204; 404; 409 (as above)."""
-    util.authorize(req, "cyborg:device_profile:delete")
     util.query(req, schema.NO_QUERY)
     return _delete(req, name_or_uuid)

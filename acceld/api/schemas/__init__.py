@@ -1,9 +1,7 @@
-"""JSON schemas for every request body and query, one constant per variant.
+"""JSON schemas (draft 2020-12) for every request body and query, one constant per variant.
 
-Plain JSON Schema (draft 2020-12). A ``pattern`` is written so that Python's ``re`` and
-ECMA-262 read it alike: the end of the value is ``(?![\\s\\S])`` ("nothing follows"),
-because Python's ``$`` also matches before a final line feed. Limits and character rules
-come from :mod:`acceld.limits`.
+A ``pattern`` ends the value with ``(?![\\s\\S])``, which Python's ``re`` and ECMA-262 read
+alike (Python's ``$`` also matches before a final line feed).
 """
 
 from __future__ import annotations
@@ -36,6 +34,18 @@ def name(max_length: int = limits.NAME_LENGTH, min_length: int = 1) -> dict[str,
     """A string a user names something with."""
     return {"type": "string", "minLength": min_length, "maxLength": max_length,
             "pattern": NAME_CHARS}
+
+
+def closed(properties: dict[str, Any] | None = None, required: list[str] | None = None,
+           **more: Any) -> dict[str, Any]:
+    """An object with these ``properties`` (``required`` ones, ``more`` keywords) and no
+    other field."""
+    out: dict[str, Any] = {"type": "object"}
+    if properties is not None:
+        out["properties"] = properties
+    if required:
+        out["required"] = required
+    return {**out, **more, "additionalProperties": False}
 
 
 # a UUID as a request gives it: any case, hyphens optional (acceld.uuids.canonical)

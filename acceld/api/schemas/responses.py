@@ -1,8 +1,6 @@
-"""JSON Schemas of the API's response bodies (the OpenAPI document's responses,
-``acceld/api/openapi.py``; schemathesis checks every answer against them).
-
-They say what a client may rely on: the fields every answer has, and their types. An
-object may carry fields not named here (a later microversion's, a list's paging links).
+"""JSON Schemas of the API's response bodies (the OpenAPI document's; schemathesis checks
+every answer against them): the fields every answer has and their types; an object may
+carry others (a later microversion's, a list's paging links).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Schemas of the Cyborg-compatible v2 API (query strings and bodies).
 
 An unknown query parameter is a 400, as in Cyborg; every list also takes ``limit`` and
-``marker`` (acceld.api.listing), which Cyborg's v2 API does not have. Where Cyborg
-stores what it is given without checking its type (an ARQ bind's values, a profile's
-description, an attribute's key and value) a string or a number is accepted (a number is
-stored as its string), and unknown body fields are ignored as Cyborg ignores them; what
-Cyborg answers with a 500 is a 400 here.
+``marker``. Where Cyborg stores a value without checking its type a string or a number
+(stored as its text) is accepted, and unknown body fields are ignored as there.
 """
 
 from __future__ import annotations
@@ -13,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from acceld import limits
-from acceld.api.schemas import NAME_CHARS, NUMBER_AS_TEXT, TEXT_CHARS, UUID, whole
+from acceld.api.schemas import NAME_CHARS, NUMBER_AS_TEXT, TEXT_CHARS, UUID, closed, whole
 
 _TEXT = {"type": "string", "minLength": 1, "maxLength": limits.NAME_LENGTH}
 
@@ -36,18 +33,16 @@ _PAGING = {"limit": {"type": "string", "pattern": whole("[1-9][0-9]{0,8}")}, "ma
 
 def _query(**props: Any) -> dict[str, Any]:
     """A list's query: ``props`` and the paging parameters."""
-    return {"type": "object", "properties": {**props, **_PAGING},
-            "additionalProperties": False}
+    return closed({**props, **_PAGING})
 
 
-NO_QUERY = {"type": "object", "additionalProperties": False}
+NO_QUERY = closed()
 LIST_QUERY = _query()
 DEVICE_LIST_QUERY = _query(type=_TEXT, vendor=_TEXT, hostname=_TEXT)
 ATTRIBUTE_LIST_QUERY = _query(deployable_id={"type": "string", "pattern": whole("[0-9]{1,18}")},
                               key=_TEXT)
 PROFILE_LIST_QUERY = _query(name={"type": "string", "minLength": 1})
-PROFILE_DELETE_QUERY = {"type": "object", "properties": {"value": {"type": "string"}},
-                        "required": ["value"], "additionalProperties": False}
+PROFILE_DELETE_QUERY = closed({"value": {"type": "string"}}, ["value"])
 
 ATTRIBUTE = {
     "type": "object",
@@ -91,11 +86,7 @@ ARQ_CREATE = {
     "required": ["device_profile_name"],
 }
 ARQ_LIST_QUERY = _query(instance=UUID, bind_state={"enum": ["resolved"]})
-ARQ_DELETE_QUERY = {
-    "type": "object",
-    "properties": {"arqs": {"type": "string", "minLength": 1}, "instance": UUID},
-    "additionalProperties": False,
-}
+ARQ_DELETE_QUERY = closed({"arqs": {"type": "string", "minLength": 1}, "instance": UUID})
 # Cyborg takes a path with or without its leading "/".
 ARQ_PATCH_PATHS = ("/hostname", "/device_rp_uuid", "/instance_uuid", "/project_id")
 _PATCH_OP = {
@@ -125,23 +116,14 @@ ARQ_PATCH = {
 # ``[fpga_driver] local_image_dirs``, which needs ``image_sha256``) instead of a Glance
 # ``image_uuid``.
 _SHA256 = {"type": "string", "pattern": whole("[0-9a-fA-F]{64}")}
-_IMAGE = {
-    "type": "object",
-    "properties": {"image_uuid": UUID, "image_sha256": _SHA256,
-                   "image_path": {"type": "string", "maxLength": 1024,
-                                  "pattern": whole(f"/[^{limits.NAME_FORBIDDEN}]*")}},
-    "additionalProperties": False,
-}
+_IMAGE = closed({"image_uuid": UUID, "image_sha256": _SHA256,
+                 "image_path": {"type": "string", "maxLength": 1024,
+                                "pattern": whole(f"/[^{limits.NAME_FORBIDDEN}]*")}})
 PROGRAM_PATCH = {
     "type": "array",
     "minItems": 1,
     "maxItems": 1,
-    "items": {
-        "type": "object",
-        "properties": {"op": {"enum": ["add", "replace"]}, "path": {"const": "/program"},
-                       "value": {"type": "array", "minItems": 1, "maxItems": 1,
-                                 "items": _IMAGE}},
-        "required": ["op", "path", "value"],
-        "additionalProperties": False,
-    },
+    "items": closed({"op": {"enum": ["add", "replace"]}, "path": {"const": "/program"},
+                     "value": {"type": "array", "minItems": 1, "maxItems": 1, "items": _IMAGE}},
+                    ["op", "path", "value"]),
 }
