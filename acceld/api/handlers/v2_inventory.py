@@ -11,7 +11,6 @@ import webob
 
 from acceld.api import listcache, listing, microversion, util
 from acceld.api.schemas import v2 as schema
-from acceld.db import generations
 from acceld.objects import v2_inventory as inventory
 
 STATUS_VERSION = microversion.Version(2, 3)
@@ -26,9 +25,9 @@ def _cached_list(req: webob.Request, q: dict[str, str], variant: Any, key_name: 
     env = req.environ
     public = st.api.public_endpoint or util.link_inputs(env)
     key = (env["PATH_INFO"].rstrip("/"), tuple(sorted(q.items())), variant, public)
-    generation = st.db.generation(generations.INVENTORY)
+    generation = st.db.generation(inventory.GENERATION)
     if generation is not None:      # the router may keep the whole answer (Replies)
-        env[listcache.ENV_GENERATION] = (generations.INVENTORY, generation)
+        env[listcache.ENV_GENERATION] = (inventory.GENERATION, generation)
     body = st.lists.get(key, generation)
     if body is not None:
         return util.body_response(body)
