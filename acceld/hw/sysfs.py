@@ -252,6 +252,10 @@ class Sysfs:
         """The host path of a PCI device's attribute (``/sys/bus/pci/devices/<bdf>/...``)."""
         return os.path.join(PCI_DEVICES, pci.normalize(address), *parts)
 
+    def attr(self, address: str, *parts: str) -> str | None:
+        """A PCI device's attribute (:meth:`read` of :meth:`device_path`)."""
+        return self.read(self.device_path(address, *parts))
+
     def pci_device(self, address: str) -> PciDevice | None:
         """A snapshot of one PCI function, or None when it does not exist."""
         addr = pci.normalize(address)

@@ -1,16 +1,10 @@
 """Shared machinery of the PCI drivers (generic and sriov): specs, discovery, vfio binding.
 
-Both drivers find PCI functions by operator-written JSON specs (vendor/product ids, class
-prefix, address glob), report one device per matched physical function with one
-deployable, and use the PF itself or its VFs as attach handles. They differ only in
-which option holds the specs, whether SR-IOV is required, and defaults; the subclasses in
-``generic.py`` and ``sriov.py`` set those as class attributes.
-
-What is kept on disk (``<state_dir>/<driver>-state.json``, written atomically): for each
-installed identity, what install changed (the PF's original driver, VF count and
-autoprobe setting) and, for each handle it or ``prepare`` rebound, the driver it had
-before. That is what lets uninstall/release put the host back after an agent restart,
-and what makes every operation idempotent.
+Both find PCI functions by operator-written JSON specs and report one device per matched
+physical function, whose attach handles are the PF itself or its VFs; the subclasses
+differ only in class attributes. ``<state_dir>/<driver>-state.json`` keeps, per installed
+identity, what install changed (the PF's driver, VF count, autoprobe) and the driver each
+moved handle had before, so uninstall/release restore the host after an agent restart.
 """
 
 from __future__ import annotations
@@ -26,19 +20,10 @@ import jsonschema
 
 from acceld import reports, states
 from acceld.agent import fileutil
-from acceld.agent.drivers.base import (
-    HEALTH_DEGRADED,
-    HEALTH_FAILED,
-    BaseDriver,
-    Check,
-    DriverContext,
-    DriverError,
-    Explanation,
-    Health,
-    Skipped,
-)
+from acceld.agent.drivers import base
+from acceld.agent.drivers.base import BaseDriver, Check, DriverError, Health, Skipped
 from acceld.hw import names, pci
-from acceld.hw.sysfs import BindError, PciDevice, Sysfs
+from acceld.hw.sysfs import BindError, PciDevice
 
 VFIO = "vfio-pci"
 T = TypeVar("T")
@@ -158,19 +143,14 @@ def load_specs(values: Iterable[str], group: str, option: str,
         if not any(key in data for key in SELECTORS):
             raise DriverError(f"{where}: needs at least one of {', '.join(SELECTORS)} "
                               "to select devices")
-        if "address" in data:
-            try:
-                pci.validate_spec(data["address"])
-            except ValueError as exc:
-                raise DriverError(f"{where}: field 'address': {exc}") from None
-        specs.append(DeviceSpec(
-            index=index, raw=raw, vendor_id=_hex(data.get("vendor_id"), 4),
-            product_id=_hex(data.get("product_id"), 4), pci_class=_hex(data.get("class")),
-            address=data.get("address"), device_type=data.get("device_type"),
-            resource_class=data.get("resource_class"), traits=tuple(data.get("traits", ())),
-            backend=data.get("backend"), services=data.get("services"),
-            physical_network=data.get("physical_network"), num_vfs=data.get("num_vfs"),
-            vfio=data.get("vfio", default_vfio), count=data.get("count")))
+        try:
+            pci.validate_spec(data.get("address", "*"))
+        except ValueError as exc:
+            raise DriverError(f"{where}: field 'address': {exc}") from None
+        data.update(vendor_id=_hex(data.get("vendor_id"), 4), pci_class=_hex(data.pop(
+            "class", None)), product_id=_hex(data.get("product_id"), 4),
+            traits=tuple(data.get("traits", ())), vfio=data.get("vfio", default_vfio))
+        specs.append(DeviceSpec(index=index, raw=raw, **data))
     return specs
 
 
@@ -192,13 +172,6 @@ class Match:
     handles: tuple[str, ...]
 
 
-@dataclasses.dataclass(frozen=True)
-class Scan:
-    matches: tuple[Match, ...]
-    skipped: tuple[Skipped, ...]
-    checks: tuple[Check, ...]
-
-
 class PciDriverBase(BaseDriver):
     """The common PCI driver; subclasses set the class attributes below."""
 
@@ -208,57 +181,53 @@ class PciDriverBase(BaseDriver):
     requires_sriov = False          # skip PFs without SR-IOV
     pf_handle = True                # a PF without VFs is its own (single) handle
 
-    def __init__(self, ctx: DriverContext) -> None:
+    def __init__(self, ctx: base.DriverContext) -> None:
         super().__init__(ctx)
-        group = getattr(ctx.conf, self.conf_group)
-        self.specs = load_specs(getattr(group, self.spec_option), self.conf_group,
+        self.specs = load_specs(getattr(self.conf, self.spec_option), self.conf_group,
                                 self.spec_option, self.spec_properties, self.default_vfio)
-        self.protected_drivers = frozenset(group.protected_drivers)
-        self.sysfs: Sysfs = ctx.sysfs if ctx.sysfs is not None else Sysfs("/")
+        self.protected_drivers = frozenset(self.conf.protected_drivers)
         self.names = names.PciNames()
         self._state_file = os.path.join(ctx.state_dir, f"{self.name}-state.json")
         self._known: dict[str, Match] = {}
 
     # -- discovery -------------------------------------------------------------------
     def discover(self) -> list[reports.Device]:
-        scan = self._scan()
-        self._known = {m.device.address: m for m in scan.matches}
-        expected = [s.count for s in self.specs]
-        self._explained(Explanation(
-            checks=scan.checks, found=len(scan.matches), skipped=scan.skipped,
-            expected=sum(c for c in expected if c is not None)
-            if any(c is not None for c in expected) else None))
-        return [self._report(m) for m in scan.matches]
+        matches, skipped, checks = self._scan()
+        self._known = {m.device.address: m for m in matches}
+        counts = [s.count for s in self.specs if s.count is not None]
+        self._explained(base.Explanation(
+            checks=tuple(checks), found=len(matches), skipped=tuple(skipped),
+            expected=sum(counts) if counts else None))
+        return [self._report(m) for m in matches]
 
-    def _scan(self) -> Scan:
+    def _scan(self) -> tuple[list[Match], list[Skipped], list[Check]]:
+        """The matches, the skipped devices (one entry per address, none for a device a
+        later spec did report) and the checks."""
         devices = self.sysfs.pci_devices()
-        by_addr = {d.address: d for d in devices}
         checks = [self._spec_config_check(), *self._host_checks()]
         matches: list[Match] = []
-        skipped: list[Skipped] = []
+        skipped: dict[str, Skipped] = {}
         claimed: set[str] = set()
         for spec in self.specs:
             found = []
             for dev in devices:
                 if dev.address in claimed or not spec.matches_ids(dev):
                     continue
-                reason = self._exclusion(spec, dev, by_addr)
-                if reason:
-                    skipped.append(Skipped(dev.address, reason))
-                    continue
                 match = Match(spec, dev, self._handles(spec, dev))
-                if self.device_type(match) == "NIC" and not spec.physical_network:
-                    skipped.append(Skipped(dev.address, _NO_PHYSNET.format(spec.index)))
+                reason = self._exclusion(spec, dev) or (
+                    _NO_PHYSNET.format(spec.index) if self.device_type(match) == "NIC"
+                    and not spec.physical_network else None)
+                if reason:
+                    skipped.setdefault(dev.address, Skipped(dev.address, reason))
                     continue
                 claimed.add(dev.address)
                 matches.append(match)
                 found.append(match)
                 checks.extend(self._device_checks(match))
             checks.append(self._spec_check(spec, found))
-        return Scan(tuple(matches), tuple(_dedupe_skips(skipped, claimed)), tuple(checks))
+        return matches, [s for a, s in skipped.items() if a not in claimed], checks
 
-    def _exclusion(self, spec: DeviceSpec, dev: PciDevice,
-                   by_addr: dict[str, PciDevice]) -> str | None:
+    def _exclusion(self, spec: DeviceSpec, dev: PciDevice) -> str | None:
         """Why a device that matched the ids is not reported (None: it is)."""
         if not spec.matches_address(dev):
             return f"matches spec {spec.index} ids but not its address {spec.address!r}"
@@ -268,7 +237,7 @@ class PciDriverBase(BaseDriver):
         if dev.driver in self.protected_drivers:
             return (f"bound to {dev.driver}, which [{self.conf_group}] protected_drivers "
                     "says never to take")
-        if self.sysfs.read(self.sysfs.device_path(dev.address, "boot_vga")) == "1":
+        if self.sysfs.attr(dev.address, "boot_vga") == "1":
             return "is the boot VGA device (it hosts the console); not taken"
         if self.requires_sriov and not dev.sriov_capable:
             return "is not SR-IOV capable (no sriov_totalvfs)"
@@ -280,11 +249,10 @@ class PciDriverBase(BaseDriver):
         return (dev.address,)
 
     def _spec_config_check(self) -> Check:
-        if not self.specs:
-            return Check(f"{self.spec_option}", False,
-                         f"no [{self.conf_group}] {self.spec_option} configured: this driver "
-                         "reports nothing")
-        return Check(f"{self.spec_option}", True, f"{len(self.specs)} spec(s) configured")
+        return Check(self.spec_option, bool(self.specs),
+                     f"{len(self.specs)} spec(s) configured" if self.specs else
+                     f"no [{self.conf_group}] {self.spec_option} configured: this driver "
+                     "reports nothing")
 
     def _host_checks(self) -> list[Check]:
         groups = len(self.sysfs.listdir("/sys/kernel/iommu_groups"))
@@ -306,32 +274,29 @@ class PciDriverBase(BaseDriver):
                      f"{expected}, found {len(found)}: {addresses}")
 
     def _device_checks(self, match: Match) -> list[Check]:
-        """Per-device facts worth showing: VF count not yet as configured, QAT down."""
-        checks = []
-        qat_state = self.sysfs.read(self.sysfs.device_path(match.device.address, "qat",
-                                                           "state"))
-        if qat_state is not None:
-            checks.append(Check(f"{match.device.address} qat", qat_state == "up",
-                                f"qat/state is {qat_state}"))
-        sriov = self._sriov_check(match)
-        return checks + ([sriov] if sriov else [])
-
-    def _sriov_check(self, match: Match) -> Check | None:
+        """Per-device facts worth showing: QAT down, VF count not yet as configured."""
         spec, dev = match.spec, match.device
-        if spec.num_vfs is None:
-            return None
-        name = f"{dev.address} sriov"
+        checks = []
+        qat_state = self.sysfs.attr(dev.address, "qat", "state")
+        if qat_state is not None:
+            checks.append(Check(f"{dev.address} qat", qat_state == "up",
+                                f"qat/state is {qat_state}"))
+        if spec.num_vfs is not None:
+            problem = self._vf_problem(spec, dev)
+            have = dev.sriov_numvfs or 0
+            checks.append(Check(f"{dev.address} sriov", problem is None and have == spec.num_vfs,
+                                problem or f"{have} of {spec.num_vfs} configured VFs present"
+                                + ("" if have == spec.num_vfs else "; install creates them")))
+        return checks
+
+    @staticmethod
+    def _vf_problem(spec: DeviceSpec, dev: PciDevice) -> str | None:
+        """Why ``spec.num_vfs`` cannot be had on ``dev`` (None: it can)."""
         if not dev.sriov_capable:
-            return Check(name, False, f"num_vfs={spec.num_vfs} configured but the device "
-                         "is not SR-IOV capable")
-        total = dev.sriov_totalvfs or 0
-        if spec.num_vfs > total:
-            return Check(name, False, f"num_vfs={spec.num_vfs} is above "
-                         f"sriov_totalvfs={total}")
-        have = dev.sriov_numvfs or 0
-        return Check(name, have == spec.num_vfs,
-                     f"{have} of {spec.num_vfs} configured VFs present"
-                     + ("" if have == spec.num_vfs else "; install creates them"))
+            return f"num_vfs={spec.num_vfs} is configured but the device is not SR-IOV capable"
+        if (spec.num_vfs or 0) > (dev.sriov_totalvfs or 0):
+            return f"num_vfs={spec.num_vfs} is above sriov_totalvfs={dev.sriov_totalvfs}"
+        return None
 
     # -- reports ---------------------------------------------------------------------
     def device_type(self, match: Match) -> str:
@@ -348,58 +313,40 @@ class PciDriverBase(BaseDriver):
         """The spec's services, else what the device says it runs (QAT cfg_services)."""
         if match.spec.services:
             return match.spec.services
-        return self.sysfs.read(self.sysfs.device_path(match.device.address, "qat",
-                                                      "cfg_services")) or None
+        return self.sysfs.attr(match.device.address, "qat", "cfg_services") or None
 
     def _report(self, match: Match) -> reports.Device:
         spec, dev = match.spec, match.device
         dtype = self.device_type(match)
-        attributes = {"rc": spec.resource_class or DEFAULT_RESOURCE_CLASS[dtype]}
-        attributes.update({f"trait{i}": t for i, t in enumerate(spec.traits)})
-        if spec.backend:
-            attributes["backend"] = spec.backend
-        services = self.services(match)
-        if services:
-            attributes["services"] = services
-        if spec.physical_network:
-            attributes["physical_network"] = spec.physical_network
-        if dev.numa_node is not None:
-            attributes["numa_node"] = str(dev.numa_node)
-        handles = []
-        for address in match.handles:
-            info = pci.to_attach_info(address)
-            if spec.physical_network:
-                info["physical_network"] = spec.physical_network
-            handles.append({"attach_type": "PCI", "attach_info": info})
-        std = {"vendor_id": dev.vendor, "product_id": dev.device, "class": dev.pci_class}
-        if dev.numa_node is not None:
-            std["numa_node"] = str(dev.numa_node)
-        if dev.iommu_group is not None:
-            std["iommu_group"] = str(dev.iommu_group)
-        if dev.sriov_totalvfs is not None:
-            std["sriov_totalvfs"] = str(dev.sriov_totalvfs)
+        physnet = {"physical_network": spec.physical_network} if spec.physical_network else {}
+        extra = {"backend": spec.backend, "services": self.services(match), **physnet,
+                 "numa_node": dev.numa_node}
+        std = {"numa_node": dev.numa_node, "iommu_group": dev.iommu_group,
+               "sriov_totalvfs": dev.sriov_totalvfs}
         return reports.make_device(
             identity=dev.address, type=dtype, vendor=dev.vendor, model=dev.device,
             name=f"{self.ctx.host}_{dtype.lower()}_{dev.address}",
-            std_board_info=std,
+            std_board_info={"vendor_id": dev.vendor, "product_id": dev.device,
+                            "class": dev.pci_class, **_present(std)},
             vendor_board_info={"vendor_name": self.names.vendor(dev.vendor),
                                "product_name": self.names.device(dev.vendor, dev.device)},
             controlpath={"type": "PCI", "info": pci.to_attach_info(dev.address)},
-            deployables=[{"name": f"{self.ctx.host}_{dev.address}",
-                          "num_accelerators": len(handles), "attributes": attributes,
-                          "attach_handles": handles}])
+            deployables=[base.deployable(
+                f"{self.ctx.host}_{dev.address}",
+                spec.resource_class or DEFAULT_RESOURCE_CLASS[dtype], spec.traits,
+                [base.pci_handle(h, **physnet) for h in match.handles], **_present(extra))])
 
     # -- health ------------------------------------------------------------------------
     def health(self) -> dict[str, Health]:
         if not self._known:
-            self._known = {m.device.address: m for m in self._scan().matches}
+            self._known = {m.device.address: m for m in self._scan()[0]}
         return {identity: self._health_of(match) for identity, match in self._known.items()}
 
     def _health_of(self, match: Match) -> Health:
         address = match.device.address
         dev = self.sysfs.pci_device(address)
         if dev is None:
-            return Health(HEALTH_FAILED, (f"{address} is gone from /sys/bus/pci/devices",))
+            return Health.of([f"{address} is gone from /sys/bus/pci/devices"], [])
         failed: list[str] = []
         degraded: list[str] = []
         config = self._config_header(address)
@@ -408,8 +355,7 @@ class PciDriverBase(BaseDriver):
         fatal = self.sysfs.aer_fatal_count(address)
         if fatal:
             failed.append(f"{address} has {fatal} fatal AER error(s) (aer_dev_fatal)")
-        qat_state = self.sysfs.read(self.sysfs.device_path(address, "qat", "state"))
-        if qat_state == "down":
+        if self.sysfs.attr(address, "qat", "state") == "down":
             degraded.append(f"{address} QAT state is down (qat/state)")
         missing = [vf for vf in match.handles if self.sysfs.pci_device(vf) is None]
         if missing:
@@ -417,11 +363,7 @@ class PciDriverBase(BaseDriver):
         for vf in match.handles:
             if vf != address and self.sysfs.aer_fatal_count(vf):
                 degraded.append(f"VF {vf} has fatal AER errors")
-        if failed:
-            return Health(HEALTH_FAILED, tuple(failed + degraded))
-        if degraded:
-            return Health(HEALTH_DEGRADED, tuple(degraded))
-        return Health()
+        return Health.of(failed, degraded)
 
     def _config_header(self, address: str) -> bytes | None:
         try:
@@ -434,35 +376,29 @@ class PciDriverBase(BaseDriver):
     def _state(self) -> dict[str, dict[str, Any]]:
         return fileutil.read_json(self._state_file) or {}
 
-    def _save(self, state: dict[str, dict[str, Any]]) -> None:
-        fileutil.write_json_atomic(self._state_file, state)
-
-    def _update(self, identity: str, fn: Callable[[dict[str, Any]], None]) -> None:
+    def _update(self, identity: str, fn: Callable[[dict[str, Any]], Any]) -> None:
+        """Change the state entry of ``identity`` in place (an emptied one is dropped)."""
         state = self._state()
-        entry = state.setdefault(identity, {})
-        fn(entry)
-        if entry:
-            state[identity] = entry
-        else:
-            state.pop(identity, None)
-        self._save(state)
+        fn(state.setdefault(identity, {}))
+        if not state[identity]:
+            del state[identity]
+        fileutil.write_json_atomic(self._state_file, state)
 
     # -- lookups shared by the operations ------------------------------------------------
     def _match(self, identity: str) -> Match:
         """The current match for an identity, rescanning sysfs (never a stale view)."""
-        try:
-            address = pci.normalize(identity)
-        except ValueError:
-            raise DriverError(f"{identity!r} is not a PCI address") from None
-        dev = self.sysfs.pci_device(address)
-        if dev is None:
+        address = base.pci_address(identity)
+        if self.sysfs.pci_device(address) is None:
             raise DriverError(f"device {address} is gone (not in /sys/bus/pci/devices): was "
                               "it removed or hot-unplugged?")
-        for match in self._scan().matches:
-            if match.device.address == address:
-                return match
+        match = self._rescan(address)
+        if match is not None:
+            return match
         raise DriverError(f"{address} is not a device this driver manages (no "
                           f"[{self.conf_group}] {self.spec_option} entry reports it)")
+
+    def _rescan(self, address: str) -> Match | None:
+        return next((m for m in self._scan()[0] if m.device.address == address), None)
 
     def _need_vfio(self, address: str) -> None:
         if not self.sysfs.iommu_enabled():
@@ -498,7 +434,7 @@ class PciDriverBase(BaseDriver):
         """Put a device back on ``original``; None means "let the kernel choose"."""
         if self.sysfs.pci_device(address) is None:
             return  # a VF removed with its PF's VF count: nothing to give back
-        if original is None or original == "":
+        if not original:
             self._sysfs_op(f"reprobing {address}", lambda: self.sysfs.reprobe(address))
         else:
             self._sysfs_op(f"restoring {address} to {original}",
@@ -524,12 +460,9 @@ class PciDriverBase(BaseDriver):
     def _install_vfs(self, match: Match, entry: dict[str, Any]) -> None:
         spec, dev = match.spec, match.device
         address = dev.address
-        if not dev.sriov_capable:
-            raise DriverError(f"{address}: num_vfs={spec.num_vfs} is configured but the "
-                              "device is not SR-IOV capable")
-        if spec.num_vfs is not None and spec.num_vfs > (dev.sriov_totalvfs or 0):
-            raise DriverError(f"{address}: num_vfs={spec.num_vfs} is above "
-                              f"sriov_totalvfs={dev.sriov_totalvfs}")
+        problem = self._vf_problem(spec, dev)
+        if problem:
+            raise DriverError(f"{address}: {problem}")
         if "original_numvfs" not in entry:
             def record(e: dict[str, Any]) -> None:
                 e.setdefault("original_numvfs", dev.sriov_numvfs or 0)
@@ -548,10 +481,7 @@ class PciDriverBase(BaseDriver):
         self._update(identity, record)
 
     def uninstall(self, identity: str) -> None:
-        try:
-            address = pci.normalize(identity)
-        except ValueError:
-            raise DriverError(f"{identity!r} is not a PCI address") from None
+        address = base.pci_address(identity)
         entry = self._state().get(address)
         if not entry:
             return
@@ -566,9 +496,7 @@ class PciDriverBase(BaseDriver):
                              entry.get("original_autoprobe"))
         if address in entry.get("handles", {}):
             self._give_back(address, entry["handles"][address])
-        state = self._state()
-        state.pop(address, None)
-        self._save(state)
+        self._update(address, dict.clear)
 
     # -- host use ------------------------------------------------------------------------
     def attach_host(self, identity: str) -> None:
@@ -625,10 +553,10 @@ class PciDriverBase(BaseDriver):
         handles = entry.get("handles", {})
         if handle not in handles:
             return  # we never moved it
-        original = handles[handle]
-        if entry.get("installed") and self._spec_vfio(address):
+        match = self._rescan(address)
+        if entry.get("installed") and match is not None and match.spec.vfio:
             return  # install's resting state is vfio-pci
-        self._give_back(handle, original)
+        self._give_back(handle, handles[handle])
 
         def forget(e: dict[str, Any]) -> None:
             e.get("handles", {}).pop(handle, None)
@@ -636,20 +564,7 @@ class PciDriverBase(BaseDriver):
                 e.pop("handles", None)
         self._update(address, forget)
 
-    def _spec_vfio(self, address: str) -> bool:
-        for match in self._scan().matches:
-            if match.device.address == address:
-                return match.spec.vfio
-        return False
 
-
-def _dedupe_skips(skipped: list[Skipped], claimed: set[str]) -> list[Skipped]:
-    """One entry per address, and none for devices a later spec did report."""
-    seen: set[str] = set()
-    out = []
-    for entry in skipped:
-        if entry.address in claimed or entry.address in seen:
-            continue
-        seen.add(entry.address)
-        out.append(entry)
-    return out
+def _present(values: dict[str, Any]) -> dict[str, str]:
+    """The values that are set, as strings."""
+    return {k: str(v) for k, v in values.items() if v is not None and v != ""}
