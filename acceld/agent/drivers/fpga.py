@@ -1,40 +1,18 @@
 """The FPGA driver: Intel cards through the kernel's DFL layout, Xilinx/AMD Alveo cards
-through XRT, and programming through the vendors' tools.
+through XRT, and programming through the vendors' tools (``docs/drivers/fpga.md``).
 
-Discovery
-    *Intel (DFL).* Every PCI function bound to ``dfl-pci`` has an FPGA region
-    (``/sys/class/fpga_region/regionX``) holding its feature devices: the PF's region
-    has the FME (``dfl-fme.N``: ``ports_num``, ``bitstream_id``, ``errors/*``, ``hwmon``)
-    and the ports not released; after a port is released and SR-IOV is on, each VF
-    carries one port (``dfl-port.M``, whose ``afu_id`` names the loaded accelerator).
-    A card is its PF; its attach handles are the port VFs when there are any, else the
-    PF itself.
-
-    *Xilinx (XRT).* An Alveo card shows two functions of vendor ``10ee`` on one slot:
-    function 0 for management (``xclmgmt``) and function 1 for the user (``xocl``). The
-    card is its user function: that is what ``xbutil`` addresses, what gets programmed
-    and what a guest gets. The loaded xclbin comes from
-    ``xbutil examine -d <bdf> -r all -f JSON -o <file>``, read on these keys (every
-    value is a string, as boost's JSON writer emits them; an empty list is ``""``):
-    ``devices[].device_id`` (the BDF, selects the card), ``devices[].device_status``
-    (``HEALTHY``/``HANG``/``UNKNOWN``), ``devices[].dynamic_regions[].xclbin_uuid``
-    (the loaded function), ``devices[].platforms[0].static_region.{vbnv,logic_uuid,
-    fpga_name}`` (display only), ``devices[].platforms[0].status.mig_calibrated``,
-    ``devices[].thermals[].{is_present,temp_C}`` and
-    ``devices[].electrical.power_consumption_watts``.
-
-Each card is one FPGA device with one deployable (resource class ``FPGA``, trait
-``CUSTOM_FPGA_<VENDOR>_<MODEL>`` from the numeric PCI ids, and one
-``CUSTOM_FPGA_FUNCTION_ID_<id>`` trait per loaded AFU / xclbin), so after programming
-the function trait changes and Placement sees the new function.
-
-While a port VF or a user function belongs to a guest (bound to ``vfio-pci``) the host
-cannot read what is loaded; the driver then reports the function it last saw, kept in
-``<state_dir>/fpga-functions.json``, so a device in use keeps its traits.
-
-Programming runs ``fpgaconf`` (OPAE) or ``xbutil program`` (XRT) through the command
-runner (argv lists, privileged), after checking that the file is a green bitstream or
-an xclbin, and reads the function back from the hardware to confirm it.
+*Intel (DFL).* A card is a PF bound to ``dfl-pci`` whose FPGA region holds the FME
+(``dfl-fme.N``) and the ports not released; a released port sits on a VF
+(``dfl-port.M``, whose ``afu_id`` names the loaded accelerator). The handles are the
+port VFs, else the PF. *Xilinx (XRT).* An Alveo card is its user function (function 1,
+``xocl``; function 0 is management, ``xclmgmt``); what is loaded comes from ``xbutil
+examine -r all -f JSON``, whose values are all strings (boost's writer; an empty list is
+``""``). Each card is one FPGA device with one deployable: resource class ``FPGA``, a
+model trait from the PCI ids and one ``CUSTOM_FPGA_FUNCTION_ID_<id>`` trait per loaded
+function. While a guest holds the card the host cannot read what is loaded, so the last
+function seen is kept in ``<state_dir>/fpga-functions.json``. Programming runs
+``fpgaconf`` or ``xbutil program`` (privileged) after checking the image type, and reads
+the function back to confirm it.
 """
 
 from __future__ import annotations
@@ -55,22 +33,10 @@ from oslo_config import cfg
 
 from acceld import reports
 from acceld.agent import fileutil
-from acceld.agent.drivers.base import (
-    HEALTH_DEGRADED,
-    HEALTH_FAILED,
-    HEALTH_OK,
-    BaseDriver,
-    Check,
-    DriverContext,
-    DriverError,
-    Explanation,
-    Health,
-    ProgressFn,
-    Skipped,
-)
+from acceld.agent.drivers import base
+from acceld.agent.drivers.base import BaseDriver, Check, DriverError, ProgressFn, Skipped
 from acceld.hw import pci
-from acceld.hw.runner import SubprocessRunner
-from acceld.hw.sysfs import PciDevice, Sysfs
+from acceld.hw.sysfs import PciDevice
 
 OPTS: list[cfg.Opt] = [
     cfg.StrOpt("fpgaconf_path", default="fpgaconf",
@@ -201,29 +167,24 @@ class FpgaDriver(BaseDriver):
     conf_group = "fpga_driver"
     conf_opts = OPTS
 
-    def __init__(self, ctx: DriverContext, *,
+    def __init__(self, ctx: base.DriverContext, *,
                  which: Callable[[str], str | None] | None = None) -> None:
         super().__init__(ctx)
-        self.conf = ctx.conf.fpga_driver
-        self.sysfs: Sysfs = ctx.sysfs if ctx.sysfs is not None else Sysfs("/")
-        self.runner = ctx.runner if ctx.runner is not None else SubprocessRunner()
-        self._which = which or shutil.which
+        self._tool = which or shutil.which         # a configured tool's path, or None
         self._state_file = os.path.join(ctx.state_dir, _STATE_FILE)
         self._examined: dict[str, tuple[float, dict[str, Any]]] = {}
-        self._locks: dict[str, threading.Lock] = {}
-        self._locks_guard = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}     # per card (setdefault is atomic)
 
     # -- the protocol ------------------------------------------------------------------
     def discover(self) -> list[reports.Device]:
         scan = self._scan()
         self._remember({c.identity: list(c.functions) for c in scan.cards.values()
                         if c.live})
-        self._explained(Explanation(checks=tuple(scan.checks),
-                                    expected=self.conf.expected_devices,
-                                    found=len(scan.cards), skipped=tuple(scan.skipped)))
+        self._explained(base.Explanation(tuple(scan.checks), self.conf.expected_devices,
+                                         len(scan.cards), tuple(scan.skipped)))
         return [self._report(card) for card in scan.cards.values()]
 
-    def health(self) -> dict[str, Health]:
+    def health(self) -> dict[str, base.Health]:
         return {card.identity: self._health(card) for card in self._scan().cards.values()}
 
     def stats(self) -> dict[str, dict[str, float]]:
@@ -243,8 +204,8 @@ class FpgaDriver(BaseDriver):
         tool, the tool's failure (with its stderr tail) or timeout, and a read-back that
         does not show the image's function.
         """
-        addr = _address(identity)
-        with self._lock(addr):
+        addr = base.pci_address(identity, "an FPGA identity (a PCI address)")
+        with self._locks.setdefault(addr, threading.Lock()):
             progress(0, f"programming {addr} with {os.path.basename(image_path)}")
             card = self._scan().cards.get(addr)
             if card is None:
@@ -268,9 +229,6 @@ class FpgaDriver(BaseDriver):
                                      "no Intel DFL (dfl-pci) or Xilinx (10ee) PCI functions "
                                      "on this host"))
         return scan
-
-    def _tool(self, configured: str) -> str | None:
-        return self._which(configured)
 
     def _tool_check(self, configured: str, needed_for: str) -> Check:
         found = self._tool(configured)
@@ -407,14 +365,10 @@ class FpgaDriver(BaseDriver):
         os.makedirs(self.ctx.state_dir, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="xbutil-", dir=self.ctx.state_dir) as tmp:
             out = os.path.join(tmp, "examine.json")
-            argv = [xbutil, "examine", "-d", bdf, "-r", "all", "-f", "JSON", "-o", out]
-            result = self.runner.run(argv, self.conf.examine_timeout, privileged=False)
-            if result.timed_out:
-                raise DriverError(f"xbutil examine of {bdf} timed out after "
-                                  f"{self.conf.examine_timeout:g} s")
-            if result.rc != 0:
-                raise DriverError(f"xbutil examine of {bdf} failed (rc {result.rc}): "
-                                  f"{_tail(result.stderr or result.stdout)}")
+            self._run([xbutil, "examine", "-d", bdf, "-r", "all", "-f", "JSON", "-o", out],
+                      f"xbutil examine of {bdf}", self.conf.examine_timeout,
+                      f"xbutil examine of {bdf} timed out after "
+                      f"{self.conf.examine_timeout:g} s", privileged=False)
             try:
                 with open(out, encoding="utf-8") as f:
                     data = json.load(f)
@@ -429,9 +383,6 @@ class FpgaDriver(BaseDriver):
 
     # -- the report --------------------------------------------------------------------
     def _report(self, card: Card) -> reports.Device:
-        attributes = {"rc": "FPGA", "trait0": model_trait(card.vendor, card.device)}
-        for i, fid in enumerate(card.functions, start=1):
-            attributes[f"trait{i}"] = reports.function_trait(fid)
         slug = card.identity.replace(":", "_").replace(".", "_")
         std = {"vendor_id": card.vendor, "device_id": card.device, "kind": card.kind}
         if card.numa_node is not None:
@@ -441,26 +392,18 @@ class FpgaDriver(BaseDriver):
             name=f"{self.ctx.host}_fpga_{slug}", std_board_info=std,
             vendor_board_info=dict(card.board),
             controlpath={"type": "PCI", "info": pci.to_attach_info(card.control)},
-            deployables=[{"name": f"{self.ctx.host}_fpga_{slug}",
-                          "num_accelerators": len(card.handles),
-                          "attributes": attributes,
-                          "attach_handles": [{"attach_type": "PCI",
-                                              "attach_info": pci.to_attach_info(h)}
-                                             for h in card.handles]}])
+            deployables=[base.deployable(
+                f"{self.ctx.host}_fpga_{slug}", "FPGA",
+                [model_trait(card.vendor, card.device),
+                 *map(reports.function_trait, card.functions)],
+                [base.pci_handle(h) for h in card.handles])])
 
     # -- health and stats --------------------------------------------------------------
-    def _health(self, card: Card) -> Health:
+    def _health(self, card: Card) -> base.Health:
         failed: list[str] = []
         degraded: list[str] = []
-        if card.kind == KIND_DFL:
-            self._dfl_errors(card, failed, degraded)
-        else:
-            _xrt_problems(card, failed, degraded)
-        if failed:
-            return Health(HEALTH_FAILED, tuple(failed + degraded))
-        if degraded:
-            return Health(HEALTH_DEGRADED, tuple(degraded))
-        return Health(HEALTH_OK)
+        (self._dfl_errors if card.kind == KIND_DFL else _xrt_problems)(card, failed, degraded)
+        return base.Health.of(failed, degraded)
 
     def _dfl_errors(self, card: Card, failed: list[str], degraded: list[str]) -> None:
         for dev in filter(None, (card.fme, *card.ports, *card.vf_ports)):
@@ -514,7 +457,9 @@ class FpgaDriver(BaseDriver):
             argv += ["--segment", f"{a.domain:#06x}"]
         argv += ["-B", f"{a.bus:#04x}", "-D", f"{a.device:#04x}", "-F", f"{a.function:#x}",
                  image]
-        self._run_tool(argv, "fpgaconf", progress, timeout)
+        progress(50, "fpgaconf started")
+        self._run(argv, "fpgaconf", timeout, f"programming timed out after {timeout:g} s "
+                  "(fpgaconf)")
         progress(90, "reading the AFU id back")
         loaded = function_id(self.sysfs.read(PLATFORM_DEVICES, card.ports[0], "afu_id"))
         if loaded != expected:
@@ -530,8 +475,9 @@ class FpgaDriver(BaseDriver):
             raise DriverError(f"{card.identity} is bound to {card.driver or 'no driver'}, "
                               f"not xocl (assigned to a guest?): it cannot be programmed")
         tool = self._require_tool(self.conf.xbutil_path)
-        self._run_tool([tool, "program", "-d", card.identity, "-u", image],
-                       "xbutil program", progress, timeout)
+        progress(50, "xbutil program started")
+        self._run([tool, "program", "-d", card.identity, "-u", image], "xbutil program",
+                  timeout, f"programming timed out after {timeout:g} s (xbutil program)")
         progress(90, "reading the xclbin UUID back")
         entry = self._examine(tool, card.identity, fresh=True)
         loaded = {f for r in _as_list(entry.get("dynamic_regions"))
@@ -549,19 +495,17 @@ class FpgaDriver(BaseDriver):
                               f"[fpga_driver] {os.path.basename(configured)}_path")
         return tool
 
-    def _run_tool(self, argv: list[str], what: str, progress: ProgressFn,
-                  timeout: float) -> None:
-        progress(50, f"{what} started")
-        result = self.runner.run(argv, timeout, privileged=True)
+    def _run(self, argv: list[str], what: str, timeout: float, timed_out: str, *,
+             privileged: bool = True) -> None:
+        """Run a vendor tool; DriverError (``timed_out``, or its output's tail) unless
+        it succeeds."""
+        result = self.runner.run(argv, timeout, privileged=privileged)
         if result.timed_out:
-            raise DriverError(f"programming timed out after {timeout:g} s ({what})")
+            raise DriverError(timed_out)
         if result.rc != 0:
+            text = (result.stderr or result.stdout or "").strip()
             raise DriverError(f"{what} failed (rc {result.rc}): "
-                              f"{_tail(result.stderr or result.stdout)}")
-
-    def _lock(self, identity: str) -> threading.Lock:
-        with self._locks_guard:
-            return self._locks.setdefault(identity, threading.Lock())
+                              f"{text[-_TAIL:] if text else 'no output'}")
 
     # -- remembered functions ----------------------------------------------------------
     def _recalled(self, identity: str) -> list[str]:
@@ -625,24 +569,12 @@ def xclbin_function(path: str) -> str:
 # -- small helpers -----------------------------------------------------------------------
 
 
-def _address(identity: str) -> str:
-    try:
-        return pci.normalize(identity)
-    except ValueError:
-        raise DriverError(f"{identity!r} is not an FPGA identity (a PCI address)") from None
-
-
 def _pci_parent(host_path: str) -> str | None:
     """The PCI function a region lives under (``.../0000:3b:00.0/fpga_region/region0``)."""
     for part in reversed(host_path.split("/")):
         if pci.is_address(part):
             return pci.normalize(part)
     return None
-
-
-def _tail(text: str) -> str:
-    text = (text or "").strip()
-    return text[-_TAIL:] if text else "no output"
 
 
 def _as_list(value: Any) -> list[Any]:
