@@ -1,21 +1,11 @@
 """A small sysfs layer with an injectable root: the kernel ABI every driver reads.
 
-Why our own layer: sysfs is what lspci, libvirt, driverctl and mdevctl read; it needs no
-dependency, works without udevd and in containers, and a temp directory fakes it. Every
-path goes through :meth:`Sysfs.path` and every write through :meth:`Sysfs.write`, so a
-test hands the drivers ``FakeKernel(tmp_path)`` (``tests/fakes/kernel.py``), which reacts
-to writes as the kernel does, and a real host hands them ``Sysfs("/")``.
-
-Conventions of the API (stable; the NVIDIA and FPGA drivers build on it):
-
-* Paths given to methods are *host* paths (``/sys/bus/pci/devices/0000:3b:00.0/vendor``);
-  extra positional parts are joined on. :meth:`Sysfs.path` maps them under the root.
-* Reads return ``None`` for a missing file instead of raising: "not there" is a normal
-  answer (a device without SR-IOV, a host without IOMMU).
-* Writes go to an injected ``writer(real_path, value)``. With root ``/`` the default is the
-  privsep entrypoint ``acceld.hw.privileged.sysfs_write``; with any other root it is a
-  plain file write (a static tree, e.g. a umockdev testbed).
-* PCI addresses are accepted in any spelling and normalised with :mod:`acceld.hw.pci`.
+Methods take *host* paths (``/sys/bus/pci/...``, extra parts joined on) mapped under the
+root by :meth:`Sysfs.path`; reads return None for a missing file ("not there" is a
+normal answer); every write goes through :meth:`Sysfs.write` to the injected writer
+(privsep's ``sysfs_write`` for root ``/``, a plain write otherwise), so tests hand the
+drivers ``FakeKernel(tmp_path)`` (``tests/fakes/kernel.py``). PCI addresses may be
+spelled any way :mod:`acceld.hw.pci` accepts.
 """
 
 from __future__ import annotations
@@ -59,16 +49,9 @@ class MdevType:
 
 @dataclasses.dataclass(frozen=True)
 class PciDevice:
-    """A snapshot of one PCI function's sysfs attributes.
-
-    IDs are lower-case hex without ``0x`` (vendor ``"8086"``, device ``"4940"``, class
-    ``"120000"``). ``numa_node`` is None for -1 (no affinity); ``iommu_group`` is None when
-    the IOMMU is off; the ``sriov_*`` fields are None for devices that are not SR-IOV
-    capable; ``physfn`` is the PF's address for a VF; ``virtfns`` the VFs' addresses in
-    index order. ``nvidia_creatable_vgpu_types`` / ``nvidia_current_vgpu_type`` are the raw
-    contents of the per-VF ``nvidia/`` files of NVIDIA's vendor-specific VFIO framework
-    (None when absent). ``mdev_supported_types`` maps type id -> :class:`MdevType`.
-    """
+    """A snapshot of one PCI function's sysfs attributes: ids in lower-case hex without
+    ``0x``, None for what the device does not have (NUMA affinity, IOMMU group, SR-IOV,
+    the ``nvidia/`` files of NVIDIA's per-VF vGPU framework)."""
 
     address: str
     vendor: str
@@ -114,7 +97,6 @@ def _hex_id(raw: str | None, width: int) -> str | None:
 
 
 def _plain_writer(real_path: str, value: str) -> None:
-    """Write like ``echo -n value > path`` (for static trees that are not a kernel)."""
     with open(real_path, "w", encoding="ascii") as f:
         f.write(value)
 
@@ -207,9 +189,7 @@ class Sysfs:
         return os.path.isdir(self.path(host_path, *parts))
 
     def write(self, host_path: str, value: str) -> None:
-        """Write ``value`` to a sysfs attribute; raises OSError as the kernel would.
-
-        Everything that changes the host goes through here (FakeKernel overrides it)."""
+        """Write ``value`` to a sysfs attribute; raises OSError as the kernel would."""
         self._writer(self.path(host_path), value)
 
     # -- host facts ---------------------------------------------------------------------
@@ -233,20 +213,11 @@ class Sysfs:
     # -- PCI view -----------------------------------------------------------------------
     def pci_addresses(self) -> list[str]:
         """Every PCI function's canonical address, sorted."""
-        out = []
-        for entry in self.listdir(PCI_DEVICES):
-            if pci.is_address(entry):
-                out.append(pci.normalize(entry))
-        return sorted(out)
+        return sorted(pci.normalize(e) for e in self.listdir(PCI_DEVICES) if pci.is_address(e))
 
     def pci_devices(self) -> list[PciDevice]:
         """A snapshot of every PCI function (devices that vanish mid-scan are left out)."""
-        devices = []
-        for address in self.pci_addresses():
-            dev = self.pci_device(address)
-            if dev is not None:
-                devices.append(dev)
-        return devices
+        return [d for d in map(self.pci_device, self.pci_addresses()) if d is not None]
 
     def device_path(self, address: str, *parts: str) -> str:
         """The host path of a PCI device's attribute (``/sys/bus/pci/devices/<bdf>/...``)."""
@@ -306,10 +277,7 @@ class Sysfs:
 
     def aer_fatal_count(self, address: str) -> int | None:
         """The TOTAL_ERR_FATAL counter of ``aer_dev_fatal``; None when there is no AER."""
-        raw = self.read(self.device_path(address, "aer_dev_fatal"))
-        if raw is None:
-            return None
-        for line in raw.splitlines():
+        for line in (self.attr(address, "aer_dev_fatal") or "").splitlines():
             fields = line.split()
             if len(fields) == 2 and fields[0] == "TOTAL_ERR_FATAL" and fields[1].isdigit():
                 return int(fields[1])
@@ -357,14 +325,8 @@ class Sysfs:
 
     # -- operations ---------------------------------------------------------------------
     def set_numvfs(self, pf: str, count: int, *, autoprobe: bool | None = None) -> None:
-        """Set a PF's VF count.
-
-        The kernel refuses N -> M with both non-zero (EBUSY), so a change between two
-        non-zero counts goes through 0. With ``autoprobe`` given, ``sriov_drivers_autoprobe``
-        is written first (False keeps the PF's VF driver off VFs meant for vfio-pci).
-        OSError from the kernel propagates (ERANGE above totalvfs, EBUSY while VFs are in
-        use).
-        """
+        """Set a PF's VF count, through 0 (the kernel refuses N -> M, both non-zero);
+        ``autoprobe``, when given, is written first. OSError from the kernel propagates."""
         base = self.device_path(pf)
         current = self.read_int(base, "sriov_numvfs")
         if current is None:
@@ -391,16 +353,10 @@ class Sysfs:
         self.write(self.device_path(address, "driver_override"), driver or "\n")
 
     def bind_driver(self, address: str, driver: str) -> None:
-        """Bind a device to ``driver`` the way driverctl does: driver_override, unbind,
-        drivers_probe, then check. The override stays set so that a later reprobe (or
-        the PF's VF driver) does not take the device back. Idempotent.
-
-        Raises BindError when the device did not end on ``driver`` (driver not loaded,
-        probe refused) and OSError from the writes.
-        """
-        addr = pci.normalize(address)
-        if not self.exists(self.device_path(addr)):
-            raise OSError(errno.ENODEV, f"PCI device {addr} does not exist")
+        """Bind a device to ``driver`` as driverctl does (override, unbind, probe, check;
+        the override stays so nothing takes the device back). Idempotent; BindError when
+        the device did not end on ``driver``, OSError from the writes."""
+        addr = self._existing(address)
         current = self.driver_of(addr)
         override = self.read(self.device_path(addr, "driver_override"))
         if current == driver and override == driver:
@@ -418,28 +374,32 @@ class Sysfs:
     def restore_driver(self, address: str, original: str | None) -> None:
         """Give a device back to ``original`` (None: leave it unbound) and clear the
         override, so that the host's normal driver matching applies again. Idempotent."""
-        addr = pci.normalize(address)
-        if not self.exists(self.device_path(addr)):
-            raise OSError(errno.ENODEV, f"PCI device {addr} does not exist")
+        addr = self._existing(address)
         if original is None:
             self.unbind(addr)
         elif self.driver_of(addr) != original:
             self.bind_driver(addr, original)
-        if self.read(self.device_path(addr, "driver_override")) not in (None, "(null)", ""):
-            self.set_driver_override(addr, None)
+        self._clear_override(addr)
 
     def reprobe(self, address: str) -> str | None:
         """Hand a device back to the kernel's own driver matching (``driverctl
         unset-override``): clear the override, unbind, ``drivers_probe``. Returns the
         driver the kernel chose (None when no loaded driver claims it)."""
-        addr = pci.normalize(address)
-        if not self.exists(self.device_path(addr)):
-            raise OSError(errno.ENODEV, f"PCI device {addr} does not exist")
-        if self.read(self.device_path(addr, "driver_override")) not in (None, "(null)", ""):
-            self.set_driver_override(addr, None)
+        addr = self._existing(address)
+        self._clear_override(addr)
         self.unbind(addr)
         self.write(PCI_DRIVERS_PROBE, addr)
         return self.driver_of(addr)
+
+    def _existing(self, address: str) -> str:
+        addr = pci.normalize(address)
+        if not self.exists(self.device_path(addr)):
+            raise OSError(errno.ENODEV, f"PCI device {addr} does not exist")
+        return addr
+
+    def _clear_override(self, addr: str) -> None:
+        if self.attr(addr, "driver_override") not in (None, "(null)", ""):
+            self.set_driver_override(addr, None)
 
     def mdev_create(self, parent: str, type_id: str, uuid: str) -> bool:
         """Create an mdev; True when created, False when that UUID already existed
