@@ -1,22 +1,19 @@
 """A small NVML backend: the only module that talks to nvidia-ml-py (``import pynvml``).
 
-Why a wrapper: the driver needs a dozen NVML calls, each of which may be missing on an
-older driver (``FunctionNotFound``), unsupported on a given board or on MIG handles
-(``NotSupported``), or fail because the GPU fell off the bus (``GpuIsLost``). This module
-turns those outcomes into plain values (``None`` for "not available here") and one
-exception, :class:`GpuLost`, and hands the driver frozen dataclasses instead of ctypes
-structures, so the driver never imports pynvml and tests may use either the real binding
-over a fake library (``tests/fakes/nvml.py``) or any object with the same methods.
-
-The library is imported and initialised lazily by :meth:`NvmlBackend.start`. A host without
-nvidia-ml-py, without ``libnvidia-ml.so.1`` or without the kernel driver is a normal
-state: :attr:`NvmlBackend.available` is False and :attr:`NvmlBackend.reason` says why.
+NVML calls may be missing on an older driver, unsupported on a board or on MIG handles,
+or fail because the GPU fell off the bus; this module turns those into plain values
+(``None``: "not available here") and one exception, :class:`GpuLost`, and hands out
+frozen dataclasses, so the driver never imports pynvml. The library is loaded lazily by
+:meth:`NvmlBackend.start`; a host without it is a normal state (:attr:`reason` says why).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import importlib
+import operator
 import threading
 from collections.abc import Callable
 from types import ModuleType
@@ -167,10 +164,7 @@ class NvmlBackend:
 
     def _call(self, fn_name: str, *args: Any, absent: frozenset[int] = _ABSENT) -> Any:
         """Call ``pynvml.<fn_name>``; None when the board or driver cannot answer (an
-        error code in ``absent``).
-
-        Raises :class:`GpuLost` and :class:`NvmlError` for real failures.
-        """
+        error code in ``absent``); :class:`GpuLost` or :class:`NvmlError` otherwise."""
         if self._nv is None and not self.start():
             raise NvmlError(self._reason or "NVML is unavailable")
         nv = self._nv
@@ -185,10 +179,8 @@ class NvmlBackend:
             raise NvmlError(f"{fn_name}: {exc}", code) from exc
 
     def _quiet(self, fn: Callable[..., Any], *args: Any) -> None:
-        try:
+        with contextlib.suppress(Exception):  # best effort on teardown
             fn(*args)
-        except Exception:  # noqa: BLE001 - best effort on teardown
-            pass
 
     def driver_version(self) -> str | None:
         return self._call("nvmlSystemGetDriverVersion") if self.start() else None
@@ -357,12 +349,9 @@ class NvmlBackend:
 
     def wait_events(self, gpu_uuids: list[str], timeout_ms: int,
                     max_events: int = _MAX_EVENTS) -> list[Event]:
-        """Drain pending health events of ``gpu_uuids``.
-
-        The first wait blocks at most ``timeout_ms``; later ones do not block, and at most
-        ``max_events`` are read, so one call is bounded. Events queue in NVML between
-        calls, so polling from the health loop loses none.
-        """
+        """Drain pending health events of ``gpu_uuids``: the first wait blocks at most
+        ``timeout_ms``, later ones not at all, and at most ``max_events`` are read. Events
+        queue in NVML between calls, so polling from the health loop loses none."""
         if not self.start():
             return []
         event_set = self._event_set_for(gpu_uuids)
@@ -371,15 +360,10 @@ class NvmlBackend:
         events: list[Event] = []
         wait = max(0, int(timeout_ms))
         while len(events) < max_events:
-            try:
-                data = self._nv.nvmlEventSetWait_v2(event_set, wait)
-            except self._nv.NVMLError as exc:
-                if getattr(exc, "value", None) == _GPU_IS_LOST:
-                    raise GpuLost("nvmlEventSetWait_v2: GPU is lost", _GPU_IS_LOST) from exc
-                if getattr(exc, "value", None) in _ABSENT | {_TIMEOUT}:
-                    break
-                raise NvmlError(f"nvmlEventSetWait_v2: {exc}",
-                                getattr(exc, "value", None)) from exc
+            data = self._call("nvmlEventSetWait_v2", event_set, wait,
+                              absent=_ABSENT | {_TIMEOUT})
+            if data is None:
+                break
             wait = 0
             event = self._event(data)
             if event is not None:
@@ -403,9 +387,7 @@ class NvmlBackend:
         event_set = self._call("nvmlEventSetCreate")
         if event_set is None:
             return None
-        mask = 0
-        for bit in self._wanted_events():
-            mask |= bit
+        mask = functools.reduce(operator.or_, self._wanted_events(), 0)
         for uuid in sorted(wanted):
             try:
                 handle = self._handle(uuid)
