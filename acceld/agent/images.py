@@ -1,17 +1,12 @@
 """Fetch an FPGA image to local disk, verified, before a driver programs it.
 
-An image reference is a Glance image id (downloaded from ``GET /v2/images/{id}/file``
-through the ``[glance]`` keystoneauth session), ``function:<id>`` (the one Glance image
-whose property ``accel:function_id`` is that id: a device profile's
-``accel:function_id``), or an absolute path inside one of ``[fpga_driver]
-local_image_dirs``. Either way the bytes are streamed into a temporary file in
-``dest_dir`` while their digest is computed, because what gets loaded into a card must
-be exactly what was approved: the caller's SHA-256 when it gives one (mandatory for a
-local file), else the digest Glance keeps for the image (its multihash,
-``os_hash_algo``/``os_hash_value``; an image without one is refused). The temporary
-file is renamed to ``<algorithm>-<digest>.img`` only once the digest matches and the
-size is under ``[fpga_driver] max_image_bytes``; on any failure it is removed, so
-``dest_dir`` never holds a partial or unverified image under its final name.
+An image reference is a Glance image id, ``function:<id>`` (the one Glance image whose
+``accel:function_id`` property is that id) or an absolute path inside ``[fpga_driver]
+local_image_dirs``. The bytes are streamed into a temporary file in ``dest_dir`` while
+their digest is computed: the caller's SHA-256 when given (mandatory for a local file),
+else Glance's multihash (an image without one is refused). Only a file with the right
+digest and a size under ``max_image_bytes`` is renamed to ``<algorithm>-<digest>.img``;
+on any failure it is removed.
 """
 
 from __future__ import annotations
@@ -78,12 +73,6 @@ def fetch_image(conf: cfg.ConfigOpts, image_ref: str, sha256: str, dest_dir: str
         source = _glance_chunks(conf, image_ref, max_bytes, adapter)
     _store(source, image_ref, expected, final, max_bytes)
     return final
-
-
-def image_dir(conf: cfg.ConfigOpts, state_dir: str) -> str:
-    """Where fetched images go: ``[fpga_driver] image_dir``, else under the agent's
-    state directory (it needs room for ``max_image_bytes``)."""
-    return conf.fpga_driver.image_dir or os.path.join(state_dir, "fpga-images")
 
 
 def _checked_digest(sha256: str) -> str:

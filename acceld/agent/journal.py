@@ -1,37 +1,26 @@
 """The agent journal: versioned local state, written atomically on every change.
 
-It holds what must survive a crash or an absent conductor:
-
-* ``epoch`` and ``seq``: report numbering (a new journal gets a new epoch, so the conductor
-  never mistakes a fresh agent's reports for stale ones);
-* ``inflight``: operations started and not finished, each with a ``kind``; at restart the
-  agent finishes them (see ``AgentManager.start``): a life cycle ``transition``
-  (install/uninstall) and a handle ``release`` run again (every driver operation is
-  idempotent), a handle ``prepare`` is rolled back (its bind failed when the agent died
-  without answering), a ``program`` is reported failed (the card's state is unknown);
-* ``results``: outcomes not yet acknowledged by the conductor, delivered until it has them;
-* ``done``: recently acknowledged operation ids, so a re-sent operation is not re-run;
-* ``drivers``: operator overrides from install-driver / uninstall-driver.
-
-Journal format versions (one line of history each; a test guards the list):
+It holds what must survive a crash or an absent conductor: ``epoch`` and ``seq``
+(report numbering; a new journal gets a new epoch), ``inflight`` operations with their
+``kind`` (at restart a ``transition`` or handle ``release`` runs again, a handle
+``prepare`` is rolled back, a ``program`` is reported failed), ``results`` not yet
+acknowledged, recently acknowledged ids (``done``, so a re-sent operation is not re-run)
+and the operator's driver overrides (``drivers``). Format versions:
 
 * 1: initial.
-* 2: operations carry a ``kind`` (``transition``, ``prepare``, ``release``, ``program``);
-  a version 1 journal is read as version 2 with every operation a ``transition``.
+* 2: operations carry a ``kind``; a version 1 journal is read with every operation a
+  ``transition``.
 """
 
 from __future__ import annotations
 
 import copy
-import logging
 import os
 import threading
 import uuid
 from typing import Any
 
 from acceld.agent import fileutil
-
-LOG = logging.getLogger(__name__)
 
 JOURNAL_VERSIONS = (1, 2)
 JOURNAL_VERSION = JOURNAL_VERSIONS[-1]
@@ -49,13 +38,9 @@ def kind_of(op: dict[str, Any]) -> str:
 
 def _upgrade(data: dict[str, Any]) -> dict[str, Any]:
     """A version 1 journal as version 2: its operations are all transitions."""
-    if data["version"] == 1:
-        for section in ("inflight", "results"):
-            for entry in data[section].values():
-                op = entry if section == "inflight" else entry["op"]
-                op.setdefault("kind", KIND_TRANSITION)
-        data["version"] = 2
-    return data
+    for op in [*data["inflight"].values(), *(r["op"] for r in data["results"].values())]:
+        op.setdefault("kind", KIND_TRANSITION)
+    return {**data, "version": 2}
 
 
 class Journal:

@@ -1,21 +1,12 @@
 """The agent: discovery loop, driver operations, journal-backed delivery to the conductor.
 
-On start it finishes any operation a crash left in flight, then reports at once and every
-``[agent] report_interval`` seconds. Anything the conductor has not acknowledged (the
-latest report, operation outcomes) stays in the journal and is delivered every
-``[agent] retry_interval`` seconds until the conductor is back; because reports are full
-snapshots with increasing sequence numbers and outcomes carry operation ids, catching up
-neither loses nor duplicates anything.
-
-Drivers get their collaborators in one :class:`DriverContext`: the sysfs layer at
-``[agent] sysfs_root``, the command runner, the NVML backend (None: the driver loads the
-real library if it can) and the clock; tests hand the agent fakes of each instead.
-
-Every host-touching step is journaled before it runs: life cycle transitions
-(install/uninstall), the prepare/release of an attach handle at bind/unbind (the
-conductor's ``AgentHostWork``), and FPGA programming (``acceld.agent.programming``).
-What :meth:`AgentManager.start` does with each kind found in flight after a crash is
-described in ``acceld.agent.journal``.
+On start it finishes what a crash left in flight (see ``acceld.agent.journal``), then
+reports at once and every ``[agent] report_interval`` seconds. What the conductor has not
+acknowledged (the latest report, operation outcomes) stays in the journal and is retried
+every ``[agent] retry_interval`` seconds; reports are full snapshots with increasing
+sequence numbers and outcomes carry operation ids, so catching up neither loses nor
+duplicates anything. Every host-touching step (install/uninstall, a handle's
+prepare/release, FPGA programming) is journaled before it runs.
 """
 
 from __future__ import annotations
@@ -41,26 +32,17 @@ from acceld.rpc import ConductorClient
 LOG = logging.getLogger(__name__)
 
 
-def _real_sysfs(conf: cfg.ConfigOpts) -> Any:
-    from acceld.hw.sysfs import Sysfs  # lazy: the fake driver alone needs no hw layer
-
-    return Sysfs(conf.agent.sysfs_root)
-
-
-def _real_runner() -> Any:
-    from acceld.hw.runner import SubprocessRunner
-
-    return SubprocessRunner()
-
-
 def make_context(conf: cfg.ConfigOpts, host: str, state_dir: str,
                  **collaborators: Any) -> DriverContext:
     """The drivers' context with the real collaborators, except those given (tests pass
     ``sysfs=FakeKernel(tree)``, ``runner=FakeRunner()``, ``nvml=FakeNvml()``, ...)."""
+    from acceld.hw.runner import SubprocessRunner
+    from acceld.hw.sysfs import Sysfs
+
     if collaborators.get("sysfs") is None:
-        collaborators["sysfs"] = _real_sysfs(conf)
+        collaborators["sysfs"] = Sysfs(conf.agent.sysfs_root)
     if collaborators.get("runner") is None:
-        collaborators["runner"] = _real_runner()
+        collaborators["runner"] = SubprocessRunner()
     fields = {f.name for f in dataclasses.fields(DriverContext)}
     unknown = set(collaborators) - fields
     if unknown:
@@ -105,8 +87,7 @@ class AgentManager:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         # one lock per attach handle: a release never overtakes the prepare it undoes
-        self._handle_locks: dict[str, threading.Lock] = {}
-        self._handle_locks_guard = threading.Lock()
+        self._handle_locks: dict[str, threading.Lock] = {}   # (setdefault is atomic)
         self._programmer = programming.Programmer(
             conf, self.journal, conductor, self._driver, self._program_finished,
             directory, fetch=fetch)
@@ -117,21 +98,18 @@ class AgentManager:
         return self._ctx
 
     # -- drivers -----------------------------------------------------------------------
-    def _wanted_drivers(self) -> list[str]:
+    def _load_drivers(self) -> None:
+        """The enabled drivers and those installed since, less those uninstalled."""
         overrides = self.journal.driver_overrides()
         names = list(self._conf.agent.enabled_drivers)
         names += [n for n, s in overrides.items()
                   if s == states.DRIVER_INSTALLED and n not in names]
-        return names
-
-    def _load_drivers(self) -> None:
-        overrides = self.journal.driver_overrides()
         with self._lock:
-            for name in self._wanted_drivers():
+            for name in names:
                 if overrides.get(name) == states.DRIVER_UNINSTALLED:
                     self._drivers[name] = None
-                    continue
-                self._load_one(name)
+                else:
+                    self._load_one(name)
 
     def _load_one(self, name: str) -> None:
         try:
@@ -347,9 +325,7 @@ class AgentManager:
         op = {"op_id": str(uuidlib.uuid4()), "kind": kind, "driver": driver,
               "identity": identity, "attach_info": dict(attach_info),
               "handle_uuid": handle_uuid}
-        with self._handle_locks_guard:
-            lock = self._handle_locks.setdefault(handle_uuid, threading.Lock())
-        with lock:
+        with self._handle_locks.setdefault(handle_uuid, threading.Lock()):
             self.journal.begin(op)
             try:
                 drv = self._driver(driver)

@@ -1,19 +1,12 @@
 """FPGA programming on the agent: asynchronous, journaled, with progress and a watchdog.
 
-The conductor casts a program operation (``run_program``); the agent journals it as in
-flight *before* anything touches the card, then a worker thread fetches and verifies the
-image (``acceld.agent.images.fetch_image``), calls the driver's ``program(identity, path,
-progress=, timeout=)`` and journals the outcome, which is delivered to the conductor
-(``program_done``) until it is acknowledged, like every other journaled outcome. Progress
-goes to the conductor as it comes (``program_progress`` casts; advisory, never journaled).
-
-Two guards make a stuck or interrupted programming visible instead of silent:
-
-* a watchdog fails the operation when the driver has not returned within the program
-  timeout plus a grace period (the driver enforces the timeout itself; the watchdog
-  covers a driver that does not); whichever of the two finishes first wins;
-* an operation found in flight at agent start is reported failed (the card may hold a
-  partial image) and a rediscovery is asked for, so the inventory shows what is loaded.
+The conductor casts a program operation; the agent journals it as in flight before
+anything touches the card, then a worker thread fetches and verifies the image
+(:func:`acceld.agent.images.fetch_image`), calls the driver's ``program`` and journals
+the outcome, delivered (``program_done``) until acknowledged; progress casts are
+advisory. A watchdog fails an operation whose driver has not returned within the
+program timeout plus a grace period (whichever finishes first wins), and one found in
+flight at agent start is reported failed, the card's state being unknown.
 """
 
 from __future__ import annotations
@@ -46,6 +39,12 @@ def _default_fetch(conf: cfg.ConfigOpts, image_ref: str, sha256: str, dest_dir: 
     return images.fetch_image(conf, image_ref, sha256, dest_dir)
 
 
+def image_dir(conf: cfg.ConfigOpts, state_dir: str) -> str:
+    """Where fetched images go: ``[fpga_driver] image_dir``, else under the agent's
+    state directory (it needs room for ``max_image_bytes``)."""
+    return conf.fpga_driver.image_dir or os.path.join(state_dir, "fpga-images")
+
+
 class Programmer:
     """Runs program operations of one agent (one worker thread per operation)."""
 
@@ -58,8 +57,7 @@ class Programmer:
         self._conductor = conductor
         self._driver = driver                  # name -> loaded driver (raises if absent)
         self._on_finished = on_finished        # deliver outcomes and rediscover
-        self._image_dir = conf.fpga_driver.image_dir or os.path.join(state_dir,
-                                                                      "fpga-images")
+        self._image_dir = image_dir(conf, state_dir)
         self._fetch = fetch or _default_fetch
         self._grace = grace
         self._threads: list[threading.Thread] = []
