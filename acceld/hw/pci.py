@@ -1,18 +1,8 @@
 """PCI addresses: the one place where they are parsed, normalised and matched.
 
-Every tool writes PCI addresses differently: NVML returns ``00000000:3B:00.0`` (8-digit
-domain, upper case), sysfs uses ``0000:3b:00.0``, lspci without ``-D`` prints ``3b:00.0``
-and attach handles carry ``{"domain": "0000", "bus": "3b", "device": "00", "function":
-"0"}``. Identities and comparisons must not depend on which tool a string came from, so
-everything that handles an address goes through :func:`parse` / :func:`normalize` and
-compares :class:`PciAddress` values or their canonical sysfs string.
-
-Public API (stable; other modules build on it):
-
-* :class:`PciAddress` (frozen; ``str()`` is the sysfs form ``0000:3b:00.0``)
-* :func:`parse`, :func:`normalize`, :func:`is_address`
-* :func:`to_attach_info`, :func:`from_attach_info`
-* :func:`matches` (glob address specs such as ``0000:3b:*.*`` or ``3b:00.*``)
+Tools spell addresses differently (NVML ``00000000:3B:00.0``, sysfs ``0000:3b:00.0``,
+lspci ``3b:00.0``, attach handles ``{"domain": "0000", "bus": "3b", ...}``), so
+everything compares :class:`PciAddress` values or their canonical sysfs string.
 """
 
 from __future__ import annotations
@@ -47,14 +37,10 @@ class PciAddress:
         return f"{self.domain:04x}:{self.bus:02x}:{self.device:02x}.{self.function:x}"
 
     @property
-    def devfn(self) -> int:
-        """The 8-bit device/function number (device << 3 | function)."""
-        return (self.device << 3) | self.function
-
-    @property
     def routing_id(self) -> int:
-        """The 16-bit requester id (bus << 8 | devfn), the base of SR-IOV VF numbering."""
-        return (self.bus << 8) | self.devfn
+        """The 16-bit requester id (bus, device, function), the base of SR-IOV VF
+        numbering."""
+        return (self.bus << 8) | (self.device << 3) | self.function
 
     @classmethod
     def from_routing_id(cls, domain: int, rid: int) -> PciAddress:
@@ -64,10 +50,8 @@ class PciAddress:
 
 
 def parse(text: str) -> PciAddress:
-    """Parse any common spelling: ``00000000:3B:00.0``, ``0000:3b:00.0``, ``3b:00.0``.
-
-    Raises ValueError for anything else (globs included: use :func:`matches` for those).
-    """
+    """Parse any common spelling: ``00000000:3B:00.0``, ``0000:3b:00.0``, ``3b:00.0``;
+    ValueError for anything else (globs included)."""
     m = _ADDR_RE.match(text.strip()) if isinstance(text, str) else None
     if m is None:
         raise ValueError(f"not a PCI address: {text!r}")
@@ -98,10 +82,8 @@ def to_attach_info(address: str | PciAddress) -> dict[str, str]:
 
 
 def from_attach_info(info: dict[str, str]) -> PciAddress:
-    """The address in a PCI attach_info (extra keys such as physical_network are ignored).
-
-    Raises ValueError when a field is missing or not hex.
-    """
+    """The address in a PCI attach_info (extra keys are ignored); ValueError when a
+    field is missing or not hex."""
     try:
         return PciAddress(int(info["domain"], 16), int(info["bus"], 16),
                           int(info["device"], 16), int(info["function"], 16))
@@ -110,11 +92,8 @@ def from_attach_info(info: dict[str, str]) -> PciAddress:
 
 
 def _split_spec(spec: str) -> dict[str, str]:
-    """Split an address glob into its four fields, filling missing leading ones with ``*``.
-
-    ``"3b:00.*"`` -> domain ``*``; ``"*"`` -> everything ``*``; ``"00.1"`` -> any
-    domain and bus.
-    """
+    """Split an address glob into its four fields, missing leading ones ``*``
+    (``"3b:00.*"``: any domain; ``"00.1"``: any domain and bus)."""
     spec = spec.strip().lower()
     if spec in ("", "*"):
         return dict.fromkeys(_WIDTHS, "*")
@@ -142,21 +121,13 @@ def _norm_field(value: str, name: str) -> str:
 
 def validate_spec(spec: str) -> None:
     """Raise ValueError when ``spec`` is not a usable address glob."""
-    fields = _split_spec(spec)
-    for name, value in fields.items():
+    for name, value in _split_spec(spec).items():
         _norm_field(value, name)
 
 
 def matches(spec: str, address: str | PciAddress) -> bool:
-    """True when ``address`` matches the glob ``spec``.
-
-    Each field is matched on its own with shell-style wildcards after both sides are
-    normalised, so ``3B:00.*`` matches ``0000:3b:00.1`` and ``*:3b:*.*`` matches any
-    device on bus 3b in any domain. Raises ValueError for a malformed spec.
-    """
-    a = address if isinstance(address, PciAddress) else parse(address)
-    fields = _split_spec(spec)
-    canon = {"domain": f"{a.domain:04x}", "bus": f"{a.bus:02x}",
-             "device": f"{a.device:02x}", "function": f"{a.function:x}"}
-    return all(fnmatch.fnmatchcase(canon[name], _norm_field(fields[name], name))
-               for name in _WIDTHS)
+    """True when ``address`` matches the glob ``spec``, field by field with shell-style
+    wildcards after both sides are normalised; ValueError for a malformed spec."""
+    canon = to_attach_info(address)
+    return all(fnmatch.fnmatchcase(canon[name], _norm_field(value, name))
+               for name, value in _split_spec(spec).items())
