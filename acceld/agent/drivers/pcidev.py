@@ -14,7 +14,7 @@ import errno
 import json
 import os
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any
 
 import jsonschema
 
@@ -26,11 +26,10 @@ from acceld.hw import names, pci
 from acceld.hw.sysfs import BindError, PciDevice
 
 VFIO = "vfio-pci"
-T = TypeVar("T")
 
 _HEX4 = {"type": "string", "pattern": "^(0x)?[0-9a-fA-F]{4}$"}
 
-# Fields every spec understands; subclasses may add their own.
+# The fields of a spec.
 BASE_PROPERTIES: dict[str, Any] = {
     "vendor_id": _HEX4,
     "product_id": _HEX4,
@@ -100,15 +99,10 @@ class DeviceSpec:
                 and (self.product_id is None or dev.device == self.product_id)
                 and (self.pci_class is None or dev.pci_class.startswith(self.pci_class)))
 
-    def matches_address(self, dev: PciDevice) -> bool:
-        return self.address is None or pci.matches(self.address, dev.address)
-
     def summary(self) -> str:
-        parts = [f"{k}={v}" for k, v in (("vendor_id", self.vendor_id),
-                                          ("product_id", self.product_id),
-                                          ("class", self.pci_class),
-                                          ("address", self.address)) if v is not None]
-        return " ".join(parts)
+        return " ".join(f"{k}={v}" for k, v in zip(
+            SELECTORS, (self.vendor_id, self.product_id, self.pci_class, self.address),
+            strict=True) if v is not None)
 
 
 def _hex(value: str | None, width: int | None = None) -> str | None:
@@ -119,15 +113,11 @@ def _hex(value: str | None, width: int | None = None) -> str | None:
 
 
 def load_specs(values: Iterable[str], group: str, option: str,
-               properties: dict[str, Any] = BASE_PROPERTIES,
                default_vfio: bool = True) -> list[DeviceSpec]:
-    """Parse and validate ``[group] option`` (one JSON object per value).
-
-    Raises DriverError naming the option, the entry and the bad field, so the driver
-    fails to load with a message the operator can act on.
-    """
-    schema = {"type": "object", "additionalProperties": False, "properties": properties}
-    validator = jsonschema.Draft202012Validator(schema)
+    """Parse and validate ``[group] option`` (one JSON object per value); DriverError
+    naming the option, the entry and the bad field, for the operator."""
+    validator = jsonschema.Draft202012Validator(
+        {"type": "object", "additionalProperties": False, "properties": BASE_PROPERTIES})
     specs = []
     for index, raw in enumerate(values):
         where = f"[{group}] {option} entry {index}"
@@ -176,7 +166,6 @@ class PciDriverBase(BaseDriver):
     """The common PCI driver; subclasses set the class attributes below."""
 
     spec_option = ""                # e.g. "device_spec"
-    spec_properties: dict[str, Any] = BASE_PROPERTIES
     default_vfio = True             # does install put the handles on vfio-pci by default
     requires_sriov = False          # skip PFs without SR-IOV
     pf_handle = True                # a PF without VFs is its own (single) handle
@@ -184,7 +173,7 @@ class PciDriverBase(BaseDriver):
     def __init__(self, ctx: base.DriverContext) -> None:
         super().__init__(ctx)
         self.specs = load_specs(getattr(self.conf, self.spec_option), self.conf_group,
-                                self.spec_option, self.spec_properties, self.default_vfio)
+                                self.spec_option, self.default_vfio)
         self.protected_drivers = frozenset(self.conf.protected_drivers)
         self.names = names.PciNames()
         self._state_file = os.path.join(ctx.state_dir, f"{self.name}-state.json")
@@ -229,7 +218,7 @@ class PciDriverBase(BaseDriver):
 
     def _exclusion(self, spec: DeviceSpec, dev: PciDevice) -> str | None:
         """Why a device that matched the ids is not reported (None: it is)."""
-        if not spec.matches_address(dev):
+        if spec.address is not None and not pci.matches(spec.address, dev.address):
             return f"matches spec {spec.index} ids but not its address {spec.address!r}"
         if dev.is_vf:
             return (f"is a VF of {dev.physfn}; VFs are reported as attach handles of "
@@ -244,9 +233,8 @@ class PciDriverBase(BaseDriver):
         return None
 
     def _handles(self, spec: DeviceSpec, dev: PciDevice) -> tuple[str, ...]:
-        if dev.virtfns or spec.num_vfs or not self.pf_handle:
-            return dev.virtfns
-        return (dev.address,)
+        return dev.virtfns if dev.virtfns or spec.num_vfs or not self.pf_handle else (
+            dev.address,)
 
     def _spec_config_check(self) -> Check:
         return Check(self.spec_option, bool(self.specs),
@@ -409,11 +397,11 @@ class PciDriverBase(BaseDriver):
             raise DriverError(f"cannot give {address} to vfio-pci: vfio-pci is not loaded "
                               "(modprobe vfio-pci)")
 
-    def _sysfs_op(self, what: str, fn: Callable[[], T],
-                  hints: dict[int, str] | None = None) -> T:
+    def _sysfs_op(self, what: str, fn: Callable[[], Any],
+                  hints: dict[int, str] | None = None) -> None:
         """Run a sysfs operation, turning kernel errors into operator messages."""
         try:
-            return fn()
+            fn()
         except BindError as exc:
             raise DriverError(f"{what}: {exc}") from exc
         except OSError as exc:
@@ -425,10 +413,6 @@ class PciDriverBase(BaseDriver):
         self._sysfs_op(f"setting the VF count of {address} to {count}",
                        lambda: self.sysfs.set_numvfs(address, count, autoprobe=autoprobe),
                        _NUMVFS_HINTS)
-
-    def _bind(self, address: str, driver: str) -> None:
-        self._sysfs_op(f"binding {address} to {driver}",
-                       lambda: self.sysfs.bind_driver(address, driver))
 
     def _give_back(self, address: str, original: str | None) -> None:
         """Put a device back on ``original``; None means "let the kernel choose"."""
@@ -453,8 +437,7 @@ class PciDriverBase(BaseDriver):
             match = self._match(address)
         if spec.vfio:
             for handle in match.handles:
-                self._remember_handle(address, handle)
-                self._bind(handle, VFIO)
+                self._to_vfio(address, handle)
         self._update(address, lambda e: e.update(installed=True))
 
     def _install_vfs(self, match: Match, entry: dict[str, Any]) -> None:
@@ -464,21 +447,20 @@ class PciDriverBase(BaseDriver):
         if problem:
             raise DriverError(f"{address}: {problem}")
         if "original_numvfs" not in entry:
-            def record(e: dict[str, Any]) -> None:
-                e.setdefault("original_numvfs", dev.sriov_numvfs or 0)
-                e.setdefault("original_autoprobe", dev.sriov_drivers_autoprobe)
-            self._update(address, record)
+            self._update(address, lambda e: e.update(
+                original_numvfs=dev.sriov_numvfs or 0,
+                original_autoprobe=dev.sriov_drivers_autoprobe))
         if (dev.sriov_numvfs or 0) == spec.num_vfs:
             return
         self._set_numvfs(address, spec.num_vfs or 0, False if spec.vfio else None)
 
-    def _remember_handle(self, identity: str, handle: str) -> None:
-        """Record the driver a handle had before we first moved it (once)."""
+    def _to_vfio(self, identity: str, handle: str) -> None:
+        """Bind a handle of ``identity`` to vfio-pci, recording the driver it had before
+        we first moved it (once)."""
         driver = self.sysfs.driver_of(handle)
-
-        def record(e: dict[str, Any]) -> None:
-            e.setdefault("handles", {}).setdefault(handle, driver)
-        self._update(identity, record)
+        self._update(identity, lambda e: e.setdefault("handles", {}).setdefault(handle, driver))
+        self._sysfs_op(f"binding {handle} to {VFIO}",
+                       lambda: self.sysfs.bind_driver(handle, VFIO))
 
     def uninstall(self, identity: str) -> None:
         address = base.pci_address(identity)
@@ -514,8 +496,7 @@ class PciDriverBase(BaseDriver):
         match = self._match(identity)
         self._need_vfio(match.device.address)
         for handle in match.handles:
-            self._remember_handle(match.device.address, handle)
-            self._bind(handle, VFIO)
+            self._to_vfio(match.device.address, handle)
 
     # -- prepare / release -----------------------------------------------------------------
     def _handle_of(self, match: Match, attach_info: dict[str, str]) -> str:
@@ -534,8 +515,7 @@ class PciDriverBase(BaseDriver):
         handle = self._handle_of(match, attach_info)
         if self.sysfs.driver_of(handle) != VFIO:
             self._need_vfio(handle)
-            self._remember_handle(match.device.address, handle)
-            self._bind(handle, VFIO)
+            self._to_vfio(match.device.address, handle)
         return dict(attach_info)
 
     def release(self, identity: str, attach_info: dict[str, str]) -> None:
