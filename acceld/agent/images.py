@@ -43,13 +43,9 @@ Digest = tuple[str, str]          # (hashlib algorithm, lower-case hex digest)
 
 def fetch_image(conf: cfg.ConfigOpts, image_ref: str, sha256: str, dest_dir: str, *,
                 adapter: Any = None) -> str:
-    """Fetch ``image_ref`` into ``dest_dir`` and return the verified file's path.
-
-    ``sha256`` may be empty for a Glance image (its digest is then Glance's). ``adapter``
-    replaces the keystoneauth adapter built from ``[glance]`` (tests, or a caller that
-    already has one). An image already in ``dest_dir`` under its digest is re-hashed and
-    reused, so a retried bind does not download again.
-    """
+    """Fetch ``image_ref`` into ``dest_dir``; the verified file's path. ``sha256`` may be
+    empty for a Glance image; ``adapter`` replaces the one built from ``[glance]``. An
+    image already there under its digest is re-hashed and reused."""
     local = image_ref.startswith("/")
     function = image_ref.startswith(reports.FUNCTION_IMAGE_PREFIX)
     if not (local or function or _IMAGE_ID.match(image_ref.lower())):
@@ -87,12 +83,9 @@ def _cached(path: str, expected: Digest) -> bool:
     """True when ``path`` exists with the expected digest; a corrupt copy is removed."""
     if not os.path.isfile(path):
         return False
-    digest = hashlib.new(expected[0])
     with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(_LOCAL_CHUNK), b""):
-            digest.update(chunk)
-    if digest.hexdigest() == expected[1]:
-        return True
+        if hashlib.file_digest(f, expected[0]).hexdigest() == expected[1]:
+            return True
     os.unlink(path)
     return False
 
@@ -156,11 +149,8 @@ def _read_file(path: str) -> Iterator[bytes]:
 
 
 def _allowed_local_path(allowed: list[str], path: str) -> str:
-    """The real path of ``path`` if it lies inside one of the ``allowed`` directories.
-
-    Both sides are resolved (symlinks, ``..``) before comparing, so neither a link
-    inside an allowed directory nor ``allowed/../etc/x`` can reach outside it.
-    """
+    """The real path of ``path`` if it lies inside one of the ``allowed`` directories,
+    both sides resolved (symlinks, ``..``) before comparing."""
     if not allowed:
         raise ImageError(f"local image {path} refused: [fpga_driver] local_image_dirs is "
                          f"empty")

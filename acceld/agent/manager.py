@@ -43,18 +43,13 @@ def make_context(conf: cfg.ConfigOpts, host: str, state_dir: str,
         collaborators["sysfs"] = Sysfs(conf.agent.sysfs_root)
     if collaborators.get("runner") is None:
         collaborators["runner"] = SubprocessRunner()
-    fields = {f.name for f in dataclasses.fields(DriverContext)}
-    unknown = set(collaborators) - fields
-    if unknown:
-        raise TypeError(f"unknown driver collaborators: {sorted(unknown)}")
     return DriverContext(conf=conf, host=host, state_dir=state_dir,
                          **{k: v for k, v in collaborators.items() if v is not None})
 
 
 def capabilities(drv: Any) -> tuple[str, ...]:
-    """What a driver does beyond discovery, as the conductor needs to know it: whether
-    binding its handles needs host work (it overrides prepare or release) and whether it
-    can program devices."""
+    """What a driver does beyond discovery: host work at bind (it overrides prepare or
+    release), programming."""
     caps = []
     if isinstance(drv, BaseDriver) and (type(drv).prepare is not BaseDriver.prepare
                                         or type(drv).release is not BaseDriver.release):
@@ -69,8 +64,7 @@ class AgentManager:
                  host: str | None = None, journal_dir: str | None = None,
                  **collaborators: Any) -> None:
         """``collaborators`` replace the real ones of the drivers' context (``sysfs``,
-        ``runner``, ``nvml``, ``clock``, ``sleep``) and ``fetch_image`` the image fetcher
-        of FPGA programming."""
+        ``runner``, ``nvml``, ``clock``, ``sleep``) and the image fetcher (``fetch_image``)."""
         self._conf = conf
         self.host = host or conf.host
         self._conductor = conductor
@@ -78,8 +72,8 @@ class AgentManager:
             conf.state_path, f"agent-{self.host}")
         self.journal = Journal(directory)
         fetch = collaborators.pop("fetch_image", None)
-        self._ctx = make_context(conf, self.host, os.path.join(directory, "drivers"),
-                                 **collaborators)
+        self.context = make_context(conf, self.host, os.path.join(directory, "drivers"),
+                                    **collaborators)
         self._lock = threading.RLock()          # drivers and report building
         self._drivers: dict[str, Driver | None] = {}
         self._load_errors: dict[str, str] = {}
@@ -92,10 +86,6 @@ class AgentManager:
             conf, self.journal, conductor, self._driver, self._program_finished,
             directory, fetch=fetch)
         self._load_drivers()
-
-    @property
-    def context(self) -> DriverContext:
-        return self._ctx
 
     # -- drivers -----------------------------------------------------------------------
     def _load_drivers(self) -> None:
@@ -113,7 +103,7 @@ class AgentManager:
 
     def _load_one(self, name: str) -> None:
         try:
-            self._drivers[name] = registry.load(name, self._ctx)
+            self._drivers[name] = registry.load(name, self.context)
             self._load_errors.pop(name, None)
         except Exception as exc:  # a broken driver must not stop the others
             LOG.error("cannot load driver %s: %s", name, exc)
@@ -145,11 +135,8 @@ class AgentManager:
             provider_name=self._conf.agent.resource_provider_name or self.host)
 
     def _driver_report(self, name: str, drv: Driver) -> reports.DriverReport:
-        """Discovery, the driver's explanation of it and the devices' health.
-
-        Stats are not part of a report: they change all the time, and a report that
-        changes nothing must stay byte-identical (the conductor skips it by digest);
-        they are read on demand (:meth:`device_stats`)."""
+        """Discovery, its explanation and the devices' health; not stats, which change all
+        the time, while an unchanged report must stay byte-identical (digest)."""
         caps = capabilities(drv)
         try:
             devices = tuple(drv.discover())

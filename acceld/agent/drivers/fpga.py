@@ -89,12 +89,10 @@ _MODEL_TRAIT = {
     (VENDOR_XILINX, "500c"): "U280", (VENDOR_XILINX, "500d"): "U280",
     (VENDOR_XILINX, "5020"): "U50", (VENDOR_XILINX, "5021"): "U50",
 }
-# PCI ids dfl-pci binds (drivers/fpga/dfl-pci.c): PFs, then VFs.
+# PF ids dfl-pci binds (drivers/fpga/dfl-pci.c).
 _DFL_PF_IDS = frozenset({(VENDOR_INTEL, d) for d in ("bcbd", "bcc0", "09c4", "0b30", "0b2b",
                                                      "bcce", "af00")}
                         | {(VENDOR_SILICOM, "1000"), (VENDOR_SILICOM, "1001")})
-_DFL_VF_IDS = frozenset({(VENDOR_INTEL, d) for d in ("bcbf", "bcc1", "09c5", "0b31", "0b2c",
-                                                     "bccf", "af01")})
 
 XRT_USER_FUNCTION = 1
 XRT_MGMT_FUNCTION = 0
@@ -197,13 +195,8 @@ class FpgaDriver(BaseDriver):
 
     def program(self, identity: str, image_path: str, *, progress: ProgressFn,
                 timeout: float) -> dict[str, str]:
-        """Load ``image_path`` into the card ``identity``; returns the new function id.
-
-        Steps (percent): 0 start, 10 image checked, 50 tool started, 90 read back,
-        100 done. Raises DriverError for an unknown card, a wrong image type, a missing
-        tool, the tool's failure (with its stderr tail) or timeout, and a read-back that
-        does not show the image's function.
-        """
+        """Load ``image_path`` into the card ``identity`` (progress 0, 10 image checked,
+        50 tool started, 90 read back, 100); the new function id, or DriverError."""
         addr = base.pci_address(identity, "an FPGA identity (a PCI address)")
         with self._locks.setdefault(addr, threading.Lock()):
             progress(0, f"programming {addr} with {os.path.basename(image_path)}")
@@ -386,7 +379,7 @@ class FpgaDriver(BaseDriver):
         slug = card.identity.replace(":", "_").replace(".", "_")
         std = {"vendor_id": card.vendor, "device_id": card.device, "kind": card.kind}
         if card.numa_node is not None:
-            std["numa_node"] = card.numa_node
+            std["numa_node"] = card.numa_node     # an int, as reports always had it
         return reports.make_device(
             identity=card.identity, type="FPGA", vendor=card.vendor, model=card.device,
             name=f"{self.ctx.host}_fpga_{slug}", std_board_info=std,

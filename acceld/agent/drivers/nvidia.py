@@ -360,9 +360,8 @@ class NvidiaDriver(BaseDriver):
 
     def _mdev_slots(self, parent: str, type_name: str,
                     available: int) -> list[tuple[int, str]]:
-        """(slot, mdev UUID) of the slots to offer: every existing mdev of ours (so a
-        handle in use never disappears) plus as many unused slots as the kernel has
-        free."""
+        """(slot, mdev UUID) to offer: every existing mdev of ours (a handle in use never
+        disappears) plus as many unused slots as the kernel has free."""
         existing = set(self.sysfs.mdev_devices(parent, type_name))
         candidates = [(slot, self._mdev_uuid(parent, type_name, slot))
                       for slot in range(max(0, available) + len(existing))]
@@ -575,9 +574,8 @@ class NvidiaDriver(BaseDriver):
 
 
 def mdev_attach_info(parent: str, type_name: str, slot: int) -> dict[str, str]:
-    """An MDEV handle as Nova 34's libvirt driver reads it: the parent's PCI address as
-    hex strings (it names the parent ``pci_<domain>_<bus>_<device>_<function>``), the
-    mdev type to create (``asked_type``) and the slot (``vgpu_mark``)."""
+    """An MDEV handle as Nova 34's libvirt driver reads it: the parent's PCI address,
+    the mdev type to create (``asked_type``) and the slot (``vgpu_mark``)."""
     return {**pci.to_attach_info(parent), "asked_type": type_name,
             "vgpu_mark": f"{type_name}_{slot}"}
 
