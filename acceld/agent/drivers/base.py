@@ -133,7 +133,7 @@ class Programmable(Protocol):
 
 class BaseDriver:
     """Defaults for the optional parts of the protocol: a driver overrides what applies;
-    ``explain`` returns what the last discovery recorded with :meth:`_explained`."""
+    ``explain`` returns what the last discovery recorded in ``_explanation``."""
 
     name = "base"
     version = "0"
@@ -155,9 +155,6 @@ class BaseDriver:
         self.runner: Any = ctx.runner if ctx.runner is not None else SubprocessRunner()
         self._explanation = Explanation()
 
-    def _explained(self, explanation: Explanation) -> None:
-        self._explanation = explanation
-
     def explain(self) -> Explanation:
         return self._explanation
 
@@ -167,23 +164,14 @@ class BaseDriver:
     def stats(self) -> dict[str, dict[str, float]]:
         return {}
 
-    def install(self, identity: str) -> None:
+    def _nothing(self, identity: str, *attach_info: dict[str, str]) -> None:
         return None
 
-    def uninstall(self, identity: str) -> None:
-        return None
-
-    def attach_host(self, identity: str) -> None:
-        return None
-
-    def detach_host(self, identity: str) -> None:
-        return None
+    # nothing to do by default
+    install = uninstall = attach_host = detach_host = release = _nothing
 
     def prepare(self, identity: str, attach_info: dict[str, str]) -> dict[str, str]:
         return dict(attach_info)
-
-    def release(self, identity: str, attach_info: dict[str, str]) -> None:
-        return None
 
 
 def pci_address(identity: str, what: str = "a PCI address") -> str:

@@ -108,12 +108,12 @@ class FakeDriver(BaseDriver):
         rng = random.Random(seed)
         programmed = self._state().get("programmed", {})
         devices = [self._device(i, rng, control, programmed) for i in range(count)]
-        self._explained(base.Explanation(
+        self._explanation = base.Explanation(
             checks=(Check("control file", True,
                           self._control_file or "none configured: defaults"),),
             expected=self._count, found=len(devices),
             skipped=tuple(Skipped(s["address"], s["reason"])
-                          for s in control.get("skipped", ()))))
+                          for s in control.get("skipped", ())))
         return devices
 
     def _device(self, index: int, rng: random.Random, control: dict[str, Any],

@@ -178,8 +178,8 @@ class FpgaDriver(BaseDriver):
         scan = self._scan()
         self._remember({c.identity: list(c.functions) for c in scan.cards.values()
                         if c.live})
-        self._explained(base.Explanation(tuple(scan.checks), self.conf.expected_devices,
-                                         len(scan.cards), tuple(scan.skipped)))
+        self._explanation = base.Explanation(tuple(scan.checks), self.conf.expected_devices,
+                                             len(scan.cards), tuple(scan.skipped))
         return [self._report(card) for card in scan.cards.values()]
 
     def health(self) -> dict[str, base.Health]:

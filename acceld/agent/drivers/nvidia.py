@@ -98,12 +98,8 @@ class _Known:
 
 def parse_vgpu_types(text: str | None) -> dict[int, str]:
     """Type id -> name from NVIDIA's ``creatable_vgpu_types`` table (``ID : Name``)."""
-    out: dict[int, str] = {}
-    for line in (text or "").splitlines():
-        m = _VGPU_LINE.match(line)
-        if m:
-            out[int(m.group(1))] = m.group(2)
-    return out
+    return {int(m.group(1)): m.group(2) for line in (text or "").splitlines()
+            if (m := _VGPU_LINE.match(line))}
 
 
 def vgpu_type_id(spec: str) -> int | None:
@@ -143,7 +139,9 @@ class NvidiaDriver(BaseDriver):
             checks.insert(0, Check("nvml", False, self._nvml.reason or "NVML unavailable"))
             skipped += self._unmanaged(set(), "NVML is unavailable")
         else:
-            checks.insert(0, Check("nvml", True, self._nvml_detail()))
+            version, cuda = self._nvml.driver_version(), self._nvml.cuda_driver_version()
+            checks.insert(0, Check("nvml", True, f"driver {version or 'unknown'}"
+                                   + (f", CUDA {cuda}" if cuda else "")))
             checks.append(self._driver_version_check())
             types = [(spec, vgpu_type_id(spec)) for spec in self.conf.vgpu_types]
             enabled = {t for _, t in types if t is not None}
@@ -153,8 +151,8 @@ class NvidiaDriver(BaseDriver):
                 checks.append(self._vgpu_types_check(enabled, bad, known))
         self._known = known
         devices = [*known.devices.values(), *known.vanished.values()]
-        self._explained(base.Explanation(tuple(checks), self.conf.expected_devices,
-                                         len(devices), tuple(skipped)))
+        self._explanation = base.Explanation(tuple(checks), self.conf.expected_devices,
+                                             len(devices), tuple(skipped))
         return devices
 
     def _scan(self, enabled: set[int], checks: list[Check],
@@ -225,19 +223,12 @@ class NvidiaDriver(BaseDriver):
                   "vGPU need the IOMMU on (intel_iommu=on / amd_iommu=on)"),
         ]
 
-    def _nvml_detail(self) -> str:
-        version = self._nvml.driver_version()
-        cuda = self._nvml.cuda_driver_version()
-        return f"driver {version or 'unknown'}" + (f", CUDA {cuda}" if cuda else "")
-
     def _driver_version_check(self) -> Check:
         version = self._nvml.driver_version() or ""
         wanted = self.conf.min_driver_version
-        if not wanted:
-            return Check("driver_version", bool(version), version or "unknown")
-        ok = bool(version) and _version_tuple(version) >= _version_tuple(wanted)
-        return Check("driver_version", ok,
-                     f"{version or 'unknown'} (at least {wanted} wanted)")
+        return Check("driver_version", bool(version) and (
+            not wanted or _version_tuple(version) >= _version_tuple(wanted)),
+            (version or "unknown") + (f" (at least {wanted} wanted)" if wanted else ""))
 
     def _vgpu_types_check(self, enabled: set[int], bad: list[str], known: _Known) -> Check:
         """Are the configured vGPU types real on this host, by NVML's list?"""
@@ -591,15 +582,10 @@ def _vgpu_layout(pf: PciDevice, vfs: list[PciDevice]) -> str | None:
 
 def _offered_types(devices: list[PciDevice], layout: str) -> dict[str, str]:
     """Type -> name for the explanation."""
-    out: dict[str, str] = {}
-    for dev in devices:
-        if layout == "mdev":
-            for type_name, mtype in dev.mdev_supported_types.items():
-                out[type_name] = mtype.name or "?"
-        else:
-            for type_id, name in parse_vgpu_types(dev.nvidia_creatable_vgpu_types).items():
-                out[str(type_id)] = name
-    return out
+    if layout == "mdev":
+        return {t: m.name or "?" for dev in devices for t, m in dev.mdev_supported_types.items()}
+    return {str(t): name for dev in devices
+            for t, name in parse_vgpu_types(dev.nvidia_creatable_vgpu_types).items()}
 
 
 def _onoff(value: bool | None) -> str:

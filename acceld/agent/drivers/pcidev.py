@@ -184,9 +184,9 @@ class PciDriverBase(BaseDriver):
         matches, skipped, checks = self._scan()
         self._known = {m.device.address: m for m in matches}
         counts = [s.count for s in self.specs if s.count is not None]
-        self._explained(base.Explanation(
+        self._explanation = base.Explanation(
             checks=tuple(checks), found=len(matches), skipped=tuple(skipped),
-            expected=sum(counts) if counts else None))
+            expected=sum(counts) if counts else None)
         return [self._report(m) for m in matches]
 
     def _scan(self) -> tuple[list[Match], list[Skipped], list[Check]]:
