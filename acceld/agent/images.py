@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 import urllib.parse
 from collections.abc import Iterable, Iterator
 from typing import Any, BinaryIO
@@ -24,6 +23,7 @@ from keystoneauth1 import exceptions as ks_exc
 from oslo_config import cfg
 
 from acceld import clients, reports
+from acceld.agent import fileutil
 from acceld.agent.drivers.base import DriverError
 from acceld.conf import glance as glance_conf
 
@@ -94,20 +94,12 @@ def _store(chunks: Iterable[bytes], image_ref: str, expected: Digest, final: str
            max_bytes: int) -> None:
     """Stream ``chunks`` into a temp file next to ``final``, hashing and counting; rename
     it into place only when size and digest are right."""
-    fd, tmp = tempfile.mkstemp(prefix=".fetch-", suffix=".part", dir=os.path.dirname(final))
     try:
-        with os.fdopen(fd, "wb") as out:
+        with fileutil.atomic_write(final, "wb") as out:
             actual = _copy(chunks, out, image_ref, max_bytes, expected[0])
-            out.flush()
-            os.fsync(out.fileno())
-        if actual != expected[1]:
-            raise ImageError(f"image {image_ref} has {expected[0]} {actual}, expected "
-                             f"{expected[1]}")
-        os.replace(tmp, final)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+            if actual != expected[1]:
+                raise ImageError(f"image {image_ref} has {expected[0]} {actual}, expected "
+                                 f"{expected[1]}")
     finally:
         close = getattr(chunks, "close", None)
         if close is not None:  # a generator left early still releases its file/socket
