@@ -34,7 +34,6 @@ _NO_PERMISSION = 4
 # "This board cannot tell": treated as "no value", never as a device failure.
 _ABSENT = frozenset({_NOT_SUPPORTED, _FUNCTION_NOT_FOUND, _NOT_FOUND, _INVALID_ARGUMENT})
 
-_MIB = 1024 * 1024
 _MAX_EVENTS = 64           # events drained per poll: bounds the time one poll can take
 
 
@@ -115,7 +114,7 @@ class NvmlBackend:
     def __init__(self, importer: Callable[[], ModuleType] = _default_import) -> None:
         self._importer = importer
         self._nv: Any = None
-        self._reason: str | None = None
+        self.reason: str | None = None      # why NVML is unavailable
         self._lock = threading.Lock()
         self._event_set: Any = None
         self._registered: frozenset[str] = frozenset()
@@ -130,24 +129,19 @@ class NvmlBackend:
             try:
                 module = self._importer()
             except ImportError as exc:
-                self._reason = f"nvidia-ml-py is not installed ({exc})"
+                self.reason = f"nvidia-ml-py is not installed ({exc})"
                 return False
             try:
                 module.nvmlInit()
             except module.NVMLError as exc:
-                self._reason = _init_reason(exc)
+                self.reason = _init_reason(exc)
                 return False
-            self._nv, self._reason = module, None
+            self._nv, self.reason = module, None
             return True
 
     @property
     def available(self) -> bool:
         return self.start()
-
-    @property
-    def reason(self) -> str | None:
-        """Why NVML is unavailable (None when it is available or not tried yet)."""
-        return self._reason
 
     def close(self) -> None:
         """Free the event set and shut NVML down (the agent calls this on exit)."""
@@ -166,7 +160,7 @@ class NvmlBackend:
         """Call ``pynvml.<fn_name>``; None when the board or driver cannot answer (an
         error code in ``absent``); :class:`GpuLost` or :class:`NvmlError` otherwise."""
         if self._nv is None and not self.start():
-            raise NvmlError(self._reason or "NVML is unavailable")
+            raise NvmlError(self.reason or "NVML is unavailable")
         nv = self._nv
         try:
             return getattr(nv, fn_name)(*args)
@@ -327,23 +321,16 @@ class NvmlBackend:
         """Utilisation, memory, temperature and power of a GPU or MIG device, each only
         where NVML supports it (MIG devices have no utilisation, temperature or power)."""
         handle = self._handle(uuid)
-        nv = self._nv
-        out: dict[str, float] = {}
         util = self._call("nvmlDeviceGetUtilizationRates", handle)
-        if util is not None:
-            out["utilization_gpu_percent"] = float(util.gpu)
-            out["utilization_memory_percent"] = float(util.memory)
         memory = self._call("nvmlDeviceGetMemoryInfo", handle)
-        if memory is not None:
-            out["memory_used_bytes"] = float(memory.used)
-            out["memory_total_bytes"] = float(memory.total)
-        temp = self._call("nvmlDeviceGetTemperature", handle, nv.NVML_TEMPERATURE_GPU)
-        if temp is not None:
-            out["temperature_celsius"] = float(temp)
+        temp = self._call("nvmlDeviceGetTemperature", handle, self._nv.NVML_TEMPERATURE_GPU)
         power = self._call("nvmlDeviceGetPowerUsage", handle)
-        if power is not None:
-            out["power_watts"] = power / 1000.0
-        return out
+        values = {"utilization_gpu_percent": util and util.gpu,
+                  "utilization_memory_percent": util and util.memory,
+                  "memory_used_bytes": memory and memory.used,
+                  "memory_total_bytes": memory and memory.total, "temperature_celsius": temp,
+                  "power_watts": None if power is None else power / 1000.0}
+        return {k: float(v) for k, v in values.items() if v is not None}
 
     # -- events ------------------------------------------------------------------------
 
