@@ -348,7 +348,6 @@ class AgentManager:
 
     # -- stats on demand -----------------------------------------------------------------
     def device_stats(self, driver: str, identity: str) -> dict[str, float]:
-        """The driver's current numbers for one device (utilisation, memory, ...)."""
         stats = self._driver(driver).stats()
         return {k: float(v) for k, v in stats.get(identity, {}).items()}
 

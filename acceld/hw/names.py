@@ -51,12 +51,10 @@ class PciNames:
         return _load(self.path) if self.path else ({}, {})
 
     def vendor(self, vendor_id: str) -> str:
-        """The vendor's name, or its hex id (``"8086"``) when unknown."""
         vid = _norm(vendor_id)
         return self._tables()[0].get(vid, vid)
 
     def device(self, vendor_id: str, device_id: str) -> str:
-        """The device's name, or its hex id when unknown."""
         did = _norm(device_id)
         return self._tables()[1].get((_norm(vendor_id), did), did)
 

@@ -144,7 +144,6 @@ class NvmlBackend:
         return self.start()
 
     def close(self) -> None:
-        """Free the event set and shut NVML down (the agent calls this on exit)."""
         with self._lock:
             if self._nv is None:
                 return
@@ -234,7 +233,6 @@ class NvmlBackend:
     # -- MIG ---------------------------------------------------------------------------
 
     def mig_devices(self, gpu_uuid: str) -> list[MigInfo]:
-        """The MIG devices of one GPU (empty when MIG is off or unsupported)."""
         parent = self._handle(gpu_uuid)
         slots = self._call("nvmlDeviceGetMaxMigDeviceCount", parent) or 0
         profiles = self._gi_profiles(parent)

@@ -60,22 +60,16 @@ def check_sysfs_path(path: str, sys_root: str = "/sys") -> str:
     return resolved
 
 
-def check_value(value: str) -> str:
-    """A sysfs value: a short string without NUL bytes."""
-    if not isinstance(value, str) or "\0" in value or len(value) > MAX_VALUE_LENGTH:
-        raise ValueError("sysfs value must be a string without NUL, at most "
-                         f"{MAX_VALUE_LENGTH} characters")
-    return value
-
-
 def write_checked(path: str, value: str, sys_root: str = "/sys") -> None:
     """Check, then write ``value`` in one write() call, as ``echo -n`` would; never
     creates a file. OSError from the kernel (EBUSY, ERANGE, ...) propagates."""
     resolved = check_sysfs_path(path, sys_root)
-    data = check_value(value).encode()
+    if not isinstance(value, str) or "\0" in value or len(value) > MAX_VALUE_LENGTH:
+        raise ValueError("sysfs value must be a string without NUL, at most "
+                         f"{MAX_VALUE_LENGTH} characters")
     fd = os.open(resolved, os.O_WRONLY | os.O_CLOEXEC)
     try:
-        os.write(fd, data)
+        os.write(fd, value.encode())
     finally:
         os.close(fd)
 

@@ -119,7 +119,6 @@ class Sysfs:
 
     # -- paths and plain reads ---------------------------------------------------------
     def path(self, host_path: str, *parts: str) -> str:
-        """The real filesystem path of a host path (``/sys/...``) under the root."""
         joined = os.path.join(host_path, *parts)
         if not joined.startswith("/"):
             raise ValueError(f"host paths are absolute: {joined!r}")
@@ -167,7 +166,6 @@ class Sysfs:
             return None
 
     def readlink(self, host_path: str, *parts: str) -> str | None:
-        """The raw target of a symlink, or None when it is not a link."""
         try:
             return os.readlink(self.path(host_path, *parts))
         except (FileNotFoundError, NotADirectoryError, OSError):
@@ -212,7 +210,6 @@ class Sysfs:
 
     # -- PCI view -----------------------------------------------------------------------
     def pci_addresses(self) -> list[str]:
-        """Every PCI function's canonical address, sorted."""
         return sorted(pci.normalize(e) for e in self.listdir(PCI_DEVICES) if pci.is_address(e))
 
     def pci_devices(self) -> list[PciDevice]:
@@ -220,7 +217,6 @@ class Sysfs:
         return [d for d in map(self.pci_device, self.pci_addresses()) if d is not None]
 
     def device_path(self, address: str, *parts: str) -> str:
-        """The host path of a PCI device's attribute (``/sys/bus/pci/devices/<bdf>/...``)."""
         return os.path.join(PCI_DEVICES, pci.normalize(address), *parts)
 
     def attr(self, address: str, *parts: str) -> str | None:
@@ -272,7 +268,6 @@ class Sysfs:
         return [addr for _, addr in sorted(found)]
 
     def driver_of(self, address: str) -> str | None:
-        """The name of the driver bound to a device, None when unbound."""
         return self.link_name(self.device_path(address, "driver"))
 
     def aer_fatal_count(self, address: str) -> int | None:
@@ -302,24 +297,20 @@ class Sysfs:
         return self.listdir(MDEV_BUS)
 
     def mdev_types(self, parent: str) -> dict[str, MdevType]:
-        """The mdev types of a parent listed in ``/sys/class/mdev_bus``."""
         return self.mdev_types_at(os.path.join(MDEV_BUS, _mdev_parent_name(parent)))
 
     def mdev_exists(self, uuid: str) -> bool:
         return self.exists(MDEV_DEVICES, uuid.lower())
 
     def mdev_type_of(self, uuid: str) -> str | None:
-        """The type id an existing mdev was created with."""
         return self.link_name(MDEV_DEVICES, uuid.lower(), "mdev_type")
 
     def mdev_parent_of(self, uuid: str) -> str | None:
-        """The name of the parent device of an existing mdev."""
         if not self.mdev_exists(uuid):
             return None
         return os.path.basename(os.path.dirname(self.realpath(MDEV_DEVICES, uuid.lower())))
 
     def mdev_devices(self, parent: str, type_id: str) -> list[str]:
-        """UUIDs of the mdevs of one type on one parent."""
         return self.listdir(MDEV_BUS, _mdev_parent_name(parent), "mdev_supported_types",
                             type_id, "devices")
 
@@ -342,7 +333,6 @@ class Sysfs:
         self.write(os.path.join(base, "sriov_numvfs"), str(count))
 
     def unbind(self, address: str) -> None:
-        """Unbind a device from its driver (no-op when unbound)."""
         addr = pci.normalize(address)
         driver = self.driver_of(addr)
         if driver is not None:

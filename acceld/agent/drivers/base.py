@@ -93,32 +93,6 @@ class Health:
         return cls(HEALTH_DEGRADED, tuple(degraded)) if degraded else cls()
 
 
-@runtime_checkable
-class Driver(Protocol):
-    name: str
-    version: str
-
-    def discover(self) -> list[reports.Device]: ...
-
-    def explain(self) -> Explanation: ...
-
-    def health(self) -> dict[str, Health]: ...
-
-    def stats(self) -> dict[str, dict[str, float]]: ...
-
-    def install(self, identity: str) -> None: ...
-
-    def uninstall(self, identity: str) -> None: ...
-
-    def attach_host(self, identity: str) -> None: ...
-
-    def detach_host(self, identity: str) -> None: ...
-
-    def prepare(self, identity: str, attach_info: dict[str, str]) -> dict[str, str]: ...
-
-    def release(self, identity: str, attach_info: dict[str, str]) -> None: ...
-
-
 ProgressFn = Callable[[int, str], None]    # (percent 0-100, message)
 
 
@@ -132,8 +106,9 @@ class Programmable(Protocol):
 
 
 class BaseDriver:
-    """Defaults for the optional parts of the protocol: a driver overrides what applies;
-    ``explain`` returns what the last discovery recorded in ``_explanation``."""
+    """The driver protocol with defaults for its optional parts: a driver overrides
+    ``discover`` and what else applies; ``explain`` returns what the last discovery
+    recorded in ``_explanation``."""
 
     name = "base"
     version = "0"
@@ -154,6 +129,9 @@ class BaseDriver:
         self.sysfs: Sysfs = ctx.sysfs if ctx.sysfs is not None else Sysfs("/")
         self.runner: Any = ctx.runner if ctx.runner is not None else SubprocessRunner()
         self._explanation = Explanation()
+
+    def discover(self) -> list[reports.Device]:
+        raise NotImplementedError
 
     def explain(self) -> Explanation:
         return self._explanation
@@ -193,3 +171,6 @@ def deployable(name: str, rc: str, traits: Sequence[str],
     return {"name": name, "num_accelerators": len(handles),
             "attributes": {"rc": rc, **{f"trait{i}": t for i, t in enumerate(traits)},
                            **attributes}, "attach_handles": handles}
+
+
+Driver = BaseDriver     # what the agent runs
