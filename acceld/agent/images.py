@@ -1,12 +1,10 @@
 """Fetch an FPGA image to local disk, verified, before a driver programs it.
 
-An image reference is a Glance image id, ``function:<id>`` (the one Glance image whose
-``accel:function_id`` property is that id) or an absolute path inside ``[fpga_driver]
-local_image_dirs``. The bytes are streamed into a temporary file in ``dest_dir`` while
-their digest is computed: the caller's SHA-256 when given (mandatory for a local file),
-else Glance's multihash (an image without one is refused). Only a file with the right
-digest and a size under ``max_image_bytes`` is renamed to ``<algorithm>-<digest>.img``;
-on any failure it is removed.
+A reference is a Glance image id, ``function:<id>`` (the one image whose
+``accel:function_id`` is that id) or an absolute path inside ``[fpga_driver]
+local_image_dirs``. The bytes are hashed as they are stored and checked against the
+caller's SHA-256 (mandatory for a local file) or Glance's multihash; only a verified file
+under ``max_image_bytes`` gets its final name, ``<algorithm>-<digest>.img``.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """The agent: discovery loop, driver operations, journal-backed delivery to the conductor.
 
-On start it finishes what a crash left in flight (see ``acceld.agent.journal``), then
-reports at once and every ``[agent] report_interval`` seconds. What the conductor has not
-acknowledged (the latest report, operation outcomes) stays in the journal and is retried
-every ``[agent] retry_interval`` seconds; reports are full snapshots with increasing
-sequence numbers and outcomes carry operation ids, so catching up neither loses nor
-duplicates anything. Every host-touching step (install/uninstall, a handle's
-prepare/release, FPGA programming) is journaled before it runs.
+It reports at start and every ``[agent] report_interval`` seconds; what the conductor
+has not acknowledged stays in the journal and is retried every ``retry_interval``
+seconds (full snapshots with increasing sequence numbers, outcomes with operation ids:
+nothing lost or duplicated). Every host-touching step is journaled before it runs.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """FPGA programming on the agent: asynchronous, journaled, with progress and a watchdog.
 
-The conductor casts a program operation; the agent journals it as in flight before
-anything touches the card, then a worker thread fetches and verifies the image
-(:func:`acceld.agent.images.fetch_image`), calls the driver's ``program`` and journals
-the outcome, delivered (``program_done``) until acknowledged; progress casts are
-advisory. A watchdog fails an operation whose driver has not returned within the
-program timeout plus a grace period (whichever finishes first wins), and one found in
-flight at agent start is reported failed, the card's state being unknown.
+A program operation is journaled before anything touches the card; a worker thread
+fetches and verifies the image, calls the driver's ``program`` and journals the outcome
+for delivery. A watchdog fails an operation whose driver overruns the timeout (plus a
+grace period), and one found in flight at agent start is reported failed.
 """
 
 from __future__ import annotations

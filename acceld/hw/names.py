@@ -1,10 +1,5 @@
-"""Display names for PCI vendor and device ids, from the pci.ids database.
-
-Names are for people (reports, ``driver-list``), never for logic: drivers key on numeric
-ids and addresses. When no database is installed, or it does not know an id (Debian's
-pci.ids lags new hardware), the raw hex id is the name, so callers never get None.
-
-The file is parsed once per path and cached; tests pass their own small file.
+"""Display names for PCI vendor and device ids, from the pci.ids database (parsed once
+per path). Names are for people, never for logic; an unknown id is its own name.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
-"""The driver protocol and its injected collaborators.
+"""The driver protocol (:class:`BaseDriver`) and its injected collaborators.
 
-``discover()`` returns plain report data and records why (``explain()``); ``health()``
-and ``stats()`` read the devices' condition; ``install``/``uninstall`` prepare a device
-for use and reverse it; ``attach_host``/``detach_host`` give it to the host itself;
-``prepare``/``release`` do the host side of one attach handle's bind; ``program`` loads
-an image (FPGAs). Every operation is idempotent: the agent may run it again after a
-crash. A driver class names its own option group (``conf_group``, ``conf_opts``), which
-acceld registers and lists for oslo-config-generator. Collaborators (sysfs root, command
-runner, NVML, clock) come in the :class:`DriverContext`, so tests hand in fakes.
+Every driver operation is idempotent: the agent may run it again after a crash. A
+driver class names its own option group (``conf_group``, ``conf_opts``), which acceld
+registers and lists for oslo-config-generator; sysfs, runner, NVML and clock come in the
+:class:`DriverContext`, so tests hand in fakes.
 """
 
 from __future__ import annotations

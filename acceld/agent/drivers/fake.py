@@ -1,14 +1,11 @@
 """The fake driver: deterministic devices for demos and tests.
 
-Devices are seeded by the host name, so a host always finds the same ones; types cycle
-GPU, FPGA, QAT, NIC, and ``profile = cyborg`` reports upstream Cyborg's fake device
-instead. Handles are real PCI addresses. ``[fake_driver] control_file`` (JSON, read at
-every discovery) lets a demo or test change the host while the agent runs:
-``device_count``, ``vf_count``, ``fpga_function``, ``fail``, ``fail_install``,
-``install_seconds``, ``health`` ({identity: {"status", "reasons"}}), ``skipped``
-([{"address", "reason"}]), ``program_fail`` and ``program_seconds``. Install state and
-programmed functions live in an atomically written state file. An image names its
-function on a first line ``function: NAME`` (else: its SHA-256's first 8 hex digits).
+Devices are seeded by the host name; ``profile = cyborg`` reports upstream Cyborg's fake
+device instead. ``[fake_driver] control_file`` (JSON, read at every discovery) changes
+the host while the agent runs: ``device_count``, ``vf_count``, ``fpga_function``,
+``fail``, ``fail_install``, ``install_seconds``, ``health``, ``skipped``,
+``program_fail``, ``program_seconds``. An image names its function on a first line
+``function: NAME`` (else: its SHA-256's first 8 hex digits).
 """
 
 from __future__ import annotations

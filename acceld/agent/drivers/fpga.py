@@ -1,18 +1,10 @@
 """The FPGA driver: Intel cards through the kernel's DFL layout, Xilinx/AMD Alveo cards
-through XRT, and programming through the vendors' tools (``docs/drivers/fpga.md``).
+through XRT (``xbutil examine``), programming through the vendors' tools.
 
-*Intel (DFL).* A card is a PF bound to ``dfl-pci`` whose FPGA region holds the FME
-(``dfl-fme.N``) and the ports not released; a released port sits on a VF
-(``dfl-port.M``, whose ``afu_id`` names the loaded accelerator). The handles are the
-port VFs, else the PF. *Xilinx (XRT).* An Alveo card is its user function (function 1,
-``xocl``; function 0 is management, ``xclmgmt``); what is loaded comes from ``xbutil
-examine -r all -f JSON``, whose values are all strings (boost's writer; an empty list is
-``""``). Each card is one FPGA device with one deployable: resource class ``FPGA``, a
-model trait from the PCI ids and one ``CUSTOM_FPGA_FUNCTION_ID_<id>`` trait per loaded
-function. While a guest holds the card the host cannot read what is loaded, so the last
-function seen is kept in ``<state_dir>/fpga-functions.json``. Programming runs
-``fpgaconf`` or ``xbutil program`` (privileged) after checking the image type, and reads
-the function back to confirm it.
+Each card (DFL: its PF; XRT: its user function) is one FPGA device with one deployable
+whose traits name the model and the loaded functions; the last function seen is kept in
+``<state_dir>/fpga-functions.json`` for while a guest holds the card. The sysfs and
+``xbutil`` layouts read are in ``docs/drivers/fpga.md``.
 """
 
 from __future__ import annotations
@@ -334,11 +326,8 @@ class FpgaDriver(BaseDriver):
                 examine = self._examine(xbutil, user.address)
             except DriverError as exc:
                 problem = str(exc)
-        if examine is not None:
-            functions = tuple(sorted({f for r in _as_list(examine.get("dynamic_regions"))
-                                      if (f := function_id(_get(r, "xclbin_uuid")))}))
-        else:
-            functions = tuple(self._recalled(user.address))
+        functions = (tuple(sorted(_xclbins(examine))) if examine is not None
+                     else tuple(self._recalled(user.address)))
         static = _get(_first(examine, "platforms"), "static_region") or {}
         board = {k: str(v) for k in ("vbnv", "logic_uuid", "fpga_name")
                  if isinstance(static, dict) and (v := static.get(k))}
@@ -424,15 +413,12 @@ class FpgaDriver(BaseDriver):
         return None
 
     def _dfl_stats(self, card: Card) -> dict[str, float]:
-        out = {}
         temp = self._hwmon(card, "temp1_input")         # millidegrees Celsius
         power = self._hwmon(card, "power1_input")       # microwatts
-        if temp is not None:
-            out["temperature_c"] = temp / 1000.0
+        out = {} if temp is None else {"temperature_c": temp / 1000.0}
         if power is not None:
             out["power_w"] = power / 1_000_000.0
-        out["functions_loaded"] = float(len(card.functions))
-        return out
+        return {**out, "functions_loaded": float(len(card.functions))}
 
     # -- programming -------------------------------------------------------------------
     def _program_dfl(self, card: Card, image: str, progress: ProgressFn,
@@ -472,9 +458,7 @@ class FpgaDriver(BaseDriver):
         self._run([tool, "program", "-d", card.identity, "-u", image], "xbutil program",
                   timeout, f"programming timed out after {timeout:g} s (xbutil program)")
         progress(90, "reading the xclbin UUID back")
-        entry = self._examine(tool, card.identity, fresh=True)
-        loaded = {f for r in _as_list(entry.get("dynamic_regions"))
-                  if (f := function_id(_get(r, "xclbin_uuid")))}
+        loaded = _xclbins(self._examine(tool, card.identity, fresh=True))
         if expected not in loaded:
             raise DriverError(f"xbutil program finished but {card.identity} reports "
                               f"{', '.join(sorted(loaded)) or 'no xclbin'}, the image is "
@@ -573,6 +557,12 @@ def _pci_parent(host_path: str) -> str | None:
 def _as_list(value: Any) -> list[Any]:
     """boost's JSON writer emits an empty list as ``""``."""
     return value if isinstance(value, list) else []
+
+
+def _xclbins(entry: dict[str, Any]) -> set[str]:
+    """The function ids of the xclbins an examine entry says are loaded."""
+    return {f for r in _as_list(entry.get("dynamic_regions"))
+            if (f := function_id(_get(r, "xclbin_uuid")))}
 
 
 def _get(value: Any, key: str) -> Any:

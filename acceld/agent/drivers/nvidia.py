@@ -1,13 +1,8 @@
 """The NVIDIA GPU driver: whole GPUs, MIG instances and vGPUs (both sysfs layouts).
 
-Inventory is NVML (:mod:`acceld.hw.nvml`) joined with sysfs by PCI address; each GPU is
-one device (identity: its PCI address) with one kind of deployable, first that applies:
-vGPU (``[nvidia_driver] vgpu_types`` enables a type the GPU can create; legacy mdev
-handles whose uuid is the mdev's derived UUID, or VF handles of NVIDIA's per-VF
-framework), MIG (mode on: one deployable per profile, handles for the host only), else
-the whole GPU (``PGPU``). A GPU whose MIG mode change waits for a reset is skipped and
-flagged in health; without NVML the driver reports nothing and says why. The contract
-with Nova (handle shapes, mdev creation at bind, mdevctl undefine at unbind) is in
+NVML inventory joined with sysfs by PCI address; each GPU is one device with one kind of
+deployable, the first that applies: vGPU (an enabled type the GPU can create), MIG (mode
+on), else the whole GPU. The handle shapes and what Nova expects of them are in
 ``docs/drivers/nvidia.md``.
 """
 
