@@ -12,8 +12,7 @@ from typing import IO, Any
 
 @contextlib.contextmanager
 def atomic_write(path: str, mode: str = "w") -> Iterator[IO[Any]]:
-    """A temp file next to ``path`` that replaces it when the block ends, and is removed
-    when the block raises."""
+    """A temp file that replaces ``path`` when the block ends; removed if it raises."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)

@@ -32,8 +32,7 @@ _LOCAL_CHUNK = 1024 * 1024
 
 
 class ImageError(DriverError):
-    """The image could not be fetched or verified. A :class:`DriverError` so that the
-    agent reports it on the bind like any other programming failure."""
+    """The image could not be fetched or verified (reported on the bind)."""
 
 
 Digest = tuple[str, str]          # (hashlib algorithm, lower-case hex digest)
@@ -90,8 +89,7 @@ def _cached(path: str, expected: Digest) -> bool:
 
 def _store(chunks: Iterable[bytes], image_ref: str, expected: Digest, final: str,
            max_bytes: int) -> None:
-    """Stream ``chunks`` into a temp file next to ``final``, hashing and counting; rename
-    it into place only when size and digest are right."""
+    """Stream ``chunks`` into ``final``, hashing and counting, if size and digest match."""
     try:
         with fileutil.atomic_write(final, "wb") as out:
             actual = _copy(chunks, out, image_ref, max_bytes, expected[0])
@@ -139,8 +137,7 @@ def _read_file(path: str) -> Iterator[bytes]:
 
 
 def _allowed_local_path(allowed: list[str], path: str) -> str:
-    """The real path of ``path`` if it lies inside one of the ``allowed`` directories,
-    both sides resolved (symlinks, ``..``) before comparing."""
+    """The real path of ``path`` if inside an ``allowed`` directory (both resolved)."""
     if not allowed:
         raise ImageError(f"local image {path} refused: [fpga_driver] local_image_dirs is "
                          f"empty")

@@ -45,8 +45,7 @@ def make_context(conf: cfg.ConfigOpts, host: str, state_dir: str,
 
 
 def capabilities(drv: Any) -> tuple[str, ...]:
-    """What a driver does beyond discovery: host work at bind (it overrides prepare or
-    release), programming."""
+    """What a driver does beyond discovery: host work at bind, programming."""
     caps = []
     if isinstance(drv, BaseDriver) and (type(drv).prepare is not BaseDriver.prepare
                                         or type(drv).release is not BaseDriver.release):
@@ -182,8 +181,7 @@ class AgentManager:
             self._threads.append(thread)
 
     def recover(self) -> None:
-        """Finish what a crash left in flight (before the first report, so the report
-        shows the host as it ends up)."""
+        """Finish what a crash left in flight (before the first report, which then shows it)."""
         for op in self.journal.inflight():
             kind = jmod.kind_of(op)
             if kind == jmod.KIND_TRANSITION:
@@ -217,8 +215,7 @@ class AgentManager:
         self._programmer.join(timeout=5)
 
     def _heartbeat(self) -> None:
-        """Liveness independent of discovery, so a hung driver does not look like a dead
-        agent; every report counts as a heartbeat too."""
+        """Liveness apart from discovery, so a hung driver does not look like a dead agent."""
         while not self._stop.wait(self._conf.agent.report_interval):
             try:
                 self._conductor.heartbeat(self.host, "acceld-agent", acceld.__version__)
@@ -330,8 +327,7 @@ class AgentManager:
 
     # -- FPGA programming ------------------------------------------------------------------
     def run_program(self, op: dict[str, Any]) -> None:
-        """Journal a program operation, then run it in a worker thread (a cast: the
-        outcome is delivered with ``program_done``)."""
+        """Journal a program operation and run it in a worker thread (outcome: program_done)."""
         op = dict(op, kind=jmod.KIND_PROGRAM)
         if not self.journal.begin(op):
             LOG.info("program %s seen before; re-delivering its outcome", op["op_id"])

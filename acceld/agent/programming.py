@@ -37,8 +37,7 @@ def _default_fetch(conf: cfg.ConfigOpts, image_ref: str, sha256: str, dest_dir: 
 
 
 def image_dir(conf: cfg.ConfigOpts, state_dir: str) -> str:
-    """Where fetched images go: ``[fpga_driver] image_dir``, else under the agent's
-    state directory (it needs room for ``max_image_bytes``)."""
+    """Where fetched images go: ``[fpga_driver] image_dir``, else under the state dir."""
     return conf.fpga_driver.image_dir or os.path.join(state_dir, "fpga-images")
 
 
@@ -71,8 +70,7 @@ class Programmer:
         worker.start()
 
     def recover(self, op: dict[str, Any]) -> None:
-        """An operation in flight when the agent stopped: its outcome is unknown. The
-        image it fetched is removed (nothing else runs this early)."""
+        """An operation in flight at the last stop: reported failed, its fetched image removed."""
         LOG.warning("program %s of %s was in flight at the last stop: reported failed",
                     op["op_id"], op["identity"])
         self._journal.finish_if_inflight(op, False, RESTART_MESSAGE)

@@ -268,8 +268,7 @@ class NvmlBackend:
                        memory_total=None if memory is None else int(memory.total))
 
     def _gi_profile_id(self, parent: Any, gi_id: int) -> int | None:
-        """The profile of a GPU instance; None where NVML refuses (the GPU instance
-        calls need root, and the agent may run unprivileged)."""
+        """The profile of a GPU instance; None where NVML refuses (it needs root)."""
         absent = _ABSENT | {_NO_PERMISSION}
         gi = self._call("nvmlDeviceGetGpuInstanceById", parent, gi_id, absent=absent)
         info = None if gi is None else self._call("nvmlGpuInstanceGetInfo", gi,
@@ -278,8 +277,7 @@ class NvmlBackend:
 
     def _profile_by_attributes(self, handle: Any,
                                profiles: dict[int, tuple[str, int, int]]) -> int:
-        """The profile whose slice count and memory match the MIG device's attributes
-        (unprivileged); -1 when none does."""
+        """The profile matching a MIG device's slices and memory (unprivileged); -1: none."""
         attrs = self._call("nvmlDeviceGetAttributes_v2", handle)
         if attrs is None:
             return -1

@@ -38,20 +38,17 @@ class PciAddress:
 
     @property
     def routing_id(self) -> int:
-        """The 16-bit requester id (bus, device, function), the base of SR-IOV VF
-        numbering."""
+        """The 16-bit requester id, the base of SR-IOV VF numbering."""
         return (self.bus << 8) | (self.device << 3) | self.function
 
     @classmethod
     def from_routing_id(cls, domain: int, rid: int) -> PciAddress:
-        """The address for a routing id: how the kernel places VFs (PF rid + offset +
-        stride * n)."""
+        """The address for a routing id (how the kernel places VFs)."""
         return cls(domain, (rid >> 8) & 0xFF, (rid >> 3) & 0x1F, rid & 0x7)
 
 
 def parse(text: str) -> PciAddress:
-    """Parse any common spelling: ``00000000:3B:00.0``, ``0000:3b:00.0``, ``3b:00.0``;
-    ValueError for anything else (globs included)."""
+    """Parse any common spelling (``0000:3b:00.0``, ``3b:00.0``, ...); ValueError otherwise."""
     m = _ADDR_RE.match(text.strip()) if isinstance(text, str) else None
     if m is None:
         raise ValueError(f"not a PCI address: {text!r}")
@@ -74,16 +71,14 @@ def is_address(text: str) -> bool:
 
 
 def to_attach_info(address: str | PciAddress) -> dict[str, str]:
-    """The attach_info fields of a PCI attach handle: hex strings as the report uses them
-    (``"0000"``, ``"3b"``, ``"00"``, ``"1"``)."""
+    """The attach_info of a PCI handle: hex strings (``"0000"``, ``"3b"``, ``"00"``, ``"1"``)."""
     a = address if isinstance(address, PciAddress) else parse(address)
     return {"domain": f"{a.domain:04x}", "bus": f"{a.bus:02x}",
             "device": f"{a.device:02x}", "function": f"{a.function:x}"}
 
 
 def from_attach_info(info: dict[str, str]) -> PciAddress:
-    """The address in a PCI attach_info (extra keys are ignored); ValueError when a
-    field is missing or not hex."""
+    """The address in a PCI attach_info (extra keys ignored); ValueError if malformed."""
     try:
         return PciAddress(int(info["domain"], 16), int(info["bus"], 16),
                           int(info["device"], 16), int(info["function"], 16))
@@ -92,8 +87,7 @@ def from_attach_info(info: dict[str, str]) -> PciAddress:
 
 
 def _split_spec(spec: str) -> dict[str, str]:
-    """Split an address glob into its four fields, missing leading ones ``*``
-    (``"3b:00.*"``: any domain; ``"00.1"``: any domain and bus)."""
+    """An address glob's four fields, missing leading ones ``*`` (``3b:00.*``: any domain)."""
     spec = spec.strip().lower()
     if spec in ("", "*"):
         return dict.fromkeys(_WIDTHS, "*")

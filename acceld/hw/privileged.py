@@ -112,8 +112,7 @@ def _check_trusted(program: str) -> None:
 
 
 def execute_checked(argv: list[str], timeout: float) -> tuple[int, str, str, bool]:
-    """Run an allowed program; ``(rc, stdout, stderr, timed_out)`` as
-    :func:`acceld.hw.runner.run_argv` gives them, output capped."""
+    """Run an allowed program: ``(rc, stdout, stderr, timed_out)``, output capped."""
     if not isinstance(timeout, (int, float)) or timeout <= 0:
         raise ValueError("timeout must be a positive number of seconds")
     try:

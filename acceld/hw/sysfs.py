@@ -37,8 +37,7 @@ class BindError(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class MdevType:
-    """One entry of ``mdev_supported_types``; ``available_instances`` is None when the
-    file is missing or unreadable."""
+    """One entry of ``mdev_supported_types`` (``available_instances`` None: unreadable)."""
 
     type_id: str
     name: str | None
@@ -125,24 +124,21 @@ class Sysfs:
         return os.path.join(self.root, joined.lstrip("/"))
 
     def host_path(self, real_path: str) -> str:
-        """The inverse of :meth:`path` for a resolved real path (``/tmp/x/sys/a`` ->
-        ``/sys/a``)."""
+        """The inverse of :meth:`path` for a resolved real path."""
         rel = os.path.relpath(os.path.realpath(real_path), self._real_root)
         if rel.startswith(".."):
             raise ValueError(f"{real_path!r} is outside the sysfs root {self.root!r}")
         return "/" if rel == "." else "/" + rel
 
     def realpath(self, host_path: str, *parts: str) -> str:
-        """The host path with every symlink resolved (e.g. the device directory behind
-        ``/sys/bus/pci/devices/<bdf>``)."""
+        """The host path with every symlink resolved."""
         return self.host_path(os.path.realpath(self.path(host_path, *parts)))
 
     def exists(self, host_path: str, *parts: str) -> bool:
         return os.path.exists(self.path(host_path, *parts))
 
     def read(self, host_path: str, *parts: str) -> str | None:
-        """The stripped content of a file, or None when it is missing or unreadable
-        (e.g. a device removed while we look)."""
+        """The stripped content of a file; None when it is missing or unreadable."""
         try:
             with open(self.path(host_path, *parts), encoding="utf-8",
                       errors="replace") as f:
@@ -155,8 +151,7 @@ class Sysfs:
             raise
 
     def read_int(self, host_path: str, *parts: str) -> int | None:
-        """An integer attribute (decimal, or hex with ``0x``); None when missing or not
-        a number."""
+        """An integer attribute (decimal, or hex with ``0x``); None if missing or not one."""
         raw = self.read(host_path, *parts)
         if raw is None or raw == "":
             return None
@@ -204,8 +199,7 @@ class Sysfs:
         return self.is_dir(PCI_DRIVERS, name)
 
     def module_loaded(self, name: str) -> bool:
-        """True when a kernel module (or built-in with parameters) is present; ``-`` and
-        ``_`` are the same to the kernel."""
+        """True when a kernel module is present (``-`` and ``_`` are the same to the kernel)."""
         return self.is_dir(MODULES, name.replace("-", "_"))
 
     # -- PCI view -----------------------------------------------------------------------
@@ -392,8 +386,7 @@ class Sysfs:
             self.set_driver_override(addr, None)
 
     def mdev_create(self, parent: str, type_id: str, uuid: str) -> bool:
-        """Create an mdev; True when created, False when that UUID already existed
-        (EEXIST from the kernel counts as done: the call is idempotent)."""
+        """Create an mdev; False when that UUID already existed (EEXIST counts as done)."""
         uuid = uuid.lower()
         if self.mdev_exists(uuid):
             return False
@@ -421,8 +414,7 @@ class Sysfs:
         return True
 
     def set_current_vgpu_type(self, vf: str, type_id: int) -> None:
-        """NVIDIA vendor-specific VFIO framework: create (type id) or destroy (0) the vGPU
-        of a VF by writing ``nvidia/current_vgpu_type``."""
+        """Create (type id) or destroy (0) a VF's vGPU (NVIDIA's per-VF framework)."""
         self.write(self.device_path(vf, "nvidia", "current_vgpu_type"), str(int(type_id)))
 
 

@@ -108,8 +108,7 @@ _STATE_FILE = "fpga-functions.json"
 
 
 def function_id(raw: str | None) -> str | None:
-    """An AFU id / xclbin UUID as 32 lower-case hex digits; None for nothing loaded
-    (missing, malformed or all zero)."""
+    """An AFU id / xclbin UUID as 32 lower-case hex digits; None when none is loaded."""
     text = (raw or "").strip().lower().replace("-", "").removeprefix("0x")
     if not _HEX32.match(text) or not int(text, 16):
         return None
@@ -338,8 +337,7 @@ class FpgaDriver(BaseDriver):
                     problem=problem, board=board)
 
     def _examine(self, xbutil: str, bdf: str, *, fresh: bool = False) -> dict[str, Any]:
-        """The card's entry of ``xbutil examine -r all -f JSON`` (cached briefly, so one
-        agent cycle's discover/health/stats share a run)."""
+        """The card's ``xbutil examine -r all -f JSON`` entry (cached briefly)."""
         now = self.ctx.clock()
         cached = self._examined.get(bdf)
         if cached and not fresh and now - cached[0] < _EXAMINE_TTL:
@@ -402,8 +400,7 @@ class FpgaDriver(BaseDriver):
                             f"critical {crit / 1000:g} C")
 
     def _hwmon(self, card: Card, attribute: str) -> int | None:
-        """The first hwmon device of the FME that has ``attribute`` (the DFL FME has one
-        for thermal and one for power)."""
+        """The first FME hwmon device with ``attribute`` (one is for heat, one for power)."""
         if card.fme is None:
             return None
         for hw in self.sysfs.listdir(PLATFORM_DEVICES, card.fme, "hwmon"):
@@ -474,8 +471,7 @@ class FpgaDriver(BaseDriver):
 
     def _run(self, argv: list[str], what: str, timeout: float, timed_out: str, *,
              privileged: bool = True) -> None:
-        """Run a vendor tool; DriverError (``timed_out``, or its output's tail) unless
-        it succeeds."""
+        """Run a vendor tool; DriverError (``timed_out``, or the output's tail) on failure."""
         result = self.runner.run(argv, timeout, privileged=privileged)
         if result.timed_out:
             raise DriverError(timed_out)
@@ -503,8 +499,7 @@ class FpgaDriver(BaseDriver):
 
 
 def gbs_function(path: str) -> str:
-    """The AFU id an OPAE green bitstream declares (GBS GUID, u32 length, JSON metadata
-    ``afu-image.accelerator-clusters[0].accelerator-type-uuid``)."""
+    """The AFU id a green bitstream declares (GBS GUID, u32 length, JSON metadata)."""
     try:
         with open(path, "rb") as f:
             head = f.read(20)

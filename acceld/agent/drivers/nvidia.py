@@ -104,8 +104,7 @@ def vgpu_type_id(spec: str) -> int | None:
 
 
 def mig_resource_class(profile_name: str, profile_id: int) -> str:
-    """``1g.10gb`` -> ``CUSTOM_NVIDIA_MIG_1G_10GB``; unnamed profiles by id (-1:
-    NVML could not tell the profile)."""
+    """``1g.10gb`` -> ``CUSTOM_NVIDIA_MIG_1G_10GB``; unnamed profiles by id (-1: unknown)."""
     if not profile_name:
         return (f"CUSTOM_NVIDIA_MIG_PROFILE_{profile_id}" if profile_id >= 0
                 else "CUSTOM_NVIDIA_MIG_UNKNOWN")
@@ -346,8 +345,7 @@ class NvidiaDriver(BaseDriver):
 
     def _mdev_slots(self, parent: str, type_name: str,
                     available: int) -> list[tuple[int, str]]:
-        """(slot, mdev UUID) to offer: every existing mdev of ours (a handle in use never
-        disappears) plus as many unused slots as the kernel has free."""
+        """(slot, mdev UUID) to offer: our existing mdevs plus the kernel's free slots."""
         existing = set(self.sysfs.mdev_devices(parent, type_name))
         candidates = [(slot, self._mdev_uuid(parent, type_name, slot))
                       for slot in range(max(0, available) + len(existing))]

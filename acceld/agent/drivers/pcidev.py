@@ -93,8 +93,7 @@ class DeviceSpec:
     count: int | None = None
 
     def matches_ids(self, dev: PciDevice) -> bool:
-        """Vendor, product and class prefix (the address glob is checked separately so
-        that explain() can say a device was excluded by it)."""
+        """Vendor, product and class prefix (the address glob is checked apart, for explain)."""
         return ((self.vendor_id is None or dev.vendor == self.vendor_id)
                 and (self.product_id is None or dev.device == self.product_id)
                 and (self.pci_class is None or dev.pci_class.startswith(self.pci_class)))
@@ -190,8 +189,7 @@ class PciDriverBase(BaseDriver):
         return [self._report(m) for m in matches]
 
     def _scan(self) -> tuple[list[Match], list[Skipped], list[Check]]:
-        """The matches, the skipped devices (one entry per address, none for a device a
-        later spec did report) and the checks."""
+        """Matches, skipped devices (one per address, none later matched) and checks."""
         devices = self.sysfs.pci_devices()
         checks = [self._spec_config_check(), *self._host_checks()]
         matches: list[Match] = []
@@ -455,8 +453,7 @@ class PciDriverBase(BaseDriver):
         self._set_numvfs(address, spec.num_vfs or 0, False if spec.vfio else None)
 
     def _to_vfio(self, identity: str, handle: str) -> None:
-        """Bind a handle of ``identity`` to vfio-pci, recording the driver it had before
-        we first moved it (once)."""
+        """Bind a handle of ``identity`` to vfio-pci, recording its previous driver (once)."""
         driver = self.sysfs.driver_of(handle)
         self._update(identity, lambda e: e.setdefault("handles", {}).setdefault(handle, driver))
         self._sysfs_op(f"binding {handle} to {VFIO}",
@@ -482,8 +479,7 @@ class PciDriverBase(BaseDriver):
 
     # -- host use ------------------------------------------------------------------------
     def attach_host(self, identity: str) -> None:
-        """Give the handles to the host's own drivers (what they had before us, or what
-        the kernel picks)."""
+        """Give the handles back to the host (their drivers before us, or the kernel's)."""
         match = self._match(identity)
         known = self._state().get(match.device.address, {}).get("handles", {})
         for handle in match.handles:
