@@ -90,8 +90,7 @@ class Journal:
     # -- operations --------------------------------------------------------------------
     def known(self, op_id: str) -> bool:
         with self._lock:
-            d = self._data
-            return op_id in d["inflight"] or op_id in d["results"] or op_id in d["done"]
+            return any(op_id in self._data[k] for k in ("inflight", "results", "done"))
 
     def begin(self, op: dict[str, Any]) -> bool:
         """Journal ``op`` as in flight; False when it was seen before (not to run again)."""

@@ -310,11 +310,8 @@ class AgentManager:
             self.journal.begin(op)
             try:
                 drv = self._driver(driver)
-                if kind == jmod.KIND_PREPARE:
-                    info = drv.prepare(identity, dict(attach_info))
-                else:
-                    drv.release(identity, dict(attach_info))
-                    info = dict(attach_info)
+                work = drv.prepare if kind == jmod.KIND_PREPARE else drv.release
+                info = work(identity, dict(attach_info))      # release: None
             except Exception as exc:
                 error = str(exc)[:2000] or exc.__class__.__name__
                 LOG.warning("%s of attach handle %s (%s %s) failed: %s", kind, handle_uuid,
