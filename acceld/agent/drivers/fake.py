@@ -11,7 +11,6 @@ the host while the agent runs: ``device_count``, ``vf_count``, ``fpga_function``
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import random
 import re
@@ -91,10 +90,7 @@ class FakeDriver(BaseDriver):
         self._state_file = os.path.join(ctx.state_dir, "fake-driver-state.json")
 
     def _control(self) -> dict[str, Any]:
-        if not self._control_file or not os.path.exists(self._control_file):
-            return {}
-        with open(self._control_file, encoding="utf-8") as f:
-            return json.load(f)
+        return (fileutil.read_json(self._control_file) if self._control_file else None) or {}
 
     def discover(self) -> list[reports.Device]:
         control = self._control()

@@ -9,6 +9,7 @@ moved handle had before, so uninstall/release restore the host after an agent re
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import json
@@ -335,9 +336,10 @@ class PciDriverBase(BaseDriver):
             return Health.of([f"{address} is gone from /sys/bus/pci/devices"], [])
         failed: list[str] = []
         degraded: list[str] = []
-        config = self._config_header(address)
-        if config is not None and config[:2] == b"\xff\xff":
-            failed.append(f"{address} config space reads all-ones (fell off the bus)")
+        with contextlib.suppress(OSError), open(
+                self.sysfs.path(self.sysfs.device_path(address, "config")), "rb") as config:
+            if config.read(2) == b"\xff\xff":
+                failed.append(f"{address} config space reads all-ones (fell off the bus)")
         fatal = self.sysfs.aer_fatal_count(address)
         if fatal:
             failed.append(f"{address} has {fatal} fatal AER error(s) (aer_dev_fatal)")
@@ -350,13 +352,6 @@ class PciDriverBase(BaseDriver):
             if vf != address and self.sysfs.aer_fatal_count(vf):
                 degraded.append(f"VF {vf} has fatal AER errors")
         return Health.of(failed, degraded)
-
-    def _config_header(self, address: str) -> bytes | None:
-        try:
-            with open(self.sysfs.path(self.sysfs.device_path(address, "config")), "rb") as f:
-                return f.read(4)
-        except OSError:
-            return None
 
     # -- state -------------------------------------------------------------------------
     def _state(self) -> dict[str, dict[str, Any]]:
