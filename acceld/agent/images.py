@@ -175,8 +175,7 @@ def _glance_json(adapter: Any, url: str, what: str) -> Any:
 
 
 def _glance_image_id(adapter: Any, image_ref: str) -> str:
-    """The Glance image id of ``image_ref``: an id, or ``function:<id>`` (the one image
-    whose ``accel:function_id`` property is that id, as Cyborg finds it)."""
+    """The Glance image id of ``image_ref``: an id, or ``function:<id>``."""
     if image_ref.startswith(reports.FUNCTION_IMAGE_PREFIX):
         function = image_ref[len(reports.FUNCTION_IMAGE_PREFIX):]
         found = _glance_json(adapter, "/v2/images?" + urllib.parse.urlencode(

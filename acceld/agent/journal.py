@@ -108,8 +108,7 @@ class Journal:
             self._save()
 
     def finish_if_inflight(self, op: dict[str, Any], ok: bool, error: str | None) -> bool:
-        """Like :meth:`finish`, but only for an operation still in flight: of a program
-        and its watchdog, whichever finishes first wins and the other changes nothing."""
+        """Like :meth:`finish`, but only for an operation still in flight (program vs watchdog)."""
         with self._lock:
             if op["op_id"] not in self._data["inflight"]:
                 return False
@@ -117,8 +116,7 @@ class Journal:
             return True
 
     def drop(self, op_id: str) -> None:
-        """Forget an in-flight operation whose outcome went back to its caller directly
-        (handle prepare/release answer the conductor's call; nothing to deliver)."""
+        """Forget an in-flight operation whose outcome went back to its caller directly."""
         with self._lock:
             if self._data["inflight"].pop(op_id, None) is not None:
                 self._save()

@@ -31,8 +31,7 @@ LOG = logging.getLogger(__name__)
 
 def make_context(conf: cfg.ConfigOpts, host: str, state_dir: str,
                  **collaborators: Any) -> DriverContext:
-    """The drivers' context with the real collaborators, except those given (tests pass
-    ``sysfs=FakeKernel(tree)``, ``runner=FakeRunner()``, ``nvml=FakeNvml()``, ...)."""
+    """The drivers' context with the real collaborators, except those given."""
     from acceld.hw.runner import SubprocessRunner
     from acceld.hw.sysfs import Sysfs
 
@@ -59,8 +58,7 @@ class AgentManager:
     def __init__(self, conf: cfg.ConfigOpts, conductor: ConductorClient,
                  host: str | None = None, journal_dir: str | None = None,
                  **collaborators: Any) -> None:
-        """``collaborators`` replace the real ones of the drivers' context (``sysfs``,
-        ``runner``, ``nvml``, ``clock``, ``sleep``) and the image fetcher (``fetch_image``)."""
+        """``collaborators``: the drivers' context's, and the image fetcher (``fetch_image``)."""
         self._conf = conf
         self.host = host or conf.host
         self._conductor = conductor
@@ -131,8 +129,7 @@ class AgentManager:
             provider_name=self._conf.agent.resource_provider_name or self.host)
 
     def _driver_report(self, name: str, drv: Driver) -> reports.DriverReport:
-        """Discovery, its explanation and the devices' health; not stats, which change all
-        the time, while an unchanged report must stay byte-identical (digest)."""
+        """Discovery, its explanation and health (stats would break the report's digest)."""
         caps = capabilities(drv)
         try:
             devices = tuple(drv.discover())
@@ -195,8 +192,7 @@ class AgentManager:
                 self._recover_handle(op)
 
     def _recover_handle(self, op: dict[str, Any]) -> None:
-        """An interrupted prepare is undone: the conductor's call died with the agent, so
-        its bind failed and freed the handle. An interrupted release is finished."""
+        """An interrupted prepare is undone (its bind failed), a release finished."""
         LOG.warning("%s of attach handle %s was in flight at the last stop; %s",
                     op["kind"], op["handle_uuid"],
                     "rolling it back" if op["kind"] == jmod.KIND_PREPARE else "finishing it")
@@ -291,8 +287,7 @@ class AgentManager:
     # -- host work of binds: prepare/release of one attach handle ---------------------------
     def prepare_handle(self, driver: str, identity: str, attach_info: dict[str, str],
                        handle_uuid: str) -> dict[str, Any]:
-        """Journaled, then the driver's ``prepare`` (create the mdev, set the vGPU type,
-        bind the VF to vfio-pci, ...). Returns {"ok", "error", "attach_info"}."""
+        """Journaled, then the driver's ``prepare``; {"ok", "error", "attach_info"}."""
         return self._handle_work(jmod.KIND_PREPARE, driver, identity, attach_info,
                                  handle_uuid)
 

@@ -314,8 +314,7 @@ class NvmlBackend:
             remap_failed=None if remap is None else bool(remap[3]))
 
     def stats(self, uuid: str) -> dict[str, float]:
-        """Utilisation, memory, temperature and power of a GPU or MIG device, each only
-        where NVML supports it (MIG devices have no utilisation, temperature or power)."""
+        """Utilisation, memory, temperature and power, where NVML has them (MIG: memory only)."""
         handle = self._handle(uuid)
         util = self._call("nvmlDeviceGetUtilizationRates", handle)
         memory = self._call("nvmlDeviceGetMemoryInfo", handle)

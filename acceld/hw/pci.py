@@ -102,8 +102,7 @@ def _split_spec(spec: str) -> dict[str, str]:
 
 
 def _norm_field(value: str, name: str) -> str:
-    """Zero-pad a literal hex field to its canonical width (leave globs alone); a longer
-    domain such as NVML's ``00000000`` is reduced to the 4-digit sysfs form."""
+    """Zero-pad a literal hex field to its canonical width (globs stay as they are)."""
     if any(ch in value for ch in "*?["):
         return value
     try:
@@ -120,8 +119,7 @@ def validate_spec(spec: str) -> None:
 
 
 def matches(spec: str, address: str | PciAddress) -> bool:
-    """True when ``address`` matches the glob ``spec``, field by field with shell-style
-    wildcards after both sides are normalised; ValueError for a malformed spec."""
+    """True when ``address`` matches the glob ``spec``; ValueError for a malformed spec."""
     canon = to_attach_info(address)
     return all(fnmatch.fnmatchcase(canon[name], _norm_field(value, name))
                for name, value in _split_spec(spec).items())

@@ -356,8 +356,7 @@ class Sysfs:
                             f"for {driver}")
 
     def restore_driver(self, address: str, original: str | None) -> None:
-        """Give a device back to ``original`` (None: leave it unbound) and clear the
-        override, so that the host's normal driver matching applies again. Idempotent."""
+        """Give a device back to ``original`` (None: unbound) and clear the override."""
         addr = self._existing(address)
         if original is None:
             self.unbind(addr)
@@ -366,9 +365,7 @@ class Sysfs:
         self._clear_override(addr)
 
     def reprobe(self, address: str) -> str | None:
-        """Hand a device back to the kernel's own driver matching (``driverctl
-        unset-override``): clear the override, unbind, ``drivers_probe``. Returns the
-        driver the kernel chose (None when no loaded driver claims it)."""
+        """Hand a device back to the kernel's driver matching; the driver it chose, or None."""
         addr = self._existing(address)
         self._clear_override(addr)
         self.unbind(addr)

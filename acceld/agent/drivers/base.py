@@ -27,8 +27,7 @@ HEALTH_STATES = (HEALTH_FAILED, HEALTH_DEGRADED, HEALTH_OK)
 
 @dataclasses.dataclass(frozen=True)
 class DriverContext:
-    """What a driver gets instead of globals; a missing ``sysfs`` or ``runner`` is the
-    real one for ``/``, a missing ``nvml`` the real library if it loads."""
+    """What a driver gets instead of globals (None: the real one)."""
 
     conf: cfg.ConfigOpts
     host: str
@@ -94,17 +93,14 @@ ProgressFn = Callable[[int, str], None]    # (percent 0-100, message)
 
 @runtime_checkable
 class Programmable(Protocol):
-    """Drivers that load images (FPGAs) also have ``program``; it blocks until the
-    image is loaded or raises :class:`DriverError` and calls ``progress`` as it goes."""
+    """Drivers that load images: ``program`` blocks until loaded, calling ``progress``."""
 
     def program(self, identity: str, image_path: str, *, progress: ProgressFn,
                 timeout: float) -> dict[str, str]: ...
 
 
 class BaseDriver:
-    """The driver protocol with defaults for its optional parts: a driver overrides
-    ``discover`` and what else applies; ``explain`` returns what the last discovery
-    recorded in ``_explanation``."""
+    """The driver protocol, with defaults for all but ``discover``."""
 
     name = "base"
     version = "0"

@@ -186,8 +186,7 @@ class FpgaDriver(BaseDriver):
 
     def program(self, identity: str, image_path: str, *, progress: ProgressFn,
                 timeout: float) -> dict[str, str]:
-        """Load ``image_path`` into the card ``identity`` (progress 0, 10 image checked,
-        50 tool started, 90 read back, 100); the new function id, or DriverError."""
+        """Load ``image_path`` into the card ``identity``; the new function id."""
         addr = base.pci_address(identity, "an FPGA identity (a PCI address)")
         with self._locks.setdefault(addr, threading.Lock()):
             progress(0, f"programming {addr} with {os.path.basename(image_path)}")

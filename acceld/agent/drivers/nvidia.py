@@ -396,8 +396,7 @@ class NvidiaDriver(BaseDriver):
             self._undefine_mdev(uuid)
 
     def _undefine_mdev(self, uuid: str) -> None:
-        """Remove the persistent definition of mdev ``uuid`` (mdevctl's, which libvirt
-        writes for Nova), if there is one; a host without mdevctl keeps none."""
+        """Remove mdevctl's persistent definition of mdev ``uuid`` (libvirt's, for Nova), if any."""
         listed = self.runner.run(["mdevctl", "list", "--defined", "--uuid", uuid],
                                  _MDEVCTL_TIMEOUT, privileged=False)
         if listed.rc == RC_NOT_FOUND or (listed.ok and not listed.stdout.strip()):
@@ -449,8 +448,7 @@ class NvidiaDriver(BaseDriver):
         return self._own_parent(identity, address)
 
     def _handle_uuid(self, identity: str, attach_info: dict[str, str]) -> str:
-        """The mdev UUID of an MDEV handle: the one discovery named it by (and reported
-        as the handle's uuid), from its parent, type and ``vgpu_mark`` slot."""
+        """The mdev UUID discovery gave an MDEV handle (from parent, type and vgpu_mark slot)."""
         type_name = attach_info["asked_type"]
         mark = attach_info.get("vgpu_mark", f"{type_name}_0")
         slot = mark.removeprefix(f"{type_name}_")
@@ -558,8 +556,7 @@ class NvidiaDriver(BaseDriver):
 
 
 def mdev_attach_info(parent: str, type_name: str, slot: int) -> dict[str, str]:
-    """An MDEV handle as Nova 34's libvirt driver reads it: the parent's PCI address,
-    the mdev type to create (``asked_type``) and the slot (``vgpu_mark``)."""
+    """An MDEV handle as Nova's libvirt driver reads it: parent address, type, slot."""
     return {**pci.to_attach_info(parent), "asked_type": type_name,
             "vgpu_mark": f"{type_name}_{slot}"}
 

@@ -114,8 +114,7 @@ def _hex(value: str | None, width: int | None = None) -> str | None:
 
 def load_specs(values: Iterable[str], group: str, option: str,
                default_vfio: bool = True) -> list[DeviceSpec]:
-    """Parse and validate ``[group] option`` (one JSON object per value); DriverError
-    naming the option, the entry and the bad field, for the operator."""
+    """Parse and validate ``[group] option`` (one JSON object per value) or DriverError."""
     validator = jsonschema.Draft202012Validator(
         {"type": "object", "additionalProperties": False, "properties": BASE_PROPERTIES})
     specs = []
