@@ -42,7 +42,6 @@ def image_dir(conf: cfg.ConfigOpts, state_dir: str) -> str:
 
 
 class Programmer:
-    """Runs program operations of one agent (one worker thread per operation)."""
 
     def __init__(self, conf: cfg.ConfigOpts, journal: jmod.Journal,
                  conductor: ConductorClient, driver: Callable[[str], Any],

@@ -109,7 +109,6 @@ def _default_import() -> ModuleType:
 
 
 class NvmlBackend:
-    """The real NVML behind a small, failure-tolerant interface (see the module doc)."""
 
     def __init__(self, importer: Callable[[], ModuleType] = _default_import) -> None:
         self._importer = importer
@@ -396,7 +395,6 @@ class NvmlBackend:
 
 
 def _init_reason(exc: Exception) -> str:
-    """Operator-facing text for an nvmlInit failure."""
     code = getattr(exc, "value", None)
     if code == _LIBRARY_NOT_FOUND:
         return f"libnvidia-ml.so.1 not found: the NVIDIA driver is not installed ({exc})"

@@ -57,12 +57,10 @@ def parse(text: str) -> PciAddress:
 
 
 def normalize(text: str) -> str:
-    """The canonical sysfs spelling (``0000:3b:00.0``) of any accepted spelling."""
     return str(parse(text))
 
 
 def is_address(text: str) -> bool:
-    """True when ``text`` parses as a PCI address."""
     try:
         parse(text)
     except ValueError:
@@ -113,7 +111,6 @@ def _norm_field(value: str, name: str) -> str:
 
 
 def validate_spec(spec: str) -> None:
-    """Raise ValueError when ``spec`` is not a usable address glob."""
     for name, value in _split_spec(spec).items():
         _norm_field(value, name)
 

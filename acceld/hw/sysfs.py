@@ -107,7 +107,6 @@ def _privsep_writer(real_path: str, value: str) -> None:
 
 
 class Sysfs:
-    """Reads and writes sysfs under ``root`` (``/`` on a real host)."""
 
     def __init__(self, root: str = "/", writer: Writer | None = None) -> None:
         self.root = os.path.abspath(root)
@@ -195,7 +194,6 @@ class Sysfs:
         return self.listdir(IOMMU_GROUPS, str(group), "devices")
 
     def driver_loaded(self, name: str) -> bool:
-        """True when a PCI driver of that name is registered (``bus/pci/drivers/<name>``)."""
         return self.is_dir(PCI_DRIVERS, name)
 
     def module_loaded(self, name: str) -> bool:
@@ -214,7 +212,6 @@ class Sysfs:
         return os.path.join(PCI_DEVICES, pci.normalize(address), *parts)
 
     def attr(self, address: str, *parts: str) -> str | None:
-        """A PCI device's attribute (:meth:`read` of :meth:`device_path`)."""
         return self.read(self.device_path(address, *parts))
 
     def pci_device(self, address: str) -> PciDevice | None:
@@ -274,7 +271,6 @@ class Sysfs:
 
     # -- mdev view ----------------------------------------------------------------------
     def mdev_types_at(self, parent_path: str) -> dict[str, MdevType]:
-        """``mdev_supported_types`` under a parent device's host path."""
         types_dir = os.path.join(parent_path, "mdev_supported_types")
         out = {}
         for type_id in self.listdir(types_dir):

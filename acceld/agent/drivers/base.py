@@ -54,7 +54,6 @@ class Check:
 
 @dataclasses.dataclass(frozen=True)
 class Skipped:
-    """A device the driver saw and did not report, and why."""
 
     address: str
     reason: str

@@ -123,7 +123,6 @@ def model_trait(vendor: str, device: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Card:
-    """One FPGA as discovery saw it."""
 
     kind: str                           # KIND_DFL or KIND_XRT
     identity: str                       # DFL: the PF; XRT: the user function

@@ -571,7 +571,6 @@ def _vgpu_layout(pf: PciDevice, vfs: list[PciDevice]) -> str | None:
 
 
 def _offered_types(devices: list[PciDevice], layout: str) -> dict[str, str]:
-    """Type -> name for the explanation."""
     if layout == "mdev":
         return {t: m.name or "?" for dev in devices for t, m in dev.mdev_supported_types.items()}
     return {str(t): name for dev in devices

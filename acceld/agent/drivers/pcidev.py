@@ -162,7 +162,6 @@ class Match:
 
 
 class PciDriverBase(BaseDriver):
-    """The common PCI driver; subclasses set the class attributes below."""
 
     spec_option = ""                # e.g. "device_spec"
     default_vfio = True             # does install put the handles on vfio-pci by default
