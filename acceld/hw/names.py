@@ -38,7 +38,6 @@ def _load(path: str) -> tuple[dict[str, str], dict[tuple[str, str], str]]:
 class PciNames:
     """Looks names up in the first existing file of ``paths``."""
 
-
     def __init__(self, paths: tuple[str, ...] | list[str] | str = DEFAULT_PATHS) -> None:
         candidates = (paths,) if isinstance(paths, str) else tuple(paths)
         self.path = next((p for p in candidates if os.path.exists(p)), None)
