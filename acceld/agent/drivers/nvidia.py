@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import itertools
 import logging
 import re
 import uuid as uuidlib
@@ -262,9 +263,9 @@ class NvidiaDriver(BaseDriver):
         vendor_info = {"uuid": gpu.uuid, "product_name": gpu.name,
                        "subsystem_id": gpu.subsystem_id,
                        "mig": _onoff(gpu.mig_current) if gpu.mig_current is not None
-                       else "unsupported", **({"serial": gpu.serial} if gpu.serial else {})}
-        if gpu.memory_total is not None:
-            vendor_info["memory_mib"] = str(gpu.memory_total // (1024 * 1024))
+                       else "unsupported", **({"serial": gpu.serial} if gpu.serial else {}),
+                       **({"memory_mib": str(gpu.memory_total // (1024 * 1024))}
+                          if gpu.memory_total is not None else {})}
         return reports.make_device(
             identity=gpu.address, type="GPU", vendor=VENDOR, model=gpu.device_id,
             name=f"{self.ctx.host}_nvidia_{gpu.address}", std_board_info=std,
@@ -284,18 +285,17 @@ class NvidiaDriver(BaseDriver):
 
     def _mig_deployables(self, gpu: nvmlmod.GpuInfo,
                          migs: list[nvmlmod.MigInfo]) -> list[dict[str, Any]]:
-        by_profile: dict[int, list[nvmlmod.MigInfo]] = {}
-        for mig in migs:
-            by_profile.setdefault(mig.profile_id, []).append(mig)
         out = []
-        for profile_id, members in sorted(by_profile.items()):
+        for profile_id, group in itertools.groupby(
+                sorted(migs, key=lambda m: (m.profile_id, m.uuid)), lambda m: m.profile_id):
+            members = list(group)
             rc = mig_resource_class(members[0].profile_name, profile_id)
             traits = self._base_traits(gpu)
             if profile_id >= 0:
                 traits.append(f"CUSTOM_NVIDIA_MIG_PROFILE_{profile_id}")
             handles = [{"attach_type": "MIG",
                         "attach_info": {"parent": gpu.address, "mig_uuid": m.uuid}}
-                       for m in sorted(members, key=lambda m: m.uuid)]
+                       for m in members]
             suffix = str(profile_id) if profile_id >= 0 else "unknown"
             out.append(base.deployable(f"{self.ctx.host}_{gpu.address}_mig_{suffix}", rc,
                                        traits, handles))
@@ -311,10 +311,8 @@ class NvidiaDriver(BaseDriver):
         layout = _vgpu_layout(sysdev, vfs)
         if layout is None:
             return []
-        if layout == "mdev":
-            handles = self._mdev_handles([sysdev, *vfs], enabled)
-        else:
-            handles = self._vf_handles(vfs, enabled)
+        handles = (self._mdev_handles([sysdev, *vfs], enabled) if layout == "mdev"
+                   else self._vf_handles(vfs, enabled))
         offered = _offered_types([sysdev, *vfs], layout)
         checks.append(Check(f"vgpu {gpu.address}", bool(handles),
                             f"{layout} layout; creatable types: "
