@@ -42,7 +42,6 @@ def image_dir(conf: cfg.ConfigOpts, state_dir: str) -> str:
 
 
 class Programmer:
-
     def __init__(self, conf: cfg.ConfigOpts, journal: jmod.Journal,
                  conductor: ConductorClient, driver: Callable[[str], Any],
                  on_finished: Callable[[], None], state_dir: str,

@@ -109,7 +109,6 @@ def _default_import() -> ModuleType:
 
 
 class NvmlBackend:
-
     def __init__(self, importer: Callable[[], ModuleType] = _default_import) -> None:
         self._importer = importer
         self._nv: Any = None

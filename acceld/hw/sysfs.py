@@ -107,7 +107,6 @@ def _privsep_writer(real_path: str, value: str) -> None:
 
 
 class Sysfs:
-
     def __init__(self, root: str = "/", writer: Writer | None = None) -> None:
         self.root = os.path.abspath(root)
         self._real_root = os.path.realpath(self.root)

@@ -37,9 +37,6 @@ class GenericDriver(PciDriverBase):
     conf_group = "generic_driver"
     conf_opts = OPTS
     spec_option = "device_spec"
-    default_vfio = True
-    requires_sriov = False
-    pf_handle = True
 
     def backends(self) -> dict[str, dict[str, list[str]]]:
         """What the last discovery found, per backend: ``{backend: {"devices": [...],
