@@ -161,11 +161,15 @@ def _glance_adapter(conf: cfg.ConfigOpts) -> Any:
     return clients.make_adapter(conf, glance_conf.GROUP)
 
 
-def _glance_json(adapter: Any, url: str, what: str) -> Any:
+def _glance_get(adapter: Any, url: str, what: str, **kwargs: Any) -> Any:
     try:
-        resp = adapter.get(url, raise_exc=False)
+        return adapter.get(url, raise_exc=False, **kwargs)
     except ks_exc.ClientException as exc:
         raise ImageError(f"cannot reach Glance for {what}: {exc}") from exc
+
+
+def _glance_json(adapter: Any, url: str, what: str) -> Any:
+    resp = _glance_get(adapter, url, what)
     if resp.status_code != 200:
         raise ImageError(f"Glance could not show {what}: HTTP {resp.status_code}")
     try:
@@ -202,12 +206,8 @@ def _glance_digest(adapter: Any, image_id: str) -> Digest:
 
 def _glance_chunks(conf: cfg.ConfigOpts, image_id: str, max_bytes: int,
                    adapter: Any) -> Iterator[bytes]:
-    url = f"/v2/images/{image_id}/file"
-    try:
-        resp = adapter.get(url, stream=True, raise_exc=False,
-                           timeout=conf.glance.download_timeout)
-    except ks_exc.ClientException as exc:
-        raise ImageError(f"cannot reach Glance for image {image_id}: {exc}") from exc
+    resp = _glance_get(adapter, f"/v2/images/{image_id}/file", f"image {image_id}",
+                       stream=True, timeout=conf.glance.download_timeout)
     if resp.status_code != 200:
         detail = "has no data" if resp.status_code == 204 else f"HTTP {resp.status_code}"
         resp.close()

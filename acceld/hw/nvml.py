@@ -234,12 +234,10 @@ class NvmlBackend:
         parent = self._handle(gpu_uuid)
         slots = self._call("nvmlDeviceGetMaxMigDeviceCount", parent) or 0
         profiles = self._gi_profiles(parent)
-        found = []
-        for slot in range(slots):
-            handle = self._call("nvmlDeviceGetMigDeviceHandleByIndex", parent, slot)
-            if handle is not None:  # NotFound: an empty slot
-                found.append(self._mig_info(gpu_uuid, parent, handle, profiles))
-        return found
+        handles = [self._call("nvmlDeviceGetMigDeviceHandleByIndex", parent, slot)
+                   for slot in range(slots)]
+        return [self._mig_info(gpu_uuid, parent, handle, profiles)
+                for handle in handles if handle is not None]    # None: an empty slot
 
     def _gi_profiles(self, parent: Any) -> dict[int, tuple[str, int, int]]:
         """GPU instance profile id -> (canonical name "1g.10gb", slices, MiB)."""
@@ -288,12 +286,9 @@ class NvmlBackend:
 
     def vgpu_types(self, gpu_uuid: str) -> dict[int, str]:
         """vGPU type id -> name the GPU supports (empty without the vGPU host driver)."""
-        handle = self._handle(gpu_uuid)
-        out: dict[int, str] = {}
-        for type_id in self._call("nvmlDeviceGetSupportedVgpus", handle) or []:
-            value = int(getattr(type_id, "value", type_id))
-            out[value] = self._call("nvmlVgpuTypeGetName", value) or ""
-        return out
+        ids = self._call("nvmlDeviceGetSupportedVgpus", self._handle(gpu_uuid)) or []
+        return {value: self._call("nvmlVgpuTypeGetName", value) or ""
+                for value in (int(getattr(t, "value", t)) for t in ids)}
 
     # -- health and stats --------------------------------------------------------------
 

@@ -249,13 +249,10 @@ class Sysfs:
     def virtfns(self, pf: str) -> list[str]:
         """The PF's VF addresses, ordered by VF index (virtfn0, virtfn1, ...)."""
         base = self.device_path(pf)
-        found = []
-        for entry in self.listdir(base):
-            m = _VIRTFN_RE.match(entry)
-            target = self.link_name(base, entry) if m else None
-            if m and target and pci.is_address(target):
-                found.append((int(m.group(1)), pci.normalize(target)))
-        return [addr for _, addr in sorted(found)]
+        found = [(int(m.group(1)), target) for entry in self.listdir(base)
+                 if (m := _VIRTFN_RE.match(entry)) and (target := self.link_name(base, entry))
+                 and pci.is_address(target)]
+        return [pci.normalize(target) for _, target in sorted(found)]
 
     def driver_of(self, address: str) -> str | None:
         return self.link_name(self.device_path(address, "driver"))
@@ -270,16 +267,12 @@ class Sysfs:
 
     # -- mdev view ----------------------------------------------------------------------
     def mdev_types_at(self, parent_path: str) -> dict[str, MdevType]:
-        types_dir = os.path.join(parent_path, "mdev_supported_types")
-        out = {}
-        for type_id in self.listdir(types_dir):
-            tdir = os.path.join(types_dir, type_id)
-            out[type_id] = MdevType(
-                type_id=type_id, name=self.read(tdir, "name"),
-                available_instances=self.read_int(tdir, "available_instances"),
-                device_api=self.read(tdir, "device_api"),
-                description=self.read(tdir, "description"))
-        return out
+        types = os.path.join(parent_path, "mdev_supported_types")
+        return {t: MdevType(type_id=t, name=self.read(types, t, "name"),
+                            available_instances=self.read_int(types, t, "available_instances"),
+                            device_api=self.read(types, t, "device_api"),
+                            description=self.read(types, t, "description"))
+                for t in self.listdir(types)}
 
     def mdev_parents(self) -> list[str]:
         """Names in ``/sys/class/mdev_bus`` (PCI addresses for PCI parents)."""

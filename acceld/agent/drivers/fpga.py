@@ -176,12 +176,9 @@ class FpgaDriver(BaseDriver):
         return {card.identity: self._health(card) for card in self._scan().cards.values()}
 
     def stats(self) -> dict[str, dict[str, float]]:
-        out = {}
-        for card in self._scan().cards.values():
-            values = self._dfl_stats(card) if card.kind == KIND_DFL else _xrt_stats(card)
-            if values:
-                out[card.identity] = values
-        return out
+        return {card.identity: values for card in self._scan().cards.values()
+                if (values := self._dfl_stats(card) if card.kind == KIND_DFL
+                    else _xrt_stats(card))}
 
     def program(self, identity: str, image_path: str, *, progress: ProgressFn,
                 timeout: float) -> dict[str, str]:
