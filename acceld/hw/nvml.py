@@ -197,10 +197,8 @@ class NvmlBackend:
         """Every GPU NVML can read; lost ones are left out (see :meth:`gpu`)."""
         found = []
         for index in range(self.gpu_count()):
-            try:
+            with contextlib.suppress(NvmlError):
                 found.append(self.gpu(index))
-            except NvmlError:
-                continue
         return found
 
     def _gpu_info(self, index: int, handle: Any) -> GpuInfo:
@@ -241,13 +239,10 @@ class NvmlBackend:
 
     def _gi_profiles(self, parent: Any) -> dict[int, tuple[str, int, int]]:
         """GPU instance profile id -> (canonical name "1g.10gb", slices, MiB)."""
-        found: dict[int, tuple[str, int, int]] = {}
-        for index in range(int(getattr(self._nv, "NVML_GPU_INSTANCE_PROFILE_COUNT", 0))):
-            info = self._call("nvmlDeviceGetGpuInstanceProfileInfo", parent, index)
-            if info is not None and info.instanceCount:
-                found[int(info.id)] = (_profile_name(_text(info.name)), int(info.sliceCount),
-                                       int(info.memorySizeMB))
-        return found
+        count = int(getattr(self._nv, "NVML_GPU_INSTANCE_PROFILE_COUNT", 0))
+        infos = [self._call("nvmlDeviceGetGpuInstanceProfileInfo", parent, i) for i in range(count)]
+        return {int(i.id): (_profile_name(_text(i.name)), int(i.sliceCount), int(i.memorySizeMB))
+                for i in infos if i is not None and i.instanceCount}
 
     def _mig_info(self, gpu_uuid: str, parent: Any, handle: Any,
                   profiles: dict[int, tuple[str, int, int]]) -> MigInfo:

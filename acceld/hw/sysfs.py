@@ -10,6 +10,7 @@ spelled any way :mod:`acceld.hw.pci` accepts.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import os
@@ -159,10 +160,9 @@ class Sysfs:
             return None
 
     def readlink(self, host_path: str, *parts: str) -> str | None:
-        try:
+        with contextlib.suppress(OSError):
             return os.readlink(self.path(host_path, *parts))
-        except (FileNotFoundError, NotADirectoryError, OSError):
-            return None
+        return None
 
     def link_name(self, host_path: str, *parts: str) -> str | None:
         """The basename of a symlink's target (a device's ``driver`` -> ``vfio-pci``)."""
@@ -171,10 +171,9 @@ class Sysfs:
 
     def listdir(self, host_path: str, *parts: str) -> list[str]:
         """Sorted entries of a directory; empty when it does not exist."""
-        try:
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
             return sorted(os.listdir(self.path(host_path, *parts)))
-        except (FileNotFoundError, NotADirectoryError):
-            return []
+        return []
 
     def is_dir(self, host_path: str, *parts: str) -> bool:
         return os.path.isdir(self.path(host_path, *parts))

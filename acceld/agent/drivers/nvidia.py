@@ -8,6 +8,7 @@ on), else the whole GPU. The handle shapes and what Nova expects of them are in
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import itertools
@@ -229,10 +230,8 @@ class NvidiaDriver(BaseDriver):
         """Are the configured vGPU types real on this host, by NVML's list?"""
         supported: dict[int, str] = {}
         for gpu in known.gpus.values():
-            try:
+            with contextlib.suppress(nvmlmod.NvmlError):
                 supported.update(self._nvml.vgpu_types(gpu.uuid))
-            except nvmlmod.NvmlError:
-                continue
         parts = [f"{t} ({supported[t]})" for t in sorted(enabled) if t in supported]
         unknown = [str(t) for t in sorted(enabled) if t not in supported]
         detail = "enabled: " + (", ".join(parts) or "none")
@@ -544,12 +543,9 @@ class NvidiaDriver(BaseDriver):
         targets = [(a, g.uuid) for a, g in known.gpus.items()]
         targets += [(m.uuid, m.uuid) for migs in known.migs.values() for m in migs]
         for key, uuid in targets:
-            try:
-                values = self._nvml.stats(uuid)
-            except nvmlmod.NvmlError:
-                continue
-            if values:
-                out[key] = values
+            with contextlib.suppress(nvmlmod.NvmlError):
+                if values := self._nvml.stats(uuid):
+                    out[key] = values
         return out
 
 
