@@ -1,10 +1,8 @@
 """A small NVML backend: the only module that talks to nvidia-ml-py (``import pynvml``).
 
-NVML calls may be missing on an older driver, unsupported on a board or on MIG handles,
-or fail because the GPU fell off the bus; this module turns those into plain values
-(``None``: "not available here") and one exception, :class:`GpuLost`, and hands out
-frozen dataclasses, so the driver never imports pynvml. The library is loaded lazily by
-:meth:`NvmlBackend.start`; a host without it is a normal state (:attr:`reason` says why).
+Calls a board or driver cannot answer give ``None``, a GPU off the bus :class:`GpuLost`;
+results are frozen dataclasses. The library is loaded lazily by :meth:`NvmlBackend.start`;
+a host without it is a normal state (``reason`` says why).
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The agent's only privileged code: sysfs writes and vendor tools, via oslo.privsep.
 
-The agent runs unprivileged and asks a privsep daemon (``[acceld_privileged]``) for the
-few things that need root. Each entrypoint re-checks its arguments inside the daemon,
-which must not trust its caller: :func:`sysfs_write` writes only to existing files under
-``/sys``, :func:`execute` runs only programs on :data:`ALLOWED_PROGRAMS`, from an argv
-list. The checks and bodies are plain functions, so tests call them without a daemon.
+Each entrypoint re-checks its arguments inside the daemon, which must not trust its
+caller: :func:`sysfs_write` writes only to existing files under ``/sys``, :func:`execute`
+runs only programs on :data:`ALLOWED_PROGRAMS`. The checks are plain functions (tests).
 """
 
 from __future__ import annotations

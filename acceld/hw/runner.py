@@ -1,9 +1,6 @@
-"""Running vendor command-line tools (fpgaconf, xbutil, mdevctl, ...).
-
-Drivers get a command runner in their context instead of calling subprocess, so tests
-hand them a recording runner. The real one passes an argv list (never a shell) and sends
-privileged commands to the privsep daemon, whose allowlist decides. A program that does
-not exist gives rc 127, a timeout rc 124 with ``timed_out=True``.
+"""Running vendor command-line tools (fpgaconf, xbutil, mdevctl, ...) from an argv list,
+privileged ones through the privsep daemon; a missing program gives rc 127, a timeout
+rc 124 with ``timed_out=True``. Tests hand the drivers a recording runner instead.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """A small sysfs layer with an injectable root: the kernel ABI every driver reads.
 
-Methods take *host* paths (``/sys/bus/pci/...``, extra parts joined on) mapped under the
-root by :meth:`Sysfs.path`; reads return None for a missing file ("not there" is a
-normal answer); every write goes through :meth:`Sysfs.write` to the injected writer
-(privsep's ``sysfs_write`` for root ``/``, a plain write otherwise), so tests hand the
-drivers ``FakeKernel(tmp_path)`` (``tests/fakes/kernel.py``). PCI addresses may be
-spelled any way :mod:`acceld.hw.pci` accepts.
+Methods take *host* paths (``/sys/...``) mapped under the root; reads return None for a
+missing file; every write goes to the injected writer (privsep's ``sysfs_write`` for
+root ``/``), so tests hand the drivers ``FakeKernel`` (``tests/fakes/kernel.py``).
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Shared machinery of the PCI drivers (generic and sriov): specs, discovery, vfio binding.
 
-Both find PCI functions by operator-written JSON specs and report one device per matched
-physical function, whose attach handles are the PF itself or its VFs; the subclasses
-differ only in class attributes. ``<state_dir>/<driver>-state.json`` keeps, per installed
-identity, what install changed (the PF's driver, VF count, autoprobe) and the driver each
-moved handle had before, so uninstall/release restore the host after an agent restart.
+Each PF an operator's JSON spec matches is one device whose handles are the PF or its
+VFs. ``<state_dir>/<driver>-state.json`` keeps what install changed and each moved
+handle's previous driver, so uninstall/release restore the host after a restart.
 """
 
 from __future__ import annotations
