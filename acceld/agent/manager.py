@@ -112,24 +112,20 @@ class AgentManager:
 
     # -- reporting -----------------------------------------------------------------------
     def build_report(self) -> reports.InventoryReport:
-        drivers = []
         with self._lock:
-            for name, drv in self._drivers.items():
-                if drv is None:
-                    state = (states.DRIVER_FAILED if name in self._load_errors
-                             else states.DRIVER_UNINSTALLED)
-                    drivers.append(reports.DriverReport(
-                        name=name, version="", state=state,
-                        error=self._load_errors.get(name)))
-                    continue
-                drivers.append(self._driver_report(name, drv))
+            drivers = tuple(self._driver_report(name, drv) for name, drv in self._drivers.items())
         return reports.InventoryReport(
             host=self.host, epoch=self.journal.epoch, seq=self.journal.next_seq(),
-            drivers=tuple(drivers), agent_version=acceld.__version__,
+            drivers=drivers, agent_version=acceld.__version__,
             provider_name=self._conf.agent.resource_provider_name or self.host)
 
-    def _driver_report(self, name: str, drv: Driver) -> reports.DriverReport:
+    def _driver_report(self, name: str, drv: Driver | None) -> reports.DriverReport:
         """Discovery, its explanation and health (stats would break the report's digest)."""
+        if drv is None:
+            return reports.DriverReport(
+                name=name, version="", error=self._load_errors.get(name),
+                state=states.DRIVER_FAILED if name in self._load_errors
+                else states.DRIVER_UNINSTALLED)
         caps = capabilities(drv)
         try:
             devices = tuple(drv.discover())
