@@ -60,10 +60,8 @@ def fetch_image(conf: cfg.ConfigOpts, image_ref: str, sha256: str, dest_dir: str
     if _cached(final, expected):
         return final
     max_bytes = conf.fpga_driver.max_image_bytes
-    if local:
-        source = _local_chunks(conf, image_ref, max_bytes)
-    else:
-        source = _glance_chunks(conf, image_ref, max_bytes, adapter)
+    source = (_local_chunks(conf, image_ref, max_bytes) if local
+              else _glance_chunks(conf, image_ref, max_bytes, adapter))
     _store(source, image_ref, expected, final, max_bytes)
     return final
 

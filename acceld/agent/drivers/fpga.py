@@ -310,12 +310,10 @@ class FpgaDriver(BaseDriver):
             scan.cards[user.address] = self._xrt_card(user, mgmt, xbutil)
 
     def _xrt_card(self, user: PciDevice, mgmt: PciDevice | None, xbutil: str | None) -> Card:
-        examine, problem = None, None
-        if user.driver != "xocl":
-            problem = None      # handed to a guest: nothing to ask the host driver
-        elif xbutil is None:
+        examine, problem = None, None   # not on xocl: a guest has it, nothing to ask
+        if user.driver == "xocl" and xbutil is None:
             problem = f"{self.conf.xbutil_path} not found: cannot examine the card"
-        else:
+        elif user.driver == "xocl":
             try:
                 examine = self._examine(xbutil, user.address)
             except DriverError as exc:
@@ -423,11 +421,8 @@ class FpgaDriver(BaseDriver):
                               f"port back first")
         tool = self._require_tool(self.conf.fpgaconf_path)
         a = pci.parse(card.identity)
-        argv = [tool]
-        if a.domain:
-            argv += ["--segment", f"{a.domain:#06x}"]
-        argv += ["-B", f"{a.bus:#04x}", "-D", f"{a.device:#04x}", "-F", f"{a.function:#x}",
-                 image]
+        argv = [tool, *(["--segment", f"{a.domain:#06x}"] if a.domain else []),
+                "-B", f"{a.bus:#04x}", "-D", f"{a.device:#04x}", "-F", f"{a.function:#x}", image]
         progress(50, "fpgaconf started")
         self._run(argv, "fpgaconf", timeout, f"programming timed out after {timeout:g} s "
                   "(fpgaconf)")
