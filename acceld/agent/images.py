@@ -40,9 +40,7 @@ Digest = tuple[str, str]          # (hashlib algorithm, lower-case hex digest)
 
 def fetch_image(conf: cfg.ConfigOpts, image_ref: str, sha256: str, dest_dir: str, *,
                 adapter: Any = None) -> str:
-    """Fetch ``image_ref`` into ``dest_dir``; the verified file's path. ``sha256`` may be
-    empty for a Glance image; ``adapter`` replaces the one built from ``[glance]``. An
-    image already there under its digest is re-hashed and reused."""
+    """Fetch ``image_ref`` into ``dest_dir`` (reusing a verified copy); the file's path."""
     local = image_ref.startswith("/")
     function = image_ref.startswith(reports.FUNCTION_IMAGE_PREFIX)
     if not (local or function or _IMAGE_ID.match(image_ref.lower())):

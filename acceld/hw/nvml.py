@@ -152,8 +152,7 @@ class NvmlBackend:
     # -- calls -------------------------------------------------------------------------
 
     def _call(self, fn_name: str, *args: Any, absent: frozenset[int] = _ABSENT) -> Any:
-        """Call ``pynvml.<fn_name>``; None when the board or driver cannot answer (an
-        error code in ``absent``); :class:`GpuLost` or :class:`NvmlError` otherwise."""
+        """Call ``pynvml.<fn_name>``: None for an error code in ``absent``, else an NvmlError."""
         if self._nv is None and not self.start():
             raise NvmlError(self.reason or "NVML is unavailable")
         nv = self._nv
@@ -317,9 +316,7 @@ class NvmlBackend:
 
     def wait_events(self, gpu_uuids: list[str], timeout_ms: int,
                     max_events: int = _MAX_EVENTS) -> list[Event]:
-        """Drain pending health events of ``gpu_uuids``: the first wait blocks at most
-        ``timeout_ms``, later ones not at all, and at most ``max_events`` are read. Events
-        queue in NVML between calls, so polling from the health loop loses none."""
+        """Drain health events of ``gpu_uuids``, waiting at most ``timeout_ms`` for the first."""
         if not self.start():
             return []
         event_set = self._event_set_for(gpu_uuids)

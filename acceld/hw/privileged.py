@@ -59,8 +59,7 @@ def check_sysfs_path(path: str, sys_root: str = "/sys") -> str:
 
 
 def write_checked(path: str, value: str, sys_root: str = "/sys") -> None:
-    """Check, then write ``value`` in one write() call, as ``echo -n`` would; never
-    creates a file. OSError from the kernel (EBUSY, ERANGE, ...) propagates."""
+    """Check, then write ``value`` in one write() as ``echo -n`` would (never creating a file)."""
     resolved = check_sysfs_path(path, sys_root)
     if not isinstance(value, str) or "\0" in value or len(value) > MAX_VALUE_LENGTH:
         raise ValueError("sysfs value must be a string without NUL, at most "
@@ -98,8 +97,7 @@ def check_argv(argv: list[str]) -> list[str]:
 
 
 def _check_trusted(program: str) -> None:
-    """An explicit program path must be a root-owned file nobody else can write, so a
-    caller cannot drop its own ``nvidia-smi`` into /tmp and have root run it."""
+    """An explicit program path must be root-owned and writable by nobody else."""
     try:
         st = os.stat(program)
     except FileNotFoundError:

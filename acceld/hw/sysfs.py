@@ -294,8 +294,7 @@ class Sysfs:
 
     # -- operations ---------------------------------------------------------------------
     def set_numvfs(self, pf: str, count: int, *, autoprobe: bool | None = None) -> None:
-        """Set a PF's VF count, through 0 (the kernel refuses N -> M, both non-zero);
-        ``autoprobe``, when given, is written first. OSError from the kernel propagates."""
+        """Set a PF's VF count, through 0 (the kernel refuses N -> M); ``autoprobe`` first."""
         base = self.device_path(pf)
         current = self.read_int(base, "sriov_numvfs")
         if current is None:
@@ -321,9 +320,7 @@ class Sysfs:
         self.write(self.device_path(address, "driver_override"), driver or "\n")
 
     def bind_driver(self, address: str, driver: str) -> None:
-        """Bind a device to ``driver`` as driverctl does (override, unbind, probe, check;
-        the override stays so nothing takes the device back). Idempotent; BindError when
-        the device did not end on ``driver``, OSError from the writes."""
+        """Bind a device to ``driver`` as driverctl does, keeping the override; idempotent."""
         addr = self._existing(address)
         current = self.driver_of(addr)
         override = self.read(self.device_path(addr, "driver_override"))

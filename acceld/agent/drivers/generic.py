@@ -39,8 +39,7 @@ class GenericDriver(PciDriverBase):
     spec_option = "device_spec"
 
     def backends(self) -> dict[str, dict[str, list[str]]]:
-        """What the last discovery found, per backend: ``{backend: {"devices": [...],
-        "services": [...]}}`` (devices without a backend are under ``"default"``)."""
+        """The last discovery per backend (``"default"`` for none): its devices and services."""
         out: dict[str, dict[str, list[str]]] = {}
         for identity, match in sorted(self._known.items()):
             entry = out.setdefault(match.spec.backend or "default",
