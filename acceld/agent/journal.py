@@ -48,15 +48,12 @@ class Journal:
         self.path = os.path.join(directory, "journal.json")
         self._lock = threading.RLock()
         data = fileutil.read_json(self.path)
-        if data is None:
-            data = {"version": JOURNAL_VERSION, "epoch": str(uuid.uuid4()), "seq": 0,
-                    "acked_seq": 0, "inflight": {}, "results": {}, "done": [],
-                    "drivers": {}}
-            fileutil.write_json_atomic(self.path, data)
-        elif data.get("version") not in JOURNAL_VERSIONS:
+        if data is not None and data.get("version") not in JOURNAL_VERSIONS:
             raise RuntimeError(f"journal {self.path} has unknown version {data.get('version')}")
-        elif data["version"] != JOURNAL_VERSION:
-            data = _upgrade(data)
+        if data is None or data["version"] != JOURNAL_VERSION:
+            data = _upgrade(data) if data is not None else {
+                "version": JOURNAL_VERSION, "epoch": str(uuid.uuid4()), "seq": 0,
+                "acked_seq": 0, "inflight": {}, "results": {}, "done": [], "drivers": {}}
             fileutil.write_json_atomic(self.path, data)
         self._data = data
 

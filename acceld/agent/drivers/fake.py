@@ -163,8 +163,7 @@ class FakeDriver(BaseDriver):
 
     def install(self, identity: str) -> None:
         control = self._control()
-        seconds = float(control.get("install_seconds", 0))
-        if seconds:
+        if seconds := float(control.get("install_seconds", 0)):
             self.ctx.sleep(seconds)
         if control.get("fail_install"):
             raise DriverError(f"fake install of {identity} failed (control file)")

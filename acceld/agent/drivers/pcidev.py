@@ -239,15 +239,13 @@ class PciDriverBase(BaseDriver):
 
     def _host_checks(self) -> list[Check]:
         groups = len(self.sysfs.listdir("/sys/kernel/iommu_groups"))
-        iommu = Check("iommu", groups > 0,
-                      f"{groups} IOMMU group(s)" if groups else
-                      "no IOMMU groups in /sys/kernel/iommu_groups: the IOMMU is off; "
-                      "vfio-pci passthrough needs intel_iommu=on or amd_iommu=on")
         loaded = self.sysfs.driver_loaded(VFIO)
-        vfio = Check("vfio-pci", loaded, "vfio-pci driver registered" if loaded else
-                     "vfio-pci is not loaded (modprobe vfio-pci): install and prepare "
-                     "need it to hand devices to guests")
-        return [iommu, vfio]
+        return [Check("iommu", groups > 0, f"{groups} IOMMU group(s)" if groups else
+                      "no IOMMU groups in /sys/kernel/iommu_groups: the IOMMU is off; "
+                      "vfio-pci passthrough needs intel_iommu=on or amd_iommu=on"),
+                Check("vfio-pci", loaded, "vfio-pci driver registered" if loaded else
+                      "vfio-pci is not loaded (modprobe vfio-pci): install and prepare "
+                      "need it to hand devices to guests")]
 
     def _spec_check(self, spec: DeviceSpec, found: list[Match]) -> Check:
         addresses = ", ".join(m.device.address for m in found) or "none"
