@@ -175,9 +175,7 @@ class NvmlBackend:
 
     def cuda_driver_version(self) -> str | None:
         """CUDA version the driver supports, as ``"12.4"``."""
-        if not self.start():
-            return None
-        value = self._call("nvmlSystemGetCudaDriverVersion_v2")
+        value = self._call("nvmlSystemGetCudaDriverVersion_v2") if self.start() else None
         return None if value is None else f"{value // 1000}.{value % 1000 // 10}"
 
     def gpu_count(self) -> int:

@@ -210,14 +210,12 @@ class NvidiaDriver(BaseDriver):
     def _host_checks(self) -> list[Check]:
         module = self.sysfs.module_loaded("nvidia")
         iommu = self.sysfs.iommu_enabled()
-        return [
-            Check("kernel_module", module,
-                  "nvidia is loaded" if module else "/sys/module/nvidia is missing: the "
-                  "nvidia kernel module is not loaded"),
-            Check("iommu", iommu,
-                  "IOMMU groups present" if iommu else "no IOMMU groups: passthrough and "
-                  "vGPU need the IOMMU on (intel_iommu=on / amd_iommu=on)"),
-        ]
+        return [Check("kernel_module", module,
+                      "nvidia is loaded" if module else "/sys/module/nvidia is missing: the "
+                      "nvidia kernel module is not loaded"),
+                Check("iommu", iommu,
+                      "IOMMU groups present" if iommu else "no IOMMU groups: passthrough and "
+                      "vGPU need the IOMMU on (intel_iommu=on / amd_iommu=on)")]
 
     def _driver_version_check(self) -> Check:
         version = self._nvml.driver_version() or ""

@@ -522,12 +522,8 @@ class PciDriverBase(BaseDriver):
         if entry.get("installed") and match is not None and match.spec.vfio:
             return  # install's resting state is vfio-pci
         self._give_back(handle, handles[handle])
-
-        def forget(e: dict[str, Any]) -> None:
-            e.get("handles", {}).pop(handle, None)
-            if not e.get("handles"):
-                e.pop("handles", None)
-        self._update(address, forget)
+        rest = {h: driver for h, driver in handles.items() if h != handle}
+        self._update(address, lambda e: e.update(handles=rest) if rest else e.pop("handles", None))
 
 
 def _present(values: dict[str, Any]) -> dict[str, str]:
