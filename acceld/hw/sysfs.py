@@ -84,13 +84,10 @@ class PciDevice:
 
 
 def _hex_id(raw: str | None, width: int) -> str | None:
-    """``"0x8086"`` -> ``"8086"``; None stays None."""
-    if raw is None:
-        return None
-    try:
-        return f"{int(raw, 16):0{width}x}"
-    except ValueError:
-        return None
+    """``"0x8086"`` -> ``"8086"``; None for None or what is not hex."""
+    with contextlib.suppress(TypeError, ValueError):
+        return f"{int(raw, 16):0{width}x}"      # type: ignore[arg-type]
+    return None
 
 
 def _plain_writer(real_path: str, value: str) -> None:
@@ -148,13 +145,10 @@ class Sysfs:
 
     def read_int(self, host_path: str, *parts: str) -> int | None:
         """An integer attribute (decimal, or hex with ``0x``); None if missing or not one."""
-        raw = self.read(host_path, *parts)
-        if raw is None or raw == "":
-            return None
-        try:
+        raw = self.read(host_path, *parts) or ""
+        with contextlib.suppress(ValueError):
             return int(raw, 0) if raw.lower().startswith(("0x", "-0x")) else int(raw)
-        except ValueError:
-            return None
+        return None
 
     def readlink(self, host_path: str, *parts: str) -> str | None:
         with contextlib.suppress(OSError):

@@ -396,11 +396,9 @@ class FpgaDriver(BaseDriver):
         """The first FME hwmon device with ``attribute`` (one is for heat, one for power)."""
         if card.fme is None:
             return None
-        for hw in self.sysfs.listdir(PLATFORM_DEVICES, card.fme, "hwmon"):
-            value = self.sysfs.read_int(PLATFORM_DEVICES, card.fme, "hwmon", hw, attribute)
-            if value is not None:
-                return value
-        return None
+        values = (self.sysfs.read_int(PLATFORM_DEVICES, card.fme, "hwmon", hw, attribute)
+                  for hw in self.sysfs.listdir(PLATFORM_DEVICES, card.fme, "hwmon"))
+        return next((value for value in values if value is not None), None)
 
     def _dfl_stats(self, card: Card) -> dict[str, float]:
         temp = self._hwmon(card, "temp1_input")         # millidegrees Celsius

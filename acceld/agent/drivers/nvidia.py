@@ -574,10 +574,9 @@ def _onoff(value: bool | None) -> str:
 
 
 def _int(text: str | None) -> int:
-    try:
+    with contextlib.suppress(ValueError):
         return int((text or "0").strip())
-    except ValueError:
-        return 0
+    return 0
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:

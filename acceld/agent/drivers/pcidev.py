@@ -285,10 +285,8 @@ class PciDriverBase(BaseDriver):
             return match.spec.device_type
         if self.sysfs.is_dir(self.sysfs.device_path(match.device.address, "qat")):
             return "QAT"
-        for prefix, dtype in _CLASS_TYPES:
-            if match.device.pci_class.startswith(prefix):
-                return dtype
-        return "OTHER"
+        return next((dtype for prefix, dtype in _CLASS_TYPES
+                     if match.device.pci_class.startswith(prefix)), "OTHER")
 
     def services(self, match: Match) -> str | None:
         """The spec's services, else what the device says it runs (QAT cfg_services)."""
