@@ -86,7 +86,7 @@ class PciDevice:
 def _hex_id(raw: str | None, width: int) -> str | None:
     """``"0x8086"`` -> ``"8086"``; None for None or what is not hex."""
     with contextlib.suppress(TypeError, ValueError):
-        return f"{int(raw, 16):0{width}x}"      # type: ignore[arg-type]
+        return f"{int(raw, 16):0{width}x}"
     return None
 
 
