@@ -1,17 +1,10 @@
 """Fetch an FPGA image to local disk, verified, before a driver programs it.
 
-An image reference is a Glance image id (downloaded from ``GET /v2/images/{id}/file``
-through the ``[glance]`` keystoneauth session), ``function:<id>`` (the one Glance image
-whose property ``accel:function_id`` is that id: a device profile's
-``accel:function_id``), or an absolute path inside one of ``[fpga_driver]
-local_image_dirs``. Either way the bytes are streamed into a temporary file in
-``dest_dir`` while their digest is computed, because what gets loaded into a card must
-be exactly what was approved: the caller's SHA-256 when it gives one (mandatory for a
-local file), else the digest Glance keeps for the image (its multihash,
-``os_hash_algo``/``os_hash_value``; an image without one is refused). The temporary
-file is renamed to ``<algorithm>-<digest>.img`` only once the digest matches and the
-size is under ``[fpga_driver] max_image_bytes``; on any failure it is removed, so
-``dest_dir`` never holds a partial or unverified image under its final name.
+A reference is a Glance image id, ``function:<id>`` (the one image whose
+``accel:function_id`` is that id) or an absolute path inside ``[fpga_driver]
+local_image_dirs``. The bytes are hashed as they are stored and checked against the
+caller's SHA-256 (mandatory for a local file) or Glance's multihash; only a verified file
+under ``max_image_bytes`` gets its final name, ``<algorithm>-<digest>.img``.
 """
 
 from __future__ import annotations
@@ -19,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 import urllib.parse
 from collections.abc import Iterable, Iterator
 from typing import Any, BinaryIO
@@ -29,6 +21,7 @@ from keystoneauth1 import exceptions as ks_exc
 from oslo_config import cfg
 
 from acceld import clients, reports
+from acceld.agent import fileutil
 from acceld.agent.drivers.base import DriverError
 from acceld.conf import glance as glance_conf
 
@@ -39,8 +32,7 @@ _LOCAL_CHUNK = 1024 * 1024
 
 
 class ImageError(DriverError):
-    """The image could not be fetched or verified. A :class:`DriverError` so that the
-    agent reports it on the bind like any other programming failure."""
+    """The image could not be fetched or verified (reported on the bind)."""
 
 
 Digest = tuple[str, str]          # (hashlib algorithm, lower-case hex digest)
@@ -48,13 +40,7 @@ Digest = tuple[str, str]          # (hashlib algorithm, lower-case hex digest)
 
 def fetch_image(conf: cfg.ConfigOpts, image_ref: str, sha256: str, dest_dir: str, *,
                 adapter: Any = None) -> str:
-    """Fetch ``image_ref`` into ``dest_dir`` and return the verified file's path.
-
-    ``sha256`` may be empty for a Glance image (its digest is then Glance's). ``adapter``
-    replaces the keystoneauth adapter built from ``[glance]`` (tests, or a caller that
-    already has one). An image already in ``dest_dir`` under its digest is re-hashed and
-    reused, so a retried bind does not download again.
-    """
+    """Fetch ``image_ref`` into ``dest_dir`` (reusing a verified copy); the file's path."""
     local = image_ref.startswith("/")
     function = image_ref.startswith(reports.FUNCTION_IMAGE_PREFIX)
     if not (local or function or _IMAGE_ID.match(image_ref.lower())):
@@ -72,18 +58,10 @@ def fetch_image(conf: cfg.ConfigOpts, image_ref: str, sha256: str, dest_dir: str
     if _cached(final, expected):
         return final
     max_bytes = conf.fpga_driver.max_image_bytes
-    if local:
-        source = _local_chunks(conf, image_ref, max_bytes)
-    else:
-        source = _glance_chunks(conf, image_ref, max_bytes, adapter)
+    source = (_local_chunks(conf, image_ref, max_bytes) if local
+              else _glance_chunks(conf, image_ref, max_bytes, adapter))
     _store(source, image_ref, expected, final, max_bytes)
     return final
-
-
-def image_dir(conf: cfg.ConfigOpts, state_dir: str) -> str:
-    """Where fetched images go: ``[fpga_driver] image_dir``, else under the agent's
-    state directory (it needs room for ``max_image_bytes``)."""
-    return conf.fpga_driver.image_dir or os.path.join(state_dir, "fpga-images")
 
 
 def _checked_digest(sha256: str) -> str:
@@ -98,34 +76,22 @@ def _cached(path: str, expected: Digest) -> bool:
     """True when ``path`` exists with the expected digest; a corrupt copy is removed."""
     if not os.path.isfile(path):
         return False
-    digest = hashlib.new(expected[0])
     with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(_LOCAL_CHUNK), b""):
-            digest.update(chunk)
-    if digest.hexdigest() == expected[1]:
-        return True
+        if hashlib.file_digest(f, expected[0]).hexdigest() == expected[1]:
+            return True
     os.unlink(path)
     return False
 
 
 def _store(chunks: Iterable[bytes], image_ref: str, expected: Digest, final: str,
            max_bytes: int) -> None:
-    """Stream ``chunks`` into a temp file next to ``final``, hashing and counting; rename
-    it into place only when size and digest are right."""
-    fd, tmp = tempfile.mkstemp(prefix=".fetch-", suffix=".part", dir=os.path.dirname(final))
+    """Stream ``chunks`` into ``final``, hashing and counting, if size and digest match."""
     try:
-        with os.fdopen(fd, "wb") as out:
+        with fileutil.atomic_write(final, "wb") as out:
             actual = _copy(chunks, out, image_ref, max_bytes, expected[0])
-            out.flush()
-            os.fsync(out.fileno())
-        if actual != expected[1]:
-            raise ImageError(f"image {image_ref} has {expected[0]} {actual}, expected "
-                             f"{expected[1]}")
-        os.replace(tmp, final)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+            if actual != expected[1]:
+                raise ImageError(f"image {image_ref} has {expected[0]} {actual}, expected "
+                                 f"{expected[1]}")
     finally:
         close = getattr(chunks, "close", None)
         if close is not None:  # a generator left early still releases its file/socket
@@ -167,11 +133,7 @@ def _read_file(path: str) -> Iterator[bytes]:
 
 
 def _allowed_local_path(allowed: list[str], path: str) -> str:
-    """The real path of ``path`` if it lies inside one of the ``allowed`` directories.
-
-    Both sides are resolved (symlinks, ``..``) before comparing, so neither a link
-    inside an allowed directory nor ``allowed/../etc/x`` can reach outside it.
-    """
+    """The real path of ``path`` if inside an ``allowed`` directory (both resolved)."""
     if not allowed:
         raise ImageError(f"local image {path} refused: [fpga_driver] local_image_dirs is "
                          f"empty")
@@ -195,11 +157,15 @@ def _glance_adapter(conf: cfg.ConfigOpts) -> Any:
     return clients.make_adapter(conf, glance_conf.GROUP)
 
 
-def _glance_json(adapter: Any, url: str, what: str) -> Any:
+def _glance_get(adapter: Any, url: str, what: str, **kwargs: Any) -> Any:
     try:
-        resp = adapter.get(url, raise_exc=False)
+        return adapter.get(url, raise_exc=False, **kwargs)
     except ks_exc.ClientException as exc:
         raise ImageError(f"cannot reach Glance for {what}: {exc}") from exc
+
+
+def _glance_json(adapter: Any, url: str, what: str) -> Any:
+    resp = _glance_get(adapter, url, what)
     if resp.status_code != 200:
         raise ImageError(f"Glance could not show {what}: HTTP {resp.status_code}")
     try:
@@ -209,8 +175,7 @@ def _glance_json(adapter: Any, url: str, what: str) -> Any:
 
 
 def _glance_image_id(adapter: Any, image_ref: str) -> str:
-    """The Glance image id of ``image_ref``: an id, or ``function:<id>`` (the one image
-    whose ``accel:function_id`` property is that id, as Cyborg finds it)."""
+    """The Glance image id of ``image_ref``: an id, or ``function:<id>``."""
     if image_ref.startswith(reports.FUNCTION_IMAGE_PREFIX):
         function = image_ref[len(reports.FUNCTION_IMAGE_PREFIX):]
         found = _glance_json(adapter, "/v2/images?" + urllib.parse.urlencode(
@@ -237,12 +202,8 @@ def _glance_digest(adapter: Any, image_id: str) -> Digest:
 
 def _glance_chunks(conf: cfg.ConfigOpts, image_id: str, max_bytes: int,
                    adapter: Any) -> Iterator[bytes]:
-    url = f"/v2/images/{image_id}/file"
-    try:
-        resp = adapter.get(url, stream=True, raise_exc=False,
-                           timeout=conf.glance.download_timeout)
-    except ks_exc.ClientException as exc:
-        raise ImageError(f"cannot reach Glance for image {image_id}: {exc}") from exc
+    resp = _glance_get(adapter, f"/v2/images/{image_id}/file", f"image {image_id}",
+                       stream=True, timeout=conf.glance.download_timeout)
     if resp.status_code != 200:
         detail = "has no data" if resp.status_code == 204 else f"HTTP {resp.status_code}"
         resp.close()

@@ -1,37 +1,26 @@
 """The agent journal: versioned local state, written atomically on every change.
 
-It holds what must survive a crash or an absent conductor:
-
-* ``epoch`` and ``seq``: report numbering (a new journal gets a new epoch, so the conductor
-  never mistakes a fresh agent's reports for stale ones);
-* ``inflight``: operations started and not finished, each with a ``kind``; at restart the
-  agent finishes them (see ``AgentManager.start``): a life cycle ``transition``
-  (install/uninstall) and a handle ``release`` run again (every driver operation is
-  idempotent), a handle ``prepare`` is rolled back (its bind failed when the agent died
-  without answering), a ``program`` is reported failed (the card's state is unknown);
-* ``results``: outcomes not yet acknowledged by the conductor, delivered until it has them;
-* ``done``: recently acknowledged operation ids, so a re-sent operation is not re-run;
-* ``drivers``: operator overrides from install-driver / uninstall-driver.
-
-Journal format versions (one line of history each; a test guards the list):
+It holds what must survive a crash or an absent conductor: ``epoch`` and ``seq``
+(report numbering; a new journal gets a new epoch), ``inflight`` operations with their
+``kind`` (at restart a ``transition`` or handle ``release`` runs again, a handle
+``prepare`` is rolled back, a ``program`` is reported failed), ``results`` not yet
+acknowledged, recently acknowledged ids (``done``, so a re-sent operation is not re-run)
+and the operator's driver overrides (``drivers``). Format versions:
 
 * 1: initial.
-* 2: operations carry a ``kind`` (``transition``, ``prepare``, ``release``, ``program``);
-  a version 1 journal is read as version 2 with every operation a ``transition``.
+* 2: operations carry a ``kind``; a version 1 journal is read with every operation a
+  ``transition``.
 """
 
 from __future__ import annotations
 
 import copy
-import logging
 import os
 import threading
 import uuid
 from typing import Any
 
 from acceld.agent import fileutil
-
-LOG = logging.getLogger(__name__)
 
 JOURNAL_VERSIONS = (1, 2)
 JOURNAL_VERSION = JOURNAL_VERSIONS[-1]
@@ -49,13 +38,9 @@ def kind_of(op: dict[str, Any]) -> str:
 
 def _upgrade(data: dict[str, Any]) -> dict[str, Any]:
     """A version 1 journal as version 2: its operations are all transitions."""
-    if data["version"] == 1:
-        for section in ("inflight", "results"):
-            for entry in data[section].values():
-                op = entry if section == "inflight" else entry["op"]
-                op.setdefault("kind", KIND_TRANSITION)
-        data["version"] = 2
-    return data
+    for op in [*data["inflight"].values(), *(r["op"] for r in data["results"].values())]:
+        op.setdefault("kind", KIND_TRANSITION)
+    return {**data, "version": 2}
 
 
 class Journal:
@@ -63,15 +48,12 @@ class Journal:
         self.path = os.path.join(directory, "journal.json")
         self._lock = threading.RLock()
         data = fileutil.read_json(self.path)
-        if data is None:
-            data = {"version": JOURNAL_VERSION, "epoch": str(uuid.uuid4()), "seq": 0,
-                    "acked_seq": 0, "inflight": {}, "results": {}, "done": [],
-                    "drivers": {}}
-            fileutil.write_json_atomic(self.path, data)
-        elif data.get("version") not in JOURNAL_VERSIONS:
+        if data is not None and data.get("version") not in JOURNAL_VERSIONS:
             raise RuntimeError(f"journal {self.path} has unknown version {data.get('version')}")
-        elif data["version"] != JOURNAL_VERSION:
-            data = _upgrade(data)
+        if data is None or data["version"] != JOURNAL_VERSION:
+            data = _upgrade(data) if data is not None else {
+                "version": JOURNAL_VERSION, "epoch": str(uuid.uuid4()), "seq": 0,
+                "acked_seq": 0, "inflight": {}, "results": {}, "done": [], "drivers": {}}
             fileutil.write_json_atomic(self.path, data)
         self._data = data
 
@@ -105,8 +87,7 @@ class Journal:
     # -- operations --------------------------------------------------------------------
     def known(self, op_id: str) -> bool:
         with self._lock:
-            d = self._data
-            return op_id in d["inflight"] or op_id in d["results"] or op_id in d["done"]
+            return any(op_id in self._data[k] for k in ("inflight", "results", "done"))
 
     def begin(self, op: dict[str, Any]) -> bool:
         """Journal ``op`` as in flight; False when it was seen before (not to run again)."""
@@ -124,8 +105,7 @@ class Journal:
             self._save()
 
     def finish_if_inflight(self, op: dict[str, Any], ok: bool, error: str | None) -> bool:
-        """Like :meth:`finish`, but only for an operation still in flight: of a program
-        and its watchdog, whichever finishes first wins and the other changes nothing."""
+        """Like :meth:`finish`, but only for an operation still in flight (program vs watchdog)."""
         with self._lock:
             if op["op_id"] not in self._data["inflight"]:
                 return False
@@ -133,8 +113,7 @@ class Journal:
             return True
 
     def drop(self, op_id: str) -> None:
-        """Forget an in-flight operation whose outcome went back to its caller directly
-        (handle prepare/release answer the conductor's call; nothing to deliver)."""
+        """Forget an in-flight operation whose outcome went back to its caller directly."""
         with self._lock:
             if self._data["inflight"].pop(op_id, None) is not None:
                 self._save()

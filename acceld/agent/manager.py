@@ -1,21 +1,9 @@
 """The agent: discovery loop, driver operations, journal-backed delivery to the conductor.
 
-On start it finishes any operation a crash left in flight, then reports at once and every
-``[agent] report_interval`` seconds. Anything the conductor has not acknowledged (the
-latest report, operation outcomes) stays in the journal and is delivered every
-``[agent] retry_interval`` seconds until the conductor is back; because reports are full
-snapshots with increasing sequence numbers and outcomes carry operation ids, catching up
-neither loses nor duplicates anything.
-
-Drivers get their collaborators in one :class:`DriverContext`: the sysfs layer at
-``[agent] sysfs_root``, the command runner, the NVML backend (None: the driver loads the
-real library if it can) and the clock; tests hand the agent fakes of each instead.
-
-Every host-touching step is journaled before it runs: life cycle transitions
-(install/uninstall), the prepare/release of an attach handle at bind/unbind (the
-conductor's ``AgentHostWork``), and FPGA programming (``acceld.agent.programming``).
-What :meth:`AgentManager.start` does with each kind found in flight after a crash is
-described in ``acceld.agent.journal``.
+It reports at start and every ``[agent] report_interval`` seconds; what the conductor
+has not acknowledged stays in the journal and is retried every ``retry_interval``
+seconds (full snapshots with increasing sequence numbers, outcomes with operation ids:
+nothing lost or duplicated). Every host-touching step is journaled before it runs.
 """
 
 from __future__ import annotations
@@ -41,38 +29,22 @@ from acceld.rpc import ConductorClient
 LOG = logging.getLogger(__name__)
 
 
-def _real_sysfs(conf: cfg.ConfigOpts) -> Any:
-    from acceld.hw.sysfs import Sysfs  # lazy: the fake driver alone needs no hw layer
-
-    return Sysfs(conf.agent.sysfs_root)
-
-
-def _real_runner() -> Any:
-    from acceld.hw.runner import SubprocessRunner
-
-    return SubprocessRunner()
-
-
 def make_context(conf: cfg.ConfigOpts, host: str, state_dir: str,
                  **collaborators: Any) -> DriverContext:
-    """The drivers' context with the real collaborators, except those given (tests pass
-    ``sysfs=FakeKernel(tree)``, ``runner=FakeRunner()``, ``nvml=FakeNvml()``, ...)."""
+    """The drivers' context with the real collaborators, except those given."""
+    from acceld.hw.runner import SubprocessRunner
+    from acceld.hw.sysfs import Sysfs
+
     if collaborators.get("sysfs") is None:
-        collaborators["sysfs"] = _real_sysfs(conf)
+        collaborators["sysfs"] = Sysfs(conf.agent.sysfs_root)
     if collaborators.get("runner") is None:
-        collaborators["runner"] = _real_runner()
-    fields = {f.name for f in dataclasses.fields(DriverContext)}
-    unknown = set(collaborators) - fields
-    if unknown:
-        raise TypeError(f"unknown driver collaborators: {sorted(unknown)}")
+        collaborators["runner"] = SubprocessRunner()
     return DriverContext(conf=conf, host=host, state_dir=state_dir,
                          **{k: v for k, v in collaborators.items() if v is not None})
 
 
 def capabilities(drv: Any) -> tuple[str, ...]:
-    """What a driver does beyond discovery, as the conductor needs to know it: whether
-    binding its handles needs host work (it overrides prepare or release) and whether it
-    can program devices."""
+    """What a driver does beyond discovery: host work at bind, programming."""
     caps = []
     if isinstance(drv, BaseDriver) and (type(drv).prepare is not BaseDriver.prepare
                                         or type(drv).release is not BaseDriver.release):
@@ -86,9 +58,7 @@ class AgentManager:
     def __init__(self, conf: cfg.ConfigOpts, conductor: ConductorClient,
                  host: str | None = None, journal_dir: str | None = None,
                  **collaborators: Any) -> None:
-        """``collaborators`` replace the real ones of the drivers' context (``sysfs``,
-        ``runner``, ``nvml``, ``clock``, ``sleep``) and ``fetch_image`` the image fetcher
-        of FPGA programming."""
+        """``collaborators``: the drivers' context's, and the image fetcher (``fetch_image``)."""
         self._conf = conf
         self.host = host or conf.host
         self._conductor = conductor
@@ -96,8 +66,8 @@ class AgentManager:
             conf.state_path, f"agent-{self.host}")
         self.journal = Journal(directory)
         fetch = collaborators.pop("fetch_image", None)
-        self._ctx = make_context(conf, self.host, os.path.join(directory, "drivers"),
-                                 **collaborators)
+        self.context = make_context(conf, self.host, os.path.join(directory, "drivers"),
+                                    **collaborators)
         self._lock = threading.RLock()          # drivers and report building
         self._drivers: dict[str, Driver | None] = {}
         self._load_errors: dict[str, str] = {}
@@ -105,37 +75,29 @@ class AgentManager:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         # one lock per attach handle: a release never overtakes the prepare it undoes
-        self._handle_locks: dict[str, threading.Lock] = {}
-        self._handle_locks_guard = threading.Lock()
+        self._handle_locks: dict[str, threading.Lock] = {}   # (setdefault is atomic)
         self._programmer = programming.Programmer(
             conf, self.journal, conductor, self._driver, self._program_finished,
             directory, fetch=fetch)
         self._load_drivers()
 
-    @property
-    def context(self) -> DriverContext:
-        return self._ctx
-
     # -- drivers -----------------------------------------------------------------------
-    def _wanted_drivers(self) -> list[str]:
+    def _load_drivers(self) -> None:
+        """The enabled drivers and those installed since, less those uninstalled."""
         overrides = self.journal.driver_overrides()
         names = list(self._conf.agent.enabled_drivers)
         names += [n for n, s in overrides.items()
                   if s == states.DRIVER_INSTALLED and n not in names]
-        return names
-
-    def _load_drivers(self) -> None:
-        overrides = self.journal.driver_overrides()
         with self._lock:
-            for name in self._wanted_drivers():
+            for name in names:
                 if overrides.get(name) == states.DRIVER_UNINSTALLED:
                     self._drivers[name] = None
-                    continue
-                self._load_one(name)
+                else:
+                    self._load_one(name)
 
     def _load_one(self, name: str) -> None:
         try:
-            self._drivers[name] = registry.load(name, self._ctx)
+            self._drivers[name] = registry.load(name, self.context)
             self._load_errors.pop(name, None)
         except Exception as exc:  # a broken driver must not stop the others
             LOG.error("cannot load driver %s: %s", name, exc)
@@ -150,28 +112,20 @@ class AgentManager:
 
     # -- reporting -----------------------------------------------------------------------
     def build_report(self) -> reports.InventoryReport:
-        drivers = []
         with self._lock:
-            for name, drv in self._drivers.items():
-                if drv is None:
-                    state = (states.DRIVER_FAILED if name in self._load_errors
-                             else states.DRIVER_UNINSTALLED)
-                    drivers.append(reports.DriverReport(
-                        name=name, version="", state=state,
-                        error=self._load_errors.get(name)))
-                    continue
-                drivers.append(self._driver_report(name, drv))
+            drivers = tuple(self._driver_report(name, drv) for name, drv in self._drivers.items())
         return reports.InventoryReport(
             host=self.host, epoch=self.journal.epoch, seq=self.journal.next_seq(),
-            drivers=tuple(drivers), agent_version=acceld.__version__,
+            drivers=drivers, agent_version=acceld.__version__,
             provider_name=self._conf.agent.resource_provider_name or self.host)
 
-    def _driver_report(self, name: str, drv: Driver) -> reports.DriverReport:
-        """Discovery, the driver's explanation of it and the devices' health.
-
-        Stats are not part of a report: they change all the time, and a report that
-        changes nothing must stay byte-identical (the conductor skips it by digest);
-        they are read on demand (:meth:`device_stats`)."""
+    def _driver_report(self, name: str, drv: Driver | None) -> reports.DriverReport:
+        """Discovery, its explanation and health (stats would break the report's digest)."""
+        if drv is None:
+            return reports.DriverReport(
+                name=name, version="", error=self._load_errors.get(name),
+                state=states.DRIVER_FAILED if name in self._load_errors
+                else states.DRIVER_UNINSTALLED)
         caps = capabilities(drv)
         try:
             devices = tuple(drv.discover())
@@ -220,8 +174,7 @@ class AgentManager:
             self._threads.append(thread)
 
     def recover(self) -> None:
-        """Finish what a crash left in flight (before the first report, so the report
-        shows the host as it ends up)."""
+        """Finish what a crash left in flight (before the first report, which then shows it)."""
         for op in self.journal.inflight():
             kind = jmod.kind_of(op)
             if kind == jmod.KIND_TRANSITION:
@@ -235,8 +188,7 @@ class AgentManager:
                 self._recover_handle(op)
 
     def _recover_handle(self, op: dict[str, Any]) -> None:
-        """An interrupted prepare is undone: the conductor's call died with the agent, so
-        its bind failed and freed the handle. An interrupted release is finished."""
+        """An interrupted prepare is undone (its bind failed), a release finished."""
         LOG.warning("%s of attach handle %s was in flight at the last stop; %s",
                     op["kind"], op["handle_uuid"],
                     "rolling it back" if op["kind"] == jmod.KIND_PREPARE else "finishing it")
@@ -255,8 +207,7 @@ class AgentManager:
         self._programmer.join(timeout=5)
 
     def _heartbeat(self) -> None:
-        """Liveness independent of discovery, so a hung driver does not look like a dead
-        agent; every report counts as a heartbeat too."""
+        """Liveness apart from discovery, so a hung driver does not look like a dead agent."""
         while not self._stop.wait(self._conf.agent.report_interval):
             try:
                 self._conductor.heartbeat(self.host, "acceld-agent", acceld.__version__)
@@ -332,8 +283,7 @@ class AgentManager:
     # -- host work of binds: prepare/release of one attach handle ---------------------------
     def prepare_handle(self, driver: str, identity: str, attach_info: dict[str, str],
                        handle_uuid: str) -> dict[str, Any]:
-        """Journaled, then the driver's ``prepare`` (create the mdev, set the vGPU type,
-        bind the VF to vfio-pci, ...). Returns {"ok", "error", "attach_info"}."""
+        """Journaled, then the driver's ``prepare``; {"ok", "error", "attach_info"}."""
         return self._handle_work(jmod.KIND_PREPARE, driver, identity, attach_info,
                                  handle_uuid)
 
@@ -347,17 +297,12 @@ class AgentManager:
         op = {"op_id": str(uuidlib.uuid4()), "kind": kind, "driver": driver,
               "identity": identity, "attach_info": dict(attach_info),
               "handle_uuid": handle_uuid}
-        with self._handle_locks_guard:
-            lock = self._handle_locks.setdefault(handle_uuid, threading.Lock())
-        with lock:
+        with self._handle_locks.setdefault(handle_uuid, threading.Lock()):
             self.journal.begin(op)
             try:
                 drv = self._driver(driver)
-                if kind == jmod.KIND_PREPARE:
-                    info = drv.prepare(identity, dict(attach_info))
-                else:
-                    drv.release(identity, dict(attach_info))
-                    info = dict(attach_info)
+                work = drv.prepare if kind == jmod.KIND_PREPARE else drv.release
+                info = work(identity, dict(attach_info))      # release: None
             except Exception as exc:
                 error = str(exc)[:2000] or exc.__class__.__name__
                 LOG.warning("%s of attach handle %s (%s %s) failed: %s", kind, handle_uuid,
@@ -370,8 +315,7 @@ class AgentManager:
 
     # -- FPGA programming ------------------------------------------------------------------
     def run_program(self, op: dict[str, Any]) -> None:
-        """Journal a program operation, then run it in a worker thread (a cast: the
-        outcome is delivered with ``program_done``)."""
+        """Journal a program operation and run it in a worker thread (outcome: program_done)."""
         op = dict(op, kind=jmod.KIND_PROGRAM)
         if not self.journal.begin(op):
             LOG.info("program %s seen before; re-delivering its outcome", op["op_id"])
@@ -385,7 +329,6 @@ class AgentManager:
 
     # -- stats on demand -----------------------------------------------------------------
     def device_stats(self, driver: str, identity: str) -> dict[str, float]:
-        """The driver's current numbers for one device (utilisation, memory, ...)."""
         stats = self._driver(driver).stats()
         return {k: float(v) for k, v in stats.get(identity, {}).items()}
 

@@ -1,19 +1,9 @@
 """FPGA programming on the agent: asynchronous, journaled, with progress and a watchdog.
 
-The conductor casts a program operation (``run_program``); the agent journals it as in
-flight *before* anything touches the card, then a worker thread fetches and verifies the
-image (``acceld.agent.images.fetch_image``), calls the driver's ``program(identity, path,
-progress=, timeout=)`` and journals the outcome, which is delivered to the conductor
-(``program_done``) until it is acknowledged, like every other journaled outcome. Progress
-goes to the conductor as it comes (``program_progress`` casts; advisory, never journaled).
-
-Two guards make a stuck or interrupted programming visible instead of silent:
-
-* a watchdog fails the operation when the driver has not returned within the program
-  timeout plus a grace period (the driver enforces the timeout itself; the watchdog
-  covers a driver that does not); whichever of the two finishes first wins;
-* an operation found in flight at agent start is reported failed (the card may hold a
-  partial image) and a rediscovery is asked for, so the inventory shows what is loaded.
+A program operation is journaled before anything touches the card; a worker thread
+fetches and verifies the image, calls the driver's ``program`` and journals the outcome
+for delivery. A watchdog fails an operation whose driver overruns the timeout (plus a
+grace period), and one found in flight at agent start is reported failed.
 """
 
 from __future__ import annotations
@@ -46,9 +36,12 @@ def _default_fetch(conf: cfg.ConfigOpts, image_ref: str, sha256: str, dest_dir: 
     return images.fetch_image(conf, image_ref, sha256, dest_dir)
 
 
-class Programmer:
-    """Runs program operations of one agent (one worker thread per operation)."""
+def image_dir(conf: cfg.ConfigOpts, state_dir: str) -> str:
+    """Where fetched images go: ``[fpga_driver] image_dir``, else under the state dir."""
+    return conf.fpga_driver.image_dir or os.path.join(state_dir, "fpga-images")
 
+
+class Programmer:
     def __init__(self, conf: cfg.ConfigOpts, journal: jmod.Journal,
                  conductor: ConductorClient, driver: Callable[[str], Any],
                  on_finished: Callable[[], None], state_dir: str,
@@ -58,8 +51,7 @@ class Programmer:
         self._conductor = conductor
         self._driver = driver                  # name -> loaded driver (raises if absent)
         self._on_finished = on_finished        # deliver outcomes and rediscover
-        self._image_dir = conf.fpga_driver.image_dir or os.path.join(state_dir,
-                                                                      "fpga-images")
+        self._image_dir = image_dir(conf, state_dir)
         self._fetch = fetch or _default_fetch
         self._grace = grace
         self._threads: list[threading.Thread] = []
@@ -76,8 +68,7 @@ class Programmer:
         worker.start()
 
     def recover(self, op: dict[str, Any]) -> None:
-        """An operation in flight when the agent stopped: its outcome is unknown. The
-        image it fetched is removed (nothing else runs this early)."""
+        """An operation in flight at the last stop: reported failed, its fetched image removed."""
         LOG.warning("program %s of %s was in flight at the last stop: reported failed",
                     op["op_id"], op["identity"])
         self._journal.finish_if_inflight(op, False, RESTART_MESSAGE)

@@ -1,10 +1,5 @@
-"""Display names for PCI vendor and device ids, from the pci.ids database.
-
-Names are for people (reports, ``driver-list``), never for logic: drivers key on numeric
-ids and addresses. When no database is installed, or it does not know an id (Debian's
-pci.ids lags new hardware), the raw hex id is the name, so callers never get None.
-
-The file is parsed once per path and cached; tests pass their own small file.
+"""Display names for PCI vendor and device ids, from the pci.ids database (parsed once
+per path). Names are for people, never for logic; an unknown id is its own name.
 """
 
 from __future__ import annotations
@@ -51,12 +46,10 @@ class PciNames:
         return _load(self.path) if self.path else ({}, {})
 
     def vendor(self, vendor_id: str) -> str:
-        """The vendor's name, or its hex id (``"8086"``) when unknown."""
         vid = _norm(vendor_id)
         return self._tables()[0].get(vid, vid)
 
     def device(self, vendor_id: str, device_id: str) -> str:
-        """The device's name, or its hex id when unknown."""
         did = _norm(device_id)
         return self._tables()[1].get((_norm(vendor_id), did), did)
 

@@ -1,22 +1,17 @@
 """A small NVML backend: the only module that talks to nvidia-ml-py (``import pynvml``).
 
-Why a wrapper: the driver needs a dozen NVML calls, each of which may be missing on an
-older driver (``FunctionNotFound``), unsupported on a given board or on MIG handles
-(``NotSupported``), or fail because the GPU fell off the bus (``GpuIsLost``). This module
-turns those outcomes into plain values (``None`` for "not available here") and one
-exception, :class:`GpuLost`, and hands the driver frozen dataclasses instead of ctypes
-structures, so the driver never imports pynvml and tests may use either the real binding
-over a fake library (``tests/fakes/nvml.py``) or any object with the same methods.
-
-The library is imported and initialised lazily by :meth:`NvmlBackend.start`. A host without
-nvidia-ml-py, without ``libnvidia-ml.so.1`` or without the kernel driver is a normal
-state: :attr:`NvmlBackend.available` is False and :attr:`NvmlBackend.reason` says why.
+Calls a board or driver cannot answer give ``None``, a GPU off the bus :class:`GpuLost`;
+results are frozen dataclasses. The library is loaded lazily by :meth:`NvmlBackend.start`;
+a host without it is a normal state (``reason`` says why).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import importlib
+import operator
 import threading
 from collections.abc import Callable
 from types import ModuleType
@@ -37,7 +32,6 @@ _NO_PERMISSION = 4
 # "This board cannot tell": treated as "no value", never as a device failure.
 _ABSENT = frozenset({_NOT_SUPPORTED, _FUNCTION_NOT_FOUND, _NOT_FOUND, _INVALID_ARGUMENT})
 
-_MIB = 1024 * 1024
 _MAX_EVENTS = 64           # events drained per poll: bounds the time one poll can take
 
 
@@ -113,12 +107,10 @@ def _default_import() -> ModuleType:
 
 
 class NvmlBackend:
-    """The real NVML behind a small, failure-tolerant interface (see the module doc)."""
-
     def __init__(self, importer: Callable[[], ModuleType] = _default_import) -> None:
         self._importer = importer
         self._nv: Any = None
-        self._reason: str | None = None
+        self.reason: str | None = None      # why NVML is unavailable
         self._lock = threading.Lock()
         self._event_set: Any = None
         self._registered: frozenset[str] = frozenset()
@@ -133,27 +125,21 @@ class NvmlBackend:
             try:
                 module = self._importer()
             except ImportError as exc:
-                self._reason = f"nvidia-ml-py is not installed ({exc})"
+                self.reason = f"nvidia-ml-py is not installed ({exc})"
                 return False
             try:
                 module.nvmlInit()
             except module.NVMLError as exc:
-                self._reason = _init_reason(exc)
+                self.reason = _init_reason(exc)
                 return False
-            self._nv, self._reason = module, None
+            self._nv, self.reason = module, None
             return True
 
     @property
     def available(self) -> bool:
         return self.start()
 
-    @property
-    def reason(self) -> str | None:
-        """Why NVML is unavailable (None when it is available or not tried yet)."""
-        return self._reason
-
     def close(self) -> None:
-        """Free the event set and shut NVML down (the agent calls this on exit)."""
         with self._lock:
             if self._nv is None:
                 return
@@ -166,13 +152,9 @@ class NvmlBackend:
     # -- calls -------------------------------------------------------------------------
 
     def _call(self, fn_name: str, *args: Any, absent: frozenset[int] = _ABSENT) -> Any:
-        """Call ``pynvml.<fn_name>``; None when the board or driver cannot answer (an
-        error code in ``absent``).
-
-        Raises :class:`GpuLost` and :class:`NvmlError` for real failures.
-        """
+        """Call ``pynvml.<fn_name>``: None for an error code in ``absent``, else an NvmlError."""
         if self._nv is None and not self.start():
-            raise NvmlError(self._reason or "NVML is unavailable")
+            raise NvmlError(self.reason or "NVML is unavailable")
         nv = self._nv
         try:
             return getattr(nv, fn_name)(*args)
@@ -185,19 +167,15 @@ class NvmlBackend:
             raise NvmlError(f"{fn_name}: {exc}", code) from exc
 
     def _quiet(self, fn: Callable[..., Any], *args: Any) -> None:
-        try:
+        with contextlib.suppress(Exception):  # best effort on teardown
             fn(*args)
-        except Exception:  # noqa: BLE001 - best effort on teardown
-            pass
 
     def driver_version(self) -> str | None:
         return self._call("nvmlSystemGetDriverVersion") if self.start() else None
 
     def cuda_driver_version(self) -> str | None:
         """CUDA version the driver supports, as ``"12.4"``."""
-        if not self.start():
-            return None
-        value = self._call("nvmlSystemGetCudaDriverVersion_v2")
+        value = self._call("nvmlSystemGetCudaDriverVersion_v2") if self.start() else None
         return None if value is None else f"{value // 1000}.{value % 1000 // 10}"
 
     def gpu_count(self) -> int:
@@ -214,10 +192,8 @@ class NvmlBackend:
         """Every GPU NVML can read; lost ones are left out (see :meth:`gpu`)."""
         found = []
         for index in range(self.gpu_count()):
-            try:
+            with contextlib.suppress(NvmlError):
                 found.append(self.gpu(index))
-            except NvmlError:
-                continue
         return found
 
     def _gpu_info(self, index: int, handle: Any) -> GpuInfo:
@@ -248,26 +224,20 @@ class NvmlBackend:
     # -- MIG ---------------------------------------------------------------------------
 
     def mig_devices(self, gpu_uuid: str) -> list[MigInfo]:
-        """The MIG devices of one GPU (empty when MIG is off or unsupported)."""
         parent = self._handle(gpu_uuid)
         slots = self._call("nvmlDeviceGetMaxMigDeviceCount", parent) or 0
         profiles = self._gi_profiles(parent)
-        found = []
-        for slot in range(slots):
-            handle = self._call("nvmlDeviceGetMigDeviceHandleByIndex", parent, slot)
-            if handle is not None:  # NotFound: an empty slot
-                found.append(self._mig_info(gpu_uuid, parent, handle, profiles))
-        return found
+        handles = [self._call("nvmlDeviceGetMigDeviceHandleByIndex", parent, slot)
+                   for slot in range(slots)]
+        return [self._mig_info(gpu_uuid, parent, handle, profiles)
+                for handle in handles if handle is not None]    # None: an empty slot
 
     def _gi_profiles(self, parent: Any) -> dict[int, tuple[str, int, int]]:
         """GPU instance profile id -> (canonical name "1g.10gb", slices, MiB)."""
-        found: dict[int, tuple[str, int, int]] = {}
-        for index in range(int(getattr(self._nv, "NVML_GPU_INSTANCE_PROFILE_COUNT", 0))):
-            info = self._call("nvmlDeviceGetGpuInstanceProfileInfo", parent, index)
-            if info is not None and info.instanceCount:
-                found[int(info.id)] = (_profile_name(_text(info.name)), int(info.sliceCount),
-                                       int(info.memorySizeMB))
-        return found
+        count = int(getattr(self._nv, "NVML_GPU_INSTANCE_PROFILE_COUNT", 0))
+        infos = [self._call("nvmlDeviceGetGpuInstanceProfileInfo", parent, i) for i in range(count)]
+        return {int(i.id): (_profile_name(_text(i.name)), int(i.sliceCount), int(i.memorySizeMB))
+                for i in infos if i is not None and i.instanceCount}
 
     def _mig_info(self, gpu_uuid: str, parent: Any, handle: Any,
                   profiles: dict[int, tuple[str, int, int]]) -> MigInfo:
@@ -284,8 +254,7 @@ class NvmlBackend:
                        memory_total=None if memory is None else int(memory.total))
 
     def _gi_profile_id(self, parent: Any, gi_id: int) -> int | None:
-        """The profile of a GPU instance; None where NVML refuses (the GPU instance
-        calls need root, and the agent may run unprivileged)."""
+        """The profile of a GPU instance; None where NVML refuses (it needs root)."""
         absent = _ABSENT | {_NO_PERMISSION}
         gi = self._call("nvmlDeviceGetGpuInstanceById", parent, gi_id, absent=absent)
         info = None if gi is None else self._call("nvmlGpuInstanceGetInfo", gi,
@@ -294,8 +263,7 @@ class NvmlBackend:
 
     def _profile_by_attributes(self, handle: Any,
                                profiles: dict[int, tuple[str, int, int]]) -> int:
-        """The profile whose slice count and memory match the MIG device's attributes
-        (unprivileged); -1 when none does."""
+        """The profile matching a MIG device's slices and memory (unprivileged); -1: none."""
         attrs = self._call("nvmlDeviceGetAttributes_v2", handle)
         if attrs is None:
             return -1
@@ -308,12 +276,9 @@ class NvmlBackend:
 
     def vgpu_types(self, gpu_uuid: str) -> dict[int, str]:
         """vGPU type id -> name the GPU supports (empty without the vGPU host driver)."""
-        handle = self._handle(gpu_uuid)
-        out: dict[int, str] = {}
-        for type_id in self._call("nvmlDeviceGetSupportedVgpus", handle) or []:
-            value = int(getattr(type_id, "value", type_id))
-            out[value] = self._call("nvmlVgpuTypeGetName", value) or ""
-        return out
+        ids = self._call("nvmlDeviceGetSupportedVgpus", self._handle(gpu_uuid)) or []
+        return {value: self._call("nvmlVgpuTypeGetName", value) or ""
+                for value in (int(getattr(t, "value", t)) for t in ids)}
 
     # -- health and stats --------------------------------------------------------------
 
@@ -332,37 +297,24 @@ class NvmlBackend:
             remap_failed=None if remap is None else bool(remap[3]))
 
     def stats(self, uuid: str) -> dict[str, float]:
-        """Utilisation, memory, temperature and power of a GPU or MIG device, each only
-        where NVML supports it (MIG devices have no utilisation, temperature or power)."""
+        """Utilisation, memory, temperature and power, where NVML has them (MIG: memory only)."""
         handle = self._handle(uuid)
-        nv = self._nv
-        out: dict[str, float] = {}
         util = self._call("nvmlDeviceGetUtilizationRates", handle)
-        if util is not None:
-            out["utilization_gpu_percent"] = float(util.gpu)
-            out["utilization_memory_percent"] = float(util.memory)
         memory = self._call("nvmlDeviceGetMemoryInfo", handle)
-        if memory is not None:
-            out["memory_used_bytes"] = float(memory.used)
-            out["memory_total_bytes"] = float(memory.total)
-        temp = self._call("nvmlDeviceGetTemperature", handle, nv.NVML_TEMPERATURE_GPU)
-        if temp is not None:
-            out["temperature_celsius"] = float(temp)
+        temp = self._call("nvmlDeviceGetTemperature", handle, self._nv.NVML_TEMPERATURE_GPU)
         power = self._call("nvmlDeviceGetPowerUsage", handle)
-        if power is not None:
-            out["power_watts"] = power / 1000.0
-        return out
+        values = {"utilization_gpu_percent": util and util.gpu,
+                  "utilization_memory_percent": util and util.memory,
+                  "memory_used_bytes": memory and memory.used,
+                  "memory_total_bytes": memory and memory.total, "temperature_celsius": temp,
+                  "power_watts": None if power is None else power / 1000.0}
+        return {k: float(v) for k, v in values.items() if v is not None}
 
     # -- events ------------------------------------------------------------------------
 
     def wait_events(self, gpu_uuids: list[str], timeout_ms: int,
                     max_events: int = _MAX_EVENTS) -> list[Event]:
-        """Drain pending health events of ``gpu_uuids``.
-
-        The first wait blocks at most ``timeout_ms``; later ones do not block, and at most
-        ``max_events`` are read, so one call is bounded. Events queue in NVML between
-        calls, so polling from the health loop loses none.
-        """
+        """Drain health events of ``gpu_uuids``, waiting at most ``timeout_ms`` for the first."""
         if not self.start():
             return []
         event_set = self._event_set_for(gpu_uuids)
@@ -371,15 +323,10 @@ class NvmlBackend:
         events: list[Event] = []
         wait = max(0, int(timeout_ms))
         while len(events) < max_events:
-            try:
-                data = self._nv.nvmlEventSetWait_v2(event_set, wait)
-            except self._nv.NVMLError as exc:
-                if getattr(exc, "value", None) == _GPU_IS_LOST:
-                    raise GpuLost("nvmlEventSetWait_v2: GPU is lost", _GPU_IS_LOST) from exc
-                if getattr(exc, "value", None) in _ABSENT | {_TIMEOUT}:
-                    break
-                raise NvmlError(f"nvmlEventSetWait_v2: {exc}",
-                                getattr(exc, "value", None)) from exc
+            data = self._call("nvmlEventSetWait_v2", event_set, wait,
+                              absent=_ABSENT | {_TIMEOUT})
+            if data is None:
+                break
             wait = 0
             event = self._event(data)
             if event is not None:
@@ -403,9 +350,7 @@ class NvmlBackend:
         event_set = self._call("nvmlEventSetCreate")
         if event_set is None:
             return None
-        mask = 0
-        for bit in self._wanted_events():
-            mask |= bit
+        mask = functools.reduce(operator.or_, self._wanted_events(), 0)
         for uuid in sorted(wanted):
             try:
                 handle = self._handle(uuid)
@@ -432,7 +377,6 @@ class NvmlBackend:
 
 
 def _init_reason(exc: Exception) -> str:
-    """Operator-facing text for an nvmlInit failure."""
     code = getattr(exc, "value", None)
     if code == _LIBRARY_NOT_FOUND:
         return f"libnvidia-ml.so.1 not found: the NVIDIA driver is not installed ({exc})"

@@ -1,18 +1,8 @@
 """PCI addresses: the one place where they are parsed, normalised and matched.
 
-Every tool writes PCI addresses differently: NVML returns ``00000000:3B:00.0`` (8-digit
-domain, upper case), sysfs uses ``0000:3b:00.0``, lspci without ``-D`` prints ``3b:00.0``
-and attach handles carry ``{"domain": "0000", "bus": "3b", "device": "00", "function":
-"0"}``. Identities and comparisons must not depend on which tool a string came from, so
-everything that handles an address goes through :func:`parse` / :func:`normalize` and
-compares :class:`PciAddress` values or their canonical sysfs string.
-
-Public API (stable; other modules build on it):
-
-* :class:`PciAddress` (frozen; ``str()`` is the sysfs form ``0000:3b:00.0``)
-* :func:`parse`, :func:`normalize`, :func:`is_address`
-* :func:`to_attach_info`, :func:`from_attach_info`
-* :func:`matches` (glob address specs such as ``0000:3b:*.*`` or ``3b:00.*``)
+Tools spell addresses differently (NVML ``00000000:3B:00.0``, sysfs ``0000:3b:00.0``,
+lspci ``3b:00.0``, attach handles ``{"domain": "0000", "bus": "3b", ...}``), so
+everything compares :class:`PciAddress` values or their canonical sysfs string.
 """
 
 from __future__ import annotations
@@ -47,27 +37,18 @@ class PciAddress:
         return f"{self.domain:04x}:{self.bus:02x}:{self.device:02x}.{self.function:x}"
 
     @property
-    def devfn(self) -> int:
-        """The 8-bit device/function number (device << 3 | function)."""
-        return (self.device << 3) | self.function
-
-    @property
     def routing_id(self) -> int:
-        """The 16-bit requester id (bus << 8 | devfn), the base of SR-IOV VF numbering."""
-        return (self.bus << 8) | self.devfn
+        """The 16-bit requester id, the base of SR-IOV VF numbering."""
+        return (self.bus << 8) | (self.device << 3) | self.function
 
     @classmethod
     def from_routing_id(cls, domain: int, rid: int) -> PciAddress:
-        """The address for a routing id: how the kernel places VFs (PF rid + offset +
-        stride * n)."""
+        """The address for a routing id (how the kernel places VFs)."""
         return cls(domain, (rid >> 8) & 0xFF, (rid >> 3) & 0x1F, rid & 0x7)
 
 
 def parse(text: str) -> PciAddress:
-    """Parse any common spelling: ``00000000:3B:00.0``, ``0000:3b:00.0``, ``3b:00.0``.
-
-    Raises ValueError for anything else (globs included: use :func:`matches` for those).
-    """
+    """Parse any common spelling (``0000:3b:00.0``, ``3b:00.0``, ...); ValueError otherwise."""
     m = _ADDR_RE.match(text.strip()) if isinstance(text, str) else None
     if m is None:
         raise ValueError(f"not a PCI address: {text!r}")
@@ -76,12 +57,10 @@ def parse(text: str) -> PciAddress:
 
 
 def normalize(text: str) -> str:
-    """The canonical sysfs spelling (``0000:3b:00.0``) of any accepted spelling."""
     return str(parse(text))
 
 
 def is_address(text: str) -> bool:
-    """True when ``text`` parses as a PCI address."""
     try:
         parse(text)
     except ValueError:
@@ -90,18 +69,14 @@ def is_address(text: str) -> bool:
 
 
 def to_attach_info(address: str | PciAddress) -> dict[str, str]:
-    """The attach_info fields of a PCI attach handle: hex strings as the report uses them
-    (``"0000"``, ``"3b"``, ``"00"``, ``"1"``)."""
+    """The attach_info of a PCI handle: hex strings (``"0000"``, ``"3b"``, ``"00"``, ``"1"``)."""
     a = address if isinstance(address, PciAddress) else parse(address)
     return {"domain": f"{a.domain:04x}", "bus": f"{a.bus:02x}",
             "device": f"{a.device:02x}", "function": f"{a.function:x}"}
 
 
 def from_attach_info(info: dict[str, str]) -> PciAddress:
-    """The address in a PCI attach_info (extra keys such as physical_network are ignored).
-
-    Raises ValueError when a field is missing or not hex.
-    """
+    """The address in a PCI attach_info (extra keys ignored); ValueError if malformed."""
     try:
         return PciAddress(int(info["domain"], 16), int(info["bus"], 16),
                           int(info["device"], 16), int(info["function"], 16))
@@ -110,11 +85,7 @@ def from_attach_info(info: dict[str, str]) -> PciAddress:
 
 
 def _split_spec(spec: str) -> dict[str, str]:
-    """Split an address glob into its four fields, filling missing leading ones with ``*``.
-
-    ``"3b:00.*"`` -> domain ``*``; ``"*"`` -> everything ``*``; ``"00.1"`` -> any
-    domain and bus.
-    """
+    """An address glob's four fields, missing leading ones ``*`` (``3b:00.*``: any domain)."""
     spec = spec.strip().lower()
     if spec in ("", "*"):
         return dict.fromkeys(_WIDTHS, "*")
@@ -129,8 +100,7 @@ def _split_spec(spec: str) -> dict[str, str]:
 
 
 def _norm_field(value: str, name: str) -> str:
-    """Zero-pad a literal hex field to its canonical width (leave globs alone); a longer
-    domain such as NVML's ``00000000`` is reduced to the 4-digit sysfs form."""
+    """Zero-pad a literal hex field to its canonical width (globs stay as they are)."""
     if any(ch in value for ch in "*?["):
         return value
     try:
@@ -141,22 +111,12 @@ def _norm_field(value: str, name: str) -> str:
 
 
 def validate_spec(spec: str) -> None:
-    """Raise ValueError when ``spec`` is not a usable address glob."""
-    fields = _split_spec(spec)
-    for name, value in fields.items():
+    for name, value in _split_spec(spec).items():
         _norm_field(value, name)
 
 
 def matches(spec: str, address: str | PciAddress) -> bool:
-    """True when ``address`` matches the glob ``spec``.
-
-    Each field is matched on its own with shell-style wildcards after both sides are
-    normalised, so ``3B:00.*`` matches ``0000:3b:00.1`` and ``*:3b:*.*`` matches any
-    device on bus 3b in any domain. Raises ValueError for a malformed spec.
-    """
-    a = address if isinstance(address, PciAddress) else parse(address)
-    fields = _split_spec(spec)
-    canon = {"domain": f"{a.domain:04x}", "bus": f"{a.bus:02x}",
-             "device": f"{a.device:02x}", "function": f"{a.function:x}"}
-    return all(fnmatch.fnmatchcase(canon[name], _norm_field(fields[name], name))
-               for name in _WIDTHS)
+    """True when ``address`` matches the glob ``spec``; ValueError for a malformed spec."""
+    canon = to_attach_info(address)
+    return all(fnmatch.fnmatchcase(canon[name], _norm_field(value, name))
+               for name, value in _split_spec(spec).items())

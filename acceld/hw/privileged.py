@@ -1,25 +1,15 @@
 """The agent's only privileged code: sysfs writes and vendor tools, via oslo.privsep.
 
-Why a narrow surface: the agent runs unprivileged and asks a privsep daemon (started on
-the first call, through rootwrap/sudo as configured in ``[acceld_privileged]``) to do the
-few things that need root. Each entrypoint re-checks its arguments inside the daemon,
-because the daemon must not trust its caller:
-
-* :func:`sysfs_write` writes only to existing files under ``/sys`` (symlinks resolved,
-  ``..`` refused, nothing created);
-* :func:`execute` runs only programs on :data:`ALLOWED_PROGRAMS`, with an argv list and
-  never a shell.
-
-The checks are plain functions (:func:`check_sysfs_path`, :func:`check_argv`) so tests
-call them without starting a daemon; :func:`write_checked` and :func:`execute_checked`
-are the unprivileged bodies the entrypoints run.
+Each entrypoint re-checks its arguments inside the daemon, which must not trust its
+caller: :func:`sysfs_write` writes only to existing files under ``/sys``, :func:`execute`
+runs only programs on :data:`ALLOWED_PROGRAMS`. The checks are plain functions (tests).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
-import subprocess
 
 # isort: split
 import acceld.threading_backend  # noqa: F401 - its warning filters cover privsep's eventlet
@@ -27,6 +17,8 @@ import acceld.threading_backend  # noqa: F401 - its warning filters cover privse
 # isort: split
 from oslo_privsep import capabilities as caps
 from oslo_privsep import priv_context
+
+from acceld.hw import runner
 
 # Tools the agent drives: OPAE and XRT FPGA programming, NVIDIA SR-IOV and nvidia-smi.
 ALLOWED_PROGRAMS = frozenset({"fpgaconf", "xbutil", "xbmgmt", "sriov-manage", "nvidia-smi",
@@ -48,11 +40,9 @@ default = priv_context.PrivContext(
 
 
 def check_sysfs_path(path: str, sys_root: str = "/sys") -> str:
-    """The resolved path when ``path`` is an existing file under ``sys_root``.
-
-    Raises ValueError for relative paths, ``..`` components, NUL bytes, anything that
-    resolves (after symlinks) outside ``sys_root``, and directories.
-    """
+    """The resolved path when ``path`` is an existing file under ``sys_root``;
+    ValueError for relative paths, ``..``, NUL bytes, directories and anything that
+    resolves outside ``sys_root``."""
     if not isinstance(path, str) or "\0" in path:
         raise ValueError("sysfs path must be a string without NUL bytes")
     if not os.path.isabs(path):
@@ -68,34 +58,23 @@ def check_sysfs_path(path: str, sys_root: str = "/sys") -> str:
     return resolved
 
 
-def check_value(value: str) -> str:
-    """A sysfs value: a short string without NUL bytes."""
+def write_checked(path: str, value: str, sys_root: str = "/sys") -> None:
+    """Check, then write ``value`` in one write() as ``echo -n`` would (never creating a file)."""
+    resolved = check_sysfs_path(path, sys_root)
     if not isinstance(value, str) or "\0" in value or len(value) > MAX_VALUE_LENGTH:
         raise ValueError("sysfs value must be a string without NUL, at most "
                          f"{MAX_VALUE_LENGTH} characters")
-    return value
-
-
-def write_checked(path: str, value: str, sys_root: str = "/sys") -> None:
-    """Check, then write ``value`` in one write() call, as ``echo -n`` would; never
-    creates a file. OSError from the kernel (EBUSY, ERANGE, ...) propagates."""
-    resolved = check_sysfs_path(path, sys_root)
-    data = check_value(value).encode()
     fd = os.open(resolved, os.O_WRONLY | os.O_CLOEXEC)
     try:
-        os.write(fd, data)
+        os.write(fd, value.encode())
     finally:
         os.close(fd)
 
 
 def check_argv(argv: list[str]) -> list[str]:
-    """The argv with its program resolved, when the program is allowed.
-
-    ``argv[0]`` is a bare name on :data:`ALLOWED_PROGRAMS` (looked up on PATH) or an
-    absolute path whose basename is on it (``/usr/lib/nvidia/sriov-manage``), owned by
-    root and writable by nobody else. Raises
-    ValueError otherwise, and for non-string or NUL-containing arguments.
-    """
+    """The argv with its program resolved: a bare name on :data:`ALLOWED_PROGRAMS`
+    (looked up on PATH) or an absolute path with such a basename, owned by root and
+    writable by nobody else. ValueError otherwise, and for non-string arguments."""
     if not isinstance(argv, (list, tuple)) or not argv:
         raise ValueError("argv must be a non-empty list")
     if not all(isinstance(a, str) and "\0" not in a for a in argv):
@@ -118,8 +97,7 @@ def check_argv(argv: list[str]) -> list[str]:
 
 
 def _check_trusted(program: str) -> None:
-    """An explicit program path must be a root-owned file nobody else can write, so a
-    caller cannot drop its own ``nvidia-smi`` into /tmp and have root run it."""
+    """An explicit program path must be root-owned and writable by nobody else."""
     try:
         st = os.stat(program)
     except FileNotFoundError:
@@ -130,33 +108,14 @@ def _check_trusted(program: str) -> None:
 
 
 def execute_checked(argv: list[str], timeout: float) -> tuple[int, str, str, bool]:
-    """Run an allowed program; returns ``(rc, stdout, stderr, timed_out)``.
-
-    No shell, stdin closed, output capped. rc 127 when the program does not exist.
-    """
+    """Run an allowed program: ``(rc, stdout, stderr, timed_out)``, output capped."""
     if not isinstance(timeout, (int, float)) or timeout <= 0:
         raise ValueError("timeout must be a positive number of seconds")
     try:
         resolved = check_argv(argv)
     except FileNotFoundError as exc:
-        return 127, "", str(exc), False
-    try:
-        proc = subprocess.run(resolved, shell=False, stdin=subprocess.DEVNULL,
-                              capture_output=True, timeout=timeout, check=False)
-    except FileNotFoundError as exc:
-        return 127, "", str(exc), False
-    except subprocess.TimeoutExpired as exc:
-        return (124, _text(exc.stdout), _text(exc.stderr)
-                + f"\ntimed out after {timeout}s", True)
-    return proc.returncode, _text(proc.stdout), _text(proc.stderr), False
-
-
-def _text(raw: bytes | str | None) -> str:
-    if raw is None:
-        return ""
-    if isinstance(raw, str):
-        return raw[:MAX_OUTPUT]
-    return raw[:MAX_OUTPUT].decode("utf-8", errors="replace")
+        return runner.RC_NOT_FOUND, "", str(exc), False
+    return dataclasses.astuple(runner.run_argv(resolved, timeout, MAX_OUTPUT))
 
 
 @default.entrypoint

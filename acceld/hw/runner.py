@@ -1,13 +1,6 @@
-"""Running vendor command-line tools (fpgaconf, xbutil, xbmgmt, sriov-manage, nvidia-smi).
-
-Drivers get a :class:`CommandRunner` in their context instead of calling subprocess, so
-tests hand them ``tests.fakes.runner.RecordingRunner`` (scripted results, recorded argv).
-The real :class:`SubprocessRunner` always passes an argv list (never a shell) and sends
-privileged commands through the privsep daemon (``acceld.hw.privileged.execute``),
-which checks the program against its allowlist.
-
-Conventions: a program that does not exist gives rc 127; a timeout gives rc 124 and
-``timed_out=True`` (as coreutils ``timeout`` does), so callers handle one Result type.
+"""Running vendor command-line tools (fpgaconf, xbutil, mdevctl, ...) from an argv list,
+privileged ones through the privsep daemon; a missing program gives rc 127, a timeout
+rc 124 with ``timed_out=True``. Tests hand the drivers a recording runner instead.
 """
 
 from __future__ import annotations
@@ -39,11 +32,7 @@ class CommandRunner(Protocol):
 
 
 class SubprocessRunner:
-    """Runs commands with subprocess (argv list, no shell, stdin closed).
-
-    ``privileged``: the default for :meth:`run`; True sends the command to the privsep
-    daemon, whose allowlist decides.
-    """
+    """Runs commands with subprocess; ``privileged`` is the default for :meth:`run`."""
 
     def __init__(self, privileged: bool = False) -> None:
         self.privileged = privileged
@@ -56,20 +45,21 @@ class SubprocessRunner:
         if self.privileged if privileged is None else privileged:
             from acceld.hw import privileged as priv  # lazy: privsep import cost
 
-            rc, out, err, timed_out = priv.execute(argv, timeout)
-            return Result(rc, out, err, timed_out)
-        try:
-            proc = subprocess.run(argv, shell=False, stdin=subprocess.DEVNULL,
-                                  capture_output=True, timeout=timeout, check=False)
-        except FileNotFoundError as exc:
-            return Result(RC_NOT_FOUND, "", str(exc))
-        except subprocess.TimeoutExpired as exc:
-            return Result(RC_TIMEOUT, _text(exc.stdout),
-                          _text(exc.stderr) + f"\ntimed out after {timeout}s", True)
-        return Result(proc.returncode, _text(proc.stdout), _text(proc.stderr))
+            return Result(*priv.execute(argv, timeout))
+        return run_argv(argv, timeout)
 
 
-def _text(raw: bytes | str | None) -> str:
-    if raw is None:
-        return ""
-    return raw if isinstance(raw, str) else raw.decode("utf-8", errors="replace")
+def run_argv(argv: list[str], timeout: float, limit: int | None = None) -> Result:
+    """Run ``argv`` (no shell, stdin closed), its output cut to ``limit`` bytes."""
+    def text(raw: bytes | str | None) -> str:
+        raw = (raw or b"")[:limit]
+        return raw if isinstance(raw, str) else raw.decode("utf-8", errors="replace")
+    try:
+        proc = subprocess.run(argv, shell=False, stdin=subprocess.DEVNULL,
+                              capture_output=True, timeout=timeout, check=False)
+    except FileNotFoundError as exc:
+        return Result(RC_NOT_FOUND, "", str(exc))
+    except subprocess.TimeoutExpired as exc:
+        return Result(RC_TIMEOUT, text(exc.stdout),
+                      text(exc.stderr) + f"\ntimed out after {timeout}s", True)
+    return Result(proc.returncode, text(proc.stdout), text(proc.stderr))

@@ -1,25 +1,13 @@
 """A small sysfs layer with an injectable root: the kernel ABI every driver reads.
 
-Why our own layer: sysfs is what lspci, libvirt, driverctl and mdevctl read; it needs no
-dependency, works without udevd and in containers, and a temp directory fakes it. Every
-path goes through :meth:`Sysfs.path` and every write through :meth:`Sysfs.write`, so a
-test hands the drivers ``FakeKernel(tmp_path)`` (``tests/fakes/kernel.py``), which reacts
-to writes as the kernel does, and a real host hands them ``Sysfs("/")``.
-
-Conventions of the API (stable; the NVIDIA and FPGA drivers build on it):
-
-* Paths given to methods are *host* paths (``/sys/bus/pci/devices/0000:3b:00.0/vendor``);
-  extra positional parts are joined on. :meth:`Sysfs.path` maps them under the root.
-* Reads return ``None`` for a missing file instead of raising: "not there" is a normal
-  answer (a device without SR-IOV, a host without IOMMU).
-* Writes go to an injected ``writer(real_path, value)``. With root ``/`` the default is the
-  privsep entrypoint ``acceld.hw.privileged.sysfs_write``; with any other root it is a
-  plain file write (a static tree, e.g. a umockdev testbed).
-* PCI addresses are accepted in any spelling and normalised with :mod:`acceld.hw.pci`.
+Methods take *host* paths (``/sys/...``) mapped under the root; reads return None for a
+missing file; every write goes to the injected writer (privsep's ``sysfs_write`` for
+root ``/``), so tests hand the drivers ``FakeKernel`` (``tests/fakes/kernel.py``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import os
@@ -47,8 +35,7 @@ class BindError(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class MdevType:
-    """One entry of ``mdev_supported_types``; ``available_instances`` is None when the
-    file is missing or unreadable."""
+    """One entry of ``mdev_supported_types`` (``available_instances`` None: unreadable)."""
 
     type_id: str
     name: str | None
@@ -59,16 +46,9 @@ class MdevType:
 
 @dataclasses.dataclass(frozen=True)
 class PciDevice:
-    """A snapshot of one PCI function's sysfs attributes.
-
-    IDs are lower-case hex without ``0x`` (vendor ``"8086"``, device ``"4940"``, class
-    ``"120000"``). ``numa_node`` is None for -1 (no affinity); ``iommu_group`` is None when
-    the IOMMU is off; the ``sriov_*`` fields are None for devices that are not SR-IOV
-    capable; ``physfn`` is the PF's address for a VF; ``virtfns`` the VFs' addresses in
-    index order. ``nvidia_creatable_vgpu_types`` / ``nvidia_current_vgpu_type`` are the raw
-    contents of the per-VF ``nvidia/`` files of NVIDIA's vendor-specific VFIO framework
-    (None when absent). ``mdev_supported_types`` maps type id -> :class:`MdevType`.
-    """
+    """A snapshot of one PCI function's sysfs attributes: ids in lower-case hex without
+    ``0x``, None for what the device does not have (NUMA affinity, IOMMU group, SR-IOV,
+    the ``nvidia/`` files of NVIDIA's per-VF vGPU framework)."""
 
     address: str
     vendor: str
@@ -104,17 +84,13 @@ class PciDevice:
 
 
 def _hex_id(raw: str | None, width: int) -> str | None:
-    """``"0x8086"`` -> ``"8086"``; None stays None."""
-    if raw is None:
-        return None
-    try:
+    """``"0x8086"`` -> ``"8086"``; None for None or what is not hex."""
+    with contextlib.suppress(TypeError, ValueError):
         return f"{int(raw, 16):0{width}x}"
-    except ValueError:
-        return None
+    return None
 
 
 def _plain_writer(real_path: str, value: str) -> None:
-    """Write like ``echo -n value > path`` (for static trees that are not a kernel)."""
     with open(real_path, "w", encoding="ascii") as f:
         f.write(value)
 
@@ -126,8 +102,6 @@ def _privsep_writer(real_path: str, value: str) -> None:
 
 
 class Sysfs:
-    """Reads and writes sysfs under ``root`` (``/`` on a real host)."""
-
     def __init__(self, root: str = "/", writer: Writer | None = None) -> None:
         self.root = os.path.abspath(root)
         self._real_root = os.path.realpath(self.root)
@@ -137,31 +111,27 @@ class Sysfs:
 
     # -- paths and plain reads ---------------------------------------------------------
     def path(self, host_path: str, *parts: str) -> str:
-        """The real filesystem path of a host path (``/sys/...``) under the root."""
         joined = os.path.join(host_path, *parts)
         if not joined.startswith("/"):
             raise ValueError(f"host paths are absolute: {joined!r}")
         return os.path.join(self.root, joined.lstrip("/"))
 
     def host_path(self, real_path: str) -> str:
-        """The inverse of :meth:`path` for a resolved real path (``/tmp/x/sys/a`` ->
-        ``/sys/a``)."""
+        """The inverse of :meth:`path` for a resolved real path."""
         rel = os.path.relpath(os.path.realpath(real_path), self._real_root)
         if rel.startswith(".."):
             raise ValueError(f"{real_path!r} is outside the sysfs root {self.root!r}")
         return "/" if rel == "." else "/" + rel
 
     def realpath(self, host_path: str, *parts: str) -> str:
-        """The host path with every symlink resolved (e.g. the device directory behind
-        ``/sys/bus/pci/devices/<bdf>``)."""
+        """The host path with every symlink resolved."""
         return self.host_path(os.path.realpath(self.path(host_path, *parts)))
 
     def exists(self, host_path: str, *parts: str) -> bool:
         return os.path.exists(self.path(host_path, *parts))
 
     def read(self, host_path: str, *parts: str) -> str | None:
-        """The stripped content of a file, or None when it is missing or unreadable
-        (e.g. a device removed while we look)."""
+        """The stripped content of a file; None when it is missing or unreadable."""
         try:
             with open(self.path(host_path, *parts), encoding="utf-8",
                       errors="replace") as f:
@@ -174,22 +144,16 @@ class Sysfs:
             raise
 
     def read_int(self, host_path: str, *parts: str) -> int | None:
-        """An integer attribute (decimal, or hex with ``0x``); None when missing or not
-        a number."""
-        raw = self.read(host_path, *parts)
-        if raw is None or raw == "":
-            return None
-        try:
+        """An integer attribute (decimal, or hex with ``0x``); None if missing or not one."""
+        raw = self.read(host_path, *parts) or ""
+        with contextlib.suppress(ValueError):
             return int(raw, 0) if raw.lower().startswith(("0x", "-0x")) else int(raw)
-        except ValueError:
-            return None
+        return None
 
     def readlink(self, host_path: str, *parts: str) -> str | None:
-        """The raw target of a symlink, or None when it is not a link."""
-        try:
+        with contextlib.suppress(OSError):
             return os.readlink(self.path(host_path, *parts))
-        except (FileNotFoundError, NotADirectoryError, OSError):
-            return None
+        return None
 
     def link_name(self, host_path: str, *parts: str) -> str | None:
         """The basename of a symlink's target (a device's ``driver`` -> ``vfio-pci``)."""
@@ -198,18 +162,15 @@ class Sysfs:
 
     def listdir(self, host_path: str, *parts: str) -> list[str]:
         """Sorted entries of a directory; empty when it does not exist."""
-        try:
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
             return sorted(os.listdir(self.path(host_path, *parts)))
-        except (FileNotFoundError, NotADirectoryError):
-            return []
+        return []
 
     def is_dir(self, host_path: str, *parts: str) -> bool:
         return os.path.isdir(self.path(host_path, *parts))
 
     def write(self, host_path: str, value: str) -> None:
-        """Write ``value`` to a sysfs attribute; raises OSError as the kernel would.
-
-        Everything that changes the host goes through here (FakeKernel overrides it)."""
+        """Write ``value`` to a sysfs attribute; raises OSError as the kernel would."""
         self._writer(self.path(host_path), value)
 
     # -- host facts ---------------------------------------------------------------------
@@ -222,35 +183,25 @@ class Sysfs:
         return self.listdir(IOMMU_GROUPS, str(group), "devices")
 
     def driver_loaded(self, name: str) -> bool:
-        """True when a PCI driver of that name is registered (``bus/pci/drivers/<name>``)."""
         return self.is_dir(PCI_DRIVERS, name)
 
     def module_loaded(self, name: str) -> bool:
-        """True when a kernel module (or built-in with parameters) is present; ``-`` and
-        ``_`` are the same to the kernel."""
+        """True when a kernel module is present (``-`` and ``_`` are the same to the kernel)."""
         return self.is_dir(MODULES, name.replace("-", "_"))
 
     # -- PCI view -----------------------------------------------------------------------
     def pci_addresses(self) -> list[str]:
-        """Every PCI function's canonical address, sorted."""
-        out = []
-        for entry in self.listdir(PCI_DEVICES):
-            if pci.is_address(entry):
-                out.append(pci.normalize(entry))
-        return sorted(out)
+        return sorted(pci.normalize(e) for e in self.listdir(PCI_DEVICES) if pci.is_address(e))
 
     def pci_devices(self) -> list[PciDevice]:
         """A snapshot of every PCI function (devices that vanish mid-scan are left out)."""
-        devices = []
-        for address in self.pci_addresses():
-            dev = self.pci_device(address)
-            if dev is not None:
-                devices.append(dev)
-        return devices
+        return [d for d in map(self.pci_device, self.pci_addresses()) if d is not None]
 
     def device_path(self, address: str, *parts: str) -> str:
-        """The host path of a PCI device's attribute (``/sys/bus/pci/devices/<bdf>/...``)."""
         return os.path.join(PCI_DEVICES, pci.normalize(address), *parts)
+
+    def attr(self, address: str, *parts: str) -> str | None:
+        return self.read(self.device_path(address, *parts))
 
     def pci_device(self, address: str) -> PciDevice | None:
         """A snapshot of one PCI function, or None when it does not exist."""
@@ -288,24 +239,17 @@ class Sysfs:
     def virtfns(self, pf: str) -> list[str]:
         """The PF's VF addresses, ordered by VF index (virtfn0, virtfn1, ...)."""
         base = self.device_path(pf)
-        found = []
-        for entry in self.listdir(base):
-            m = _VIRTFN_RE.match(entry)
-            target = self.link_name(base, entry) if m else None
-            if m and target and pci.is_address(target):
-                found.append((int(m.group(1)), pci.normalize(target)))
-        return [addr for _, addr in sorted(found)]
+        found = [(int(m.group(1)), target) for entry in self.listdir(base)
+                 if (m := _VIRTFN_RE.match(entry)) and (target := self.link_name(base, entry))
+                 and pci.is_address(target)]
+        return [pci.normalize(target) for _, target in sorted(found)]
 
     def driver_of(self, address: str) -> str | None:
-        """The name of the driver bound to a device, None when unbound."""
         return self.link_name(self.device_path(address, "driver"))
 
     def aer_fatal_count(self, address: str) -> int | None:
         """The TOTAL_ERR_FATAL counter of ``aer_dev_fatal``; None when there is no AER."""
-        raw = self.read(self.device_path(address, "aer_dev_fatal"))
-        if raw is None:
-            return None
-        for line in raw.splitlines():
+        for line in (self.attr(address, "aer_dev_fatal") or "").splitlines():
             fields = line.split()
             if len(fields) == 2 and fields[0] == "TOTAL_ERR_FATAL" and fields[1].isdigit():
                 return int(fields[1])
@@ -313,54 +257,38 @@ class Sysfs:
 
     # -- mdev view ----------------------------------------------------------------------
     def mdev_types_at(self, parent_path: str) -> dict[str, MdevType]:
-        """``mdev_supported_types`` under a parent device's host path."""
-        types_dir = os.path.join(parent_path, "mdev_supported_types")
-        out = {}
-        for type_id in self.listdir(types_dir):
-            tdir = os.path.join(types_dir, type_id)
-            out[type_id] = MdevType(
-                type_id=type_id, name=self.read(tdir, "name"),
-                available_instances=self.read_int(tdir, "available_instances"),
-                device_api=self.read(tdir, "device_api"),
-                description=self.read(tdir, "description"))
-        return out
+        types = os.path.join(parent_path, "mdev_supported_types")
+        return {t: MdevType(type_id=t, name=self.read(types, t, "name"),
+                            available_instances=self.read_int(types, t, "available_instances"),
+                            device_api=self.read(types, t, "device_api"),
+                            description=self.read(types, t, "description"))
+                for t in self.listdir(types)}
 
     def mdev_parents(self) -> list[str]:
         """Names in ``/sys/class/mdev_bus`` (PCI addresses for PCI parents)."""
         return self.listdir(MDEV_BUS)
 
     def mdev_types(self, parent: str) -> dict[str, MdevType]:
-        """The mdev types of a parent listed in ``/sys/class/mdev_bus``."""
         return self.mdev_types_at(os.path.join(MDEV_BUS, _mdev_parent_name(parent)))
 
     def mdev_exists(self, uuid: str) -> bool:
         return self.exists(MDEV_DEVICES, uuid.lower())
 
     def mdev_type_of(self, uuid: str) -> str | None:
-        """The type id an existing mdev was created with."""
         return self.link_name(MDEV_DEVICES, uuid.lower(), "mdev_type")
 
     def mdev_parent_of(self, uuid: str) -> str | None:
-        """The name of the parent device of an existing mdev."""
         if not self.mdev_exists(uuid):
             return None
         return os.path.basename(os.path.dirname(self.realpath(MDEV_DEVICES, uuid.lower())))
 
     def mdev_devices(self, parent: str, type_id: str) -> list[str]:
-        """UUIDs of the mdevs of one type on one parent."""
         return self.listdir(MDEV_BUS, _mdev_parent_name(parent), "mdev_supported_types",
                             type_id, "devices")
 
     # -- operations ---------------------------------------------------------------------
     def set_numvfs(self, pf: str, count: int, *, autoprobe: bool | None = None) -> None:
-        """Set a PF's VF count.
-
-        The kernel refuses N -> M with both non-zero (EBUSY), so a change between two
-        non-zero counts goes through 0. With ``autoprobe`` given, ``sriov_drivers_autoprobe``
-        is written first (False keeps the PF's VF driver off VFs meant for vfio-pci).
-        OSError from the kernel propagates (ERANGE above totalvfs, EBUSY while VFs are in
-        use).
-        """
+        """Set a PF's VF count, through 0 (the kernel refuses N -> M); ``autoprobe`` first."""
         base = self.device_path(pf)
         current = self.read_int(base, "sriov_numvfs")
         if current is None:
@@ -376,7 +304,6 @@ class Sysfs:
         self.write(os.path.join(base, "sriov_numvfs"), str(count))
 
     def unbind(self, address: str) -> None:
-        """Unbind a device from its driver (no-op when unbound)."""
         addr = pci.normalize(address)
         driver = self.driver_of(addr)
         if driver is not None:
@@ -387,16 +314,8 @@ class Sysfs:
         self.write(self.device_path(address, "driver_override"), driver or "\n")
 
     def bind_driver(self, address: str, driver: str) -> None:
-        """Bind a device to ``driver`` the way driverctl does: driver_override, unbind,
-        drivers_probe, then check. The override stays set so that a later reprobe (or
-        the PF's VF driver) does not take the device back. Idempotent.
-
-        Raises BindError when the device did not end on ``driver`` (driver not loaded,
-        probe refused) and OSError from the writes.
-        """
-        addr = pci.normalize(address)
-        if not self.exists(self.device_path(addr)):
-            raise OSError(errno.ENODEV, f"PCI device {addr} does not exist")
+        """Bind a device to ``driver`` as driverctl does, keeping the override; idempotent."""
+        addr = self._existing(address)
         current = self.driver_of(addr)
         override = self.read(self.device_path(addr, "driver_override"))
         if current == driver and override == driver:
@@ -412,34 +331,34 @@ class Sysfs:
                             f"for {driver}")
 
     def restore_driver(self, address: str, original: str | None) -> None:
-        """Give a device back to ``original`` (None: leave it unbound) and clear the
-        override, so that the host's normal driver matching applies again. Idempotent."""
-        addr = pci.normalize(address)
-        if not self.exists(self.device_path(addr)):
-            raise OSError(errno.ENODEV, f"PCI device {addr} does not exist")
+        """Give a device back to ``original`` (None: unbound) and clear the override."""
+        addr = self._existing(address)
         if original is None:
             self.unbind(addr)
         elif self.driver_of(addr) != original:
             self.bind_driver(addr, original)
-        if self.read(self.device_path(addr, "driver_override")) not in (None, "(null)", ""):
-            self.set_driver_override(addr, None)
+        self._clear_override(addr)
 
     def reprobe(self, address: str) -> str | None:
-        """Hand a device back to the kernel's own driver matching (``driverctl
-        unset-override``): clear the override, unbind, ``drivers_probe``. Returns the
-        driver the kernel chose (None when no loaded driver claims it)."""
-        addr = pci.normalize(address)
-        if not self.exists(self.device_path(addr)):
-            raise OSError(errno.ENODEV, f"PCI device {addr} does not exist")
-        if self.read(self.device_path(addr, "driver_override")) not in (None, "(null)", ""):
-            self.set_driver_override(addr, None)
+        """Hand a device back to the kernel's driver matching; the driver it chose, or None."""
+        addr = self._existing(address)
+        self._clear_override(addr)
         self.unbind(addr)
         self.write(PCI_DRIVERS_PROBE, addr)
         return self.driver_of(addr)
 
+    def _existing(self, address: str) -> str:
+        addr = pci.normalize(address)
+        if not self.exists(self.device_path(addr)):
+            raise OSError(errno.ENODEV, f"PCI device {addr} does not exist")
+        return addr
+
+    def _clear_override(self, addr: str) -> None:
+        if self.attr(addr, "driver_override") not in (None, "(null)", ""):
+            self.set_driver_override(addr, None)
+
     def mdev_create(self, parent: str, type_id: str, uuid: str) -> bool:
-        """Create an mdev; True when created, False when that UUID already existed
-        (EEXIST from the kernel counts as done: the call is idempotent)."""
+        """Create an mdev; False when that UUID already existed (EEXIST counts as done)."""
         uuid = uuid.lower()
         if self.mdev_exists(uuid):
             return False
@@ -467,8 +386,7 @@ class Sysfs:
         return True
 
     def set_current_vgpu_type(self, vf: str, type_id: int) -> None:
-        """NVIDIA vendor-specific VFIO framework: create (type id) or destroy (0) the vGPU
-        of a VF by writing ``nvidia/current_vgpu_type``."""
+        """Create (type id) or destroy (0) a VF's vGPU (NVIDIA's per-VF framework)."""
         self.write(self.device_path(vf, "nvidia", "current_vgpu_type"), str(int(type_id)))
 
 

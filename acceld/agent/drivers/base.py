@@ -1,21 +1,9 @@
-"""The driver protocol and its injected collaborators.
+"""The driver protocol (:class:`BaseDriver`) and its injected collaborators.
 
-A driver is small. ``discover()`` returns plain report data and records why it found what
-it found (``explain()``); ``health()`` and ``stats()`` read the devices' condition;
-``install``/``uninstall`` prepare a device for use (bind to vfio-pci, create VFs, ...) and
-reverse it; ``attach_host``/``detach_host`` make a device usable by the host itself;
-``prepare``/``release`` do the host-side work of one attach handle for a bind (create an
-mdev, a vGPU, ...); ``program`` loads an image (FPGAs only). Every operation is
-idempotent: the agent may run it again after a crash.
-
-A driver's options are its own: the class names its group and options (``conf_group``,
-``conf_opts``) and acceld registers those of every installed driver (every entry point in
-``acceld.drivers``) and lists them for oslo-config-generator, so a new driver touches no
-core module.
-
-Drivers never import their collaborators globally: the sysfs root, the command runner,
-the NVML backend and the clock come in the :class:`DriverContext`, so tests hand them a
-fake kernel tree, a recording runner and a fake NVML, and a real host hands them ``/``.
+Every driver operation is idempotent: the agent may run it again after a crash. A
+driver class names its own option group (``conf_group``, ``conf_opts``), which acceld
+registers and lists for oslo-config-generator; sysfs, runner, NVML and clock come in the
+:class:`DriverContext`, so tests hand in fakes.
 """
 
 from __future__ import annotations
@@ -28,6 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 from oslo_config import cfg
 
 from acceld import reports
+from acceld.hw import pci
 
 # Health of one device, as drivers report it (worst first).
 HEALTH_FAILED = "failed"
@@ -38,13 +27,7 @@ HEALTH_STATES = (HEALTH_FAILED, HEALTH_DEGRADED, HEALTH_OK)
 
 @dataclasses.dataclass(frozen=True)
 class DriverContext:
-    """What a driver gets instead of globals.
-
-    ``sysfs`` (an ``acceld.hw.sysfs.Sysfs``), ``runner`` (an ``acceld.hw.runner``
-    command runner) and ``nvml`` (an NVML backend, or None for "use the real library if
-    it loads") are optional so that the fake driver and old tests need none of them; a
-    driver that needs one and finds None builds the real one for ``/``.
-    """
+    """What a driver gets instead of globals (None: the real one)."""
 
     conf: cfg.ConfigOpts
     host: str
@@ -62,8 +45,7 @@ class DriverError(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class Check:
-    """One precondition a driver looked at during discovery (kernel driver loaded,
-    IOMMU on, vfio-pci available, ...)."""
+    """One precondition a driver looked at during discovery (IOMMU on, ...)."""
 
     name: str
     ok: bool
@@ -72,7 +54,6 @@ class Check:
 
 @dataclasses.dataclass(frozen=True)
 class Skipped:
-    """A device the driver saw and did not report, and why."""
 
     address: str
     reason: str
@@ -98,31 +79,12 @@ class Health:
     status: str = HEALTH_OK             # one of HEALTH_STATES
     reasons: tuple[str, ...] = ()
 
-
-@runtime_checkable
-class Driver(Protocol):
-    name: str
-    version: str
-
-    def discover(self) -> list[reports.Device]: ...
-
-    def explain(self) -> Explanation: ...
-
-    def health(self) -> dict[str, Health]: ...
-
-    def stats(self) -> dict[str, dict[str, float]]: ...
-
-    def install(self, identity: str) -> None: ...
-
-    def uninstall(self, identity: str) -> None: ...
-
-    def attach_host(self, identity: str) -> None: ...
-
-    def detach_host(self, identity: str) -> None: ...
-
-    def prepare(self, identity: str, attach_info: dict[str, str]) -> dict[str, str]: ...
-
-    def release(self, identity: str, attach_info: dict[str, str]) -> None: ...
+    @classmethod
+    def of(cls, failed: list[str], degraded: list[str]) -> Health:
+        """Failed (with every reason) when anything failed, else degraded, else ok."""
+        if failed:
+            return cls(HEALTH_FAILED, tuple(failed + degraded))
+        return cls(HEALTH_DEGRADED, tuple(degraded)) if degraded else cls()
 
 
 ProgressFn = Callable[[int, str], None]    # (percent 0-100, message)
@@ -130,18 +92,14 @@ ProgressFn = Callable[[int, str], None]    # (percent 0-100, message)
 
 @runtime_checkable
 class Programmable(Protocol):
-    """Drivers that load images (FPGAs) also have ``program``; it blocks until the
-    image is loaded or raises :class:`DriverError` and calls ``progress`` as it goes."""
+    """Drivers that load images: ``program`` blocks until loaded, calling ``progress``."""
 
     def program(self, identity: str, image_path: str, *, progress: ProgressFn,
                 timeout: float) -> dict[str, str]: ...
 
 
 class BaseDriver:
-    """Defaults for the optional parts of the protocol: a driver overrides what applies.
-
-    ``explain`` returns what the last discovery recorded with :meth:`_explained`.
-    """
+    """The driver protocol, with defaults for all but ``discover``."""
 
     name = "base"
     version = "0"
@@ -154,11 +112,17 @@ class BaseDriver:
         return [(cls.conf_group, list(cls.conf_opts))] if cls.conf_opts else []
 
     def __init__(self, ctx: DriverContext) -> None:
+        from acceld.hw.runner import SubprocessRunner
+        from acceld.hw.sysfs import Sysfs
+
         self.ctx = ctx
+        self.conf: Any = getattr(ctx.conf, self.conf_group, None)
+        self.sysfs: Sysfs = ctx.sysfs if ctx.sysfs is not None else Sysfs("/")
+        self.runner: Any = ctx.runner if ctx.runner is not None else SubprocessRunner()
         self._explanation = Explanation()
 
-    def _explained(self, explanation: Explanation) -> None:
-        self._explanation = explanation
+    def discover(self) -> list[reports.Device]:
+        raise NotImplementedError
 
     def explain(self) -> Explanation:
         return self._explanation
@@ -169,20 +133,35 @@ class BaseDriver:
     def stats(self) -> dict[str, dict[str, float]]:
         return {}
 
-    def install(self, identity: str) -> None:
+    def _nothing(self, identity: str, *attach_info: dict[str, str]) -> None:
         return None
 
-    def uninstall(self, identity: str) -> None:
-        return None
-
-    def attach_host(self, identity: str) -> None:
-        return None
-
-    def detach_host(self, identity: str) -> None:
-        return None
+    # nothing to do by default
+    install = uninstall = attach_host = detach_host = release = _nothing
 
     def prepare(self, identity: str, attach_info: dict[str, str]) -> dict[str, str]:
         return dict(attach_info)
 
-    def release(self, identity: str, attach_info: dict[str, str]) -> None:
-        return None
+
+def pci_address(identity: str, what: str = "a PCI address") -> str:
+    """``identity`` normalised; DriverError when it is not a PCI address."""
+    try:
+        return pci.normalize(identity)
+    except ValueError:
+        raise DriverError(f"{identity!r} is not {what}") from None
+
+
+def pci_handle(address: str, **extra: str) -> dict[str, Any]:
+    """A PCI attach handle of ``address`` (``extra`` joins its attach_info)."""
+    return {"attach_type": "PCI", "attach_info": {**pci.to_attach_info(address), **extra}}
+
+
+def deployable(name: str, rc: str, traits: Sequence[str],
+               handles: list[dict[str, Any]], **attributes: str) -> dict[str, Any]:
+    """A deployable of ``handles`` with resource class ``rc`` and ``traits``."""
+    return {"name": name, "num_accelerators": len(handles),
+            "attributes": {"rc": rc, **{f"trait{i}": t for i, t in enumerate(traits)},
+                           **attributes}, "attach_handles": handles}
+
+
+Driver = BaseDriver     # what the agent runs

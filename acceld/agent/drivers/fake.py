@@ -1,32 +1,16 @@
 """The fake driver: deterministic devices for demos and tests.
 
-Devices are seeded by the host name, so every run on a host finds the same devices with
-the same identities; types cycle GPU, FPGA, QAT, NIC. ``[fake_driver] profile = cyborg``
-reports upstream Cyborg's fake device instead (one FPGA, one deployable
-``<host>_FakeDevice`` of 16 PCI handles, trait ``CUSTOM_FAKE_DEVICE``), the shape Nova's
-functional tests and client test suites assume. Attach handles are real PCI addresses
-(hex function 0-7, eight functions per device number); ``traits`` and
-``physical_networks`` set a kind's traits and the physical network its handles carry.
-``[fake_driver] control_file`` (read at every discovery) lets a demo or a test change
-the host while the agent runs: ``device_count``, ``vf_count`` (handles of the QAT and
-NIC functions), ``fpga_function`` (the function loaded on the FPGAs, shown as a trait),
-``fail`` (discovery fails), ``fail_install``, ``install_seconds`` (how long an install
-takes), ``health`` ({identity: {"status",
-"reasons"}}), ``skipped`` ([{"address", "reason"}], shown in the explanation),
-``program_fail`` (programming fails)
-and ``program_seconds`` (how long programming takes; past the timeout it fails).
-
-Install state and the function each FPGA was programmed with live in a JSON file under
-the driver's state directory, written atomically, so every step is idempotent across
-restarts. A programmed function overrides ``fpga_function`` for that FPGA; an image
-names its function on a first line ``function: NAME`` (otherwise the function is the
-first eight hex digits of the image's SHA-256).
+Devices are seeded by the host name; ``profile = cyborg`` reports upstream Cyborg's fake
+device instead. ``[fake_driver] control_file`` (JSON, read at every discovery) changes
+the host while the agent runs: ``device_count``, ``vf_count``, ``fpga_function``,
+``fail``, ``fail_install``, ``install_seconds``, ``health``, ``skipped``,
+``program_fail``, ``program_seconds``. An image names its function on a first line
+``function: NAME`` (else: its SHA-256's first 8 hex digits).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import random
 import re
@@ -36,16 +20,8 @@ from oslo_config import cfg
 
 from acceld import reports
 from acceld.agent import fileutil
-from acceld.agent.drivers.base import (
-    BaseDriver,
-    Check,
-    DriverContext,
-    DriverError,
-    Explanation,
-    Health,
-    ProgressFn,
-    Skipped,
-)
+from acceld.agent.drivers import base
+from acceld.agent.drivers.base import BaseDriver, Check, DriverError, Health, Skipped
 from acceld.hw import pci
 
 _KINDS = (
@@ -99,9 +75,9 @@ class FakeDriver(BaseDriver):
     conf_group = "fake_driver"
     conf_opts = OPTS
 
-    def __init__(self, ctx: DriverContext) -> None:
+    def __init__(self, ctx: base.DriverContext) -> None:
         super().__init__(ctx)
-        conf = ctx.conf.fake_driver
+        conf = self.conf
         self._host = ctx.host
         self._cyborg = conf.profile == "cyborg"
         self._count = 1 if self._cyborg else conf.device_count
@@ -114,10 +90,7 @@ class FakeDriver(BaseDriver):
         self._state_file = os.path.join(ctx.state_dir, "fake-driver-state.json")
 
     def _control(self) -> dict[str, Any]:
-        if not self._control_file or not os.path.exists(self._control_file):
-            return {}
-        with open(self._control_file, encoding="utf-8") as f:
-            return json.load(f)
+        return (fileutil.read_json(self._control_file) if self._control_file else None) or {}
 
     def discover(self) -> list[reports.Device]:
         control = self._control()
@@ -128,12 +101,12 @@ class FakeDriver(BaseDriver):
         rng = random.Random(seed)
         programmed = self._state().get("programmed", {})
         devices = [self._device(i, rng, control, programmed) for i in range(count)]
-        self._explained(Explanation(
+        self._explanation = base.Explanation(
             checks=(Check("control file", True,
                           self._control_file or "none configured: defaults"),),
             expected=self._count, found=len(devices),
             skipped=tuple(Skipped(s["address"], s["reason"])
-                          for s in control.get("skipped", ()))))
+                          for s in control.get("skipped", ())))
         return devices
 
     def _device(self, index: int, rng: random.Random, control: dict[str, Any],
@@ -145,18 +118,16 @@ class FakeDriver(BaseDriver):
             nhandles = max(1, int(control["vf_count"]))
         bus = 0x0c if self._cyborg else 0x3b + index
         identity = str(pci.PciAddress(0, bus, 0, 0))
-        traits = self._traits.get(dtype, (trait,))
-        attributes = {"rc": rc, **{f"trait{i}": t for i, t in enumerate(traits)}}
+        traits = list(self._traits.get(dtype, (trait,)))
         function = programmed.get(identity) or control.get("fpga_function")
         if dtype == "FPGA" and function:
-            attributes[f"trait{len(traits)}"] = reports.function_trait(function)
+            traits.append(reports.function_trait(function))
         serial = f"FAKE{rng.randrange(16**8):08X}"
         first = 1 if nhandles > 1 else 0      # a multi-function card keeps function 0
-        handles = [{"attach_type": "PCI", "attach_info": pci.to_attach_info(
-            pci.PciAddress(0, bus, n // 8, n % 8))} for n in range(first, first + nhandles)]
-        if dtype in self._physnets:
-            for h in handles:
-                h["attach_info"]["physical_network"] = self._physnets[dtype]
+        physnet = ({"physical_network": self._physnets[dtype]} if dtype in self._physnets
+                   else {})
+        handles = [base.pci_handle(str(pci.PciAddress(0, bus, n // 8, n % 8)), **physnet)
+                   for n in range(first, first + nhandles)]
         name = f"{self._host}-fake-{dtype.lower()}-{index}"
         deployable = f"{self._host}_fake_{bus:02x}"
         if self._cyborg:
@@ -166,8 +137,7 @@ class FakeDriver(BaseDriver):
             std_board_info={"product_id": product, "class": "fake"},
             vendor_board_info={"serial": serial},
             controlpath={"type": "PCI", "info": pci.to_attach_info(identity)},
-            deployables=[{"name": deployable, "num_accelerators": nhandles,
-                          "attributes": attributes, "attach_handles": handles}])
+            deployables=[base.deployable(deployable, rc, traits, handles)])
 
     def health(self) -> dict[str, Health]:
         return {identity: Health(h.get("status", "ok"), tuple(h.get("reasons", ())))
@@ -188,17 +158,12 @@ class FakeDriver(BaseDriver):
         members = set(state.get(key, []))
         if (identity in members) == present:
             return
-        if present:
-            members.add(identity)
-        else:
-            members.discard(identity)
-        state[key] = sorted(members)
+        state[key] = sorted(members | {identity} if present else members - {identity})
         fileutil.write_json_atomic(self._state_file, state)
 
     def install(self, identity: str) -> None:
         control = self._control()
-        seconds = float(control.get("install_seconds", 0))
-        if seconds:
+        if seconds := float(control.get("install_seconds", 0)):
             self.ctx.sleep(seconds)
         if control.get("fail_install"):
             raise DriverError(f"fake install of {identity} failed (control file)")
@@ -217,12 +182,8 @@ class FakeDriver(BaseDriver):
         """Identities the fake host has installed (for tests and demos)."""
         return list(self._state().get("installed", []))
 
-    def host_attached(self) -> list[str]:
-        """Identities the fake host uses itself (for tests and demos)."""
-        return list(self._state().get("host_attached", []))
-
     # -- programming (the fake FPGAs) ------------------------------------------------------
-    def program(self, identity: str, image_path: str, *, progress: ProgressFn,
+    def program(self, identity: str, image_path: str, *, progress: base.ProgressFn,
                 timeout: float) -> dict[str, str]:
         """Load ``image_path`` into the fake FPGA ``identity`` in ten steps."""
         if not any(d.identity == identity and d.type == "FPGA" for d in self.discover()):

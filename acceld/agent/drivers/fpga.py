@@ -1,40 +1,10 @@
 """The FPGA driver: Intel cards through the kernel's DFL layout, Xilinx/AMD Alveo cards
-through XRT, and programming through the vendors' tools.
+through XRT (``xbutil examine``), programming through the vendors' tools.
 
-Discovery
-    *Intel (DFL).* Every PCI function bound to ``dfl-pci`` has an FPGA region
-    (``/sys/class/fpga_region/regionX``) holding its feature devices: the PF's region
-    has the FME (``dfl-fme.N``: ``ports_num``, ``bitstream_id``, ``errors/*``, ``hwmon``)
-    and the ports not released; after a port is released and SR-IOV is on, each VF
-    carries one port (``dfl-port.M``, whose ``afu_id`` names the loaded accelerator).
-    A card is its PF; its attach handles are the port VFs when there are any, else the
-    PF itself.
-
-    *Xilinx (XRT).* An Alveo card shows two functions of vendor ``10ee`` on one slot:
-    function 0 for management (``xclmgmt``) and function 1 for the user (``xocl``). The
-    card is its user function: that is what ``xbutil`` addresses, what gets programmed
-    and what a guest gets. The loaded xclbin comes from
-    ``xbutil examine -d <bdf> -r all -f JSON -o <file>``, read on these keys (every
-    value is a string, as boost's JSON writer emits them; an empty list is ``""``):
-    ``devices[].device_id`` (the BDF, selects the card), ``devices[].device_status``
-    (``HEALTHY``/``HANG``/``UNKNOWN``), ``devices[].dynamic_regions[].xclbin_uuid``
-    (the loaded function), ``devices[].platforms[0].static_region.{vbnv,logic_uuid,
-    fpga_name}`` (display only), ``devices[].platforms[0].status.mig_calibrated``,
-    ``devices[].thermals[].{is_present,temp_C}`` and
-    ``devices[].electrical.power_consumption_watts``.
-
-Each card is one FPGA device with one deployable (resource class ``FPGA``, trait
-``CUSTOM_FPGA_<VENDOR>_<MODEL>`` from the numeric PCI ids, and one
-``CUSTOM_FPGA_FUNCTION_ID_<id>`` trait per loaded AFU / xclbin), so after programming
-the function trait changes and Placement sees the new function.
-
-While a port VF or a user function belongs to a guest (bound to ``vfio-pci``) the host
-cannot read what is loaded; the driver then reports the function it last saw, kept in
-``<state_dir>/fpga-functions.json``, so a device in use keeps its traits.
-
-Programming runs ``fpgaconf`` (OPAE) or ``xbutil program`` (XRT) through the command
-runner (argv lists, privileged), after checking that the file is a green bitstream or
-an xclbin, and reads the function back from the hardware to confirm it.
+Each card (DFL: its PF; XRT: its user function) is one FPGA device with one deployable
+whose traits name the model and the loaded functions; the last function seen is kept in
+``<state_dir>/fpga-functions.json`` for while a guest holds the card. The sysfs and
+``xbutil`` layouts read are in ``docs/drivers/fpga.md``.
 """
 
 from __future__ import annotations
@@ -55,22 +25,10 @@ from oslo_config import cfg
 
 from acceld import reports
 from acceld.agent import fileutil
-from acceld.agent.drivers.base import (
-    HEALTH_DEGRADED,
-    HEALTH_FAILED,
-    HEALTH_OK,
-    BaseDriver,
-    Check,
-    DriverContext,
-    DriverError,
-    Explanation,
-    Health,
-    ProgressFn,
-    Skipped,
-)
+from acceld.agent.drivers import base
+from acceld.agent.drivers.base import BaseDriver, Check, DriverError, ProgressFn, Skipped
 from acceld.hw import pci
-from acceld.hw.runner import SubprocessRunner
-from acceld.hw.sysfs import PciDevice, Sysfs
+from acceld.hw.sysfs import PciDevice
 
 OPTS: list[cfg.Opt] = [
     cfg.StrOpt("fpgaconf_path", default="fpgaconf",
@@ -123,12 +81,10 @@ _MODEL_TRAIT = {
     (VENDOR_XILINX, "500c"): "U280", (VENDOR_XILINX, "500d"): "U280",
     (VENDOR_XILINX, "5020"): "U50", (VENDOR_XILINX, "5021"): "U50",
 }
-# PCI ids dfl-pci binds (drivers/fpga/dfl-pci.c): PFs, then VFs.
+# PF ids dfl-pci binds (drivers/fpga/dfl-pci.c).
 _DFL_PF_IDS = frozenset({(VENDOR_INTEL, d) for d in ("bcbd", "bcc0", "09c4", "0b30", "0b2b",
                                                      "bcce", "af00")}
                         | {(VENDOR_SILICOM, "1000"), (VENDOR_SILICOM, "1001")})
-_DFL_VF_IDS = frozenset({(VENDOR_INTEL, d) for d in ("bcbf", "bcc1", "09c5", "0b31", "0b2c",
-                                                     "bccf", "af01")})
 
 XRT_USER_FUNCTION = 1
 XRT_MGMT_FUNCTION = 0
@@ -152,8 +108,7 @@ _STATE_FILE = "fpga-functions.json"
 
 
 def function_id(raw: str | None) -> str | None:
-    """An AFU id / xclbin UUID as 32 lower-case hex digits; None for nothing loaded
-    (missing, malformed or all zero)."""
+    """An AFU id / xclbin UUID as 32 lower-case hex digits; None when none is loaded."""
     text = (raw or "").strip().lower().replace("-", "").removeprefix("0x")
     if not _HEX32.match(text) or not int(text, 16):
         return None
@@ -168,7 +123,6 @@ def model_trait(vendor: str, device: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Card:
-    """One FPGA as discovery saw it."""
 
     kind: str                           # KIND_DFL or KIND_XRT
     identity: str                       # DFL: the PF; XRT: the user function
@@ -201,50 +155,36 @@ class FpgaDriver(BaseDriver):
     conf_group = "fpga_driver"
     conf_opts = OPTS
 
-    def __init__(self, ctx: DriverContext, *,
+    def __init__(self, ctx: base.DriverContext, *,
                  which: Callable[[str], str | None] | None = None) -> None:
         super().__init__(ctx)
-        self.conf = ctx.conf.fpga_driver
-        self.sysfs: Sysfs = ctx.sysfs if ctx.sysfs is not None else Sysfs("/")
-        self.runner = ctx.runner if ctx.runner is not None else SubprocessRunner()
-        self._which = which or shutil.which
+        self._tool = which or shutil.which         # a configured tool's path, or None
         self._state_file = os.path.join(ctx.state_dir, _STATE_FILE)
         self._examined: dict[str, tuple[float, dict[str, Any]]] = {}
-        self._locks: dict[str, threading.Lock] = {}
-        self._locks_guard = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}     # per card (setdefault is atomic)
 
     # -- the protocol ------------------------------------------------------------------
     def discover(self) -> list[reports.Device]:
         scan = self._scan()
         self._remember({c.identity: list(c.functions) for c in scan.cards.values()
                         if c.live})
-        self._explained(Explanation(checks=tuple(scan.checks),
-                                    expected=self.conf.expected_devices,
-                                    found=len(scan.cards), skipped=tuple(scan.skipped)))
+        self._explanation = base.Explanation(tuple(scan.checks), self.conf.expected_devices,
+                                             len(scan.cards), tuple(scan.skipped))
         return [self._report(card) for card in scan.cards.values()]
 
-    def health(self) -> dict[str, Health]:
+    def health(self) -> dict[str, base.Health]:
         return {card.identity: self._health(card) for card in self._scan().cards.values()}
 
     def stats(self) -> dict[str, dict[str, float]]:
-        out = {}
-        for card in self._scan().cards.values():
-            values = self._dfl_stats(card) if card.kind == KIND_DFL else _xrt_stats(card)
-            if values:
-                out[card.identity] = values
-        return out
+        return {card.identity: values for card in self._scan().cards.values()
+                if (values := self._dfl_stats(card) if card.kind == KIND_DFL
+                    else _xrt_stats(card))}
 
     def program(self, identity: str, image_path: str, *, progress: ProgressFn,
                 timeout: float) -> dict[str, str]:
-        """Load ``image_path`` into the card ``identity``; returns the new function id.
-
-        Steps (percent): 0 start, 10 image checked, 50 tool started, 90 read back,
-        100 done. Raises DriverError for an unknown card, a wrong image type, a missing
-        tool, the tool's failure (with its stderr tail) or timeout, and a read-back that
-        does not show the image's function.
-        """
-        addr = _address(identity)
-        with self._lock(addr):
+        """Load ``image_path`` into the card ``identity``; the new function id."""
+        addr = base.pci_address(identity, "an FPGA identity (a PCI address)")
+        with self._locks.setdefault(addr, threading.Lock()):
             progress(0, f"programming {addr} with {os.path.basename(image_path)}")
             card = self._scan().cards.get(addr)
             if card is None:
@@ -268,9 +208,6 @@ class FpgaDriver(BaseDriver):
                                      "no Intel DFL (dfl-pci) or Xilinx (10ee) PCI functions "
                                      "on this host"))
         return scan
-
-    def _tool(self, configured: str) -> str | None:
-        return self._which(configured)
 
     def _tool_check(self, configured: str, needed_for: str) -> Check:
         found = self._tool(configured)
@@ -373,21 +310,16 @@ class FpgaDriver(BaseDriver):
             scan.cards[user.address] = self._xrt_card(user, mgmt, xbutil)
 
     def _xrt_card(self, user: PciDevice, mgmt: PciDevice | None, xbutil: str | None) -> Card:
-        examine, problem = None, None
-        if user.driver != "xocl":
-            problem = None      # handed to a guest: nothing to ask the host driver
-        elif xbutil is None:
+        examine, problem = None, None   # not on xocl: a guest has it, nothing to ask
+        if user.driver == "xocl" and xbutil is None:
             problem = f"{self.conf.xbutil_path} not found: cannot examine the card"
-        else:
+        elif user.driver == "xocl":
             try:
                 examine = self._examine(xbutil, user.address)
             except DriverError as exc:
                 problem = str(exc)
-        if examine is not None:
-            functions = tuple(sorted({f for r in _as_list(examine.get("dynamic_regions"))
-                                      if (f := function_id(_get(r, "xclbin_uuid")))}))
-        else:
-            functions = tuple(self._recalled(user.address))
+        functions = (tuple(sorted(_xclbins(examine))) if examine is not None
+                     else tuple(self._recalled(user.address)))
         static = _get(_first(examine, "platforms"), "static_region") or {}
         board = {k: str(v) for k in ("vbnv", "logic_uuid", "fpga_name")
                  if isinstance(static, dict) and (v := static.get(k))}
@@ -398,8 +330,7 @@ class FpgaDriver(BaseDriver):
                     problem=problem, board=board)
 
     def _examine(self, xbutil: str, bdf: str, *, fresh: bool = False) -> dict[str, Any]:
-        """The card's entry of ``xbutil examine -r all -f JSON`` (cached briefly, so one
-        agent cycle's discover/health/stats share a run)."""
+        """The card's ``xbutil examine -r all -f JSON`` entry (cached briefly)."""
         now = self.ctx.clock()
         cached = self._examined.get(bdf)
         if cached and not fresh and now - cached[0] < _EXAMINE_TTL:
@@ -407,14 +338,10 @@ class FpgaDriver(BaseDriver):
         os.makedirs(self.ctx.state_dir, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="xbutil-", dir=self.ctx.state_dir) as tmp:
             out = os.path.join(tmp, "examine.json")
-            argv = [xbutil, "examine", "-d", bdf, "-r", "all", "-f", "JSON", "-o", out]
-            result = self.runner.run(argv, self.conf.examine_timeout, privileged=False)
-            if result.timed_out:
-                raise DriverError(f"xbutil examine of {bdf} timed out after "
-                                  f"{self.conf.examine_timeout:g} s")
-            if result.rc != 0:
-                raise DriverError(f"xbutil examine of {bdf} failed (rc {result.rc}): "
-                                  f"{_tail(result.stderr or result.stdout)}")
+            self._run([xbutil, "examine", "-d", bdf, "-r", "all", "-f", "JSON", "-o", out],
+                      f"xbutil examine of {bdf}", self.conf.examine_timeout,
+                      f"xbutil examine of {bdf} timed out after "
+                      f"{self.conf.examine_timeout:g} s", privileged=False)
             try:
                 with open(out, encoding="utf-8") as f:
                     data = json.load(f)
@@ -429,38 +356,27 @@ class FpgaDriver(BaseDriver):
 
     # -- the report --------------------------------------------------------------------
     def _report(self, card: Card) -> reports.Device:
-        attributes = {"rc": "FPGA", "trait0": model_trait(card.vendor, card.device)}
-        for i, fid in enumerate(card.functions, start=1):
-            attributes[f"trait{i}"] = reports.function_trait(fid)
         slug = card.identity.replace(":", "_").replace(".", "_")
         std = {"vendor_id": card.vendor, "device_id": card.device, "kind": card.kind}
         if card.numa_node is not None:
-            std["numa_node"] = card.numa_node
+            std["numa_node"] = card.numa_node     # an int, as reports always had it
         return reports.make_device(
             identity=card.identity, type="FPGA", vendor=card.vendor, model=card.device,
             name=f"{self.ctx.host}_fpga_{slug}", std_board_info=std,
             vendor_board_info=dict(card.board),
             controlpath={"type": "PCI", "info": pci.to_attach_info(card.control)},
-            deployables=[{"name": f"{self.ctx.host}_fpga_{slug}",
-                          "num_accelerators": len(card.handles),
-                          "attributes": attributes,
-                          "attach_handles": [{"attach_type": "PCI",
-                                              "attach_info": pci.to_attach_info(h)}
-                                             for h in card.handles]}])
+            deployables=[base.deployable(
+                f"{self.ctx.host}_fpga_{slug}", "FPGA",
+                [model_trait(card.vendor, card.device),
+                 *map(reports.function_trait, card.functions)],
+                [base.pci_handle(h) for h in card.handles])])
 
     # -- health and stats --------------------------------------------------------------
-    def _health(self, card: Card) -> Health:
+    def _health(self, card: Card) -> base.Health:
         failed: list[str] = []
         degraded: list[str] = []
-        if card.kind == KIND_DFL:
-            self._dfl_errors(card, failed, degraded)
-        else:
-            _xrt_problems(card, failed, degraded)
-        if failed:
-            return Health(HEALTH_FAILED, tuple(failed + degraded))
-        if degraded:
-            return Health(HEALTH_DEGRADED, tuple(degraded))
-        return Health(HEALTH_OK)
+        (self._dfl_errors if card.kind == KIND_DFL else _xrt_problems)(card, failed, degraded)
+        return base.Health.of(failed, degraded)
 
     def _dfl_errors(self, card: Card, failed: list[str], degraded: list[str]) -> None:
         for dev in filter(None, (card.fme, *card.ports, *card.vf_ports)):
@@ -477,26 +393,20 @@ class FpgaDriver(BaseDriver):
                             f"critical {crit / 1000:g} C")
 
     def _hwmon(self, card: Card, attribute: str) -> int | None:
-        """The first hwmon device of the FME that has ``attribute`` (the DFL FME has one
-        for thermal and one for power)."""
+        """The first FME hwmon device with ``attribute`` (one is for heat, one for power)."""
         if card.fme is None:
             return None
-        for hw in self.sysfs.listdir(PLATFORM_DEVICES, card.fme, "hwmon"):
-            value = self.sysfs.read_int(PLATFORM_DEVICES, card.fme, "hwmon", hw, attribute)
-            if value is not None:
-                return value
-        return None
+        values = (self.sysfs.read_int(PLATFORM_DEVICES, card.fme, "hwmon", hw, attribute)
+                  for hw in self.sysfs.listdir(PLATFORM_DEVICES, card.fme, "hwmon"))
+        return next((value for value in values if value is not None), None)
 
     def _dfl_stats(self, card: Card) -> dict[str, float]:
-        out = {}
         temp = self._hwmon(card, "temp1_input")         # millidegrees Celsius
         power = self._hwmon(card, "power1_input")       # microwatts
-        if temp is not None:
-            out["temperature_c"] = temp / 1000.0
+        out = {} if temp is None else {"temperature_c": temp / 1000.0}
         if power is not None:
             out["power_w"] = power / 1_000_000.0
-        out["functions_loaded"] = float(len(card.functions))
-        return out
+        return {**out, "functions_loaded": float(len(card.functions))}
 
     # -- programming -------------------------------------------------------------------
     def _program_dfl(self, card: Card, image: str, progress: ProgressFn,
@@ -509,12 +419,11 @@ class FpgaDriver(BaseDriver):
                               f"port back first")
         tool = self._require_tool(self.conf.fpgaconf_path)
         a = pci.parse(card.identity)
-        argv = [tool]
-        if a.domain:
-            argv += ["--segment", f"{a.domain:#06x}"]
-        argv += ["-B", f"{a.bus:#04x}", "-D", f"{a.device:#04x}", "-F", f"{a.function:#x}",
-                 image]
-        self._run_tool(argv, "fpgaconf", progress, timeout)
+        argv = [tool, *(["--segment", f"{a.domain:#06x}"] if a.domain else []),
+                "-B", f"{a.bus:#04x}", "-D", f"{a.device:#04x}", "-F", f"{a.function:#x}", image]
+        progress(50, "fpgaconf started")
+        self._run(argv, "fpgaconf", timeout, f"programming timed out after {timeout:g} s "
+                  "(fpgaconf)")
         progress(90, "reading the AFU id back")
         loaded = function_id(self.sysfs.read(PLATFORM_DEVICES, card.ports[0], "afu_id"))
         if loaded != expected:
@@ -530,12 +439,11 @@ class FpgaDriver(BaseDriver):
             raise DriverError(f"{card.identity} is bound to {card.driver or 'no driver'}, "
                               f"not xocl (assigned to a guest?): it cannot be programmed")
         tool = self._require_tool(self.conf.xbutil_path)
-        self._run_tool([tool, "program", "-d", card.identity, "-u", image],
-                       "xbutil program", progress, timeout)
+        progress(50, "xbutil program started")
+        self._run([tool, "program", "-d", card.identity, "-u", image], "xbutil program",
+                  timeout, f"programming timed out after {timeout:g} s (xbutil program)")
         progress(90, "reading the xclbin UUID back")
-        entry = self._examine(tool, card.identity, fresh=True)
-        loaded = {f for r in _as_list(entry.get("dynamic_regions"))
-                  if (f := function_id(_get(r, "xclbin_uuid")))}
+        loaded = _xclbins(self._examine(tool, card.identity, fresh=True))
         if expected not in loaded:
             raise DriverError(f"xbutil program finished but {card.identity} reports "
                               f"{', '.join(sorted(loaded)) or 'no xclbin'}, the image is "
@@ -549,19 +457,16 @@ class FpgaDriver(BaseDriver):
                               f"[fpga_driver] {os.path.basename(configured)}_path")
         return tool
 
-    def _run_tool(self, argv: list[str], what: str, progress: ProgressFn,
-                  timeout: float) -> None:
-        progress(50, f"{what} started")
-        result = self.runner.run(argv, timeout, privileged=True)
+    def _run(self, argv: list[str], what: str, timeout: float, timed_out: str, *,
+             privileged: bool = True) -> None:
+        """Run a vendor tool; DriverError (``timed_out``, or the output's tail) on failure."""
+        result = self.runner.run(argv, timeout, privileged=privileged)
         if result.timed_out:
-            raise DriverError(f"programming timed out after {timeout:g} s ({what})")
+            raise DriverError(timed_out)
         if result.rc != 0:
+            text = (result.stderr or result.stdout or "").strip()
             raise DriverError(f"{what} failed (rc {result.rc}): "
-                              f"{_tail(result.stderr or result.stdout)}")
-
-    def _lock(self, identity: str) -> threading.Lock:
-        with self._locks_guard:
-            return self._locks.setdefault(identity, threading.Lock())
+                              f"{text[-_TAIL:] if text else 'no output'}")
 
     # -- remembered functions ----------------------------------------------------------
     def _recalled(self, identity: str) -> list[str]:
@@ -582,8 +487,7 @@ class FpgaDriver(BaseDriver):
 
 
 def gbs_function(path: str) -> str:
-    """The AFU id an OPAE green bitstream declares (GBS GUID, u32 length, JSON metadata
-    ``afu-image.accelerator-clusters[0].accelerator-type-uuid``)."""
+    """The AFU id a green bitstream declares (GBS GUID, u32 length, JSON metadata)."""
     try:
         with open(path, "rb") as f:
             head = f.read(20)
@@ -625,13 +529,6 @@ def xclbin_function(path: str) -> str:
 # -- small helpers -----------------------------------------------------------------------
 
 
-def _address(identity: str) -> str:
-    try:
-        return pci.normalize(identity)
-    except ValueError:
-        raise DriverError(f"{identity!r} is not an FPGA identity (a PCI address)") from None
-
-
 def _pci_parent(host_path: str) -> str | None:
     """The PCI function a region lives under (``.../0000:3b:00.0/fpga_region/region0``)."""
     for part in reversed(host_path.split("/")):
@@ -640,14 +537,15 @@ def _pci_parent(host_path: str) -> str | None:
     return None
 
 
-def _tail(text: str) -> str:
-    text = (text or "").strip()
-    return text[-_TAIL:] if text else "no output"
-
-
 def _as_list(value: Any) -> list[Any]:
     """boost's JSON writer emits an empty list as ``""``."""
     return value if isinstance(value, list) else []
+
+
+def _xclbins(entry: dict[str, Any]) -> set[str]:
+    """The function ids of the xclbins an examine entry says are loaded."""
+    return {f for r in _as_list(entry.get("dynamic_regions"))
+            if (f := function_id(_get(r, "xclbin_uuid")))}
 
 
 def _get(value: Any, key: str) -> Any:

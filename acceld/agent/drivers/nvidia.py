@@ -1,44 +1,17 @@
 """The NVIDIA GPU driver: whole GPUs, MIG instances and vGPUs (both sysfs layouts).
 
-Inventory comes from NVML (:mod:`acceld.hw.nvml`) joined with sysfs by PCI address:
-NVML knows what a GPU is (UUID, MIG state, memory, health), sysfs knows where it sits
-(NUMA node when NVML cannot tell, IOMMU group, VFs, mdev types). Each GPU is one device
-whose identity is its normalised PCI address and which carries exactly one kind of
-deployable, chosen in this order:
-
-1. vGPU, when ``[nvidia_driver] vgpu_types`` enables a type the GPU can create: one
-   ``VGPU`` deployable per type. The layout is probed per GPU:
-
-   * the legacy mdev layout (``mdev_supported_types`` on the PF or its VFs) gives one
-     MDEV handle per slot, in the form Nova 34's libvirt driver reads: the parent's PCI
-     address (``domain``, ``bus``, ``device``, ``function``), ``asked_type`` (the mdev
-     type) and ``vgpu_mark`` (``<type>_<slot>``, which keeps the slots of one parent
-     apart). The handle's uuid is the mdev's UUID, derived from host, parent, type and
-     slot, so it is the same on every discovery and after a crash; Nova uses it as the
-     mdev's UUID (``attach_handle_uuid``). The agent creates the mdev at bind (a bind
-     that finds no free vGPU fails there, not at the guest's spawn) and removes it at
-     unbind; Nova finds it by that UUID and creates it itself, with the same UUID, only
-     where a host reboot lost it. Nova also defines such an mdev persistently (libvirt
-     through mdevctl, autostarted at boot), so the unbind undefines it too: otherwise the
-     next boot would bring back an mdev whose handle is free.
-   * NVIDIA's vendor-specific VFIO framework (``nvidia/creatable_vgpu_types`` on each
-     VF, no mdev) gives PCI handles of the VFs plus ``vgpu_type``: the guest gets the
-     VF itself (prepare sets its vGPU type).
-2. MIG, when MIG mode is on: one ``CUSTOM_NVIDIA_MIG_<PROFILE>`` deployable per GPU
-   instance profile, one ``MIG`` handle per MIG device keyed by its MIG UUID. A MIG
-   instance is not an mdev and no hypervisor attaches it: it is for the host (v1 host
-   attach); a bind refuses it, and guests get MIG through MIG-backed vGPU types (1).
-3. Otherwise the whole GPU: resource class ``PGPU`` with one PCI handle.
-
-A GPU whose MIG mode change waits for a reset is skipped (and flagged in health) until
-the reset, because neither layout is true for it yet. Without NVML the driver reports
-nothing and :meth:`explain` says why; that is a normal state, not an error.
+NVML inventory joined with sysfs by PCI address; each GPU is one device with one kind of
+deployable, the first that applies: vGPU (an enabled type the GPU can create), MIG (mode
+on), else the whole GPU. The handle shapes and what Nova expects of them are in
+``docs/drivers/nvidia.md``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
+import itertools
 import logging
 import re
 import uuid as uuidlib
@@ -47,22 +20,12 @@ from typing import Any
 from oslo_config import cfg, types
 
 from acceld import reports
-from acceld.agent.drivers.base import (
-    HEALTH_DEGRADED,
-    HEALTH_FAILED,
-    HEALTH_OK,
-    BaseDriver,
-    Check,
-    DriverContext,
-    DriverError,
-    Explanation,
-    Health,
-    Skipped,
-)
+from acceld.agent.drivers import base
+from acceld.agent.drivers.base import BaseDriver, Check, DriverError, Health, Skipped
 from acceld.hw import nvml as nvmlmod
 from acceld.hw import pci
-from acceld.hw.runner import RC_NOT_FOUND, SubprocessRunner
-from acceld.hw.sysfs import PciDevice, Sysfs
+from acceld.hw.runner import RC_NOT_FOUND
+from acceld.hw.sysfs import PciDevice
 
 # XIDs NVIDIA documents as caused by the application (illegal address, MMU fault from a
 # user kernel, ECC page retirement notices, ...), not by the GPU; the Kubernetes device
@@ -132,12 +95,8 @@ class _Known:
 
 def parse_vgpu_types(text: str | None) -> dict[int, str]:
     """Type id -> name from NVIDIA's ``creatable_vgpu_types`` table (``ID : Name``)."""
-    out: dict[int, str] = {}
-    for line in (text or "").splitlines():
-        m = _VGPU_LINE.match(line)
-        if m:
-            out[int(m.group(1))] = m.group(2)
-    return out
+    return {int(m.group(1)): m.group(2) for line in (text or "").splitlines()
+            if (m := _VGPU_LINE.match(line))}
 
 
 def vgpu_type_id(spec: str) -> int | None:
@@ -147,8 +106,7 @@ def vgpu_type_id(spec: str) -> int | None:
 
 
 def mig_resource_class(profile_name: str, profile_id: int) -> str:
-    """``1g.10gb`` -> ``CUSTOM_NVIDIA_MIG_1G_10GB``; unnamed profiles by id (-1:
-    NVML could not tell the profile)."""
+    """``1g.10gb`` -> ``CUSTOM_NVIDIA_MIG_1G_10GB``; unnamed profiles by id (-1: unknown)."""
     if not profile_name:
         return (f"CUSTOM_NVIDIA_MIG_PROFILE_{profile_id}" if profile_id >= 0
                 else "CUSTOM_NVIDIA_MIG_UNKNOWN")
@@ -161,12 +119,9 @@ class NvidiaDriver(BaseDriver):
     conf_group = "nvidia_driver"
     conf_opts = OPTS
 
-    def __init__(self, ctx: DriverContext) -> None:
+    def __init__(self, ctx: base.DriverContext) -> None:
         super().__init__(ctx)
-        self._conf = ctx.conf.nvidia_driver
-        self._sysfs: Sysfs = ctx.sysfs if ctx.sysfs is not None else Sysfs("/")
         self._nvml: Any = ctx.nvml if ctx.nvml is not None else nvmlmod.NvmlBackend()
-        self._runner: Any = ctx.runner if ctx.runner is not None else SubprocessRunner()
         self._known = _Known()
         self._events: dict[str, tuple[float, str]] = {}   # identity -> (when, reason)
 
@@ -175,23 +130,25 @@ class NvidiaDriver(BaseDriver):
     def discover(self) -> list[reports.Device]:
         checks = self._host_checks()
         skipped: list[Skipped] = []
+        known = _Known()
         if not self._nvml.start():
             checks.insert(0, Check("nvml", False, self._nvml.reason or "NVML unavailable"))
             skipped += self._unmanaged(set(), "NVML is unavailable")
-            self._known = _Known()
-            self._explained(Explanation(tuple(checks), self._conf.expected_devices, 0,
-                                        tuple(skipped)))
-            return []
-        checks.insert(0, Check("nvml", True, self._nvml_detail()))
-        checks.append(self._driver_version_check())
-        enabled, bad = self._enabled_vgpu_types()
-        known = self._scan(enabled, checks, skipped)
+        else:
+            version, cuda = self._nvml.driver_version(), self._nvml.cuda_driver_version()
+            checks.insert(0, Check("nvml", True, f"driver {version or 'unknown'}"
+                                   + (f", CUDA {cuda}" if cuda else "")))
+            checks.append(self._driver_version_check())
+            types = [(spec, vgpu_type_id(spec)) for spec in self.conf.vgpu_types]
+            enabled = {t for _, t in types if t is not None}
+            bad = [spec for spec, t in types if t is None]
+            known = self._scan(enabled, checks, skipped)
+            if enabled or bad:
+                checks.append(self._vgpu_types_check(enabled, bad, known))
         self._known = known
-        if enabled or bad:
-            checks.append(self._vgpu_types_check(enabled, bad, known))
         devices = [*known.devices.values(), *known.vanished.values()]
-        self._explained(Explanation(tuple(checks), self._conf.expected_devices,
-                                    len(devices), tuple(skipped)))
+        self._explanation = base.Explanation(tuple(checks), self.conf.expected_devices,
+                                             len(devices), tuple(skipped))
         return devices
 
     def _scan(self, enabled: set[int], checks: list[Check],
@@ -221,13 +178,14 @@ class NvidiaDriver(BaseDriver):
         skipped += self._unmanaged(seen, "not visible to NVML")
         previous = {**self._known.vanished, **self._known.devices}
         for address, device in previous.items():
-            if address not in seen and self._still_on_nvidia(address):
-                known.vanished[address] = device   # keep it so health can fail it
+            # one that left NVML but is still bound to nvidia has failed: health says so
+            if address not in seen and self.sysfs.driver_of(address) == "nvidia":
+                known.vanished[address] = device
         return known
 
     def _skip_reason(self, gpu: nvmlmod.GpuInfo) -> str | None:
-        if self._conf.address and not any(pci.matches(spec, gpu.address)
-                                          for spec in self._conf.address):
+        if self.conf.address and not any(pci.matches(spec, gpu.address)
+                                          for spec in self.conf.address):
             return "excluded by [nvidia_driver] address"
         if gpu.mig_change_pending:
             return (f"MIG mode change pending (current "
@@ -235,77 +193,43 @@ class NvidiaDriver(BaseDriver):
                     "reset the GPU to apply it")
         return None
 
-    def _still_on_nvidia(self, address: str) -> bool:
-        """A GPU that left NVML but is still bound to nvidia in sysfs has failed; one
-        that left sysfs or went to another driver is gone from this driver's view."""
-        return self._sysfs.driver_of(address) == "nvidia"
-
     def _unmanaged(self, seen: set[str], why: str) -> list[Skipped]:
         """NVIDIA GPUs (PFs of display class) in sysfs that NVML did not report."""
         out = []
-        for dev in self._nvidia_functions():
-            if dev.address not in seen and not dev.is_vf:
-                bound = dev.driver or "no driver"
-                out.append(Skipped(dev.address, f"{why} (bound to {bound})"))
+        for address in self.sysfs.pci_addresses():
+            vendor = self.sysfs.attr(address, "vendor")
+            if address in seen or (vendor or "").lower().removeprefix("0x") != VENDOR:
+                continue
+            dev = self.sysfs.pci_device(address)
+            if dev is not None and dev.class_code >> 16 == _DISPLAY_CLASS and not dev.is_vf:
+                out.append(Skipped(address, f"{why} (bound to {dev.driver or 'no driver'})"))
         return out
-
-    def _nvidia_functions(self) -> list[PciDevice]:
-        found = []
-        for address in self._sysfs.pci_addresses():
-            vendor = self._sysfs.read(self._sysfs.device_path(address, "vendor"))
-            if vendor and vendor.lower().removeprefix("0x") == VENDOR:
-                dev = self._sysfs.pci_device(address)
-                if dev is not None and dev.class_code >> 16 == _DISPLAY_CLASS:
-                    found.append(dev)
-        return found
 
     # -- checks ------------------------------------------------------------------------
 
     def _host_checks(self) -> list[Check]:
-        module = self._sysfs.module_loaded("nvidia")
-        iommu = self._sysfs.iommu_enabled()
-        return [
-            Check("kernel_module", module,
-                  "nvidia is loaded" if module else "/sys/module/nvidia is missing: the "
-                  "nvidia kernel module is not loaded"),
-            Check("iommu", iommu,
-                  "IOMMU groups present" if iommu else "no IOMMU groups: passthrough and "
-                  "vGPU need the IOMMU on (intel_iommu=on / amd_iommu=on)"),
-        ]
-
-    def _nvml_detail(self) -> str:
-        version = self._nvml.driver_version()
-        cuda = self._nvml.cuda_driver_version()
-        return f"driver {version or 'unknown'}" + (f", CUDA {cuda}" if cuda else "")
+        module = self.sysfs.module_loaded("nvidia")
+        iommu = self.sysfs.iommu_enabled()
+        return [Check("kernel_module", module,
+                      "nvidia is loaded" if module else "/sys/module/nvidia is missing: the "
+                      "nvidia kernel module is not loaded"),
+                Check("iommu", iommu,
+                      "IOMMU groups present" if iommu else "no IOMMU groups: passthrough and "
+                      "vGPU need the IOMMU on (intel_iommu=on / amd_iommu=on)")]
 
     def _driver_version_check(self) -> Check:
         version = self._nvml.driver_version() or ""
-        wanted = self._conf.min_driver_version
-        if not wanted:
-            return Check("driver_version", bool(version), version or "unknown")
-        ok = bool(version) and _version_tuple(version) >= _version_tuple(wanted)
-        return Check("driver_version", ok,
-                     f"{version or 'unknown'} (at least {wanted} wanted)")
-
-    def _enabled_vgpu_types(self) -> tuple[set[int], list[str]]:
-        enabled: set[int] = set()
-        bad = []
-        for spec in self._conf.vgpu_types:
-            type_id = vgpu_type_id(spec)
-            if type_id is None:
-                bad.append(spec)
-            else:
-                enabled.add(type_id)
-        return enabled, bad
+        wanted = self.conf.min_driver_version
+        return Check("driver_version", bool(version) and (
+            not wanted or _version_tuple(version) >= _version_tuple(wanted)),
+            (version or "unknown") + (f" (at least {wanted} wanted)" if wanted else ""))
 
     def _vgpu_types_check(self, enabled: set[int], bad: list[str], known: _Known) -> Check:
         """Are the configured vGPU types real on this host, by NVML's list?"""
         supported: dict[int, str] = {}
         for gpu in known.gpus.values():
-            try:
+            with contextlib.suppress(nvmlmod.NvmlError):
                 supported.update(self._nvml.vgpu_types(gpu.uuid))
-            except nvmlmod.NvmlError:
-                continue
         parts = [f"{t} ({supported[t]})" for t in sorted(enabled) if t in supported]
         unknown = [str(t) for t in sorted(enabled) if t not in supported]
         detail = "enabled: " + (", ".join(parts) or "none")
@@ -321,7 +245,7 @@ class NvidiaDriver(BaseDriver):
 
     def _device(self, gpu: nvmlmod.GpuInfo, enabled: set[int], known: _Known,
                 checks: list[Check]) -> reports.Device:
-        sysdev = self._sysfs.pci_device(gpu.address)
+        sysdev = self.sysfs.pci_device(gpu.address)
         deployables = self._vgpu_deployables(gpu, sysdev, enabled, checks)
         if not deployables and gpu.mig_current:
             known.migs[gpu.address] = self._nvml.mig_devices(gpu.uuid)
@@ -330,19 +254,15 @@ class NvidiaDriver(BaseDriver):
             deployables = [self._pgpu_deployable(gpu)]
         numa = gpu.numa_node if gpu.numa_node is not None else (
             sysdev.numa_node if sysdev is not None else None)
-        std = {"vendor_id": VENDOR, "product_id": gpu.device_id}
-        if sysdev is not None:
-            std["class"] = sysdev.pci_class
-        if numa is not None:
-            std["numa_node"] = str(numa)
+        std = {"vendor_id": VENDOR, "product_id": gpu.device_id,
+               **({"class": sysdev.pci_class} if sysdev is not None else {}),
+               **({"numa_node": str(numa)} if numa is not None else {})}
         vendor_info = {"uuid": gpu.uuid, "product_name": gpu.name,
                        "subsystem_id": gpu.subsystem_id,
                        "mig": _onoff(gpu.mig_current) if gpu.mig_current is not None
-                       else "unsupported"}
-        if gpu.serial:
-            vendor_info["serial"] = gpu.serial
-        if gpu.memory_total is not None:
-            vendor_info["memory_mib"] = str(gpu.memory_total // (1024 * 1024))
+                       else "unsupported", **({"serial": gpu.serial} if gpu.serial else {}),
+                       **({"memory_mib": str(gpu.memory_total // (1024 * 1024))}
+                          if gpu.memory_total is not None else {})}
         return reports.make_device(
             identity=gpu.address, type="GPU", vendor=VENDOR, model=gpu.device_id,
             name=f"{self.ctx.host}_nvidia_{gpu.address}", std_board_info=std,
@@ -357,29 +277,25 @@ class NvidiaDriver(BaseDriver):
         traits = self._base_traits(gpu)
         if gpu.memory_total:
             traits.append(f"CUSTOM_NVIDIA_GPU_MEMORY_{round(gpu.memory_total / _GIB)}GB")
-        return {"name": f"{self.ctx.host}_{gpu.address}", "num_accelerators": 1,
-                "attributes": _attributes("PGPU", traits),
-                "attach_handles": [{"attach_type": "PCI",
-                                    "attach_info": pci.to_attach_info(gpu.address)}]}
+        return base.deployable(f"{self.ctx.host}_{gpu.address}", "PGPU", traits,
+                               [base.pci_handle(gpu.address)])
 
     def _mig_deployables(self, gpu: nvmlmod.GpuInfo,
                          migs: list[nvmlmod.MigInfo]) -> list[dict[str, Any]]:
-        by_profile: dict[int, list[nvmlmod.MigInfo]] = {}
-        for mig in migs:
-            by_profile.setdefault(mig.profile_id, []).append(mig)
         out = []
-        for profile_id, members in sorted(by_profile.items()):
+        for profile_id, group in itertools.groupby(
+                sorted(migs, key=lambda m: (m.profile_id, m.uuid)), lambda m: m.profile_id):
+            members = list(group)
             rc = mig_resource_class(members[0].profile_name, profile_id)
             traits = self._base_traits(gpu)
             if profile_id >= 0:
                 traits.append(f"CUSTOM_NVIDIA_MIG_PROFILE_{profile_id}")
             handles = [{"attach_type": "MIG",
                         "attach_info": {"parent": gpu.address, "mig_uuid": m.uuid}}
-                       for m in sorted(members, key=lambda m: m.uuid)]
+                       for m in members]
             suffix = str(profile_id) if profile_id >= 0 else "unknown"
-            out.append({"name": f"{self.ctx.host}_{gpu.address}_mig_{suffix}",
-                        "num_accelerators": len(handles),
-                        "attributes": _attributes(rc, traits), "attach_handles": handles})
+            out.append(base.deployable(f"{self.ctx.host}_{gpu.address}_mig_{suffix}", rc,
+                                       traits, handles))
         return out
 
     # -- vGPU --------------------------------------------------------------------------
@@ -388,14 +304,12 @@ class NvidiaDriver(BaseDriver):
                           enabled: set[int], checks: list[Check]) -> list[dict[str, Any]]:
         if sysdev is None:
             return []
-        vfs = [d for d in (self._sysfs.pci_device(a) for a in sysdev.virtfns) if d]
+        vfs = [d for d in (self.sysfs.pci_device(a) for a in sysdev.virtfns) if d]
         layout = _vgpu_layout(sysdev, vfs)
         if layout is None:
             return []
-        if layout == "mdev":
-            handles = self._mdev_handles([sysdev, *vfs], enabled)
-        else:
-            handles = self._vf_handles(vfs, enabled)
+        handles = (self._mdev_handles([sysdev, *vfs], enabled) if layout == "mdev"
+                   else self._vf_handles(vfs, enabled))
         offered = _offered_types([sysdev, *vfs], layout)
         checks.append(Check(f"vgpu {gpu.address}", bool(handles),
                             f"{layout} layout; creatable types: "
@@ -403,12 +317,9 @@ class NvidiaDriver(BaseDriver):
                                or "none")
                             + ("" if enabled else "; none enabled in [nvidia_driver] "
                                "vgpu_types")))
-        traits = self._base_traits(gpu)
-        return [{"name": f"{self.ctx.host}_{gpu.address}_vgpu_{type_id}",
-                 "num_accelerators": len(type_handles),
-                 "attributes": _attributes("VGPU",
-                                           [*traits, f"CUSTOM_NVIDIA_VGPU_{type_id}"]),
-                 "attach_handles": type_handles}
+        return [base.deployable(f"{self.ctx.host}_{gpu.address}_vgpu_{type_id}", "VGPU",
+                                [*self._base_traits(gpu), f"CUSTOM_NVIDIA_VGPU_{type_id}"],
+                                type_handles)
                 for type_id, type_handles in sorted(handles.items()) if type_handles]
 
     def _mdev_handles(self, parents: list[PciDevice],
@@ -429,10 +340,8 @@ class NvidiaDriver(BaseDriver):
 
     def _mdev_slots(self, parent: str, type_name: str,
                     available: int) -> list[tuple[int, str]]:
-        """(slot, mdev UUID) of the slots to offer: every existing mdev of ours (so a
-        handle in use never disappears) plus as many unused slots as the kernel has
-        free."""
-        existing = set(self._sysfs.mdev_devices(parent, type_name))
+        """(slot, mdev UUID) to offer: our existing mdevs plus the kernel's free slots."""
+        existing = set(self.sysfs.mdev_devices(parent, type_name))
         candidates = [(slot, self._mdev_uuid(parent, type_name, slot))
                       for slot in range(max(0, available) + len(existing))]
         unused = [c for c in candidates if c[1] not in existing][:max(0, available)]
@@ -447,9 +356,8 @@ class NvidiaDriver(BaseDriver):
             current = _int(vf.nvidia_current_vgpu_type)
             for type_id in sorted(enabled):
                 if current == type_id or (current == 0 and type_id in creatable):
-                    info = {**pci.to_attach_info(vf.address), "vgpu_type": str(type_id)}
-                    out.setdefault(type_id, []).append({"attach_type": "PCI",
-                                                        "attach_info": info})
+                    out.setdefault(type_id, []).append(
+                        base.pci_handle(vf.address, vgpu_type=str(type_id)))
         return out
 
     def _mdev_uuid(self, parent: str, type_name: str, slot: int) -> str:
@@ -473,25 +381,23 @@ class NvidiaDriver(BaseDriver):
         """Destroy what :meth:`prepare` created; a missing mdev or free VF is fine."""
         if "vgpu_type" in attach_info:
             vf = self._own_parent(identity, str(pci.from_attach_info(attach_info)))
-            current = _int(self._sysfs.read(self._sysfs.device_path(
-                vf, "nvidia", "current_vgpu_type")))
+            current = _int(self.sysfs.attr(vf, "nvidia", "current_vgpu_type"))
             if current == int(attach_info["vgpu_type"]):
-                self._sysfs_op(lambda: self._sysfs.set_current_vgpu_type(vf, 0), vf)
+                self._sysfs_op(lambda: self.sysfs.set_current_vgpu_type(vf, 0), vf)
             return
         if "asked_type" in attach_info:
             uuid = self._handle_uuid(identity, attach_info)
-            self._sysfs_op(lambda: self._sysfs.mdev_remove(uuid), uuid)
+            self._sysfs_op(lambda: self.sysfs.mdev_remove(uuid), uuid)
             self._undefine_mdev(uuid)
 
     def _undefine_mdev(self, uuid: str) -> None:
-        """Remove the persistent definition of mdev ``uuid`` (mdevctl's, which libvirt
-        writes for Nova), if there is one; a host without mdevctl keeps none."""
-        listed = self._runner.run(["mdevctl", "list", "--defined", "--uuid", uuid],
-                                  _MDEVCTL_TIMEOUT, privileged=False)
+        """Remove mdevctl's persistent definition of mdev ``uuid`` (libvirt's, for Nova), if any."""
+        listed = self.runner.run(["mdevctl", "list", "--defined", "--uuid", uuid],
+                                 _MDEVCTL_TIMEOUT, privileged=False)
         if listed.rc == RC_NOT_FOUND or (listed.ok and not listed.stdout.strip()):
             return
-        done = self._runner.run(["mdevctl", "undefine", "--uuid", uuid], _MDEVCTL_TIMEOUT,
-                                privileged=True)
+        done = self.runner.run(["mdevctl", "undefine", "--uuid", uuid], _MDEVCTL_TIMEOUT,
+                               privileged=True)
         if not done.ok:
             raise DriverError(f"mdev {uuid}: mdevctl undefine failed: "
                               f"{(done.stderr or listed.stderr).strip()[:500]}")
@@ -510,25 +416,24 @@ class NvidiaDriver(BaseDriver):
     def _set_vf_vgpu(self, identity: str, attach_info: dict[str, str]) -> None:
         vf = self._own_parent(identity, str(pci.from_attach_info(attach_info)))
         wanted = int(attach_info["vgpu_type"])
-        current = _int(self._sysfs.read(self._sysfs.device_path(
-            vf, "nvidia", "current_vgpu_type")))
+        current = _int(self.sysfs.attr(vf, "nvidia", "current_vgpu_type"))
         if current == wanted:
             return
         if current != 0:
             raise DriverError(f"VF {vf} already has vGPU type {current}, not {wanted}")
-        self._sysfs_op(lambda: self._sysfs.set_current_vgpu_type(vf, wanted), vf)
+        self._sysfs_op(lambda: self.sysfs.set_current_vgpu_type(vf, wanted), vf)
 
     def _create_mdev(self, identity: str, attach_info: dict[str, str]) -> None:
         parent = self._mdev_parent(identity, attach_info)
         type_name = attach_info["asked_type"]
         uuid = self._handle_uuid(identity, attach_info)
-        if self._sysfs.mdev_exists(uuid):
-            have = (self._sysfs.mdev_parent_of(uuid), self._sysfs.mdev_type_of(uuid))
+        if self.sysfs.mdev_exists(uuid):
+            have = (self.sysfs.mdev_parent_of(uuid), self.sysfs.mdev_type_of(uuid))
             if have != (parent, type_name):
                 raise DriverError(f"mdev {uuid} exists as {have[1]} on {have[0]}, not "
                                   f"{type_name} on {parent}")
         else:
-            self._sysfs_op(lambda: self._sysfs.mdev_create(parent, type_name, uuid), uuid)
+            self._sysfs_op(lambda: self.sysfs.mdev_create(parent, type_name, uuid), uuid)
 
     def _mdev_parent(self, identity: str, attach_info: dict[str, str]) -> str:
         try:
@@ -538,8 +443,7 @@ class NvidiaDriver(BaseDriver):
         return self._own_parent(identity, address)
 
     def _handle_uuid(self, identity: str, attach_info: dict[str, str]) -> str:
-        """The mdev UUID of an MDEV handle: the one discovery named it by (and reported
-        as the handle's uuid), from its parent, type and ``vgpu_mark`` slot."""
+        """The mdev UUID discovery gave an MDEV handle (from parent, type and vgpu_mark slot)."""
         type_name = attach_info["asked_type"]
         mark = attach_info.get("vgpu_mark", f"{type_name}_0")
         slot = mark.removeprefix(f"{type_name}_")
@@ -550,8 +454,7 @@ class NvidiaDriver(BaseDriver):
     def _own_parent(self, identity: str, address: str) -> str:
         """``address`` normalised, when it is the GPU ``identity`` or one of its VFs."""
         gpu, parent = pci.normalize(identity), pci.normalize(address)
-        if parent != gpu and self._sysfs.link_name(
-                self._sysfs.device_path(parent, "physfn")) != gpu:
+        if parent != gpu and self.sysfs.link_name(self.sysfs.device_path(parent, "physfn")) != gpu:
             raise DriverError(f"{parent} is neither {gpu} nor one of its VFs")
         return parent
 
@@ -574,12 +477,12 @@ class NvidiaDriver(BaseDriver):
         self._collect_events(known)
         out = {address: self._gpu_health(address, gpu) for address, gpu in known.gpus.items()}
         for address, gpu in known.pending.items():
-            out[address] = Health(HEALTH_DEGRADED, (
-                f"MIG mode change pending (pending {_onoff(gpu.mig_pending)}): reset the "
-                "GPU to apply it",))
+            out[address] = Health.of([], [f"MIG mode change pending (pending "
+                                          f"{_onoff(gpu.mig_pending)}): reset the GPU to "
+                                          "apply it"])
         for address in known.vanished:
-            out[address] = Health(HEALTH_FAILED, ("no longer visible to NVML while bound "
-                                                  "to nvidia (fell off the bus?)",))
+            out[address] = Health.of(["no longer visible to NVML while bound to nvidia "
+                                      "(fell off the bus?)"], [])
         return out
 
     def _gpu_health(self, address: str, gpu: nvmlmod.GpuInfo) -> Health:
@@ -588,14 +491,13 @@ class NvidiaDriver(BaseDriver):
         try:
             cond = self._nvml.condition(gpu.uuid)
         except nvmlmod.GpuLost:
-            return Health(HEALTH_FAILED, ("GPU is lost (NVML): it fell off the bus or "
-                                          "stopped answering; reset or reboot needed",))
+            return Health.of(["GPU is lost (NVML): it fell off the bus or stopped "
+                              "answering; reset or reboot needed"], [])
         except nvmlmod.NvmlError as exc:
-            return Health(HEALTH_DEGRADED, (f"cannot read health: {exc}",))
+            return Health.of([], [f"cannot read health: {exc}"])
         if cond.ecc_uncorrected_volatile:
             text = f"{cond.ecc_uncorrected_volatile} uncorrected ECC errors since driver load"
-            (failed if self._conf.ecc_uncorrected_status == HEALTH_FAILED
-             else degraded).append(text)
+            (failed if self.conf.ecc_uncorrected_status == "failed" else degraded).append(text)
         if cond.remap_failed:
             failed.append("row remapping failed: the GPU needs service")
         if cond.remap_pending:
@@ -605,20 +507,18 @@ class NvidiaDriver(BaseDriver):
         event = self._events.get(address)
         if event is not None:
             failed.append(event[1])
-        if failed:
-            return Health(HEALTH_FAILED, tuple(failed + degraded))
-        return Health(HEALTH_DEGRADED, tuple(degraded)) if degraded else Health(HEALTH_OK)
+        return Health.of(failed, degraded)
 
     def _collect_events(self, known: _Known) -> None:
         """Drain NVML events (bounded wait) and expire old ones."""
         by_uuid = {gpu.uuid: address for address, gpu in known.gpus.items()}
         now = self.ctx.clock()
         try:
-            events = self._nvml.wait_events(sorted(by_uuid), self._conf.event_wait_ms)
+            events = self._nvml.wait_events(sorted(by_uuid), self.conf.event_wait_ms)
         except nvmlmod.NvmlError as exc:
             LOG.warning("NVML event wait failed: %s", exc)
             events = []
-        ignored = set(self._conf.ignored_xids)
+        ignored = set(self.conf.ignored_xids)
         for event in events:
             address = by_uuid.get(event.gpu_uuid)
             if address is None or (event.kind == "xid" and event.data in ignored):
@@ -628,7 +528,7 @@ class NvidiaDriver(BaseDriver):
                       "unavailable": "GPU unavailable event"}[event.kind]
             LOG.warning("GPU %s: %s", address, reason)
             self._events[address] = (now, reason)
-        hold = self._conf.xid_hold_seconds
+        hold = self.conf.xid_hold_seconds
         if hold:
             self._events = {a: e for a, e in self._events.items() if now - e[0] < hold}
 
@@ -641,19 +541,14 @@ class NvidiaDriver(BaseDriver):
         targets = [(a, g.uuid) for a, g in known.gpus.items()]
         targets += [(m.uuid, m.uuid) for migs in known.migs.values() for m in migs]
         for key, uuid in targets:
-            try:
-                values = self._nvml.stats(uuid)
-            except nvmlmod.NvmlError:
-                continue
-            if values:
-                out[key] = values
+            with contextlib.suppress(nvmlmod.NvmlError):
+                if values := self._nvml.stats(uuid):
+                    out[key] = values
         return out
 
 
 def mdev_attach_info(parent: str, type_name: str, slot: int) -> dict[str, str]:
-    """An MDEV handle as Nova 34's libvirt driver reads it: the parent's PCI address as
-    hex strings (it names the parent ``pci_<domain>_<bus>_<device>_<function>``), the
-    mdev type to create (``asked_type``) and the slot (``vgpu_mark``)."""
+    """An MDEV handle as Nova's libvirt driver reads it: parent address, type, slot."""
     return {**pci.to_attach_info(parent), "asked_type": type_name,
             "vgpu_mark": f"{type_name}_{slot}"}
 
@@ -668,22 +563,10 @@ def _vgpu_layout(pf: PciDevice, vfs: list[PciDevice]) -> str | None:
 
 
 def _offered_types(devices: list[PciDevice], layout: str) -> dict[str, str]:
-    """Type -> name for the explanation."""
-    out: dict[str, str] = {}
-    for dev in devices:
-        if layout == "mdev":
-            for type_name, mtype in dev.mdev_supported_types.items():
-                out[type_name] = mtype.name or "?"
-        else:
-            for type_id, name in parse_vgpu_types(dev.nvidia_creatable_vgpu_types).items():
-                out[str(type_id)] = name
-    return out
-
-
-def _attributes(rc: str, traits: list[str]) -> dict[str, str]:
-    attrs = {"rc": rc}
-    attrs.update({f"trait{i}": t for i, t in enumerate(traits)})
-    return attrs
+    if layout == "mdev":
+        return {t: m.name or "?" for dev in devices for t, m in dev.mdev_supported_types.items()}
+    return {str(t): name for dev in devices
+            for t, name in parse_vgpu_types(dev.nvidia_creatable_vgpu_types).items()}
 
 
 def _onoff(value: bool | None) -> str:
@@ -691,10 +574,9 @@ def _onoff(value: bool | None) -> str:
 
 
 def _int(text: str | None) -> int:
-    try:
+    with contextlib.suppress(ValueError):
         return int((text or "0").strip())
-    except ValueError:
-        return 0
+    return 0
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:

@@ -1,51 +1,34 @@
 """Shared machinery of the PCI drivers (generic and sriov): specs, discovery, vfio binding.
 
-Both drivers find PCI functions by operator-written JSON specs (vendor/product ids, class
-prefix, address glob), report one device per matched physical function with one
-deployable, and use the PF itself or its VFs as attach handles. They differ only in
-which option holds the specs, whether SR-IOV is required, and defaults; the subclasses in
-``generic.py`` and ``sriov.py`` set those as class attributes.
-
-What is kept on disk (``<state_dir>/<driver>-state.json``, written atomically): for each
-installed identity, what install changed (the PF's original driver, VF count and
-autoprobe setting) and, for each handle it or ``prepare`` rebound, the driver it had
-before. That is what lets uninstall/release put the host back after an agent restart,
-and what makes every operation idempotent.
+Each PF an operator's JSON spec matches is one device whose handles are the PF or its
+VFs. ``<state_dir>/<driver>-state.json`` keeps what install changed and each moved
+handle's previous driver, so uninstall/release restore the host after a restart.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import json
 import os
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any
 
 import jsonschema
 
 from acceld import reports, states
 from acceld.agent import fileutil
-from acceld.agent.drivers.base import (
-    HEALTH_DEGRADED,
-    HEALTH_FAILED,
-    BaseDriver,
-    Check,
-    DriverContext,
-    DriverError,
-    Explanation,
-    Health,
-    Skipped,
-)
+from acceld.agent.drivers import base
+from acceld.agent.drivers.base import BaseDriver, Check, DriverError, Health, Skipped
 from acceld.hw import names, pci
-from acceld.hw.sysfs import BindError, PciDevice, Sysfs
+from acceld.hw.sysfs import BindError, PciDevice
 
 VFIO = "vfio-pci"
-T = TypeVar("T")
 
 _HEX4 = {"type": "string", "pattern": "^(0x)?[0-9a-fA-F]{4}$"}
 
-# Fields every spec understands; subclasses may add their own.
+# The fields of a spec.
 BASE_PROPERTIES: dict[str, Any] = {
     "vendor_id": _HEX4,
     "product_id": _HEX4,
@@ -109,21 +92,15 @@ class DeviceSpec:
     count: int | None = None
 
     def matches_ids(self, dev: PciDevice) -> bool:
-        """Vendor, product and class prefix (the address glob is checked separately so
-        that explain() can say a device was excluded by it)."""
+        """Vendor, product and class prefix (the address glob is checked apart, for explain)."""
         return ((self.vendor_id is None or dev.vendor == self.vendor_id)
                 and (self.product_id is None or dev.device == self.product_id)
                 and (self.pci_class is None or dev.pci_class.startswith(self.pci_class)))
 
-    def matches_address(self, dev: PciDevice) -> bool:
-        return self.address is None or pci.matches(self.address, dev.address)
-
     def summary(self) -> str:
-        parts = [f"{k}={v}" for k, v in (("vendor_id", self.vendor_id),
-                                          ("product_id", self.product_id),
-                                          ("class", self.pci_class),
-                                          ("address", self.address)) if v is not None]
-        return " ".join(parts)
+        return " ".join(f"{k}={v}" for k, v in zip(
+            SELECTORS, (self.vendor_id, self.product_id, self.pci_class, self.address),
+            strict=True) if v is not None)
 
 
 def _hex(value: str | None, width: int | None = None) -> str | None:
@@ -134,15 +111,10 @@ def _hex(value: str | None, width: int | None = None) -> str | None:
 
 
 def load_specs(values: Iterable[str], group: str, option: str,
-               properties: dict[str, Any] = BASE_PROPERTIES,
                default_vfio: bool = True) -> list[DeviceSpec]:
-    """Parse and validate ``[group] option`` (one JSON object per value).
-
-    Raises DriverError naming the option, the entry and the bad field, so the driver
-    fails to load with a message the operator can act on.
-    """
-    schema = {"type": "object", "additionalProperties": False, "properties": properties}
-    validator = jsonschema.Draft202012Validator(schema)
+    """Parse and validate ``[group] option`` (one JSON object per value) or DriverError."""
+    validator = jsonschema.Draft202012Validator(
+        {"type": "object", "additionalProperties": False, "properties": BASE_PROPERTIES})
     specs = []
     for index, raw in enumerate(values):
         where = f"[{group}] {option} entry {index}"
@@ -158,19 +130,14 @@ def load_specs(values: Iterable[str], group: str, option: str,
         if not any(key in data for key in SELECTORS):
             raise DriverError(f"{where}: needs at least one of {', '.join(SELECTORS)} "
                               "to select devices")
-        if "address" in data:
-            try:
-                pci.validate_spec(data["address"])
-            except ValueError as exc:
-                raise DriverError(f"{where}: field 'address': {exc}") from None
-        specs.append(DeviceSpec(
-            index=index, raw=raw, vendor_id=_hex(data.get("vendor_id"), 4),
-            product_id=_hex(data.get("product_id"), 4), pci_class=_hex(data.get("class")),
-            address=data.get("address"), device_type=data.get("device_type"),
-            resource_class=data.get("resource_class"), traits=tuple(data.get("traits", ())),
-            backend=data.get("backend"), services=data.get("services"),
-            physical_network=data.get("physical_network"), num_vfs=data.get("num_vfs"),
-            vfio=data.get("vfio", default_vfio), count=data.get("count")))
+        try:
+            pci.validate_spec(data.get("address", "*"))
+        except ValueError as exc:
+            raise DriverError(f"{where}: field 'address': {exc}") from None
+        data.update(vendor_id=_hex(data.get("vendor_id"), 4), pci_class=_hex(data.pop(
+            "class", None)), product_id=_hex(data.get("product_id"), 4),
+            traits=tuple(data.get("traits", ())), vfio=data.get("vfio", default_vfio))
+        specs.append(DeviceSpec(index=index, raw=raw, **data))
     return specs
 
 
@@ -192,75 +159,61 @@ class Match:
     handles: tuple[str, ...]
 
 
-@dataclasses.dataclass(frozen=True)
-class Scan:
-    matches: tuple[Match, ...]
-    skipped: tuple[Skipped, ...]
-    checks: tuple[Check, ...]
-
-
 class PciDriverBase(BaseDriver):
-    """The common PCI driver; subclasses set the class attributes below."""
 
     spec_option = ""                # e.g. "device_spec"
-    spec_properties: dict[str, Any] = BASE_PROPERTIES
     default_vfio = True             # does install put the handles on vfio-pci by default
     requires_sriov = False          # skip PFs without SR-IOV
     pf_handle = True                # a PF without VFs is its own (single) handle
 
-    def __init__(self, ctx: DriverContext) -> None:
+    def __init__(self, ctx: base.DriverContext) -> None:
         super().__init__(ctx)
-        group = getattr(ctx.conf, self.conf_group)
-        self.specs = load_specs(getattr(group, self.spec_option), self.conf_group,
-                                self.spec_option, self.spec_properties, self.default_vfio)
-        self.protected_drivers = frozenset(group.protected_drivers)
-        self.sysfs: Sysfs = ctx.sysfs if ctx.sysfs is not None else Sysfs("/")
+        self.specs = load_specs(getattr(self.conf, self.spec_option), self.conf_group,
+                                self.spec_option, self.default_vfio)
+        self.protected_drivers = frozenset(self.conf.protected_drivers)
         self.names = names.PciNames()
         self._state_file = os.path.join(ctx.state_dir, f"{self.name}-state.json")
         self._known: dict[str, Match] = {}
 
     # -- discovery -------------------------------------------------------------------
     def discover(self) -> list[reports.Device]:
-        scan = self._scan()
-        self._known = {m.device.address: m for m in scan.matches}
-        expected = [s.count for s in self.specs]
-        self._explained(Explanation(
-            checks=scan.checks, found=len(scan.matches), skipped=scan.skipped,
-            expected=sum(c for c in expected if c is not None)
-            if any(c is not None for c in expected) else None))
-        return [self._report(m) for m in scan.matches]
+        matches, skipped, checks = self._scan()
+        self._known = {m.device.address: m for m in matches}
+        counts = [s.count for s in self.specs if s.count is not None]
+        self._explanation = base.Explanation(
+            checks=tuple(checks), found=len(matches), skipped=tuple(skipped),
+            expected=sum(counts) if counts else None)
+        return [self._report(m) for m in matches]
 
-    def _scan(self) -> Scan:
+    def _scan(self) -> tuple[list[Match], list[Skipped], list[Check]]:
+        """Matches, skipped devices (one per address, none later matched) and checks."""
         devices = self.sysfs.pci_devices()
-        by_addr = {d.address: d for d in devices}
         checks = [self._spec_config_check(), *self._host_checks()]
         matches: list[Match] = []
-        skipped: list[Skipped] = []
+        skipped: dict[str, Skipped] = {}
         claimed: set[str] = set()
         for spec in self.specs:
             found = []
             for dev in devices:
                 if dev.address in claimed or not spec.matches_ids(dev):
                     continue
-                reason = self._exclusion(spec, dev, by_addr)
-                if reason:
-                    skipped.append(Skipped(dev.address, reason))
-                    continue
                 match = Match(spec, dev, self._handles(spec, dev))
-                if self.device_type(match) == "NIC" and not spec.physical_network:
-                    skipped.append(Skipped(dev.address, _NO_PHYSNET.format(spec.index)))
+                reason = self._exclusion(spec, dev) or (
+                    _NO_PHYSNET.format(spec.index) if self.device_type(match) == "NIC"
+                    and not spec.physical_network else None)
+                if reason:
+                    skipped.setdefault(dev.address, Skipped(dev.address, reason))
                     continue
                 claimed.add(dev.address)
                 matches.append(match)
                 found.append(match)
                 checks.extend(self._device_checks(match))
             checks.append(self._spec_check(spec, found))
-        return Scan(tuple(matches), tuple(_dedupe_skips(skipped, claimed)), tuple(checks))
+        return matches, [s for a, s in skipped.items() if a not in claimed], checks
 
-    def _exclusion(self, spec: DeviceSpec, dev: PciDevice,
-                   by_addr: dict[str, PciDevice]) -> str | None:
+    def _exclusion(self, spec: DeviceSpec, dev: PciDevice) -> str | None:
         """Why a device that matched the ids is not reported (None: it is)."""
-        if not spec.matches_address(dev):
+        if spec.address is not None and not pci.matches(spec.address, dev.address):
             return f"matches spec {spec.index} ids but not its address {spec.address!r}"
         if dev.is_vf:
             return (f"is a VF of {dev.physfn}; VFs are reported as attach handles of "
@@ -268,35 +221,31 @@ class PciDriverBase(BaseDriver):
         if dev.driver in self.protected_drivers:
             return (f"bound to {dev.driver}, which [{self.conf_group}] protected_drivers "
                     "says never to take")
-        if self.sysfs.read(self.sysfs.device_path(dev.address, "boot_vga")) == "1":
+        if self.sysfs.attr(dev.address, "boot_vga") == "1":
             return "is the boot VGA device (it hosts the console); not taken"
         if self.requires_sriov and not dev.sriov_capable:
             return "is not SR-IOV capable (no sriov_totalvfs)"
         return None
 
     def _handles(self, spec: DeviceSpec, dev: PciDevice) -> tuple[str, ...]:
-        if dev.virtfns or spec.num_vfs or not self.pf_handle:
-            return dev.virtfns
-        return (dev.address,)
+        return dev.virtfns if dev.virtfns or spec.num_vfs or not self.pf_handle else (
+            dev.address,)
 
     def _spec_config_check(self) -> Check:
-        if not self.specs:
-            return Check(f"{self.spec_option}", False,
-                         f"no [{self.conf_group}] {self.spec_option} configured: this driver "
-                         "reports nothing")
-        return Check(f"{self.spec_option}", True, f"{len(self.specs)} spec(s) configured")
+        return Check(self.spec_option, bool(self.specs),
+                     f"{len(self.specs)} spec(s) configured" if self.specs else
+                     f"no [{self.conf_group}] {self.spec_option} configured: this driver "
+                     "reports nothing")
 
     def _host_checks(self) -> list[Check]:
         groups = len(self.sysfs.listdir("/sys/kernel/iommu_groups"))
-        iommu = Check("iommu", groups > 0,
-                      f"{groups} IOMMU group(s)" if groups else
-                      "no IOMMU groups in /sys/kernel/iommu_groups: the IOMMU is off; "
-                      "vfio-pci passthrough needs intel_iommu=on or amd_iommu=on")
         loaded = self.sysfs.driver_loaded(VFIO)
-        vfio = Check("vfio-pci", loaded, "vfio-pci driver registered" if loaded else
-                     "vfio-pci is not loaded (modprobe vfio-pci): install and prepare "
-                     "need it to hand devices to guests")
-        return [iommu, vfio]
+        return [Check("iommu", groups > 0, f"{groups} IOMMU group(s)" if groups else
+                      "no IOMMU groups in /sys/kernel/iommu_groups: the IOMMU is off; "
+                      "vfio-pci passthrough needs intel_iommu=on or amd_iommu=on"),
+                Check("vfio-pci", loaded, "vfio-pci driver registered" if loaded else
+                      "vfio-pci is not loaded (modprobe vfio-pci): install and prepare "
+                      "need it to hand devices to guests")]
 
     def _spec_check(self, spec: DeviceSpec, found: list[Match]) -> Check:
         addresses = ", ".join(m.device.address for m in found) or "none"
@@ -306,32 +255,29 @@ class PciDriverBase(BaseDriver):
                      f"{expected}, found {len(found)}: {addresses}")
 
     def _device_checks(self, match: Match) -> list[Check]:
-        """Per-device facts worth showing: VF count not yet as configured, QAT down."""
-        checks = []
-        qat_state = self.sysfs.read(self.sysfs.device_path(match.device.address, "qat",
-                                                           "state"))
-        if qat_state is not None:
-            checks.append(Check(f"{match.device.address} qat", qat_state == "up",
-                                f"qat/state is {qat_state}"))
-        sriov = self._sriov_check(match)
-        return checks + ([sriov] if sriov else [])
-
-    def _sriov_check(self, match: Match) -> Check | None:
+        """Per-device facts worth showing: QAT down, VF count not yet as configured."""
         spec, dev = match.spec, match.device
-        if spec.num_vfs is None:
-            return None
-        name = f"{dev.address} sriov"
+        checks = []
+        qat_state = self.sysfs.attr(dev.address, "qat", "state")
+        if qat_state is not None:
+            checks.append(Check(f"{dev.address} qat", qat_state == "up",
+                                f"qat/state is {qat_state}"))
+        if spec.num_vfs is not None:
+            problem = self._vf_problem(spec, dev)
+            have = dev.sriov_numvfs or 0
+            checks.append(Check(f"{dev.address} sriov", problem is None and have == spec.num_vfs,
+                                problem or f"{have} of {spec.num_vfs} configured VFs present"
+                                + ("" if have == spec.num_vfs else "; install creates them")))
+        return checks
+
+    @staticmethod
+    def _vf_problem(spec: DeviceSpec, dev: PciDevice) -> str | None:
+        """Why ``spec.num_vfs`` cannot be had on ``dev`` (None: it can)."""
         if not dev.sriov_capable:
-            return Check(name, False, f"num_vfs={spec.num_vfs} configured but the device "
-                         "is not SR-IOV capable")
-        total = dev.sriov_totalvfs or 0
-        if spec.num_vfs > total:
-            return Check(name, False, f"num_vfs={spec.num_vfs} is above "
-                         f"sriov_totalvfs={total}")
-        have = dev.sriov_numvfs or 0
-        return Check(name, have == spec.num_vfs,
-                     f"{have} of {spec.num_vfs} configured VFs present"
-                     + ("" if have == spec.num_vfs else "; install creates them"))
+            return f"num_vfs={spec.num_vfs} is configured but the device is not SR-IOV capable"
+        if (spec.num_vfs or 0) > (dev.sriov_totalvfs or 0):
+            return f"num_vfs={spec.num_vfs} is above sriov_totalvfs={dev.sriov_totalvfs}"
+        return None
 
     # -- reports ---------------------------------------------------------------------
     def device_type(self, match: Match) -> str:
@@ -339,77 +285,57 @@ class PciDriverBase(BaseDriver):
             return match.spec.device_type
         if self.sysfs.is_dir(self.sysfs.device_path(match.device.address, "qat")):
             return "QAT"
-        for prefix, dtype in _CLASS_TYPES:
-            if match.device.pci_class.startswith(prefix):
-                return dtype
-        return "OTHER"
+        return next((dtype for prefix, dtype in _CLASS_TYPES
+                     if match.device.pci_class.startswith(prefix)), "OTHER")
 
     def services(self, match: Match) -> str | None:
         """The spec's services, else what the device says it runs (QAT cfg_services)."""
         if match.spec.services:
             return match.spec.services
-        return self.sysfs.read(self.sysfs.device_path(match.device.address, "qat",
-                                                      "cfg_services")) or None
+        return self.sysfs.attr(match.device.address, "qat", "cfg_services") or None
 
     def _report(self, match: Match) -> reports.Device:
         spec, dev = match.spec, match.device
         dtype = self.device_type(match)
-        attributes = {"rc": spec.resource_class or DEFAULT_RESOURCE_CLASS[dtype]}
-        attributes.update({f"trait{i}": t for i, t in enumerate(spec.traits)})
-        if spec.backend:
-            attributes["backend"] = spec.backend
-        services = self.services(match)
-        if services:
-            attributes["services"] = services
-        if spec.physical_network:
-            attributes["physical_network"] = spec.physical_network
-        if dev.numa_node is not None:
-            attributes["numa_node"] = str(dev.numa_node)
-        handles = []
-        for address in match.handles:
-            info = pci.to_attach_info(address)
-            if spec.physical_network:
-                info["physical_network"] = spec.physical_network
-            handles.append({"attach_type": "PCI", "attach_info": info})
-        std = {"vendor_id": dev.vendor, "product_id": dev.device, "class": dev.pci_class}
-        if dev.numa_node is not None:
-            std["numa_node"] = str(dev.numa_node)
-        if dev.iommu_group is not None:
-            std["iommu_group"] = str(dev.iommu_group)
-        if dev.sriov_totalvfs is not None:
-            std["sriov_totalvfs"] = str(dev.sriov_totalvfs)
+        physnet = {"physical_network": spec.physical_network} if spec.physical_network else {}
+        extra = {"backend": spec.backend, "services": self.services(match), **physnet,
+                 "numa_node": dev.numa_node}
+        std = {"numa_node": dev.numa_node, "iommu_group": dev.iommu_group,
+               "sriov_totalvfs": dev.sriov_totalvfs}
         return reports.make_device(
             identity=dev.address, type=dtype, vendor=dev.vendor, model=dev.device,
             name=f"{self.ctx.host}_{dtype.lower()}_{dev.address}",
-            std_board_info=std,
+            std_board_info={"vendor_id": dev.vendor, "product_id": dev.device,
+                            "class": dev.pci_class, **_present(std)},
             vendor_board_info={"vendor_name": self.names.vendor(dev.vendor),
                                "product_name": self.names.device(dev.vendor, dev.device)},
             controlpath={"type": "PCI", "info": pci.to_attach_info(dev.address)},
-            deployables=[{"name": f"{self.ctx.host}_{dev.address}",
-                          "num_accelerators": len(handles), "attributes": attributes,
-                          "attach_handles": handles}])
+            deployables=[base.deployable(
+                f"{self.ctx.host}_{dev.address}",
+                spec.resource_class or DEFAULT_RESOURCE_CLASS[dtype], spec.traits,
+                [base.pci_handle(h, **physnet) for h in match.handles], **_present(extra))])
 
     # -- health ------------------------------------------------------------------------
     def health(self) -> dict[str, Health]:
         if not self._known:
-            self._known = {m.device.address: m for m in self._scan().matches}
+            self._known = {m.device.address: m for m in self._scan()[0]}
         return {identity: self._health_of(match) for identity, match in self._known.items()}
 
     def _health_of(self, match: Match) -> Health:
         address = match.device.address
         dev = self.sysfs.pci_device(address)
         if dev is None:
-            return Health(HEALTH_FAILED, (f"{address} is gone from /sys/bus/pci/devices",))
+            return Health.of([f"{address} is gone from /sys/bus/pci/devices"], [])
         failed: list[str] = []
         degraded: list[str] = []
-        config = self._config_header(address)
-        if config is not None and config[:2] == b"\xff\xff":
-            failed.append(f"{address} config space reads all-ones (fell off the bus)")
+        with contextlib.suppress(OSError), open(
+                self.sysfs.path(self.sysfs.device_path(address, "config")), "rb") as config:
+            if config.read(2) == b"\xff\xff":
+                failed.append(f"{address} config space reads all-ones (fell off the bus)")
         fatal = self.sysfs.aer_fatal_count(address)
         if fatal:
             failed.append(f"{address} has {fatal} fatal AER error(s) (aer_dev_fatal)")
-        qat_state = self.sysfs.read(self.sysfs.device_path(address, "qat", "state"))
-        if qat_state == "down":
+        if self.sysfs.attr(address, "qat", "state") == "down":
             degraded.append(f"{address} QAT state is down (qat/state)")
         missing = [vf for vf in match.handles if self.sysfs.pci_device(vf) is None]
         if missing:
@@ -417,52 +343,35 @@ class PciDriverBase(BaseDriver):
         for vf in match.handles:
             if vf != address and self.sysfs.aer_fatal_count(vf):
                 degraded.append(f"VF {vf} has fatal AER errors")
-        if failed:
-            return Health(HEALTH_FAILED, tuple(failed + degraded))
-        if degraded:
-            return Health(HEALTH_DEGRADED, tuple(degraded))
-        return Health()
-
-    def _config_header(self, address: str) -> bytes | None:
-        try:
-            with open(self.sysfs.path(self.sysfs.device_path(address, "config")), "rb") as f:
-                return f.read(4)
-        except OSError:
-            return None
+        return Health.of(failed, degraded)
 
     # -- state -------------------------------------------------------------------------
     def _state(self) -> dict[str, dict[str, Any]]:
         return fileutil.read_json(self._state_file) or {}
 
-    def _save(self, state: dict[str, dict[str, Any]]) -> None:
-        fileutil.write_json_atomic(self._state_file, state)
-
-    def _update(self, identity: str, fn: Callable[[dict[str, Any]], None]) -> None:
+    def _update(self, identity: str, fn: Callable[[dict[str, Any]], Any]) -> None:
+        """Change the state entry of ``identity`` in place (an emptied one is dropped)."""
         state = self._state()
-        entry = state.setdefault(identity, {})
-        fn(entry)
-        if entry:
-            state[identity] = entry
-        else:
-            state.pop(identity, None)
-        self._save(state)
+        fn(state.setdefault(identity, {}))
+        if not state[identity]:
+            del state[identity]
+        fileutil.write_json_atomic(self._state_file, state)
 
     # -- lookups shared by the operations ------------------------------------------------
     def _match(self, identity: str) -> Match:
         """The current match for an identity, rescanning sysfs (never a stale view)."""
-        try:
-            address = pci.normalize(identity)
-        except ValueError:
-            raise DriverError(f"{identity!r} is not a PCI address") from None
-        dev = self.sysfs.pci_device(address)
-        if dev is None:
+        address = base.pci_address(identity)
+        if self.sysfs.pci_device(address) is None:
             raise DriverError(f"device {address} is gone (not in /sys/bus/pci/devices): was "
                               "it removed or hot-unplugged?")
-        for match in self._scan().matches:
-            if match.device.address == address:
-                return match
+        match = self._rescan(address)
+        if match is not None:
+            return match
         raise DriverError(f"{address} is not a device this driver manages (no "
                           f"[{self.conf_group}] {self.spec_option} entry reports it)")
+
+    def _rescan(self, address: str) -> Match | None:
+        return next((m for m in self._scan()[0] if m.device.address == address), None)
 
     def _need_vfio(self, address: str) -> None:
         if not self.sysfs.iommu_enabled():
@@ -473,11 +382,11 @@ class PciDriverBase(BaseDriver):
             raise DriverError(f"cannot give {address} to vfio-pci: vfio-pci is not loaded "
                               "(modprobe vfio-pci)")
 
-    def _sysfs_op(self, what: str, fn: Callable[[], T],
-                  hints: dict[int, str] | None = None) -> T:
+    def _sysfs_op(self, what: str, fn: Callable[[], Any],
+                  hints: dict[int, str] | None = None) -> None:
         """Run a sysfs operation, turning kernel errors into operator messages."""
         try:
-            return fn()
+            fn()
         except BindError as exc:
             raise DriverError(f"{what}: {exc}") from exc
         except OSError as exc:
@@ -490,15 +399,11 @@ class PciDriverBase(BaseDriver):
                        lambda: self.sysfs.set_numvfs(address, count, autoprobe=autoprobe),
                        _NUMVFS_HINTS)
 
-    def _bind(self, address: str, driver: str) -> None:
-        self._sysfs_op(f"binding {address} to {driver}",
-                       lambda: self.sysfs.bind_driver(address, driver))
-
     def _give_back(self, address: str, original: str | None) -> None:
         """Put a device back on ``original``; None means "let the kernel choose"."""
         if self.sysfs.pci_device(address) is None:
             return  # a VF removed with its PF's VF count: nothing to give back
-        if original is None or original == "":
+        if not original:
             self._sysfs_op(f"reprobing {address}", lambda: self.sysfs.reprobe(address))
         else:
             self._sysfs_op(f"restoring {address} to {original}",
@@ -517,41 +422,32 @@ class PciDriverBase(BaseDriver):
             match = self._match(address)
         if spec.vfio:
             for handle in match.handles:
-                self._remember_handle(address, handle)
-                self._bind(handle, VFIO)
+                self._to_vfio(address, handle)
         self._update(address, lambda e: e.update(installed=True))
 
     def _install_vfs(self, match: Match, entry: dict[str, Any]) -> None:
         spec, dev = match.spec, match.device
         address = dev.address
-        if not dev.sriov_capable:
-            raise DriverError(f"{address}: num_vfs={spec.num_vfs} is configured but the "
-                              "device is not SR-IOV capable")
-        if spec.num_vfs is not None and spec.num_vfs > (dev.sriov_totalvfs or 0):
-            raise DriverError(f"{address}: num_vfs={spec.num_vfs} is above "
-                              f"sriov_totalvfs={dev.sriov_totalvfs}")
+        problem = self._vf_problem(spec, dev)
+        if problem:
+            raise DriverError(f"{address}: {problem}")
         if "original_numvfs" not in entry:
-            def record(e: dict[str, Any]) -> None:
-                e.setdefault("original_numvfs", dev.sriov_numvfs or 0)
-                e.setdefault("original_autoprobe", dev.sriov_drivers_autoprobe)
-            self._update(address, record)
+            self._update(address, lambda e: e.update(
+                original_numvfs=dev.sriov_numvfs or 0,
+                original_autoprobe=dev.sriov_drivers_autoprobe))
         if (dev.sriov_numvfs or 0) == spec.num_vfs:
             return
         self._set_numvfs(address, spec.num_vfs or 0, False if spec.vfio else None)
 
-    def _remember_handle(self, identity: str, handle: str) -> None:
-        """Record the driver a handle had before we first moved it (once)."""
+    def _to_vfio(self, identity: str, handle: str) -> None:
+        """Bind a handle of ``identity`` to vfio-pci, recording its previous driver (once)."""
         driver = self.sysfs.driver_of(handle)
-
-        def record(e: dict[str, Any]) -> None:
-            e.setdefault("handles", {}).setdefault(handle, driver)
-        self._update(identity, record)
+        self._update(identity, lambda e: e.setdefault("handles", {}).setdefault(handle, driver))
+        self._sysfs_op(f"binding {handle} to {VFIO}",
+                       lambda: self.sysfs.bind_driver(handle, VFIO))
 
     def uninstall(self, identity: str) -> None:
-        try:
-            address = pci.normalize(identity)
-        except ValueError:
-            raise DriverError(f"{identity!r} is not a PCI address") from None
+        address = base.pci_address(identity)
         entry = self._state().get(address)
         if not entry:
             return
@@ -566,14 +462,11 @@ class PciDriverBase(BaseDriver):
                              entry.get("original_autoprobe"))
         if address in entry.get("handles", {}):
             self._give_back(address, entry["handles"][address])
-        state = self._state()
-        state.pop(address, None)
-        self._save(state)
+        self._update(address, dict.clear)
 
     # -- host use ------------------------------------------------------------------------
     def attach_host(self, identity: str) -> None:
-        """Give the handles to the host's own drivers (what they had before us, or what
-        the kernel picks)."""
+        """Give the handles back to the host (their drivers before us, or the kernel's)."""
         match = self._match(identity)
         known = self._state().get(match.device.address, {}).get("handles", {})
         for handle in match.handles:
@@ -586,8 +479,7 @@ class PciDriverBase(BaseDriver):
         match = self._match(identity)
         self._need_vfio(match.device.address)
         for handle in match.handles:
-            self._remember_handle(match.device.address, handle)
-            self._bind(handle, VFIO)
+            self._to_vfio(match.device.address, handle)
 
     # -- prepare / release -----------------------------------------------------------------
     def _handle_of(self, match: Match, attach_info: dict[str, str]) -> str:
@@ -606,8 +498,7 @@ class PciDriverBase(BaseDriver):
         handle = self._handle_of(match, attach_info)
         if self.sysfs.driver_of(handle) != VFIO:
             self._need_vfio(handle)
-            self._remember_handle(match.device.address, handle)
-            self._bind(handle, VFIO)
+            self._to_vfio(match.device.address, handle)
         return dict(attach_info)
 
     def release(self, identity: str, attach_info: dict[str, str]) -> None:
@@ -625,31 +516,14 @@ class PciDriverBase(BaseDriver):
         handles = entry.get("handles", {})
         if handle not in handles:
             return  # we never moved it
-        original = handles[handle]
-        if entry.get("installed") and self._spec_vfio(address):
+        match = self._rescan(address)
+        if entry.get("installed") and match is not None and match.spec.vfio:
             return  # install's resting state is vfio-pci
-        self._give_back(handle, original)
-
-        def forget(e: dict[str, Any]) -> None:
-            e.get("handles", {}).pop(handle, None)
-            if not e.get("handles"):
-                e.pop("handles", None)
-        self._update(address, forget)
-
-    def _spec_vfio(self, address: str) -> bool:
-        for match in self._scan().matches:
-            if match.device.address == address:
-                return match.spec.vfio
-        return False
+        self._give_back(handle, handles[handle])
+        rest = {h: driver for h, driver in handles.items() if h != handle}
+        self._update(address, lambda e: e.update(handles=rest) if rest else e.pop("handles", None))
 
 
-def _dedupe_skips(skipped: list[Skipped], claimed: set[str]) -> list[Skipped]:
-    """One entry per address, and none for devices a later spec did report."""
-    seen: set[str] = set()
-    out = []
-    for entry in skipped:
-        if entry.address in claimed or entry.address in seen:
-            continue
-        seen.add(entry.address)
-        out.append(entry)
-    return out
+def _present(values: dict[str, Any]) -> dict[str, str]:
+    """The values that are set, as strings."""
+    return {k: str(v) for k, v in values.items() if v is not None and v != ""}

@@ -16,8 +16,7 @@ def available() -> list[str]:
 
 
 def load(name: str, ctx: DriverContext) -> Driver:
-    """The driver ``name`` built for ``ctx`` (its import or constructor error raised as
-    is); DriverNotFound, naming the installed drivers, when there is no such driver."""
+    """The driver ``name`` built for ``ctx``; DriverNotFound when it is not installed."""
     try:
         manager = driver.DriverManager(DRIVER_NAMESPACE, name, invoke_on_load=True,
                                        invoke_args=(ctx,),

@@ -355,6 +355,7 @@ def test_image_error_is_a_driver_error():
 
 
 def test_image_dir_defaults_under_the_state_dir(tmp_path):
-    assert images.image_dir(_conf(), "/var/lib/acceld/agent") == \
-        "/var/lib/acceld/agent/fpga-images"
-    assert images.image_dir(_conf(image_dir=str(tmp_path)), "/x") == str(tmp_path)
+    from acceld.agent.programming import image_dir
+
+    assert image_dir(_conf(), "/var/lib/acceld/agent") == "/var/lib/acceld/agent/fpga-images"
+    assert image_dir(_conf(image_dir=str(tmp_path)), "/x") == str(tmp_path)
