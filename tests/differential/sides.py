@@ -278,7 +278,9 @@ class Side:
                 return resp.json()["arqs"]
             if "Device Profile not found with id" not in resp.text:
                 break
-            self._create_dp(f"{c.PREFIX}recover-{attempt}",
-                            f"d1ff0000-0000-4000-8000-0000000e{attempt:04d}")
+            self.call("POST", "/v2/device_profiles", (201,), body=[
+                {"name": f"{c.PREFIX}recover-{attempt}",
+                 "uuid": f"d1ff0000-0000-4000-8000-0000000e{attempt:04d}",
+                 "groups": [{"resources:FPGA": "1"}]}])
         raise SetupError(f"{self.name}: cannot list ARQs: {resp.status_code} "
                          f"{error_message(resp.text)}")
