@@ -16,8 +16,8 @@ calls Nova's functions, and reads back what they produced.
   Nova reads ``physical_network`` (and a port's PCI address) from an ARQ.
   :func:`port_vif` wraps that profile in a Nova ``VIF`` so :func:`guest_devices` can
   show the ``<interface>`` or ``<hostdev>`` Nova's VIF driver makes of it.
-* :func:`device_schema_errors` checks each device element against libvirt's RelaxNG
-  schema (``domain.rng``), found by :func:`find_domain_schema`.
+* Each device element is checked against libvirt's RelaxNG schema (``domain.rng``) with
+  ``tests.libvirt_schema``.
 
 Isolation, and why Nova's usual test fixtures are not all used:
 
@@ -40,19 +40,13 @@ Import this module after ``pytest.importorskip("nova.virt.libvirt.driver")``.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import logging
-import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import types
 import uuid as uuidlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -67,26 +61,14 @@ from nova.virt import fake as fake_virt
 from nova.virt.libvirt import driver as libvirt_driver
 from oslo_config import fixture as config_fixture
 
+from tests.libvirt_schema import device_schema_errors, find_domain_schema
+
 CONF = nova.conf.CONF
 
 ARQ = Mapping[str, Any]
 
-#: Where distributions install libvirt's schemas (Debian/Ubuntu: package ``libvirt0``,
-#: pulled in by ``libvirt-daemon`` and ``libvirt-clients``; Fedora/RHEL: ``libvirt-libs``).
-SYSTEM_SCHEMA_DIR = Path("/usr/share/libvirt/schemas")
-#: Environment variable naming another directory holding ``domain.rng`` and its includes.
-SCHEMA_DIR_ENV = "ACCELD_LIBVIRT_SCHEMAS"
-#: Where Debian's ``libvirt0`` package is unpacked when the host has no schemas
-#: (``apt-get download`` and ``dpkg -x``: no root, nothing installed).
-PACKAGE_DIR = (Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "acceld"
-               / "libvirt0")
-
 _DRIVER_LOGGER = "nova.virt.libvirt.driver"
 _IGNORED_ARQS_MESSAGE = "Ignoring accelerator requests with unsupported attach handle types"
-_DEVICE_SKELETON = (
-    '<domain type="kvm"><name>device-check</name><memory>1048576</memory>'
-    "<os><type>hvm</type></os><devices/></domain>"
-)
 
 
 def nova_fakes() -> types.ModuleType:
@@ -434,48 +416,3 @@ def port_vif(arq: ARQ, *, vnic_type: str = network_model.VNIC_TYPE_ACCELERATOR_D
         details={network_model.VIF_DETAILS_VLAN: vlan})
 
 
-def find_domain_schema() -> Path | None:
-    """libvirt's ``domain.rng``: from ``$ACCELD_LIBVIRT_SCHEMAS``, the system's copy, or
-    Debian's ``libvirt0`` package unpacked into :data:`PACKAGE_DIR` (fetched once, where
-    ``apt-get`` and ``dpkg`` are); None when there is none of them."""
-    unpacked = PACKAGE_DIR / "usr" / "share" / "libvirt" / "schemas"
-    for directory in (os.environ.get(SCHEMA_DIR_ENV), SYSTEM_SCHEMA_DIR, unpacked):
-        if directory and (Path(directory) / "domain.rng").is_file():
-            return Path(directory) / "domain.rng"
-    if _unpack_libvirt0() and (unpacked / "domain.rng").is_file():
-        return unpacked / "domain.rng"
-    return None
-
-
-@cache
-def _unpack_libvirt0() -> bool:
-    """Unpack Debian's ``libvirt0`` into :data:`PACKAGE_DIR`; whether it worked."""
-    if not (shutil.which("apt-get") and shutil.which("dpkg")):
-        return False
-    PACKAGE_DIR.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=PACKAGE_DIR.parent) as tmp:
-        got = subprocess.run(["apt-get", "download", "libvirt0"], cwd=tmp, timeout=300,
-                             capture_output=True, check=False)
-        debs = sorted(Path(tmp).glob("libvirt0_*.deb"))
-        if got.returncode != 0 or not debs:
-            return False
-        subprocess.run(["dpkg", "-x", str(debs[0]), f"{tmp}/root"], check=True, timeout=120)
-        with contextlib.suppress(OSError):     # another worker may have unpacked it first
-            os.rename(f"{tmp}/root", PACKAGE_DIR)
-    return True
-
-
-@cache
-def _relaxng(path: str) -> etree.RelaxNG:
-    return etree.RelaxNG(etree.parse(path))
-
-
-def device_schema_errors(device: etree._Element, schema: Path) -> list[str]:
-    """libvirt's RelaxNG errors of one device element, inside a minimal valid domain
-    (libxml2 reports an invalid device at its ancestors: alone, it is the one at fault)."""
-    skeleton = etree.fromstring(_DEVICE_SKELETON)
-    skeleton.find("devices").append(etree.fromstring(etree.tostring(device)))
-    validator = _relaxng(str(schema))
-    if validator.validate(skeleton):
-        return []
-    return [f"line {error.line}: {error.message}" for error in validator.error_log]
