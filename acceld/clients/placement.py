@@ -151,9 +151,6 @@ class PlacementClient:
     def ensure_trait(self, name: str) -> None:
         self._request("PUT", f"/traits/{name}", WRITE_VERSION, ok=(201, 204))
 
-    def allocation_candidates(self, query: str) -> dict[str, Any]:
-        return self._request("GET", f"/allocation_candidates?{query}", "1.39")
-
 
 # The 409s told apart by their error code (Placement 1.23+).
 CONFLICTS: dict[str | None, type[PlacementError]] = {

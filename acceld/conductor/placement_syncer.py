@@ -33,7 +33,6 @@ class SyncResult:
     in_sync: bool
     error: str | None = None
     conflicts: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    requests_skipped: bool = False
 
 
 class _HostSync:
@@ -267,9 +266,6 @@ class PlacementSyncer:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     # -- one host ----------------------------------------------------------------------------
-    def sync_all(self, full: bool = True) -> list[SyncResult]:
-        return [self.sync_host(h, full=full) for h in po.hosts(self._db)]
-
     def sync_host(self, host: str, full: bool = False, dry_run: bool = False) -> SyncResult:
         inputs = po.host_inputs(self._db, host)
         state = inputs.state
@@ -278,7 +274,7 @@ class PlacementSyncer:
         if not full and not dry_run and state is not None and state.in_sync \
                 and state.provider_digests == digests:
             self._settle(host, failed=False)
-            return SyncResult(host, [], True, requests_skipped=True)
+            return SyncResult(host, [], True)
         full = full or state is None or not state.in_sync
         compute = state.compute_rp_uuid if state else None
         work = _HostSync(self._client, self._known, self._known_lock,

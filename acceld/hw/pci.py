@@ -36,16 +36,6 @@ class PciAddress:
     def __str__(self) -> str:
         return f"{self.domain:04x}:{self.bus:02x}:{self.device:02x}.{self.function:x}"
 
-    @property
-    def routing_id(self) -> int:
-        """The 16-bit requester id, the base of SR-IOV VF numbering."""
-        return (self.bus << 8) | (self.device << 3) | self.function
-
-    @classmethod
-    def from_routing_id(cls, domain: int, rid: int) -> PciAddress:
-        """The address for a routing id (how the kernel places VFs)."""
-        return cls(domain, (rid >> 8) & 0xFF, (rid >> 3) & 0x1F, rid & 0x7)
-
 
 def parse(text: str) -> PciAddress:
     """Parse any common spelling (``0000:3b:00.0``, ``3b:00.0``, ...); ValueError otherwise."""

@@ -178,10 +178,6 @@ class Sysfs:
         """True when the kernel created any IOMMU group (IOMMU on and in use)."""
         return bool(self.listdir(IOMMU_GROUPS))
 
-    def iommu_group_devices(self, group: int) -> list[str]:
-        """The PCI addresses in one IOMMU group (all must go to vfio for passthrough)."""
-        return self.listdir(IOMMU_GROUPS, str(group), "devices")
-
     def driver_loaded(self, name: str) -> bool:
         return self.is_dir(PCI_DRIVERS, name)
 
@@ -263,10 +259,6 @@ class Sysfs:
                             device_api=self.read(types, t, "device_api"),
                             description=self.read(types, t, "description"))
                 for t in self.listdir(types)}
-
-    def mdev_parents(self) -> list[str]:
-        """Names in ``/sys/class/mdev_bus`` (PCI addresses for PCI parents)."""
-        return self.listdir(MDEV_BUS)
 
     def mdev_types(self, parent: str) -> dict[str, MdevType]:
         return self.mdev_types_at(os.path.join(MDEV_BUS, _mdev_parent_name(parent)))

@@ -66,6 +66,13 @@ _READ_ONLY = frozenset({
 _VGPU_LINE = re.compile(r"^\s*(\d+)\s*:\s*(.+?)\s*$")
 
 
+def vf_address(pf: pci.PciAddress, offset: int) -> pci.PciAddress:
+    """Where the kernel places the VF ``offset`` routing ids after its PF: the 16-bit
+    requester id (bus, device, function) plus the offset, carried across devices."""
+    rid = ((pf.bus << 8) | (pf.device << 3) | pf.function) + offset
+    return pci.PciAddress(pf.domain, (rid >> 8) & 0xFF, (rid >> 3) & 0x1F, rid & 0x7)
+
+
 @dataclasses.dataclass
 class _PfConfig:
     vf_device: str
@@ -541,9 +548,8 @@ class FakeKernel(Sysfs):
         assert info is not None
         autoprobe = self.read(devpath, "sriov_drivers_autoprobe") != "0"
         base = pci.parse(pf)
-        addresses = [str(pci.PciAddress.from_routing_id(
-            base.domain, base.routing_id + cfg.offset + cfg.stride * index))
-            for index in range(count)]
+        addresses = [str(vf_address(base, cfg.offset + cfg.stride * index))
+                     for index in range(count)]
         if any(self._device_exists(vf) for vf in addresses):
             # the kernel's device_add of a VF whose name is taken fails the same way
             raise _oserror(errno.EEXIST, self.device_path(pf, "sriov_numvfs"))

@@ -280,7 +280,8 @@ def test_manual_edit_in_placement_heals_on_the_periodic_pass(env):
         "traits": ["OWNER_CYBORG"]})
     assert resp.status_code == 200
     env.placement.reset_counts()
-    env.syncer.sync_all(full=True)
+    env.syncer.schedule_all()                         # the periodic pass
+    assert env.syncer.wait_idle(60)
     assert "CUSTOM_FAKE_GPU_A100" in env.children()[name]["traits"]
     writes = env.placement.writes()
     assert [(w[0], w[1].split("?")[0]) for w in writes] == [

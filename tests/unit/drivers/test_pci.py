@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from acceld.hw import pci
+from tests.fakes.kernel import vf_address
 
 
 @pytest.mark.parametrize("text", ["00000000:3B:00.0", "0000:3b:00.0", "3b:00.0", "3B:0.0",
@@ -47,12 +48,10 @@ def test_bad_attach_info_raises(info):
         pci.from_attach_info(info)
 
 
-def test_routing_id_places_vfs_like_the_kernel():
-    pf = pci.parse("0000:00:02.0")
-    assert str(pci.PciAddress.from_routing_id(0, pf.routing_id + 1)) == "0000:00:02.1"
+def test_the_fake_kernel_places_vfs_by_routing_id():
+    assert str(vf_address(pci.parse("0000:00:02.0"), 1)) == "0000:00:02.1"
     # crossing a device boundary: 3b:00.7 + 1 -> 3b:01.0
-    last = pci.parse("0000:3b:00.7")
-    assert str(pci.PciAddress.from_routing_id(0, last.routing_id + 1)) == "0000:3b:01.0"
+    assert str(vf_address(pci.parse("0000:3b:00.7"), 1)) == "0000:3b:01.0"
 
 
 @pytest.mark.parametrize("spec,address,expected", [

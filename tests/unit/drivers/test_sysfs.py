@@ -8,7 +8,7 @@ import os
 import pytest
 
 from acceld.hw import names, sysfs
-from acceld.hw.sysfs import BindError, Sysfs
+from acceld.hw.sysfs import IOMMU_GROUPS, MDEV_BUS, BindError, Sysfs
 from tests.fakes.kernel import FakeSysfsBuilder
 
 QAT = "0000:3b:00.0"
@@ -44,11 +44,12 @@ def test_gpu_numa_none_group_mdev_types(builder):
     s = Sysfs(str(builder.root))
     gpu = s.pci_device(GPU)
     assert gpu.numa_node is None                    # -1 means no affinity
-    assert gpu.iommu_group == 40 and s.iommu_group_devices(40) == [GPU]
+    assert gpu.iommu_group == 40 and s.listdir(IOMMU_GROUPS, "40", "devices") == [GPU]
     assert gpu.sriov_totalvfs is None and gpu.sriov_numvfs is None and not gpu.sriov_capable
     t = gpu.mdev_supported_types["nvidia-222"]
     assert (t.name, t.available_instances, t.device_api) == ("GRID T4-1B", 16, "vfio-pci")
-    assert s.mdev_parents() == [GPU] and s.mdev_types(GPU)["nvidia-222"] == t
+    assert s.listdir(MDEV_BUS) == [GPU]
+    assert s.mdev_types(GPU)["nvidia-222"] == t
     assert s.aer_fatal_count(GPU) == 0 and s.aer_fatal_count(QAT) is None
 
 
