@@ -1,0 +1,59 @@
+"""The libvirt ``<hostdev>`` of an attach handle, the device Nova would put in the guest
+at boot (docs/nova.md): ``PCI`` as a managed PCI hostdev (a NIC VF too: with no Neutron
+port there is no network to set up), ``MDEV`` as a vfio-pci mdev of the handle's mdev
+UUID; other types are refused. Each device carries :func:`alias` of its ARQ, kept in the
+live and the persistent definition, so that it can be found again (:func:`arq_of`).
+Only validated values go in: the address as hex numbers, the mdev as a UUID."""
+
+from __future__ import annotations
+
+import uuid
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+from typing import Any
+
+from acceld.hw import pci
+
+ALIAS_PREFIX = "ua-acceld-"
+GUEST_TYPES = ("PCI", "MDEV")
+
+
+def alias(arq_uuid: str) -> str:
+    """The libvirt alias of the device an ARQ attaches."""
+    return ALIAS_PREFIX + str(uuid.UUID(arq_uuid))
+
+
+def arq_of(device_alias: str) -> str | None:
+    """The ARQ a device alias names; None for a device acceld did not attach."""
+    if not device_alias.startswith(ALIAS_PREFIX):
+        return None
+    try:
+        return str(uuid.UUID(device_alias[len(ALIAS_PREFIX):]))
+    except ValueError:
+        return None
+
+
+def device_xml(arq_uuid: str, attach_type: str, attach_info: Mapping[str, Any],
+               attach_handle_uuid: str | None = None) -> str:
+    """The ``<hostdev>`` that attaches an ARQ's handle; ValueError naming what is wrong
+    for a type no guest takes or a malformed address or mdev UUID."""
+    if attach_type == "PCI":
+        a = pci.from_attach_info(dict(attach_info))
+        dev = ET.Element("hostdev", mode="subsystem", type="pci", managed="yes")
+        ET.SubElement(ET.SubElement(dev, "source"), "address", domain=f"0x{a.domain:04x}",
+                      bus=f"0x{a.bus:02x}", slot=f"0x{a.device:02x}",
+                      function=f"0x{a.function:x}")
+    elif attach_type == "MDEV":
+        try:
+            mdev = str(uuid.UUID(str(attach_handle_uuid)))
+        except ValueError:
+            raise ValueError(f"an MDEV handle needs its mdev's UUID, not "
+                             f"{str(attach_handle_uuid)[:40]!r}") from None
+        dev = ET.Element("hostdev", mode="subsystem", type="mdev", model="vfio-pci",
+                         managed="no")
+        ET.SubElement(ET.SubElement(dev, "source"), "address", uuid=mdev)
+    else:
+        raise ValueError(f"attach type {str(attach_type)[:20]!r} cannot be attached to a "
+                         f"guest (only {', '.join(GUEST_TYPES)})")
+    ET.SubElement(dev, "alias", name=alias(arq_uuid))
+    return ET.tostring(dev, encoding="unicode")
