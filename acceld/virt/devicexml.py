@@ -7,30 +7,29 @@ Only validated values go in: the address as hex numbers, the mdev as a UUID."""
 
 from __future__ import annotations
 
-import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import Any
 
+from acceld import states, uuids
 from acceld.hw import pci
 
 ALIAS_PREFIX = "ua-acceld-"
-GUEST_TYPES = ("PCI", "MDEV")
 
 
 def alias(arq_uuid: str) -> str:
     """The libvirt alias of the device an ARQ attaches."""
-    return ALIAS_PREFIX + str(uuid.UUID(arq_uuid))
+    arq = uuids.canonical(arq_uuid)
+    if arq is None:
+        raise ValueError(f"not an ARQ UUID: {arq_uuid[:40]!r}")
+    return ALIAS_PREFIX + arq
 
 
 def arq_of(device_alias: str) -> str | None:
     """The ARQ a device alias names; None for a device acceld did not attach."""
     if not device_alias.startswith(ALIAS_PREFIX):
         return None
-    try:
-        return str(uuid.UUID(device_alias[len(ALIAS_PREFIX):]))
-    except ValueError:
-        return None
+    return uuids.canonical(device_alias[len(ALIAS_PREFIX):])
 
 
 def device_xml(arq_uuid: str, attach_type: str, attach_info: Mapping[str, Any],
@@ -44,16 +43,15 @@ def device_xml(arq_uuid: str, attach_type: str, attach_info: Mapping[str, Any],
                       bus=f"0x{a.bus:02x}", slot=f"0x{a.device:02x}",
                       function=f"0x{a.function:x}")
     elif attach_type == "MDEV":
-        try:
-            mdev = str(uuid.UUID(str(attach_handle_uuid)))
-        except ValueError:
+        mdev = uuids.canonical(str(attach_handle_uuid))
+        if mdev is None:
             raise ValueError(f"an MDEV handle needs its mdev's UUID, not "
-                             f"{str(attach_handle_uuid)[:40]!r}") from None
+                             f"{str(attach_handle_uuid)[:40]!r}")
         dev = ET.Element("hostdev", mode="subsystem", type="mdev", model="vfio-pci",
                          managed="no")
         ET.SubElement(ET.SubElement(dev, "source"), "address", uuid=mdev)
     else:
         raise ValueError(f"attach type {str(attach_type)[:20]!r} cannot be attached to a "
-                         f"guest (only {', '.join(GUEST_TYPES)})")
+                         f"guest (only {', '.join(sorted(states.GUEST_ATTACH_TYPES))})")
     ET.SubElement(dev, "alias", name=alias(arq_uuid))
     return ET.tostring(dev, encoding="unicode")
