@@ -136,6 +136,9 @@ ROUTES: dict[str, dict[str, Handler]] = {
     path: {method: op.handler for method, op in ops.items()} for path, ops in OPERATIONS.items()}
 
 MOUNT_PREFIX = "/accelerator"
+# the routes anyone may read (version discovery, the API description): no policy rule
+PUBLIC_ROUTES = frozenset({("/", "GET"), ("/v1", "GET"), ("/v2", "GET"),
+                           ("/openapi.json", "GET")})
 
 # The methods of Cyborg's v2 controllers (pecan RestControllers), which decide what a
 # request no route serves gets there: below a collection, a GET or a method the controller
@@ -221,8 +224,19 @@ class Router:
             if "{" in path:
                 segments = path.strip("/").split("/")
                 self._templates.setdefault(tuple(segments[:2]), []).append((path, segments))
-        self._rules = {(self.match(op["path"])[0], op["method"]): rule.name
-                       for rule in policies.ROUTE_RULES for op in rule.operations}
+        self._rules: dict[tuple[str, str], str] = {}
+        for rule in policies.ROUTE_RULES:
+            for op in rule.operations:
+                found = self.match(op["path"])
+                if found is None:
+                    raise RuntimeError(f"policy rule {rule.name} documents "
+                                       f"{op['method']} {op['path']}, which no route serves")
+                self._rules[found[0], op["method"]] = rule.name
+        # fail closed: a route that is neither public nor documented by a rule is an error
+        unguarded = {(path, method) for path, methods in ROUTES.items()
+                     for method in methods} - set(self._rules) - PUBLIC_ROUTES
+        if unguarded:
+            raise RuntimeError(f"routes without a policy rule: {sorted(unguarded)}")
 
     def match(self, path: str) -> tuple[str, dict[str, str]] | None:
         """(route path, parameters) for a request path; one trailing slash is allowed."""
@@ -281,9 +295,8 @@ class Router:
         if found is None or method not in ROUTES[found[0]]:
             raise _unrouted(req, method, None if found is None else ROUTES[found[0]])
         path, match = found
-        rule = self._rules.get((path, method))
-        if rule is not None:
-            util.authorize(req, rule)
+        if (path, method) not in PUBLIC_ROUTES:
+            util.authorize(req, self._rules[path, method])
         if "uuid" in match:  # one spelling of a UUID everywhere below the router
             match["uuid"] = util.canonical_uuid(match["uuid"])
         return ROUTES[path][method](req, **match)

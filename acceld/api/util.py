@@ -8,7 +8,6 @@ import io
 import re
 import threading
 import time
-import types
 import urllib.parse
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -28,6 +27,16 @@ from acceld.db.api import Database
 from acceld.rpc import ConductorClient
 
 
+class ApiOptions(NamedTuple):
+    """The ``[api]`` options a request reads, read once (none is mutable; oslo.config's
+    attribute lookup is a visible part of a small request's cost)."""
+
+    public_endpoint: str | None
+    max_limit: int
+    max_request_body_size: int
+    max_arqs_per_profile: int
+
+
 @dataclasses.dataclass(frozen=True)
 class AppState:
     """What every handler needs: passed in, never imported."""
@@ -38,19 +47,15 @@ class AppState:
     enforcer: policy.Enforcer
     lists: listcache.ListCache = dataclasses.field(default_factory=listcache.ListCache)
     answers: listcache.Replies = dataclasses.field(default_factory=listcache.Replies)
-    # the [api] options a request reads, read once (none is mutable; oslo.config's
-    # attribute lookup is a visible part of a small request's cost)
-    api: Any = dataclasses.field(init=False)
+    api: ApiOptions = dataclasses.field(init=False)
     decisions: _PolicyDecisions = dataclasses.field(init=False)
     # the public URL of the links per request host (link_inputs), when not configured
     public_urls: dict[tuple[Any, ...], str] = dataclasses.field(init=False,
                                                                  default_factory=dict)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "api", types.SimpleNamespace(**{
-            name: self.conf.api[name] for name in ("public_endpoint", "max_limit",
-                                                   "max_request_body_size",
-                                                   "max_arqs_per_profile")}))
+        object.__setattr__(self, "api", ApiOptions(**{
+            name: self.conf.api[name] for name in ApiOptions.__annotations__}))
         object.__setattr__(self, "decisions", _PolicyDecisions())
 
 
