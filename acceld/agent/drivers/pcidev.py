@@ -516,12 +516,17 @@ class PciDriverBase(BaseDriver):
         handles = entry.get("handles", {})
         if handle not in handles:
             return  # we never moved it
-        match = self._rescan(address)
-        if entry.get("installed") and match is not None and match.spec.vfio:
-            return  # install's resting state is vfio-pci
+        if entry.get("installed") and (match := self._rescan(address)) is not None \
+                and match.spec.vfio:
+            return  # install's resting state is vfio-pci (only then is the host scanned)
         self._give_back(handle, handles[handle])
-        rest = {h: driver for h, driver in handles.items() if h != handle}
-        self._update(address, lambda e: e.update(handles=rest) if rest else e.pop("handles", None))
+
+        def forget(e: dict[str, Any]) -> None:
+            # on the state as it is now: another VF of this PF may have been released since
+            e.get("handles", {}).pop(handle, None)
+            if not e.get("handles"):
+                e.pop("handles", None)
+        self._update(address, forget)
 
 
 def _present(values: dict[str, Any]) -> dict[str, str]:
