@@ -64,10 +64,16 @@ class AgentHostWork:
         self._agents = agents
 
     def _target(self, handle: dict[str, Any]) -> hostwork.HandleTarget | None:
-        """Where ``handle``'s host work runs; None when it needs none."""
+        """Where ``handle``'s host work runs; None when it needs none. A handle that needs
+        it (an MDEV one always does) but whose host is not known is OperationFailed, never
+        a bind finished without its host work."""
         target = hostwork.target_for(handle, self._db)
-        if target is None or not hostwork.requires_host_work(handle, target):
+        if not hostwork.requires_host_work(handle, target):
             return None
+        if target is None:
+            raise exception.OperationFailed(
+                f"attach handle {handle['uuid']} needs host work, but its device's host is "
+                f"not known")
         return target
 
     def needs(self, handle: dict[str, Any], conn: Connection | None = None) -> bool:
