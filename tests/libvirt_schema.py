@@ -67,12 +67,16 @@ def _unpack_libvirt0() -> bool:
         return False
     PACKAGE_DIR.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=PACKAGE_DIR.parent) as tmp:
-        got = subprocess.run(["apt-get", "download", "libvirt0"], cwd=tmp, timeout=300,
-                             capture_output=True, check=False)
-        debs = sorted(Path(tmp).glob("libvirt0_*.deb"))
-        if got.returncode != 0 or not debs:
+        try:
+            got = subprocess.run(["apt-get", "download", "libvirt0"], cwd=tmp, timeout=300,
+                                 capture_output=True, check=False)
+            debs = sorted(Path(tmp).glob("libvirt0_*.deb"))
+            if got.returncode != 0 or not debs:
+                return False
+            subprocess.run(["dpkg", "-x", str(debs[0]), f"{tmp}/root"], check=True,
+                           timeout=120, capture_output=True)
+        except (subprocess.SubprocessError, OSError):  # no schema: the callers say so
             return False
-        subprocess.run(["dpkg", "-x", str(debs[0]), f"{tmp}/root"], check=True, timeout=120)
         with contextlib.suppress(OSError):     # another worker may have unpacked it first
             os.rename(f"{tmp}/root", PACKAGE_DIR)
     return True

@@ -27,9 +27,9 @@ def alias(arq_uuid: str) -> str:
 
 def arq_of(device_alias: str) -> str | None:
     """The ARQ a device alias names; None for a device acceld did not attach."""
-    if not device_alias.startswith(ALIAS_PREFIX):
-        return None
-    return uuids.canonical(device_alias[len(ALIAS_PREFIX):])
+    arq = device_alias.removeprefix(ALIAS_PREFIX)
+    # only the form alias() writes: another spelling of a UUID is not acceld's
+    return arq if arq != device_alias and uuids.canonical(arq) == arq else None
 
 
 def device_xml(arq_uuid: str, attach_type: str, attach_info: Mapping[str, Any],
@@ -37,11 +37,11 @@ def device_xml(arq_uuid: str, attach_type: str, attach_info: Mapping[str, Any],
     """The ``<hostdev>`` that attaches an ARQ's handle; ValueError naming what is wrong
     for a type no guest takes or a malformed address or mdev UUID."""
     if attach_type == "PCI":
-        a = pci.from_attach_info(dict(attach_info))
+        a = pci.to_attach_info(pci.from_attach_info(dict(attach_info)))   # validated
         dev = ET.Element("hostdev", mode="subsystem", type="pci", managed="yes")
-        ET.SubElement(ET.SubElement(dev, "source"), "address", domain=f"0x{a.domain:04x}",
-                      bus=f"0x{a.bus:02x}", slot=f"0x{a.device:02x}",
-                      function=f"0x{a.function:x}")
+        ET.SubElement(ET.SubElement(dev, "source"), "address", domain="0x" + a["domain"],
+                      bus="0x" + a["bus"], slot="0x" + a["device"],
+                      function="0x" + a["function"])
     elif attach_type == "MDEV":
         mdev = uuids.canonical(str(attach_handle_uuid))
         if mdev is None:

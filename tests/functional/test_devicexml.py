@@ -11,7 +11,7 @@ from lxml import etree
 
 from acceld.agent.drivers.base import pci_handle
 from acceld.virt import devicexml
-from tests.libvirt_schema import device_schema_errors, require_domain_schema
+from tests.libvirt_schema import device_schema_errors, find_domain_schema, require_domain_schema
 
 ARQ = "0f8c6a2e-6a43-4d0e-9a53-1f6b1c2d3e4f"
 MDEV = "c2b4a3f0-1e5d-4c6b-8a7f-9e0d1c2b3a4f"
@@ -19,12 +19,18 @@ MDEV = "c2b4a3f0-1e5d-4c6b-8a7f-9e0d1c2b3a4f"
 
 @pytest.fixture(scope="module")
 def rng():
-    return require_domain_schema()
+    """libvirt's schema when there is one; the shape checks run without it too."""
+    return find_domain_schema()
+
+
+def test_libvirt_schema_is_there():
+    require_domain_schema()         # skips with how to get it (under CI=true: fails)
 
 
 def _valid(xml: str, rng) -> etree._Element:
     element = etree.fromstring(xml)
-    assert device_schema_errors(element, rng) == [], xml
+    if rng is not None:
+        assert device_schema_errors(element, rng) == [], xml
     return element
 
 
@@ -57,7 +63,8 @@ def test_mdev_handles_are_vfio_mdev_hostdevs(rng):
 
 def test_the_alias_names_the_arq_and_only_acceld_aliases_name_one():
     assert devicexml.arq_of(devicexml.alias(ARQ.upper())) == ARQ
-    for other in ("hostdev0", "ua-acceld-", "ua-acceld-not-a-uuid", f"ua-other-{ARQ}"):
+    for other in ("hostdev0", "ua-acceld-", "ua-acceld-not-a-uuid", f"ua-other-{ARQ}",
+                  ARQ, "ua-acceld-" + ARQ.replace("-", ""), f"ua-acceld-{ARQ.upper()}"):
         assert devicexml.arq_of(other) is None
     with pytest.raises(ValueError):
         devicexml.alias("not-a-uuid")
