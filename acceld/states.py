@@ -123,7 +123,8 @@ ARQ_STATES = (ARQ_INITIAL, ARQ_BIND_STARTED, ARQ_BOUND, ARQ_UNBOUND, ARQ_BIND_FA
 ARQ_TRANSITIONS: dict[str, frozenset[str]] = {
     ARQ_BIND_STARTED: frozenset({ARQ_INITIAL, ARQ_UNBOUND}),
     ARQ_BOUND: frozenset({ARQ_BIND_STARTED}),
-    ARQ_BIND_FAILED: frozenset({ARQ_BIND_STARTED, ARQ_BOUND}),
+    # Initial: a bind whose deadline passed before its claim committed (Nova heard failed)
+    ARQ_BIND_FAILED: frozenset({ARQ_INITIAL, ARQ_BIND_STARTED, ARQ_BOUND}),
     ARQ_UNBOUND: frozenset({ARQ_INITIAL, ARQ_BIND_STARTED, ARQ_BOUND, ARQ_BIND_FAILED,
                             ARQ_UNBIND_FAILED}),
     ARQ_UNBIND_FAILED: frozenset({ARQ_BIND_STARTED, ARQ_BOUND, ARQ_BIND_FAILED}),

@@ -228,8 +228,9 @@ class Binder:
                         instance, self._bind_timeout)
             try:
                 for uuid, state in self._states(uuids).items():
-                    if state == st.ARQ_BIND_STARTED:
-                        # a late finish of the bind then fails its CAS, frees the handle
+                    if state in (st.ARQ_INITIAL, st.ARQ_BIND_STARTED):
+                        # a late claim or finish of the bind then fails its CAS (and
+                        # frees the handle): the ARQ stays as Nova was told, failed
                         arqs.fail_bind(self._db, uuid)
                 states = self._states(uuids)
             except Exception:

@@ -719,7 +719,7 @@ def _free_handles(conn: Connection, arqs: list[Row[Any]]) -> list[dict[str, Any]
 
 @_retry_on_deadlock
 def fail_bind(db: Database, uuid: str) -> list[dict[str, Any]]:
-    """BindStarted/Bound -> BindFailed, freeing its handle (returned); else a no-op."""
+    """Initial/BindStarted/Bound -> BindFailed, freeing its handle (returned); else a no-op."""
     with db.write_rows() as conn:
         arqs = conn.execute(_LOCK_BINDING, {"arq_uuid": uuid}).all()
         freed = _free_handles(conn, arqs)

@@ -15,6 +15,7 @@ import pytest
 
 from acceld import clients, exception
 from acceld.clients import nova
+from acceld.conductor import binding
 from acceld.conductor.binding import Binder
 from acceld.db.api import Database
 from acceld.objects import arqs
@@ -169,7 +170,6 @@ def test_bind_timeout_sends_failed(db: Database, receiver: Receiver) -> None:
     work = _StuckWork()
     notifier = nova.NovaClient(clients.make_adapter(conf, "nova"))
     binder = Binder(db, host_work=work, notifier=notifier, bind_timeout=0.3)
-    binder.start_watch()
     rp_uuid, profile = helpers.make_qat_inventory(db, handles=1, units=1)
     uuid = arqs.create(db, profile, PROJECT)[0]["uuid"]
     instance = str(uuidlib.uuid4())
@@ -184,6 +184,9 @@ def test_bind_timeout_sends_failed(db: Database, receiver: Receiver) -> None:
     thread = threading.Thread(target=bind, daemon=True)
     thread.start()
     try:
+        # the watch starts once the claim has committed: the prepare is what is stuck
+        wait_for(lambda: arqs.get(db, uuid, project_id=None)["state"] == "BindStarted")
+        binder.start_watch()
         wait_for(lambda: receiver.requests, timeout=10)
         assert receiver.events() == [[{"name": "accelerator-request-bound",
                                        "server_uuid": instance, "tag": uuid,
@@ -197,6 +200,48 @@ def test_bind_timeout_sends_failed(db: Database, receiver: Receiver) -> None:
     assert len(errors) == 1 and isinstance(errors[0], exception.AccelDError)
     assert arqs.get(db, uuid, project_id=None)["state"] == "BindFailed"
     assert len(work.released) == 1
+    assert len(receiver.requests) == 1
+
+
+def test_bind_timeout_before_the_claim_commits_fails_the_arq(
+        db: Database, receiver: Receiver, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The deadline passes while the bind's claim has not committed (the ARQ still
+    Initial): Nova hears failed, the ARQ is BindFailed, and the late claim loses."""
+    conf = helpers.make_conf(nova=_nova_conf(receiver.url))
+    binder = Binder(db, notifier=nova.NovaClient(clients.make_adapter(conf, "nova")),
+                    bind_timeout=0.3)
+    rp_uuid, profile = helpers.make_qat_inventory(db, handles=1, units=1)
+    uuid = arqs.create(db, profile, PROJECT)[0]["uuid"]
+    instance = str(uuidlib.uuid4())
+    claim_may_go, errors = threading.Event(), []
+    real_bind = binding.arqs.bind
+
+    def slow_claim(*args: Any, **kwargs: Any) -> Any:
+        assert claim_may_go.wait(30)
+        return real_bind(*args, **kwargs)
+
+    monkeypatch.setattr(binding.arqs, "bind", slow_claim)
+
+    def bind() -> None:
+        try:
+            binder.bind(_patch([uuid], rp_uuid, instance), PROJECT)
+        except BaseException as exc:  # noqa: BLE001 - reported to the test
+            errors.append(exc)
+
+    thread = threading.Thread(target=bind, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: binder.expire_overdue() == [instance])
+        assert arqs.get(db, uuid, project_id=None)["state"] == "BindFailed"
+        assert receiver.events() == [[{"name": "accelerator-request-bound",
+                                       "server_uuid": instance, "tag": uuid,
+                                       "status": "failed"}]]
+    finally:
+        claim_may_go.set()
+        thread.join(30)
+    assert len(errors) == 1 and isinstance(errors[0], exception.ARQBadState)
+    arq = arqs.get(db, uuid, project_id=None)
+    assert arq["state"] == "BindFailed" and arq["attach_handle_uuid"] is None
     assert len(receiver.requests) == 1
 
 
