@@ -155,3 +155,15 @@ class DeployableInUse(Conflict):
     """Loading another image would pull the deployable from under its holder."""
 
     code = "acceld.program.in_use"
+
+
+class GuestNotFound(NotFound):
+    """No domain with that instance UUID on the host asked."""
+
+    code = "acceld.guest.not_found"
+
+
+class HypervisorError(OperationFailed):
+    """The hypervisor refused or failed an attach or detach; the message says why."""
+
+    code = "acceld.hypervisor.failed"
