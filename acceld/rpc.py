@@ -406,6 +406,14 @@ class ConductorClient:
     def detach(self, uuid: str, project_id: str | None = None) -> None:
         self._call("detach", uuid=uuid, project_id=project_id)
 
+    def hot_attach(self, uuid: str, instance_uuid: str,
+                   project_id: str | None = None) -> dict[str, Any]:
+        return self._call("hot_attach", uuid=uuid, instance_uuid=instance_uuid,
+                          project_id=project_id)
+
+    def hot_detach(self, uuid: str, project_id: str | None = None) -> dict[str, Any]:
+        return self._call("hot_detach", uuid=uuid, project_id=project_id)
+
     def discover(self, host: str | None) -> list[str]:
         return self._call("discover", host=host)
 

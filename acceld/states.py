@@ -132,6 +132,12 @@ ARQ_TRANSITIONS: dict[str, frozenset[str]] = {
                              ARQ_BIND_FAILED, ARQ_UNBIND_FAILED}),
 }
 
+# An ARQ's ``substate`` follows a hot plug (an acceld extension, docs/hot-plug.md): the
+# device being attached to its running instance, attached, or asked back from the guest.
+# Initial: not hot-plugged (Nova's binds leave it there).
+HOT_ATTACHING, HOT_ATTACHED, HOT_DETACHING = "Attaching", "Attached", "Detaching"
+HOT_PLUGGED = frozenset({HOT_ATTACHING, HOT_ATTACHED, HOT_DETACHING})
+
 # What Nova treats as the end of a bind: Bound -> event "completed", the others "failed".
 ARQ_RESOLVED = frozenset({ARQ_BOUND, ARQ_BIND_FAILED, ARQ_DELETING})
 

@@ -1,5 +1,6 @@
-"""A typed client for the one Nova compute API call acceld makes, ``POST
-/os-server-external-events`` (``accelerator-request-bound``, 2.82). ClientError: 4xx, or
+"""A typed client for the Nova compute API calls acceld makes: ``POST
+/os-server-external-events`` (``accelerator-request-bound``, 2.82) and, for hot plug,
+``GET /servers/{id}`` (where an instance runs, and whose it is). ClientError: 4xx, or
 a 207 with an entry other than 200/422 (422, no host yet, is logged: the compute reads
 the ARQs when it runs); ServerError: 5xx or unreachable. Never logs tokens or bodies."""
 
@@ -74,6 +75,23 @@ class NovaClient:
         if status >= 500:
             raise ServerError(message, status)
         raise ClientError(message, status)
+
+    def server(self, uuid: str) -> dict[str, Any] | None:
+        """Server ``uuid`` as an admin sees it (``tenant_id``, ``status``,
+        ``OS-EXT-SRV-ATTR:host``); None when Nova has no such server."""
+        try:
+            resp = self._a.get(f"/servers/{uuid}", microversion=MICROVERSION,
+                               raise_exc=False, headers={"Accept": "application/json"})
+        except (ks_exc.ConnectFailure, ks_exc.ConnectTimeout, ks_exc.DiscoveryFailure,
+                ks_exc.EndpointNotFound, ks_exc.RetriableConnectionFailure) as exc:
+            raise ServerError(f"Nova unreachable: {type(exc).__name__}") from exc
+        if resp.status_code == 404:
+            return None
+        if resp.status_code != 200:
+            kind = ServerError if resp.status_code >= 500 else ClientError
+            raise kind(f"GET /servers/{uuid}: {resp.status_code}", resp.status_code)
+        server: dict[str, Any] = resp.json()["server"]
+        return server
 
     @staticmethod
     def _check_multi_status(resp: Any, events: list[BoundEvent]) -> None:

@@ -151,6 +151,22 @@ class PlacementClient:
     def ensure_trait(self, name: str) -> None:
         self._request("PUT", f"/traits/{name}", WRITE_VERSION, ok=(201, 204))
 
+    # -- a consumer's allocations (hot plug adds to an instance's) ------------------------
+    def get_allocations(self, consumer: str) -> dict[str, Any]:
+        """``{"allocations": {rp: {"resources"}}, "consumer_generation", "project_id",
+        "user_id"}``; a consumer Placement does not know has no allocations and generation
+        None."""
+        return self._request("GET", f"/allocations/{consumer}", ALLOCATION_VERSION)
+
+    def put_allocations(self, consumer: str, body: dict[str, Any]) -> None:
+        """Replaces the consumer's allocations (an empty ``allocations`` removes them);
+        a stale ``consumer_generation`` is a GenerationConflict."""
+        self._request("PUT", f"/allocations/{consumer}", ALLOCATION_VERSION, body=body,
+                      ok=(204,))
+
+
+# Allocations carry consumer generations from 1.28.
+ALLOCATION_VERSION = "1.28"
 
 # The 409s told apart by their error code (Placement 1.23+).
 CONFLICTS: dict[str | None, type[PlacementError]] = {

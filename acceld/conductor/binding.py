@@ -164,6 +164,11 @@ class Binder:
         if errors:
             raise errors[0]
 
+    def bind_live(self, uuid: str, fields: dict[str, str], project_id: str | None) -> None:
+        """One ARQ bound for a hot plug (conductor/hotplug.py): as Nova's binds, but the
+        running instance may hold ARQs already, and no event goes to Nova (none waits)."""
+        self._bind_one(uuid, fields, project_id, [])
+
     # -- Nova notification --------------------------------------------------------------
     def _states(self, uuids: list[str]) -> dict[str, str | None]:
         """Each ARQ's state now; None for one that is gone (deleted)."""

@@ -20,7 +20,8 @@ from oslo_utils import timeutils
 
 import acceld
 from acceld import exception, reports
-from acceld.conductor import binding
+from acceld.clients.nova import NovaClient
+from acceld.conductor import binding, hotplug
 from acceld.conductor.placement_syncer import PlacementSyncer
 from acceld.db.api import Database
 from acceld.objects import accelerators, holders, inventory, services
@@ -62,7 +63,7 @@ class HeartbeatBuffer:
 class ConductorManager:
     def __init__(self, conf: cfg.ConfigOpts, db: Database, agents: AgentClient,
                  placement: PlacementSyncer | None = None,
-                 nova: binding.Notifier | None = None) -> None:
+                 nova: NovaClient | None = None) -> None:
         self._conf = conf
         self._db = db
         self._agents = agents
@@ -81,6 +82,9 @@ class ConductorManager:
             db, host_work=binding.AgentHostWork(db, agents), notifier=nova,
             bind_timeout=conf.nova.bind_timeout, programmer=self,
             program_timeout=conf.fpga_driver.program_timeout + PROGRAM_GRACE)
+        self._hot = hotplug.HotPlug(db, agents, self._binder,
+                                    placement=None if placement is None else placement.client,
+                                    nova=nova)
         if placement is not None:
             self.on_inventory_changed.append(lambda host, _uuids: placement.schedule(host))
 
@@ -312,6 +316,13 @@ class ConductorManager:
             raise exception.OperationFailed(
                 f"host {'attach' if attach else 'detach'} of {record['uuid']} failed on "
                 f"{record['host']}: {result.get('error')}")
+
+    def hot_attach(self, uuid: str, instance_uuid: str,
+                   project_id: str | None = None) -> dict[str, Any]:
+        return _jsonable(self._hot.attach(uuid, instance_uuid, project_id))
+
+    def hot_detach(self, uuid: str, project_id: str | None = None) -> dict[str, Any]:
+        return _jsonable(self._hot.detach(uuid, project_id))
 
     def discover(self, host: str | None) -> list[str]:
         hosts = [host] if host else services.agent_hosts(self._db)

@@ -139,7 +139,7 @@ class _HostSync:
 class PlacementSyncer:
     def __init__(self, conf: cfg.ConfigOpts, db: Database,
                  client: pc.PlacementClient) -> None:
-        self._conf, self._db, self._client = conf, db, client
+        self._conf, self._db, self.client = conf, db, client
         self._known: set[str] = set()          # custom classes/traits known to exist
         self._known_lock = threading.Lock()
         self._pool = futures.ThreadPoolExecutor(max_workers=conf.placement.sync_workers,
@@ -277,12 +277,12 @@ class PlacementSyncer:
             return SyncResult(host, [], True)
         full = full or state is None or not state.in_sync
         compute = state.compute_rp_uuid if state else None
-        work = _HostSync(self._client, self._known, self._known_lock,
+        work = _HostSync(self.client, self._known, self._known_lock,
                          self._conf.placement.conflict_retries)
         plan = pp.Plan()
         try:
             if compute is None:
-                found = self._client.find_provider(inputs.provider_name)
+                found = self.client.find_provider(inputs.provider_name)
                 compute = None if found is None else found.uuid
                 if compute is None:
                     LOG.warning("compute node provider %r of host %s is not in Placement "

@@ -243,7 +243,7 @@ _HOLDING = _scoped(
 _UNBIND_VALUES = {_arq.c.state: st.ARQ_UNBOUND, _arq.c.hostname: None,
                   _arq.c.device_rp_uuid: None, _arq.c.instance_uuid: None,
                   _arq.c.attach_handle_id: None, _arq.c.deployable_id: None,
-                  _arq.c.updated_at: bindparam("now")}
+                  _arq.c.substate: st.ARQ_INITIAL, _arq.c.updated_at: bindparam("now")}
 _UNBIND_AS_READ = (update(_arq)
                    .where(_arq.c.id == bindparam("arq_id"),
                           _arq.c.state == bindparam("seen_state"),
@@ -377,6 +377,39 @@ def get(db: Database, uuid: str, *, project_id: str | None) -> dict[str, Any]:
     if not rows:
         raise _not_found(uuid)
     return _to_dict(rows[0])
+
+
+# -- hot plug (docs/hot-plug.md) ----------------------------------------------------------------
+
+_FREE_ON_HOST = (select(_dep.c.rp_uuid, func.count(_ah.c.id).label("free"))
+                 .select_from(_dep.join(_dev, _dev.c.id == _dep.c.device_id)
+                              .join(_ah, _ah.c.deployable_id == _dep.c.id))
+                 .where(_dev.c.hostname == bindparam("host"), _ah.c.in_use.is_(False),
+                        _ah.c.attach_type.in_(sorted(st.GUEST_ATTACH_TYPES)))
+                 .group_by(_dep.c.rp_uuid))
+_SUBSTATE = select(_arq.c.substate).where(_arq.c.uuid == bindparam("arq_uuid"))
+_SET_SUBSTATE = update(_arq).where(_arq.c.uuid == bindparam("arq_uuid"),
+                                   _arq.c.substate.in_(bindparam("expect", expanding=True))) \
+    .values(substate=bindparam("to"))
+
+
+def free_handles_by_provider(db: Database, host: str) -> dict[str, int]:
+    """Resource provider uuid -> free handles a guest takes, of ``host``'s deployables."""
+    return {row.rp_uuid: row.free for row in _read(db, _FREE_ON_HOST, {"host": host})}
+
+
+def hot_plug_state(db: Database, uuid: str) -> str:
+    """The ARQ's hot-plug ``substate`` (``Initial`` when not hot-plugged); ARQNotFound."""
+    rows = _read(db, _SUBSTATE, {"arq_uuid": uuid})
+    if not rows:
+        raise _not_found(uuid)
+    return str(rows[0].substate)
+
+
+def set_hot_plug_state(db: Database, uuid: str, to: str, *, expect: Collection[str]) -> bool:
+    """Substate ``expect`` -> ``to`` in one compare-and-swap; False when it was not."""
+    return _write_one(db, _SET_SUBSTATE, {"arq_uuid": uuid, "to": to,
+                                          "expect": sorted(expect)}) == 1
 
 
 # -- create -----------------------------------------------------------------------------------

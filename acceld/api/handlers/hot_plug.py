@@ -1,0 +1,40 @@
+"""Hot plug, an acceld extension of the v2 API (docs/hot-plug.md): an ARQ's device
+attached to, and detached from, a running instance. Nova does not know it; Nova's own
+binds (PATCH /v2/accelerator_requests) are untouched. Non-admins reach only their
+project's ARQs, and (through Nova) only their project's instances."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import webob
+
+from acceld.api import util
+from acceld.api.handlers import arqs
+from acceld.objects import arqs as arq_objects
+
+
+def _answer(req: webob.Request, view: dict[str, Any]) -> util.Reply:
+    return util.json_response(arqs.present(req, view))
+
+
+def show(req: webob.Request, uuid: str) -> util.Reply:
+    """GET /v2/accelerator_requests/{uuid}/hot_plug -> 200 the ARQ and its ``hot_plug``."""
+    db, scope = util.state(req).db, util.project_scope(req)
+    view = arq_objects.get(db, uuid, project_id=scope)
+    return _answer(req, {**view, "hot_plug": arq_objects.hot_plug_state(db, uuid)})
+
+
+def attach(req: webob.Request, uuid: str, body: dict[str, Any]) -> util.Reply:
+    """PUT .../hot_plug {"instance_uuid"} -> 200 attached; 404 no such ARQ or instance;
+    409 the ARQ is not Initial/Unbound or nothing on the instance's host fits it."""
+    instance = util.canonical_uuid(body["instance_uuid"])
+    view = util.state(req).conductor.hot_attach(uuid, instance, util.project_scope(req))
+    return _answer(req, view)
+
+
+def detach(req: webob.Request, uuid: str) -> util.Reply:
+    """DELETE .../hot_plug -> 200 with ``hot_plug`` Initial (released and unbound) or
+    Detaching (asked; the guest has not released the device yet: ask again)."""
+    view = util.state(req).conductor.hot_detach(uuid, util.project_scope(req))
+    return _answer(req, view)

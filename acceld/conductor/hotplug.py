@@ -1,0 +1,204 @@
+"""Hot plug: an ARQ's device attached to, and detached from, a running instance (an acceld
+extension Nova does not know; docs/hot-plug.md).
+
+Attach: the instance is found (Nova's record where ``[nova]`` is configured, and the
+host's hypervisor through its agent), a deployable of that host whose provider fits the
+ARQ's device-profile group and has a free handle is chosen, the device's allocation is
+added to the instance's Placement consumer (with its consumer generation), the ARQ is
+bound as Nova's binds are (no event: Nova waits for none), then the host's agent attaches
+the device live and persistently. A failure undoes the steps taken, newest first.
+Detach: the agent asks the guest to release the device; only when libvirt's
+device-removed event came is the ARQ unbound and the allocation removed. A guest that has
+not answered leaves the ARQ ``Detaching`` (the device in place); asking again waits again.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from acceld import exception
+from acceld import states as st
+from acceld.clients import nova as nova_client
+from acceld.clients import placement as pc
+from acceld.conductor import placement_plan as pp
+from acceld.conductor.binding import Binder
+from acceld.db.api import Database
+from acceld.objects import arqs, device_profiles, services
+from acceld.objects import placement as placement_objects
+from acceld.rpc import AgentClient
+
+LOG = logging.getLogger(__name__)
+
+# Placement answers a stale consumer generation with 409; read and write again this often.
+ALLOCATION_TRIES = 4
+
+
+class HotPlug:
+    def __init__(self, db: Database, agents: AgentClient, binder: Binder,
+                 placement: pc.PlacementClient | None = None,
+                 nova: nova_client.NovaClient | None = None) -> None:
+        self._db, self._agents, self._binder = db, agents, binder
+        self._placement, self._nova = placement, nova
+
+    # -- attach ----------------------------------------------------------------------------
+    def attach(self, uuid: str, instance: str, project_id: str | None) -> dict[str, Any]:
+        """Attaches ARQ ``uuid`` (Initial or Unbound) to running ``instance``; the ARQ."""
+        arq = arqs.get(self._db, uuid, project_id=project_id)
+        if arq["state"] not in st.ARQ_TRANSITIONS[st.ARQ_BIND_STARTED]:
+            raise exception.ARQBadState(
+                f"ARQ {uuid} is {arq['state']}: only an Initial or Unbound ARQ can be "
+                "attached to an instance.")
+        group = self._group(arq)
+        host = self._locate(instance, arq["project_id"], project_id)
+        rp_uuid, rc = self._choose(host, group, uuid)
+        if not arqs.set_hot_plug_state(self._db, uuid, st.HOT_ATTACHING,
+                                       expect={st.ARQ_INITIAL}):
+            raise exception.ARQBadState(f"ARQ {uuid} is being attached or detached.")
+        undo: list[Any] = [lambda: arqs.set_hot_plug_state(
+            self._db, uuid, st.ARQ_INITIAL, expect={st.HOT_ATTACHING})]
+        try:
+            self._allocate(instance, rp_uuid, rc, arq["project_id"], +1)
+            undo.append(lambda: self._allocate(instance, rp_uuid, rc, arq["project_id"], -1))
+            self._binder.bind_live(uuid, {"hostname": host, "device_rp_uuid": rp_uuid,
+                                          "instance_uuid": instance,
+                                          "project_id": arq["project_id"]}, project_id)
+            undo.append(lambda: self._binder.unbind([uuid], project_id))
+            bound = arqs.get(self._db, uuid, project_id=project_id)
+            self._agents.attach_to_guest(host, instance, uuid, bound["attach_handle_type"],
+                                         bound["attach_handle_info"],
+                                         bound["attach_handle_uuid"])
+        except Exception:
+            for step in reversed(undo):
+                _best_effort(step, f"undoing the attach of ARQ {uuid}")
+            raise
+        arqs.set_hot_plug_state(self._db, uuid, st.HOT_ATTACHED, expect={st.HOT_ATTACHING})
+        LOG.info("ARQ %s attached live to instance %s on %s", uuid, instance, host)
+        return self.view(uuid, project_id)
+
+    def _group(self, arq: dict[str, Any]) -> dict[str, str]:
+        profile = device_profiles.get(self._db, name=arq["device_profile_name"])
+        group: dict[str, str] = profile["groups"][arq["device_profile_group_id"]]
+        if any(key in group for key in arqs.PROGRAM_KEYS):
+            raise exception.InvalidInput(
+                f"ARQ {arq['uuid']}: its device profile asks for FPGA programming at bind "
+                f"({', '.join(k for k in arqs.PROGRAM_KEYS if k in group)}), which a hot "
+                "plug does not do; program the deployable first, then attach.")
+        return group
+
+    def _locate(self, instance: str, owner: str | None, project_id: str | None) -> str:
+        """The host running ``instance``, which must be the ARQ owner's (Nova says whose);
+        GuestNotFound when no host has it."""
+        hosts = services.agent_hosts(self._db)
+        if self._nova is not None:
+            server = self._nova.server(instance)
+            if server is None:
+                raise exception.GuestNotFound(f"Nova has no instance {instance}.")
+            if owner is not None and server.get("tenant_id") != owner:
+                raise exception.GuestNotFound(f"Nova has no instance {instance} in project "
+                                              f"{owner}.")
+            hosts = [server.get("OS-EXT-SRV-ATTR:host") or ""]
+        elif project_id is not None:
+            raise exception.Forbidden(
+                "Without Nova ([nova] unset) acceld cannot tell whose an instance is: only "
+                "an admin may attach to an instance.")
+        for host in hosts:
+            try:
+                guests = self._agents.guests(host)
+            except exception.HostUnreachable:
+                LOG.warning("agent on %s unreachable while looking for instance %s",
+                            host, instance)
+                continue
+            for guest in guests:
+                if guest["uuid"] == instance:
+                    if not guest["running"]:
+                        raise exception.Conflict(f"Instance {instance} is not running on "
+                                                 f"{host}: only a running one is attached "
+                                                 "to.")
+                    return host
+        raise exception.GuestNotFound(f"No host acceld manages runs instance {instance}.")
+
+    def _choose(self, host: str, group: dict[str, str], uuid: str) -> tuple[str, str]:
+        """A provider of ``host`` that fits ``group`` and has a free handle; (rp, rc)."""
+        wanted_rcs = {k.partition(":")[2] for k in group if k.startswith("resources:")}
+        required = {k.partition(":")[2] for k, v in group.items()
+                    if k.startswith("trait:") and v == "required"}
+        forbidden = {k.partition(":")[2] for k, v in group.items()
+                     if k.startswith("trait:") and v == "forbidden"}
+        free = arqs.free_handles_by_provider(self._db, host)
+        rows = placement_objects.host_inputs(self._db, host).rows
+        for rp in pp.desired_tree(pp.DeployableRow(**row) for row in rows).values():
+            fits = (rp.resource_class in wanted_rcs and free.get(rp.uuid, 0) > 0
+                    and required <= rp.traits and not forbidden & rp.traits
+                    and rp.inventories[rp.resource_class]["reserved"] == 0)
+            if fits:
+                return rp.uuid, str(rp.resource_class)
+        raise exception.NoFreeAttachHandle(
+            f"No device on {host} fits ARQ {uuid}'s group ({', '.join(sorted(group))}) "
+            "with a free attach handle.")
+
+    def _allocate(self, instance: str, rp_uuid: str, rc: str | None, project: str | None,
+                  delta: int) -> None:
+        """Adds (``delta`` 1) or takes back (-1) one ``rc`` (None: the class the device's
+        provider holds) of ``rp_uuid`` in the instance's allocations, with its consumer
+        generation; no Placement: nothing."""
+        if self._placement is None:
+            return
+        for _ in range(ALLOCATION_TRIES):
+            now = self._placement.get_allocations(instance)
+            allocations = {rp: dict(a["resources"])
+                           for rp, a in now.get("allocations", {}).items()}
+            held = allocations.setdefault(rp_uuid, {})
+            rc = rc or next(iter(held), None)
+            if rc is None:
+                return                  # nothing held there: already taken back
+            held[rc] = held.get(rc, 0) + delta
+            if held[rc] <= 0:
+                del held[rc]
+            body = {"allocations": {rp: {"resources": r} for rp, r in allocations.items()
+                                    if r},
+                    "consumer_generation": now.get("consumer_generation"),
+                    "project_id": now.get("project_id") or project or "",
+                    "user_id": now.get("user_id") or project or ""}
+            try:
+                self._placement.put_allocations(instance, body)
+                return
+            except pc.GenerationConflict:
+                continue
+            except pc.PlacementError as exc:
+                raise exception.Conflict(f"Placement refused the allocation of {rc} on "
+                                         f"{rp_uuid} to instance {instance}: {exc}") from exc
+        raise exception.Conflict(f"The allocations of instance {instance} changed at each of "
+                                 f"{ALLOCATION_TRIES} tries; try again.")
+
+    # -- detach ----------------------------------------------------------------------------
+    def detach(self, uuid: str, project_id: str | None) -> dict[str, Any]:
+        """Asks the guest to release ARQ ``uuid``'s device; unbinds once it did. The view
+        says ``Detaching`` while the guest has not answered."""
+        arq = arqs.get(self._db, uuid, project_id=project_id)
+        if not arqs.set_hot_plug_state(self._db, uuid, st.HOT_DETACHING,
+                                       expect={st.HOT_ATTACHED, st.HOT_DETACHING}):
+            raise exception.ARQBadState(f"ARQ {uuid} is not attached to a running "
+                                        "instance by acceld (or is being attached).")
+        outcome = self._agents.detach_from_guest(arq["hostname"], arq["instance_uuid"], uuid)
+        if outcome == "pending":
+            LOG.info("instance %s has not released ARQ %s's device yet", arq["instance_uuid"],
+                     uuid)
+            return self.view(uuid, project_id)
+        self._binder.unbind([uuid], project_id)
+        self._allocate(arq["instance_uuid"], arq["device_rp_uuid"], None, arq["project_id"],
+                       -1)
+        LOG.info("ARQ %s detached from instance %s (%s)", uuid, arq["instance_uuid"], outcome)
+        return self.view(uuid, project_id)
+
+    def view(self, uuid: str, project_id: str | None) -> dict[str, Any]:
+        """The ARQ as the v2 API shows it, with its ``hot_plug`` state."""
+        arq = arqs.get(self._db, uuid, project_id=project_id)
+        return {**arq, "hot_plug": arqs.hot_plug_state(self._db, uuid)}
+
+
+def _best_effort(step: Any, what: str) -> None:
+    try:
+        step()
+    except Exception:  # the first failure is the one raised; this one is logged
+        LOG.exception("%s failed", what)
