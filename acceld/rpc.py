@@ -494,3 +494,21 @@ class AgentClient:
 
     def device_stats(self, host: str, driver: str, identity: str) -> dict[str, float]:
         return self._call(host, "device_stats", driver=driver, identity=identity)
+
+    def guests(self, host: str) -> list[dict[str, Any]]:
+        """The guests of ``host``: [{"uuid", "name", "running", "aliases"}]."""
+        return self._call(host, "guests")
+
+    def attach_to_guest(self, host: str, instance_uuid: str, arq_uuid: str,
+                        attach_type: str, attach_info: dict[str, str],
+                        handle_uuid: str) -> dict[str, Any]:
+        """Live attach of an ARQ's device; the guest after (as :meth:`guests`)."""
+        return self._call(host, "attach_to_guest", instance_uuid=instance_uuid,
+                          arq_uuid=arq_uuid, attach_type=attach_type,
+                          attach_info=attach_info, handle_uuid=handle_uuid)
+
+    def detach_from_guest(self, host: str, instance_uuid: str, arq_uuid: str) -> str:
+        """Live detach: "removed", "pending" (the guest kept the device so far) or
+        "absent" (no such device on the guest)."""
+        return self._call(host, "detach_from_guest", instance_uuid=instance_uuid,
+                          arq_uuid=arq_uuid)

@@ -3,7 +3,8 @@
 It holds what must survive a crash or an absent conductor: ``epoch`` and ``seq``
 (report numbering; a new journal gets a new epoch), ``inflight`` operations with their
 ``kind`` (at restart a ``transition`` or handle ``release`` runs again, a handle
-``prepare`` is rolled back, a ``program`` is reported failed), ``results`` not yet
+``prepare`` is rolled back, a ``program`` is reported failed, a ``guest_attach`` is
+kept for the host reconcile), ``results`` not yet
 acknowledged, recently acknowledged ids (``done``, so a re-sent operation is not re-run)
 and the operator's driver overrides (``drivers``). Format versions:
 
@@ -30,6 +31,7 @@ KIND_TRANSITION = "transition"
 KIND_PREPARE = "prepare"
 KIND_RELEASE = "release"
 KIND_PROGRAM = "program"
+KIND_GUEST_ATTACH = "guest_attach"
 
 
 def kind_of(op: dict[str, Any]) -> str:

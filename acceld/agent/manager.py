@@ -18,13 +18,15 @@ from typing import Any
 from oslo_config import cfg
 
 import acceld
-from acceld import exception, reports, states
+from acceld import exception, reports, states, virt
 from acceld.agent import journal as jmod
 from acceld.agent import programming
 from acceld.agent.drivers import registry
 from acceld.agent.drivers.base import BaseDriver, Driver, DriverContext, Programmable
 from acceld.agent.journal import Journal
 from acceld.rpc import ConductorClient
+from acceld.virt import devicexml
+from acceld.virt.hypervisor import Guest, Hypervisor
 
 LOG = logging.getLogger(__name__)
 
@@ -58,7 +60,8 @@ class AgentManager:
     def __init__(self, conf: cfg.ConfigOpts, conductor: ConductorClient,
                  host: str | None = None, journal_dir: str | None = None,
                  **collaborators: Any) -> None:
-        """``collaborators``: the drivers' context's, and the image fetcher (``fetch_image``)."""
+        """``collaborators``: the drivers' context's, the image fetcher (``fetch_image``)
+        and the ``hypervisor`` (default: :func:`acceld.virt.load`'s, on first use)."""
         self._conf = conf
         self.host = host or conf.host
         self._conductor = conductor
@@ -66,6 +69,8 @@ class AgentManager:
             conf.state_path, f"agent-{self.host}")
         self.journal = Journal(directory)
         fetch = collaborators.pop("fetch_image", None)
+        self._hv: Hypervisor | None = collaborators.pop("hypervisor", None)
+        self._hv_lock = threading.Lock()
         self.context = make_context(conf, self.host, os.path.join(directory, "drivers"),
                                     **collaborators)
         self._lock = threading.RLock()          # drivers and report building
@@ -76,6 +81,7 @@ class AgentManager:
         self._threads: list[threading.Thread] = []
         # one lock per attach handle: a release never overtakes the prepare it undoes
         self._handle_locks: dict[str, threading.Lock] = {}   # (setdefault is atomic)
+        self._arq_locks: dict[str, threading.Lock] = {}      # guest attach/detach per ARQ
         self._programmer = programming.Programmer(
             conf, self.journal, conductor, self._driver, self._program_finished,
             directory, fetch=fetch)
@@ -184,6 +190,10 @@ class AgentManager:
             elif kind == jmod.KIND_PROGRAM:
                 self._programmer.recover(op)
                 self._wake.set()              # rediscover: what is loaded now?
+            elif kind == jmod.KIND_GUEST_ATTACH:
+                LOG.warning("attach of ARQ %s to guest %s was in flight at the last stop; "
+                            "kept for the host reconcile", op["arq_uuid"],
+                            op["instance_uuid"])
             else:
                 self._recover_handle(op)
 
@@ -205,6 +215,8 @@ class AgentManager:
         for thread in self._threads:
             thread.join(timeout=30)
         self._programmer.join(timeout=5)
+        if self._hv is not None:
+            self._hv.close()
 
     def _heartbeat(self) -> None:
         """Liveness apart from discovery, so a hung driver does not look like a dead agent."""
@@ -313,6 +325,61 @@ class AgentManager:
         LOG.info("%s of attach handle %s (%s %s) done", kind, handle_uuid, driver, identity)
         return {"ok": True, "error": None, "attach_info": dict(info or attach_info)}
 
+    # -- live attach/detach of an ARQ's device to a guest of this host (issue 22) ---------
+    def _hypervisor(self) -> Hypervisor:
+        """The configured hypervisor (connected on first use); HypervisorError when none."""
+        with self._hv_lock:
+            if self._hv is None:
+                try:
+                    self._hv = virt.load(self._conf)
+                except exception.AccelDError:
+                    raise
+                except Exception as exc:   # a failed connection is tried again next call
+                    raise exception.HypervisorError(
+                        f"hypervisor {virt.driver_name(self._conf)} on {self.host} is "
+                        f"unavailable: {exc}") from exc
+            if self._hv is None:
+                raise exception.HypervisorError(
+                    f"no hypervisor configured on {self.host} ([hypervisor] driver = none)")
+            return self._hv
+
+    def guests(self) -> list[dict[str, Any]]:
+        """The guests of this host: {uuid, name, running, aliases}."""
+        return [_guest_dict(g) for g in self._hypervisor().guests()]
+
+    def attach_to_guest(self, instance_uuid: str, arq_uuid: str, attach_type: str,
+                        attach_info: dict[str, str], handle_uuid: str) -> dict[str, Any]:
+        """Attaches the ARQ's device live (journaled while it runs); the guest after."""
+        xml = _device_xml(arq_uuid, attach_type, attach_info, handle_uuid)
+        hv = self._hypervisor()
+        op = {"op_id": f"{jmod.KIND_GUEST_ATTACH}-{arq_uuid}", "kind": jmod.KIND_GUEST_ATTACH,
+              "instance_uuid": instance_uuid, "arq_uuid": arq_uuid,
+              "alias": devicexml.alias(arq_uuid), "attach_type": attach_type,
+              "attach_info": dict(attach_info), "handle_uuid": handle_uuid}
+        with self._arq_locks.setdefault(arq_uuid, threading.Lock()):
+            self.journal.drop(op["op_id"])     # one an interrupted attach left: replaced
+            self.journal.begin(op)
+            try:
+                hv.attach(instance_uuid, xml)
+                guest = hv.guest(instance_uuid)
+            finally:
+                self.journal.drop(op["op_id"])
+        LOG.info("ARQ %s attached to guest %s", arq_uuid, instance_uuid)
+        return _guest_dict(guest)
+
+    def detach_from_guest(self, instance_uuid: str, arq_uuid: str) -> str:
+        """Unplugs the ARQ's device: "removed", "pending" (the guest has not released it
+        within ``[hypervisor] detach_timeout``) or "absent"."""
+        try:
+            alias = devicexml.alias(arq_uuid)
+        except ValueError as exc:
+            raise exception.InvalidInput(str(exc)) from None
+        hv = self._hypervisor()
+        with self._arq_locks.setdefault(arq_uuid, threading.Lock()):
+            outcome = hv.detach(instance_uuid, alias, self._conf.hypervisor.detach_timeout)
+        LOG.info("detach of ARQ %s from guest %s: %s", arq_uuid, instance_uuid, outcome)
+        return outcome
+
     # -- FPGA programming ------------------------------------------------------------------
     def run_program(self, op: dict[str, Any]) -> None:
         """Journal a program operation and run it in a worker thread (outcome: program_done)."""
@@ -331,6 +398,19 @@ class AgentManager:
     def device_stats(self, driver: str, identity: str) -> dict[str, float]:
         stats = self._driver(driver).stats()
         return {k: float(v) for k, v in stats.get(identity, {}).items()}
+
+
+def _device_xml(arq_uuid: str, attach_type: str, attach_info: dict[str, str],
+                handle_uuid: str) -> str:
+    try:
+        return devicexml.device_xml(arq_uuid, attach_type, attach_info, handle_uuid)
+    except ValueError as exc:
+        raise exception.InvalidInput(str(exc)) from None
+
+
+def _guest_dict(guest: Guest) -> dict[str, Any]:
+    return {"uuid": guest.uuid, "name": guest.name, "running": guest.running,
+            "aliases": list(guest.aliases)}
 
 
 def _explanation(drv: Driver) -> dict[str, Any] | None:

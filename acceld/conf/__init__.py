@@ -14,11 +14,21 @@ from oslo_log import log
 from stevedore import extension
 
 import acceld.threading_backend  # noqa: F401 - must precede oslo.messaging
-from acceld.conf import agent, api, conductor, default, glance, nova, placement, service_client
+from acceld.conf import (
+    agent,
+    api,
+    conductor,
+    default,
+    glance,
+    hypervisor,
+    nova,
+    placement,
+    service_client,
+)
 
 # Groups of plain options (GROUP, OPTS), then those of keystoneauth clients (with their
 # own register_opts and list_opts), in the sample config's order.
-PLAIN_MODULES = (default, api, agent, conductor)
+PLAIN_MODULES = (default, api, agent, conductor, hypervisor)
 CLIENT_MODULES = (glance, placement, nova)
 DRIVER_NAMESPACE = "acceld.drivers"
 # oslo.log's library levels, with oslo.messaging at WARNING (it logs every connection

@@ -1,1 +1,37 @@
-"""What acceld says to a hypervisor: the device XML of an attach handle (issue 22)."""
+"""What acceld says to a hypervisor: the device XML of an attach handle and the live
+attach/detach of it (issue 22). :func:`load` builds the agent's hypervisor from
+``[hypervisor]``."""
+
+from __future__ import annotations
+
+import importlib
+
+from oslo_config import cfg
+
+from acceld.conf import hypervisor as hv_conf
+from acceld.virt.hypervisor import Hypervisor
+
+LIBVIRT_MODULE = "acceld.virt.libvirt_driver"   # imported only when configured
+
+
+def driver_name(conf: cfg.ConfigOpts) -> str:
+    """``[hypervisor] driver``, or when unset ``fake`` for the all-in-one service with
+    only fake devices (in-process bus) and ``none`` otherwise."""
+    if conf.hypervisor.driver:
+        return conf.hypervisor.driver
+    drivers = set(conf.agent.enabled_drivers)
+    all_in_one_fake = not conf.transport_url and drivers and drivers <= {"fake"}
+    return hv_conf.FAKE if all_in_one_fake else hv_conf.NONE
+
+
+def load(conf: cfg.ConfigOpts) -> Hypervisor | None:
+    """The configured hypervisor; None for ``none``."""
+    name = driver_name(conf)
+    if name == hv_conf.FAKE:
+        from acceld.virt import fake
+
+        return fake.FakeHypervisor(fake.parse_instances(conf.hypervisor.fake_instances))
+    if name == hv_conf.LIBVIRT:
+        module = importlib.import_module(LIBVIRT_MODULE)
+        return module.LibvirtHypervisor(conf.hypervisor.connection_uri)
+    return None
