@@ -1,0 +1,127 @@
+"""Hot plug through the real conductor and agent (the fake hypervisor): an ARQ attached
+to a running instance is bound on the instance's host and its device is in the guest;
+a detach unbinds only once the guest released it; nothing changes for an instance no
+host runs, and a failed attach leaves nothing behind."""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+from collections.abc import Iterator
+
+import pytest
+
+from acceld import exception, rpc
+from acceld import states as st
+from acceld.db.api import Database
+from acceld.objects import arqs
+from acceld.objects import device_profiles as dps
+from acceld.virt import devicexml, fake
+from tests.stack import Stack
+
+DEMO = "de300001-0000-4000-8000-000000000001"
+STUBBORN = "de300001-0000-4000-8000-000000000002"
+PROJECT = "proj-hot"
+
+
+@pytest.fixture
+def hv() -> fake.FakeHypervisor:
+    return fake.FakeHypervisor([(DEMO, "demo-1"), (STUBBORN, "demo-2")],
+                               ignore_unplug=[STUBBORN])
+
+
+@pytest.fixture
+def stack(db: Database, hv: fake.FakeHypervisor) -> Iterator[Stack]:
+    with Stack.reported(db, agent_collaborators={"hypervisor": hv}) as s:
+        s.ready_all()
+        yield s
+
+
+def _arq(stack: Stack, rc: str = "PGPU") -> str:
+    name = f"hot-{uuidlib.uuid4().hex[:8]}"
+    dps.create(stack.db, name, [{f"resources:{rc}": "1"}], None)
+    return str(arqs.create(stack.db, name, PROJECT)[0]["uuid"])
+
+
+def _aliases(stack: Stack, instance: str) -> list[str]:
+    guests = rpc.AgentClient(stack.transport, timeout=10).guests("host1")
+    return next(g["aliases"] for g in guests if g["uuid"] == instance)
+
+
+def _free(stack: Stack) -> int:
+    return sum(arqs.free_handles_by_provider(stack.db, "host1").values())
+
+
+def test_attach_binds_on_the_instances_host_and_puts_the_device_in_the_guest(
+        stack: Stack) -> None:
+    uuid, free = _arq(stack), _free(stack)
+    view = stack.conductor.hot_attach(uuid, DEMO)
+    assert view["state"] == st.ARQ_BOUND and view["hot_plug"] == st.HOT_ATTACHED
+    assert view["hostname"] == "host1" and view["instance_uuid"] == DEMO
+    assert view["attach_handle_type"] == "PCI"
+    assert _aliases(stack, DEMO) == [devicexml.alias(uuid)]
+    assert _free(stack) == free - 1
+
+    view = stack.conductor.hot_detach(uuid)
+    assert view["state"] == st.ARQ_UNBOUND and view["hot_plug"] == st.ARQ_INITIAL
+    assert _aliases(stack, DEMO) == [] and _free(stack) == free
+    with pytest.raises(exception.ARQBadState):     # nothing attached any more
+        stack.conductor.hot_detach(uuid)
+
+
+def test_a_guest_that_keeps_the_device_leaves_the_detach_pending(
+        stack: Stack, hv: fake.FakeHypervisor) -> None:
+    uuid = _arq(stack)
+    stack.conductor.hot_attach(uuid, STUBBORN)
+    for _ in range(2):                              # asking again waits again
+        view = stack.conductor.hot_detach(uuid)
+        assert view["state"] == st.ARQ_BOUND and view["hot_plug"] == st.HOT_DETACHING
+        assert _aliases(stack, STUBBORN) == [devicexml.alias(uuid)]
+    hv.set_ignores_unplug(STUBBORN, False)
+    view = stack.conductor.hot_detach(uuid)
+    assert view["state"] == st.ARQ_UNBOUND and view["hot_plug"] == st.ARQ_INITIAL
+    assert _aliases(stack, STUBBORN) == []
+
+
+def test_an_instance_no_host_runs_is_not_found_and_nothing_changes(stack: Stack) -> None:
+    uuid, free = _arq(stack), _free(stack)
+    with pytest.raises(exception.GuestNotFound):
+        stack.conductor.hot_attach(uuid, str(uuidlib.uuid4()))
+    arq = arqs.get(stack.db, uuid, project_id=None)
+    assert arq["state"] == st.ARQ_INITIAL and arqs.hot_plug_state(stack.db, uuid) == "Initial"
+    assert _free(stack) == free
+
+
+def test_a_failed_attach_undoes_the_bind(stack: Stack, hv: fake.FakeHypervisor,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    uuid, free = _arq(stack), _free(stack)
+
+    def refuse(instance: str, device_xml: str) -> None:
+        raise exception.HypervisorError("internal error: no IOMMU group for the device")
+
+    monkeypatch.setattr(hv, "attach", refuse)
+    with pytest.raises(exception.HypervisorError, match="IOMMU"):
+        stack.conductor.hot_attach(uuid, DEMO)
+    arq = arqs.get(stack.db, uuid, project_id=None)
+    assert arq["state"] == st.ARQ_UNBOUND and arq["instance_uuid"] is None
+    assert arqs.hot_plug_state(stack.db, uuid) == st.ARQ_INITIAL and _free(stack) == free
+
+
+def test_only_an_initial_or_unbound_arq_is_attached(stack: Stack) -> None:
+    uuid = _arq(stack)
+    stack.conductor.hot_attach(uuid, DEMO)
+    with pytest.raises(exception.ARQBadState):
+        stack.conductor.hot_attach(uuid, DEMO)
+
+
+def test_without_nova_only_an_admin_attaches(stack: Stack) -> None:
+    uuid = _arq(stack)
+    with pytest.raises(exception.Forbidden):
+        stack.conductor.hot_attach(uuid, DEMO, project_id=PROJECT)
+    assert arqs.get(stack.db, uuid, project_id=None)["state"] == st.ARQ_INITIAL
+
+
+def test_nothing_on_the_host_fits(stack: Stack) -> None:
+    uuid = _arq(stack, rc="CUSTOM_NOTHING_HAS_IT")
+    with pytest.raises(exception.NoFreeAttachHandle):
+        stack.conductor.hot_attach(uuid, DEMO)
+    assert arqs.get(stack.db, uuid, project_id=None)["state"] == st.ARQ_INITIAL
