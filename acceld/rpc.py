@@ -11,7 +11,9 @@ RPC API versions (one line of history each; a test guards the list):
   arq_bind, arq_unbind; agent discover_now, run_operation, driver_action, host_attachment.
 * 1.1: host work and FPGA programming: agent prepare_handle, release_handle, run_program,
   device_stats; conductor program_deployable, program_progress, program_done, device_stats.
-* 1.2: conductor release_handles (host clean-up of the handles an ARQ delete freed)."""
+* 1.2: conductor release_handles (host clean-up of the handles an ARQ delete freed).
+* 1.3: hot plug: agent guests, attach_to_guest, detach_from_guest; conductor hot_attach,
+  hot_detach."""
 
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ from acceld import exception
 
 LOG = logging.getLogger(__name__)
 
-RPC_API_VERSIONS = ("1.0", "1.1", "1.2")
+RPC_API_VERSIONS = ("1.0", "1.1", "1.2", "1.3")
 RPC_API_VERSION = RPC_API_VERSIONS[-1]
 CONDUCTOR_TOPIC = "acceld-conductor"
 AGENT_TOPIC = "acceld-agent"
