@@ -7,15 +7,19 @@ from __future__ import annotations
 
 import uuid as uuidlib
 from collections.abc import Iterator
+from typing import Any
+from unittest import mock
 
 import pytest
 
 from acceld import exception, rpc
 from acceld import states as st
+from acceld.db import migration
 from acceld.db.api import Database
 from acceld.objects import arqs
 from acceld.objects import device_profiles as dps
 from acceld.virt import devicexml, fake
+from tests.placement_server import PlacementServer
 from tests.stack import Stack
 
 DEMO = "de300001-0000-4000-8000-000000000001"
@@ -125,3 +129,47 @@ def test_nothing_on_the_host_fits(stack: Stack) -> None:
     with pytest.raises(exception.NoFreeAttachHandle):
         stack.conductor.hot_attach(uuid, DEMO)
     assert arqs.get(stack.db, uuid, project_id=None)["state"] == st.ARQ_INITIAL
+
+
+@pytest.fixture(scope="module")
+def placement() -> Iterator[PlacementServer]:
+    with PlacementServer() as server:
+        yield server
+
+
+def test_the_device_joins_and_leaves_the_instances_placement_allocations(
+        placement: PlacementServer, tmp_path: Any) -> None:
+    """Against the real Placement: the device's class is added to the allocations Nova
+    made for the instance (consumer generation respected) and taken back on detach."""
+    host, instance = f"cn-{uuidlib.uuid4().hex[:8]}", str(uuidlib.uuid4())
+    compute = placement.create_compute_node(host)
+    db = Database(f"sqlite:///{tmp_path / 'acceld.sqlite'}")
+    migration.upgrade(db)
+    hv = fake.FakeHypervisor([(instance, "vm-1")])
+    stack = Stack(db, hosts=(host,), agent_collaborators={"hypervisor": hv},
+                  placement=dict(placement.acceld_config(), sync_interval=3600.0))
+    admin = placement.admin_session()
+    try:
+        stack.report_all()
+        stack.ready_all()
+        assert stack.conductor.placement is not None
+        assert stack.conductor.placement.wait_idle(60)
+        nova_made = {"allocations": {compute: {"resources": {"VCPU": 2}}},
+                     "consumer_generation": None, "project_id": PROJECT, "user_id": "u1",
+                     "consumer_type": "INSTANCE"}
+        resp = admin.put(f"/allocations/{instance}", json=nova_made)
+        assert resp.status_code == 204, resp.text
+        uuid = _arq(stack)
+        view = stack.conductor.hot_attach(uuid, instance)
+        allocs = admin.get(f"/allocations/{instance}").json()
+        assert allocs["allocations"] == {
+            compute: {"resources": {"VCPU": 2}, "generation": mock.ANY},
+            view["device_rp_uuid"]: {"resources": {"PGPU": 1}, "generation": mock.ANY}}
+        assert allocs["consumer_generation"] == 2 and allocs["project_id"] == PROJECT
+        assert allocs["user_id"] == "u1" and allocs["consumer_type"] == "INSTANCE"
+        stack.conductor.hot_detach(uuid)
+        allocs = admin.get(f"/allocations/{instance}").json()
+        assert allocs["allocations"] == {
+            compute: {"resources": {"VCPU": 2}, "generation": mock.ANY}}
+    finally:
+        stack.stop()
