@@ -344,7 +344,8 @@ class AgentManager:
             return self._hv
 
     def guests(self) -> list[dict[str, Any]]:
-        """The guests of this host: {uuid, name, running, aliases}."""
+        """The guests of this host: {uuid, name, running, aliases, arqs (those the
+        aliases name)}."""
         return [_guest_dict(g) for g in self._hypervisor().guests()]
 
     def attach_to_guest(self, instance_uuid: str, arq_uuid: str, attach_type: str,
@@ -410,7 +411,8 @@ def _device_xml(arq_uuid: str, attach_type: str, attach_info: dict[str, str],
 
 def _guest_dict(guest: Guest) -> dict[str, Any]:
     return {"uuid": guest.uuid, "name": guest.name, "running": guest.running,
-            "aliases": list(guest.aliases)}
+            "aliases": list(guest.aliases),
+            "arqs": [arq for arq in map(devicexml.arq_of, guest.aliases) if arq]}
 
 
 def _explanation(drv: Driver) -> dict[str, Any] | None:

@@ -185,11 +185,65 @@ class HotPlug:
             LOG.info("instance %s has not released ARQ %s's device yet", arq["instance_uuid"],
                      uuid)
             return self.view(uuid, project_id)
-        self._binder.unbind([uuid], project_id)
-        self._allocate(arq["instance_uuid"], arq["device_rp_uuid"], None, arq["project_id"],
-                       -1)
+        self._release(uuid)
         LOG.info("ARQ %s detached from instance %s (%s)", uuid, arq["instance_uuid"], outcome)
         return self.view(uuid, project_id)
+
+    # -- reconcile -------------------------------------------------------------------------
+    def reconcile(self) -> dict[str, list[str]]:
+        """Hot-plugged ARQs against what their hosts' hypervisors hold: a device missing
+        from a guest that still is there (Nova redefined it: hard reboot, stop/start) is
+        attached again; an ARQ whose guest is gone from its host (deleted, moved) is
+        released; a detach whose device is gone is finished. A host that cannot be asked
+        is left for the next pass. Returns the ARQs by what was done."""
+        done: dict[str, list[str]] = {"reattached": [], "released": [], "detached": []}
+        by_host: dict[str, list[dict[str, str]]] = {}
+        for arq in arqs.hot_plugged(self._db):
+            by_host.setdefault(arq["hostname"], []).append(arq)
+        for host, held in by_host.items():
+            try:
+                guests = {g["uuid"]: g for g in self._agents.guests(host)}
+            except exception.AccelDError as exc:
+                LOG.warning("hot-plug reconcile skips %s: %s", host, exc)
+                continue
+            for arq in held:
+                try:
+                    self._reconcile_one(arq, guests.get(arq["instance_uuid"]), done)
+                except exception.AccelDError as exc:
+                    LOG.warning("hot-plug reconcile of ARQ %s failed: %s", arq["uuid"], exc)
+        return done
+
+    def _reconcile_one(self, arq: dict[str, str], guest: dict[str, Any] | None,
+                       done: dict[str, list[str]]) -> None:
+        uuid = arq["uuid"]
+        present = guest is not None and uuid in guest["arqs"]
+        if arq["substate"] == st.HOT_ATTACHING:
+            return                          # an attach in flight finishes or undoes itself
+        if guest is None:
+            LOG.warning("instance %s of hot-plugged ARQ %s is gone from %s: releasing",
+                        arq["instance_uuid"], uuid, arq["hostname"])
+            self._release(uuid)
+            done["released"].append(uuid)
+        elif arq["substate"] == st.HOT_DETACHING and not present:
+            self._release(uuid)
+            done["detached"].append(uuid)
+        elif arq["substate"] == st.HOT_ATTACHED and not present:
+            bound = arqs.get(self._db, uuid, project_id=None)
+            self._agents.attach_to_guest(arq["hostname"], arq["instance_uuid"], uuid,
+                                         bound["attach_handle_type"],
+                                         bound["attach_handle_info"],
+                                         bound["attach_handle_uuid"])
+            LOG.info("ARQ %s attached again to instance %s (its definition had lost it)",
+                     uuid, arq["instance_uuid"])
+            done["reattached"].append(uuid)
+
+    def _release(self, uuid: str) -> None:
+        """Unbinds a hot-plugged ARQ whose device no guest holds, and takes back its
+        allocation (gone already when Nova deleted the instance's)."""
+        arq = arqs.get(self._db, uuid, project_id=None)
+        self._binder.unbind([uuid], None)
+        self._allocate(arq["instance_uuid"], arq["device_rp_uuid"], None, arq["project_id"],
+                       -1)
 
     def view(self, uuid: str, project_id: str | None) -> dict[str, Any]:
         """The ARQ as the v2 API shows it, with its ``hot_plug`` state."""

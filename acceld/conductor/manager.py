@@ -121,6 +121,7 @@ class ConductorManager:
                 if time.monotonic() - last_redrive >= self._conf.conductor.periodic_interval:
                     last_redrive = time.monotonic()
                     self.redrive_operations()
+                    self._hot.reconcile()
                 if self.placement is not None and \
                         time.monotonic() - last_sync >= self._conf.placement.sync_interval:
                     last_sync = time.monotonic()
@@ -323,6 +324,10 @@ class ConductorManager:
 
     def hot_detach(self, uuid: str, project_id: str | None = None) -> dict[str, Any]:
         return _jsonable(self._hot.detach(uuid, project_id))
+
+    def reconcile_hot_plug(self) -> dict[str, list[str]]:
+        """Hot-plugged ARQs against their hosts' guests (also run by the periodic task)."""
+        return self._hot.reconcile()
 
     def discover(self, host: str | None) -> list[str]:
         hosts = [host] if host else services.agent_hosts(self._db)

@@ -393,6 +393,19 @@ _SET_SUBSTATE = update(_arq).where(_arq.c.uuid == bindparam("arq_uuid"),
     .values(substate=bindparam("to"))
 
 
+_HOT_PLUGGED = (select(_arq.c.uuid, _arq.c.substate, _arq.c.hostname, _arq.c.instance_uuid)
+                .where(_arq.c.substate.in_(sorted(st.HOT_PLUGGED)),
+                       _arq.c.state == st.ARQ_BOUND)
+                .order_by(_arq.c.hostname, _arq.c.id))
+
+
+def hot_plugged(db: Database) -> list[dict[str, str]]:
+    """Every Bound ARQ attached live (or being attached or detached): uuid, substate,
+    hostname, instance_uuid; by host."""
+    return [{"uuid": r.uuid, "substate": r.substate, "hostname": r.hostname,
+             "instance_uuid": r.instance_uuid} for r in _read(db, _HOT_PLUGGED, {})]
+
+
 def free_handles_by_provider(db: Database, host: str) -> dict[str, int]:
     """Resource provider uuid -> free handles a guest takes, of ``host``'s deployables."""
     return {row.rp_uuid: row.free for row in _read(db, _FREE_ON_HOST, {"host": host})}

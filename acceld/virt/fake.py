@@ -73,6 +73,18 @@ class FakeHypervisor:
         with self._lock:
             self._domains[key] = _Domain(name, running, ignores_unplug=False)
 
+    def remove_guest(self, uuid: str) -> None:
+        """The guest is deleted (or moved away), its devices with it."""
+        with self._lock:
+            self._domain(uuid)
+            del self._domains[uuids.canonical(uuid) or ""]
+
+    def redefine(self, uuid: str) -> None:
+        """The guest is defined again from scratch, as Nova's hard reboot or stop/start
+        does: it runs without the devices acceld attached."""
+        with self._lock:
+            self._domain(uuid).devices.clear()
+
     def set_ignores_unplug(self, uuid: str, ignores: bool = True) -> None:
         with self._lock:
             self._domain(uuid).ignores_unplug = ignores

@@ -173,3 +173,47 @@ def test_the_device_joins_and_leaves_the_instances_placement_allocations(
             compute: {"resources": {"VCPU": 2}, "generation": mock.ANY}}
     finally:
         stack.stop()
+
+
+def test_reconcile_attaches_again_what_a_redefined_guest_lost(
+        stack: Stack, hv: fake.FakeHypervisor) -> None:
+    uuid = _arq(stack)
+    stack.conductor.hot_attach(uuid, DEMO)
+    hv.redefine(DEMO)                               # Nova's hard reboot, stop/start
+    assert _aliases(stack, DEMO) == []
+    assert stack.conductor.reconcile_hot_plug()["reattached"] == [uuid]
+    assert _aliases(stack, DEMO) == [devicexml.alias(uuid)]
+    assert stack.conductor.reconcile_hot_plug() == {"reattached": [], "released": [],
+                                                    "detached": []}
+
+
+def test_reconcile_releases_what_a_deleted_guest_held(stack: Stack,
+                                                      hv: fake.FakeHypervisor) -> None:
+    uuid, free = _arq(stack), _free(stack)
+    stack.conductor.hot_attach(uuid, DEMO)
+    hv.remove_guest(DEMO)                           # deleted: Nova tells acceld nothing
+    assert stack.conductor.reconcile_hot_plug()["released"] == [uuid]
+    arq = arqs.get(stack.db, uuid, project_id=None)
+    assert arq["state"] == st.ARQ_UNBOUND and arqs.hot_plug_state(stack.db, uuid) == "Initial"
+    assert _free(stack) == free
+
+
+def test_reconcile_finishes_a_detach_whose_device_went(stack: Stack,
+                                                       hv: fake.FakeHypervisor) -> None:
+    uuid = _arq(stack)
+    stack.conductor.hot_attach(uuid, STUBBORN)
+    assert stack.conductor.hot_detach(uuid)["hot_plug"] == st.HOT_DETACHING
+    hv.set_ignores_unplug(STUBBORN, False)
+    hv.redefine(STUBBORN)                           # released while nobody listened
+    assert stack.conductor.reconcile_hot_plug()["detached"] == [uuid]
+    assert arqs.get(stack.db, uuid, project_id=None)["state"] == st.ARQ_UNBOUND
+
+
+def test_reconcile_leaves_a_host_it_cannot_ask(stack: Stack) -> None:
+    uuid = _arq(stack)
+    stack.conductor.hot_attach(uuid, DEMO)
+    stack.agents["host1"].stop()
+    stack._agent_servers["host1"].stop()
+    assert stack.conductor.reconcile_hot_plug() == {"reattached": [], "released": [],
+                                                    "detached": []}
+    assert arqs.get(stack.db, uuid, project_id=None)["state"] == st.ARQ_BOUND

@@ -85,7 +85,7 @@ def test_attach_shows_in_guests_and_detach_removes_it(bus, fake, tmp_path):
     arq, mdev_arq = _arq(), _arq()
     guest = r.client.attach_to_guest(r.host, VM, arq, "PCI", PCI_INFO, str(uuid.uuid4()))
     assert guest == {"uuid": VM, "name": "vm-1", "running": True,
-                     "aliases": [devicexml.alias(arq)]}
+                     "aliases": [devicexml.alias(arq)], "arqs": [arq]}
     guest = r.client.attach_to_guest(r.host, VM, mdev_arq, "MDEV", PCI_INFO, MDEV)
     assert guest["aliases"] == [devicexml.alias(arq), devicexml.alias(mdev_arq)]
     # a re-sent attach changes nothing
@@ -93,7 +93,7 @@ def test_attach_shows_in_guests_and_detach_removes_it(bus, fake, tmp_path):
     listed = {g["uuid"]: g for g in r.client.guests(r.host)}
     assert listed[VM] == guest
     assert listed[STUBBORN] == {"uuid": STUBBORN, "name": "stubborn", "running": True,
-                                "aliases": []}
+                                "aliases": [], "arqs": []}
 
     assert r.client.detach_from_guest(r.host, VM, arq) == "removed"
     assert fake.guest(VM).aliases == (devicexml.alias(mdev_arq),)
