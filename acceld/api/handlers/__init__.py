@@ -1,1 +1,2 @@
-"""Flat handlers: policy check, parse with a schema, one domain call, serialize."""
+"""Flat handlers: given the request's validated query and body by the router, one domain
+call, serialize."""
