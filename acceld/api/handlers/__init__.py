@@ -1,2 +1,1 @@
-"""Flat handlers: given the request's validated query and body by the router, one domain
-call, serialize."""
+"""Flat handlers: the query and body the router validated in, one domain call, JSON out."""
