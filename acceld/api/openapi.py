@@ -15,21 +15,12 @@ from typing import Any
 
 import acceld
 from acceld.api import auth, microversion, request_id, router
-from acceld.api.router import OPERATIONS, Op
+from acceld.api.router import OPERATIONS, PATH_PARAMETERS, Op
 from acceld.api.schemas import responses as r
 
 OPENAPI_VERSION = "3.1.0"
 JSON = "application/json"
 
-
-# The schema of each path parameter (the router passes any one non-empty segment).
-_SEGMENT = {"type": "string", "minLength": 1, "pattern": "^[^/]+$"}
-PATH_PARAMETERS: dict[str, dict[str, Any]] = {
-    "uuid": {"type": "string", "format": "uuid"},
-    "name_or_uuid": _SEGMENT,
-    "name": _SEGMENT,
-    "acc_spec": {"enum": ["acc_specs", "acc_spec"]},
-}
 
 _REASONS = {
     200: "OK", 201: "Created", 202: "Accepted", 204: "No Content",

@@ -31,12 +31,26 @@ from acceld.api.schemas import v1, v2
 
 Handler = Callable[..., Reply]
 
+# The schema of each path parameter (the router passes any one non-empty segment; a value
+# outside an ``enum`` is an unknown sub-resource, a 404 before the request is read).
+_SEGMENT = {"type": "string", "minLength": 1, "pattern": "^[^/]+$"}
+PATH_PARAMETERS: dict[str, dict[str, Any]] = {
+    "uuid": {"type": "string", "format": "uuid"},
+    "name_or_uuid": _SEGMENT,
+    "name": _SEGMENT,
+    "acc_spec": {"enum": ["acc_specs", "acc_spec"]},
+}
+
 
 @dataclasses.dataclass(frozen=True)
 class Op:
-    """One route's method: its handler and what ``acceld.api.openapi`` says of it; ``query``
-    and ``body`` are the very schemas the handler validates with (None: it reads none),
-    ``errors`` the statuses besides those every route of its kind may answer."""
+    """One route's method: its handler and what ``acceld.api.openapi`` says of it.
+
+    The router validates the request with ``query`` and ``body`` (None: none is read;
+    ``body_optional``: an empty body is ``{}``; ``wrapper``: the body may come wrapped in
+    that one key) after the policy check, and calls the handler with the path parameters,
+    ``body`` and, where the query schema names parameters, ``query``. ``errors``: the
+    statuses besides those every route of its kind may answer."""
 
     handler: Handler
     status: int
@@ -299,7 +313,36 @@ class Router:
             util.authorize(req, self._rules[path, method])
         if "uuid" in match:  # one spelling of a UUID everywhere below the router
             match["uuid"] = util.canonical_uuid(match["uuid"])
-        return ROUTES[path][method](req, **match)
+        op = OPERATIONS[path][method]
+        return op.handler(req, **match, **_inputs(req, path, op, match))
+
+
+def _inputs(req: webob.Request, path: str, op: Op, match: dict[str, str]) -> dict[str, Any]:
+    """The path values checked, then the query and the body validated by ``op``'s schemas:
+    the handler's ``query`` and ``body`` arguments (see ``Op``)."""
+    for name, value in match.items():
+        allowed = PATH_PARAMETERS[name].get("enum")
+        if allowed is not None and value not in allowed:
+            raise errors.HTTPError(404, f"Unknown {path.split('/')[2].removesuffix('s')} "
+                                   f"sub-resource {value!r}.", "acceld.not_found")
+    out: dict[str, Any] = {}
+    if op.query is not None:
+        query = util.query(req, op.query)
+        if "properties" in op.query:
+            out["query"] = query
+    if op.body is not None:
+        out["body"] = _body(req, op, op.body)
+    return out
+
+
+def _body(req: webob.Request, op: Op, schema: dict[str, Any]) -> Any:
+    if op.body_optional and not util.read_body(req):
+        return {}
+    body = util.json_body(req)
+    if op.wrapper is not None and isinstance(body, dict) and list(body) == [op.wrapper]:
+        body = body[op.wrapper]
+    util.validate(body, schema, "body")
+    return body
 
 
 def _unrouted(req: webob.Request, method: str,

@@ -23,6 +23,7 @@ from acceld.api import errors, listcache, schemas
 from acceld.api.reply import Reply as Reply  # handlers use these as util.*
 from acceld.api.reply import body_response as body_response
 from acceld.api.reply import empty_response as empty_response
+from acceld.api.schemas import v2
 from acceld.db.api import Database
 from acceld.rpc import ConductorClient
 
@@ -241,10 +242,9 @@ def _field(where: tuple[Any, ...]) -> str:
 _NOT_STORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
-def json_body(req: webob.Request, schema: dict[str, Any] | None) -> Any:
-    """The JSON body, valid by ``schema`` (None: the caller validates it); first a 400 for
-    text not UTF-8, NaN, Infinity, numbers beyond a float's range and what
-    :func:`_unstorable` finds."""
+def json_body(req: webob.Request) -> Any:
+    """The JSON body; a 400 for text not UTF-8, NaN, Infinity, numbers beyond a float's
+    range and what :func:`_unstorable` finds (the router validates it, ``router.Op``)."""
     # webob's content_type: the header up to any parameters
     content_type = req.environ.get("CONTENT_TYPE", "").split(";", 1)[0]
     if content_type != "application/json":
@@ -261,8 +261,6 @@ def json_body(req: webob.Request, schema: dict[str, Any] | None) -> Any:
         bad = _unstorable(data, escaped)
         if bad is not None:
             raise errors.invalid(f"Invalid body: {bad}.")
-    if schema is not None:
-        validate(data, schema, "body")
     return data
 
 
@@ -307,10 +305,21 @@ def conforms(data: Any, schema: dict[str, Any]) -> bool:
     return True
 
 
+# Cyborg's words for a list of another length where one item is taken; that item's
+# fields are then named as within it
+_ONE_ITEM_LISTS = {id(v2.ONE_PROFILE): "Only one device profile allowed per POST request "
+                                       "for now."}
+
+
 def validate(data: Any, schema: dict[str, Any], what: str) -> None:
     """400 naming the first problem when ``data`` is not valid by ``schema``."""
     if conforms(data, schema):
         return
+    one = _ONE_ITEM_LISTS.get(id(schema))
+    if one is not None and isinstance(data, list):
+        if len(data) != 1:
+            raise errors.invalid(one)
+        data, schema = data[0], schema["items"]
     err = jsonschema.exceptions.best_match(_validators(schema).full.iter_errors(data))
     if err is not None:
         raise errors.invalid(_schema_error(err, what))

@@ -1,12 +1,12 @@
 """The OpenAPI document (acceld/api/openapi.py): valid OpenAPI 3.1, one operation per
-route, the schemas its handler validates with, served as docs/openapi.json holds it."""
+route, the schemas the router validates each request with, served as docs/openapi.json holds it."""
 
 from __future__ import annotations
 
-import ast
+import dataclasses
 import inspect
 import json
-import textwrap
+import re
 from pathlib import Path
 
 import jsonschema
@@ -14,7 +14,7 @@ import pytest
 import webob
 from openapi_spec_validator import validate as validate_openapi
 
-from acceld.api import openapi, router, util
+from acceld.api import errors, openapi, router, util
 from acceld.api.schemas import v1, v2
 
 DOC_FILE = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
@@ -41,75 +41,131 @@ def test_every_route_and_method_is_an_operation_and_nothing_else():
         {(path, method) for path, methods in router.ROUTES.items() for method in methods}
 
 
-# -- the map names the schemas the handlers validate with ------------------------------------
+# -- the route table is where requests are validated ------------------------------------
 
-_SCHEMA_MODULES = {"schema": (v1, v2)}
-
-
-def _calls(func: object) -> dict[str, list[str]]:
-    """The schema constants a handler passes to ``util.query`` ("query"), to
-    ``util.json_body`` ("json_body") and to ``util.validate``/``util.conforms``
-    ("validate"), in its own body and in the helpers of its module it calls."""
-    module = inspect.getmodule(func)
-    found: dict[str, list[str]] = {"query": [], "json_body": [], "validate": []}
-    seen: set[str] = set()
-
-    def visit(fn: object) -> None:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.Call):
-                continue
-            callee = node.func
-            if (isinstance(callee, ast.Attribute) and isinstance(callee.value, ast.Name)
-                    and callee.value.id == "util" and len(node.args) >= 2):
-                kind = {"query": "query", "json_body": "json_body", "validate": "validate",
-                        "conforms": "validate"}.get(callee.attr)
-                arg = node.args[1]
-                if kind and isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name):
-                    found[kind].append(arg.attr)
-                elif kind == "json_body" and isinstance(arg, ast.Constant):
-                    found[kind].append(repr(arg.value))
-            elif isinstance(callee, ast.Name) and callee.id not in seen:
-                helper = getattr(module, callee.id, None)
-                if inspect.isfunction(helper) and helper.__module__ == module.__name__:
-                    seen.add(callee.id)
-                    visit(helper)
-
-    visit(func)
-    return found
-
-
-def _name(module: object, schema: dict | None) -> str | None:
-    if schema is None:
-        return None
-    names = [name for name, value in vars(module).items() if value is schema]
-    assert names, f"a schema of the map is not a constant of {module.__name__}"
-    return names[0]
+PATH_VALUES = {"uuid": "8e45a2ea-5364-4b0d-a252-bf8becaa606e", "acc_spec": "acc_specs",
+               "name": "fake", "name_or_uuid": "fake"}
 
 
 def _operations():
-    for path, methods in router.ROUTES.items():
-        for method, handler in methods.items():
-            yield pytest.param(path, method, handler, id=f"{method} {path}")
+    for path, methods in router.OPERATIONS.items():
+        for method, op in methods.items():
+            yield pytest.param(path, method, op, id=f"{method} {path}")
 
 
-@pytest.mark.parametrize("path, method, handler", list(_operations()))
-def test_the_map_names_the_schemas_the_handler_validates_with(path, method, handler):
-    op = openapi.OPERATIONS[path][method]
-    module = v2 if path.startswith("/v2") else v1
-    calls = _calls(handler)
-    # the query schema is the one util.query gets (None: the handler reads no query)
-    assert calls["query"] == ([_name(module, op.query)] if op.query is not None else [])
-    # the body schema is the one util.json_body gets, or, where json_body takes anything
-    # (None, ANY_JSON) and the handler then validates, the one it validates a body with
-    if op.body is None:
-        assert calls["json_body"] == []
-        return
-    assert len(calls["json_body"]) == 1
-    body = _name(module, op.body)
-    if calls["json_body"] != [body]:
-        assert calls["json_body"][0] in ("None", "ANY_JSON")
-        assert body in calls["validate"]
+def _url(path: str, query: str = "") -> str:
+    return re.sub(r"{(\w+)}", lambda m: PATH_VALUES[m.group(1)], path) + query
+
+
+@pytest.mark.parametrize("path, method, op", list(_operations()))
+def test_each_handler_takes_what_the_router_gives_it(path, method, op):
+    """The path parameters, ``body`` where the operation has a body schema and ``query``
+    where its query schema names parameters: no more (a handler cannot ask for an input
+    its operation does not validate) and no less."""
+    given = dict.fromkeys(re.findall(r"{(\w+)}", path), "x")
+    if op.body is not None:
+        given["body"] = {}
+    if op.query is not None and "properties" in op.query:
+        given["query"] = {}
+    inspect.signature(op.handler).bind(None, **given)
+    taken = set(inspect.signature(op.handler).parameters) - {"req"}
+    assert taken <= set(given) | {"uuid"}     # update_arqs serves with and without {uuid}
+
+
+@pytest.fixture
+def recording_app(sqlite_db, monkeypatch):
+    """The API with every handler replaced by one that records its arguments."""
+    from acceld.api import deploy, reply
+    from tests import helpers
+    calls: list[dict] = []
+
+    def record(req, **kwargs):
+        calls.append(kwargs)
+        return reply.empty_response(204)
+
+    for methods in router.OPERATIONS.values():
+        for method, op in methods.items():
+            monkeypatch.setitem(methods, method, dataclasses.replace(op, handler=record))
+    return deploy.make_app(helpers.make_conf(), sqlite_db, conductor=None), calls
+
+
+def _send(app, method, url, body=None, **headers):
+    req = webob.Request.blank(url, method=method, headers=headers)
+    if body is not None:
+        req.body, req.content_type = body, "application/json"
+    return req.get_response(app)
+
+
+@pytest.mark.parametrize("path, method, op", [
+    p for p in _operations() if p.values[2].query is not None])
+def test_the_router_refuses_a_query_its_schema_refuses_before_the_handler(
+        recording_app, path, method, op):
+    app, calls = recording_app
+    resp = _send(app, method, _url(path, "?no_such_parameter=1"), b"{}")
+    assert resp.status_int == 400, resp.body
+    assert json.loads(resp.body)["errors"][0]["detail"].startswith("Invalid query")
+    assert calls == []
+
+
+@pytest.mark.parametrize("path, method, op", [
+    p for p in _operations() if p.values[2].body is not None])
+def test_the_router_refuses_a_body_its_schema_refuses_before_the_handler(
+        recording_app, path, method, op):
+    app, calls = recording_app
+    assert not util.conforms("text", op.body)
+    resp = _send(app, method, _url(path), b'"text"')
+    assert resp.status_int == 400, resp.body
+    assert "'text' is not of type" in json.loads(resp.body)["errors"][0]["detail"]
+    assert calls == []
+
+
+def test_the_handler_gets_the_validated_query_and_body(recording_app):
+    app, calls = recording_app
+    assert _send(app, "GET", "/v2/devices?type=GPU&limit=2").status_int == 204
+    assert _send(app, "GET", "/v2/devices/" + PATH_VALUES["uuid"].upper()).status_int == 204
+    bare = {"deployable_id": 1, "key": "k", "value": "v"}
+    for body in (bare, {"attribute": bare}):       # the Op's wrapper is taken off
+        assert _send(app, "POST", "/v2/attributes", json.dumps(body).encode()).status_int \
+            == 204
+    assert _send(app, "POST", "/v1/discover").status_int == 204      # optional: {}
+    assert calls == [{"query": {"type": "GPU", "limit": "2"}}, {"uuid": PATH_VALUES["uuid"]},
+                     {"body": bare}, {"body": bare}, {"body": {}}]
+
+
+def test_the_policy_is_checked_before_the_request_is_validated(recording_app):
+    """An unauthorised caller is told 403, whatever its request holds."""
+    app, calls = recording_app
+    member = {"X-Auth-Token": "user1:proj1"}
+    for method, url, body in (("POST", "/v2/device_profiles?x=1", b'"text"'),
+                              ("PUT", "/v1/accelerators/" + PATH_VALUES["uuid"] + "/specs",
+                               b'"text"')):
+        assert _send(app, method, url, body, **member).status_int == 403
+    assert calls == []
+
+
+def test_an_unknown_sub_resource_is_a_404_before_the_body_is_read(recording_app):
+    app, calls = recording_app
+    resp = _send(app, "PUT", "/v1/accelerators/" + PATH_VALUES["uuid"] + "/specs", b'"text"')
+    assert resp.status_int == 404
+    assert json.loads(resp.body)["errors"][0]["detail"] == \
+        "Unknown accelerator sub-resource 'specs'."
+    assert calls == []
+
+
+@pytest.mark.parametrize("body, detail", [
+    ([], "Only one device profile allowed per POST request for now."),
+    ([{"name": "a"}, {"name": "b"}], "Only one device profile allowed per POST request for now."),
+    ({"name": "a"}, "Invalid body: {'name': 'a'} is not of type 'array'"),
+    ([{"name": "a"}], "Invalid body: 'groups' is a required property"),
+    ([{"name": "a b", "groups": [{"resources:GPU": "1"}]}], "Invalid body field 'name': "),
+])
+def test_a_profile_post_is_worded_as_cyborg_words_it(body, detail):
+    """One list of one profile: another count is Cyborg's sentence, and a field of the
+    profile is named as within it (not "0/name")."""
+    with pytest.raises(errors.HTTPError) as info:
+        util.validate(body, v2.ONE_PROFILE, "body")
+    assert info.value.status == 400
+    assert info.value.detail.startswith(detail)
 
 
 # -- what the document says is what the schemas say ---------------------------------------
@@ -151,7 +207,6 @@ def test_the_error_schema_describes_the_error_renderer():
     doc = openapi.document()
     env = webob.Request.blank("/").environ
     env["openstack.request_id"] = "req-1"
-    from acceld.api import errors
     body = json.loads(errors.render(webob.Request(env), 409, "busy", "acceld.x").body)
     jsonschema.validate(body, doc["components"]["schemas"]["Error"])
     body["errors"][0].pop("detail")

@@ -1,1 +1,1 @@
-"""Flat handlers: policy check, parse with a schema, one domain call, serialize."""
+"""Flat handlers: the query and body the router validated in, one domain call, JSON out."""

@@ -8,7 +8,6 @@ import webob
 
 from acceld import limits
 from acceld.api import errors, listing, util
-from acceld.api.schemas import v1 as schema
 from acceld.objects import accelerators
 
 
@@ -21,30 +20,27 @@ def _etag(record: dict[str, Any]) -> dict[str, str]:
     return {"ETag": f'"{record["revision"]}"'}
 
 
-def list_accelerators(req: webob.Request) -> util.Reply:
+def list_accelerators(req: webob.Request, query: dict[str, str]) -> util.Reply:
     """GET /v1/accelerators[?host=&state=&device_type=&instance_uuid=][&limit=&marker=]
     -> 200 {"accelerator": [...]} (``acceld.api.listing``); 400 on an unknown query."""
-    q = util.query(req, schema.LIST_QUERY)
-    limit, marker = listing.page_params(req, q)
-    if "instance_uuid" in q:
-        q["instance_uuid"] = util.canonical_uuid(q["instance_uuid"])
+    limit, marker = listing.page_params(req, query)
+    instance = query.get("instance_uuid")
     found = accelerators.list_accelerators(
-        util.state(req).db, host=q.get("host"), state=q.get("state"),
-        device_type=q.get("device_type"), instance_uuid=q.get("instance_uuid"), limit=limit,
-        marker=marker, viewer=util.project_scope(req))
+        util.state(req).db, host=query.get("host"), state=query.get("state"),
+        device_type=query.get("device_type"),
+        instance_uuid=None if instance is None else util.canonical_uuid(instance),
+        limit=limit, marker=marker, viewer=util.project_scope(req))
     return listing.respond(req, "accelerator", found, lambda r: _present(req, r))
 
 
 def show_accelerator(req: webob.Request, uuid: str) -> util.Reply:
     """GET /v1/accelerators/{uuid} -> 200 with an ETag; 404 when missing."""
-    util.query(req, schema.NO_QUERY)
     record = accelerators.get_accelerator(util.state(req).db, uuid, util.project_scope(req))
     return util.json_response(_present(req, record), headers=_etag(record))
 
 
-def create_accelerator(req: webob.Request) -> util.Reply:
+def create_accelerator(req: webob.Request, body: dict[str, Any]) -> util.Reply:
     """POST /v1/accelerators {"name", "uuid"?} -> 201 + Location; 409 on a duplicate."""
-    body = util.json_body(req, schema.CREATE)
     uuid = util.canonical_uuid(body["uuid"]) if "uuid" in body else None
     record = util.state(req).conductor.create_accelerator(body["name"], uuid)
     return util.empty_response(201, {
@@ -71,12 +67,9 @@ def _expected_revision(req: webob.Request, body: dict[str, Any]) -> int:
                            "acceld.precondition_required")
 
 
-def update_specs(req: webob.Request, uuid: str, acc_spec: str) -> util.Reply:
+def update_specs(req: webob.Request, uuid: str, acc_spec: str,
+                 body: dict[str, Any]) -> util.Reply:
     """PUT /v1/accelerators/{uuid}/acc_specs -> 200; 400; 404; 409 stale revision; 428."""
-    if acc_spec not in ("acc_specs", "acc_spec"):
-        raise errors.HTTPError(404, f"Unknown accelerator sub-resource {acc_spec!r}.",
-                               "acceld.not_found")
-    body = util.json_body(req, schema.UPDATE_SPECS)
     stored = len(util.json_bytes(body["acc_specs"]))
     if stored > limits.STORED_JSON_BYTES:
         raise errors.invalid(f"Invalid body field 'acc_specs': it takes {stored} "
@@ -89,16 +82,14 @@ def update_specs(req: webob.Request, uuid: str, acc_spec: str) -> util.Reply:
     return util.json_response(_present(req, record), headers=_etag(record))
 
 
-def set_state(req: webob.Request, uuid: str) -> util.Reply:
+def set_state(req: webob.Request, uuid: str, body: dict[str, Any]) -> util.Reply:
     """PUT /v1/accelerators/{uuid}/state {"state": ready|inactive} -> 200; 404; 409."""
-    body = util.json_body(req, schema.SET_STATE)
     record = util.state(req).conductor.set_state(uuid, body["state"])
     return util.json_response(_present(req, record), headers=_etag(record))
 
 
-def attach(req: webob.Request, uuid: str) -> util.Reply:
+def attach(req: webob.Request, uuid: str, body: dict[str, Any]) -> util.Reply:
     """PUT /v1/accelerators/{uuid} {"instance_uuid"} | {"host"} -> 200; 404; 409 attached."""
-    body = util.json_body(req, schema.ATTACH)
     kind, target = ("instance", util.canonical_uuid(body["instance_uuid"])) \
         if "instance_uuid" in body else ("host", body["host"])
     record = util.state(req).conductor.attach(uuid, kind, target, util.project_scope(req))

@@ -19,7 +19,6 @@ import webob
 
 from acceld import exception, limits
 from acceld.api import errors, listing, microversion, util
-from acceld.api.schemas import v2 as schema
 from acceld.objects import arqs as arq_objects
 from acceld.objects import hostwork
 
@@ -79,11 +78,9 @@ def parse_ops(uuid: str, ops: list[dict[str, Any]], version: microversion.Versio
     return fields
 
 
-def create_arqs(req: webob.Request) -> util.Reply:
+def create_arqs(req: webob.Request, body: dict[str, Any]) -> util.Reply:
     """POST /v2/accelerator_requests {"device_profile_name"} -> 201 {"arqs": [...]}, one
     Initial ARQ per requested unit of each group; 400 no name; 404 unknown profile."""
-    util.query(req, schema.NO_QUERY)
-    body = util.json_body(req, schema.ARQ_CREATE)
     st = util.state(req)
     records = arq_objects.create(st.db, util.text(body["device_profile_name"]),
                                  req.environ["acceld.context"].project_id,
@@ -91,15 +88,14 @@ def create_arqs(req: webob.Request) -> util.Reply:
     return util.json_response({"arqs": [_present(req, r) for r in records]}, status=201)
 
 
-def list_arqs(req: webob.Request) -> util.Reply:
+def list_arqs(req: webob.Request, query: dict[str, str]) -> util.Reply:
     """GET /v2/accelerator_requests[?instance=<uuid>][&bind_state=resolved]
     [&limit=&marker=] -> 200 {"arqs": [...]} (``acceld.api.listing``); 423 when an
     instance's ARQs are not all resolved; 400 bad query."""
-    q = util.query(req, schema.ARQ_LIST_QUERY)
-    limit, marker = listing.page_params(req, q)
-    instance = util.canonical_uuid(q["instance"]) if "instance" in q else None
+    limit, marker = listing.page_params(req, query)
+    instance = util.canonical_uuid(query["instance"]) if "instance" in query else None
     found = arq_objects.list_arqs(util.state(req).db, project_id=util.project_scope(req),
-                                  instance_uuid=instance, resolved_only="bind_state" in q,
+                                  instance_uuid=instance, resolved_only="bind_state" in query,
                                   limit=limit, marker=marker)
     return listing.respond(req, "arqs", found, lambda r: _present(req, r))
 
@@ -107,19 +103,16 @@ def list_arqs(req: webob.Request) -> util.Reply:
 def show_arq(req: webob.Request, uuid: str) -> util.Reply:
     """GET /v2/accelerator_requests/{uuid} -> 200 the bare ARQ; 404 (also another
     project's)."""
-    util.query(req, schema.NO_QUERY)
     record = arq_objects.get(util.state(req).db, util.require_uuid(uuid),
                              project_id=util.project_scope(req))
     return util.json_response(_present(req, record))
 
 
-def update_arqs(req: webob.Request, uuid: str | None = None) -> util.Reply:
+def update_arqs(req: webob.Request, body: dict[str, Any], uuid: str | None = None) -> util.Reply:
     """PATCH /v2/accelerator_requests {arq_uuid: [json-patch ops]} -> 202 no body (a
     trailing /{uuid} is ignored; the body wins). All adds bind, all removes unbind; 400
     bad patch or instance already bound; 403 no service token; 404 unknown ARQ, deployable
     or no free handle; 406 /project_id below 2.1; 409 ARQ in the wrong state."""
-    util.query(req, schema.NO_QUERY)
-    body = util.json_body(req, schema.ARQ_PATCH)
     ctx = req.environ["acceld.context"]
     version = microversion.of(req.environ)
     patch = {util.canonical_uuid(u): parse_ops(u, ops, version, ctx.is_admin)
@@ -157,23 +150,22 @@ def _unbind(req: webob.Request, uuids: list[str]) -> None:
         raise errs[0]
 
 
-def delete_arqs(req: webob.Request) -> util.Reply:
+def delete_arqs(req: webob.Request, query: dict[str, str]) -> util.Reply:
     """DELETE /v2/accelerator_requests?arqs=u1,u2 | ?instance=<uuid> -> 204 (unbinding
     first). ``arqs``: all or nothing, 404 for a missing one, 403 without a service token
     for one tied to an instance. ``instance``: idempotent, always needs a service token.
     Both or neither: 400."""
-    q = util.query(req, schema.ARQ_DELETE_QUERY)
-    if ("arqs" in q) == ("instance" in q):
+    if ("arqs" in query) == ("instance" in query):
         raise errors.invalid("Exactly one of the query parameters 'arqs' and "
                              "'instance' is required.")
-    if "instance" in q:
+    if "instance" in query:
         _require_service_token(req)
         freed = arq_objects.delete_by_instance(util.state(req).db,
-                                               util.canonical_uuid(q["instance"]),
+                                               util.canonical_uuid(query["instance"]),
                                                project_id=util.project_scope(req))
         _release(req, freed)
         return util.empty_response(204)
-    return _delete_uuids(req, [util.canonical_uuid(u) for u in q["arqs"].split(",")])
+    return _delete_uuids(req, [util.canonical_uuid(u) for u in query["arqs"].split(",")])
 
 
 def _delete_uuids(req: webob.Request, uuids: list[str]) -> util.Reply:
@@ -200,5 +192,4 @@ def _release(req: webob.Request, freed: list[dict[str, Any]]) -> None:
 
 def delete_arq(req: webob.Request, uuid: str) -> util.Reply:
     """DELETE /v2/accelerator_requests/{uuid} -> 204; as ``?arqs=<uuid>``."""
-    util.query(req, schema.NO_QUERY)
     return _delete_uuids(req, [uuid])

@@ -9,7 +9,6 @@ import webob
 
 from acceld import uuids
 from acceld.api import errors, listing, microversion, util
-from acceld.api.schemas import v2 as schema
 from acceld.objects import device_profiles
 
 SHOW_BY_NAME_VERSION = microversion.Version(2, 2)
@@ -23,12 +22,11 @@ def _names(value: str) -> list[str]:
     return [n for n in value.split(",") if n]
 
 
-def list_profiles(req: webob.Request) -> util.Reply:
+def list_profiles(req: webob.Request, query: dict[str, str]) -> util.Reply:
     """GET /v2/device_profiles[?name=a,b][&limit=&marker=] -> 200 {"device_profiles":
     [...]} (``acceld.api.listing``)."""
-    q = util.query(req, schema.PROFILE_LIST_QUERY)
-    limit, marker = listing.page_params(req, q)
-    names = _names(q["name"]) if "name" in q else None
+    limit, marker = listing.page_params(req, query)
+    names = _names(query["name"]) if "name" in query else None
     found = device_profiles.list_profiles(util.state(req).db, names=names, limit=limit,
                                           marker=marker)
     return listing.respond(req, "device_profiles", found, lambda r: _present(req, r))
@@ -41,7 +39,6 @@ def show_profile(req: webob.Request, name_or_uuid: str) -> util.Reply:
     Cyborg renders this one response's dates with str() (a space, and "None" for a null
     updated_at); acceld uses ISO-8601 here as everywhere else, on purpose.
     """
-    util.query(req, schema.NO_QUERY)
     db = util.state(req).db
     uuid = uuids.canonical(name_or_uuid)
     if uuid is not None:
@@ -55,16 +52,9 @@ def show_profile(req: webob.Request, name_or_uuid: str) -> util.Reply:
     return util.json_response({"device_profile": _present(req, record)})
 
 
-def create_profile(req: webob.Request) -> util.Reply:
+def create_profile(req: webob.Request, body: list[dict[str, Any]]) -> util.Reply:
     """POST /v2/device_profiles [{"name", "groups", "description"?, "uuid"?}] -> 201 the
     bare profile; 400 invalid (one profile per request, group rules); 409 name taken."""
-    util.query(req, schema.NO_QUERY)
-    body = util.json_body(req, None)
-    if not util.conforms(body, schema.ONE_PROFILE):
-        util.validate(body, schema.PROFILE_LIST, "body")
-        if len(body) != 1:
-            raise errors.invalid("Only one device profile allowed per POST request for now.")
-        util.validate(body[0], schema.PROFILE, "body")
     profile = body[0]
     uuid = util.canonical_uuid(profile["uuid"]) if profile.get("uuid") else None
     description = profile.get("description")
@@ -85,14 +75,12 @@ def _delete(req: webob.Request, value: str) -> util.Reply:
     return util.empty_response(204)
 
 
-def delete_profiles(req: webob.Request) -> util.Reply:
+def delete_profiles(req: webob.Request, query: dict[str, str]) -> util.Reply:
     """DELETE /v2/device_profiles?value=<uuid>|n1,n2 -> 204; 404 for any missing one
     (nothing deleted); 409 while accelerator requests use one."""
-    q = util.query(req, schema.PROFILE_DELETE_QUERY)
-    return _delete(req, q["value"])
+    return _delete(req, query["value"])
 
 
 def delete_profile(req: webob.Request, name_or_uuid: str) -> util.Reply:
     """DELETE /v2/device_profiles/{uuid}|{n1,n2} -> 204; 404; 409 (as above)."""
-    util.query(req, schema.NO_QUERY)
     return _delete(req, name_or_uuid)

@@ -11,7 +11,6 @@ from oslo_config import cfg
 
 from acceld import clients
 from acceld.api import util
-from acceld.api.schemas import v1 as schema
 from acceld.clients import placement as placement_client
 from acceld.conf import placement as placement_conf
 from acceld.objects import placement as placement_objects
@@ -20,7 +19,6 @@ from acceld.objects import services
 
 def list_services(req: webob.Request) -> util.Reply:
     """GET /v1/services -> 200 {"services": [...]} with liveness."""
-    util.query(req, schema.NO_QUERY)
     st = util.state(req)
     return util.json_response({
         "services": services.list_services(st.db, st.conf.conductor.service_down_time),
@@ -37,7 +35,6 @@ def placement_status(req: webob.Request) -> util.Reply:
     from this process, with this process's ``[placement]`` options), and per host the last
     sync, in sync, conflicts, the last error and when it happened (``last_error_at``), and
     when the conductor tries that host again (``next_retry_at``, null when none is due)."""
-    util.query(req, schema.NO_QUERY)
     st = util.state(req)
     hosts = placement_objects.list_states(st.db)
     for row in hosts:
@@ -64,49 +61,43 @@ def _placement_reach(conf: cfg.ConfigOpts) -> dict[str, Any]:
     return {"configured": True, "reachable": False, "detail": detail}
 
 
-def placement_sync(req: webob.Request) -> util.Reply:
+def placement_sync(req: webob.Request, body: dict[str, Any]) -> util.Reply:
     """POST /v1/placement/sync {"host"?, "dry_run"?} -> 200 {"results": [...]}."""
-    body = util.json_body(req, schema.PLACEMENT_SYNC) if util.read_body(req) else {}
     results = util.state(req).conductor.placement_sync(body.get("host"),
                                                        bool(body.get("dry_run")))
     return util.json_response({"results": results})
 
 
-def list_drivers(req: webob.Request) -> util.Reply:
+def list_drivers(req: webob.Request, query: dict[str, str]) -> util.Reply:
     """GET /v1/drivers[?host=&long=true] -> 200 {"drivers": [...]} per host; ``long``
     adds each driver's ``explanation`` (checks, expected vs found, skipped devices with
     the reason) and ``capabilities``."""
-    q = util.query(req, schema.DRIVER_QUERY)
-    long = q.get("long", "false").lower() in ("true", "1")
+    long = query.get("long", "false").lower() in ("true", "1")
     return util.json_response({"drivers": services.list_driver_states(
-        util.state(req).db, q.get("host"), long=long)})
+        util.state(req).db, query.get("host"), long=long)})
 
 
-def list_backends(req: webob.Request) -> util.Reply:
+def list_backends(req: webob.Request, query: dict[str, str]) -> util.Reply:
     """GET /v1/backends[?host=] -> 200 {"backends": [{"host", "driver", "backend",
     "services", "devices", "deployables"}]}: the services each backend offers, as the
     drivers last reported them (``discover-services``)."""
-    q = util.query(req, schema.BACKEND_QUERY)
     return util.json_response({"backends": services.list_backends(util.state(req).db,
-                                                                  q.get("host"))})
+                                                                  query.get("host"))})
 
 
 def device_stats(req: webob.Request, uuid: str) -> util.Reply:
     """GET /v1/accelerators/{uuid}/stats -> 200 {"uuid", "host", "stats": {name: number}}
     read from the device's agent now; 404, 409 not on a host, 503 agent unreachable."""
-    util.query(req, schema.NO_QUERY)
     return util.json_response(util.state(req).conductor.device_stats(uuid))
 
 
-def driver_action(req: webob.Request, name: str) -> util.Reply:
+def driver_action(req: webob.Request, name: str, body: dict[str, Any]) -> util.Reply:
     """POST /v1/drivers/{name}/action {"action", "host"?} -> 200 per-host results."""
-    body = util.json_body(req, schema.DRIVER_ACTION)
     results = util.state(req).conductor.driver_action(name, body["action"], body.get("host"))
     return util.json_response({"results": results})
 
 
-def discover(req: webob.Request) -> util.Reply:
+def discover(req: webob.Request, body: dict[str, Any]) -> util.Reply:
     """POST /v1/discover {"host"?} -> 202 {"hosts": [...]} (agents asked to rediscover)."""
-    body = util.json_body(req, schema.DISCOVER) if util.read_body(req) else {}
     hosts = util.state(req).conductor.discover(body.get("host"))
     return util.json_response({"hosts": hosts}, status=202)

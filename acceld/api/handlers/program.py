@@ -9,7 +9,6 @@ from typing import Any
 import webob
 
 from acceld.api import errors, util
-from acceld.api.schemas import v2 as schema
 from acceld.objects import program as program_objects
 from acceld.objects import v2_inventory as inventory
 
@@ -34,7 +33,7 @@ def _view(req: webob.Request, deployable: dict[str, Any],
                 program=operation)
 
 
-def program_deployable(req: webob.Request, uuid: str) -> util.Reply:
+def program_deployable(req: webob.Request, uuid: str, body: list[dict[str, Any]]) -> util.Reply:
     """PATCH /v2/deployables/{uuid}/program [{"op": "replace", "path": "/program",
     "value": [{"image_uuid"|"image_path", "image_sha256"?}]}] -> 202 the deployable with
     ``program`` (the queued operation) and ``Location`` of its status; 400 bad body (the
@@ -42,9 +41,7 @@ def program_deployable(req: webob.Request, uuid: str) -> util.Reply:
     programmable, in use, or a program
     already in progress. Without ``image_sha256`` (upstream's body) the agent checks a
     Glance image against the digest Glance keeps."""
-    util.query(req, schema.NO_QUERY)
     uuid = util.require_uuid(uuid)
-    body = util.json_body(req, schema.PROGRAM_PATCH)
     image = body[0]["value"][0]
     st = util.state(req)
     operation = st.conductor.program_deployable(uuid, image_ref(image),
@@ -58,7 +55,6 @@ def program_deployable(req: webob.Request, uuid: str) -> util.Reply:
 def show_program(req: webob.Request, uuid: str) -> util.Reply:
     """GET /v2/deployables/{uuid}/program -> 200 the deployable with ``program``: its
     newest program operation, or null; 404 unknown deployable."""
-    util.query(req, schema.NO_QUERY)
     db = util.state(req).db
     operation = program_objects.latest(db, uuid)
     return util.json_response(_view(req, inventory.get_deployable(db, uuid), operation))

@@ -8,7 +8,6 @@ from typing import Any
 import webob
 
 from acceld.api import microversion, util
-from acceld.api.schemas import v2 as schema
 
 NAME = "OpenStack Cyborg API"
 DESCRIPTION = ("Cyborg is the OpenStack project for lifecycle management of hardware "
@@ -46,7 +45,6 @@ def v1(req: webob.Request) -> util.Reply:
 def v2(req: webob.Request) -> util.Reply:
     """GET /v2 -> 200 the bare v2 version object (not wrapped, as in Cyborg); 400 for a
     query parameter (it takes none)."""
-    util.query(req, schema.NO_QUERY)
     return util.json_response(_v2("v2.0", f"{util.public_url(req)}/accelerator/v2/"))
 
 

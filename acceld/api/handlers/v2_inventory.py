@@ -10,7 +10,6 @@ from typing import Any
 import webob
 
 from acceld.api import listcache, listing, microversion, util
-from acceld.api.schemas import v2 as schema
 from acceld.objects import v2_inventory as inventory
 
 STATUS_VERSION = microversion.Version(2, 3)
@@ -46,26 +45,23 @@ def _device(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def list_devices(req: webob.Request) -> util.Reply:
+def list_devices(req: webob.Request, query: dict[str, str]) -> util.Reply:
     """GET /v2/devices[?type=&vendor=&hostname=][&limit=&marker=] -> 200 {"devices":
     [...]} (``acceld.api.listing``)."""
-    q = util.query(req, schema.DEVICE_LIST_QUERY)
-    limit, marker = listing.page_params(req, q)
-    found = functools.partial(inventory.list_devices, util.state(req).db, type=q.get("type"),
-                              vendor=q.get("vendor"), hostname=q.get("hostname"),
-                              limit=limit, marker=marker)
-    return _cached_list(req, q, microversion.of(req.environ) >= STATUS_VERSION, "devices",
+    limit, marker = listing.page_params(req, query)
+    found = functools.partial(inventory.list_devices, util.state(req).db,
+                              type=query.get("type"), vendor=query.get("vendor"),
+                              hostname=query.get("hostname"), limit=limit, marker=marker)
+    return _cached_list(req, query, microversion.of(req.environ) >= STATUS_VERSION, "devices",
                         found, lambda r: _device(req, r))
 
 
 def show_device(req: webob.Request, uuid: str) -> util.Reply:
     """GET /v2/devices/{uuid} -> 200 the device; 404."""
-    util.query(req, schema.NO_QUERY)
     return util.json_response(_device(req, inventory.get_device(util.state(req).db, uuid)))
 
 
 def _set_status(req: webob.Request, uuid: str, status: str) -> util.Reply:
-    util.query(req, schema.NO_QUERY)
     st = util.state(req)
     host = inventory.set_device_status(st.db, uuid, status)
     if host:  # reserved follows the status: the conductor syncs that host's providers
@@ -89,18 +85,16 @@ def _deployable(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
     return dict(record, links=util.links(req, "deployables", record["uuid"], bookmark=True))
 
 
-def list_deployables(req: webob.Request) -> util.Reply:
+def list_deployables(req: webob.Request, query: dict[str, str]) -> util.Reply:
     """GET /v2/deployables[?limit=&marker=] -> 200 {"deployables": [...]}."""
-    q = util.query(req, schema.LIST_QUERY)
-    limit, marker = listing.page_params(req, q)
+    limit, marker = listing.page_params(req, query)
     found = functools.partial(inventory.list_deployables, util.state(req).db, limit=limit,
                               marker=marker)
-    return _cached_list(req, q, None, "deployables", found, lambda r: _deployable(req, r))
+    return _cached_list(req, query, None, "deployables", found, lambda r: _deployable(req, r))
 
 
 def show_deployable(req: webob.Request, uuid: str) -> util.Reply:
     """GET /v2/deployables/{uuid} -> 200 the deployable; 400 not a UUID; 404."""
-    util.query(req, schema.NO_QUERY)
     record = inventory.get_deployable(util.state(req).db, util.require_uuid(uuid))
     return util.json_response(_deployable(req, record))
 
@@ -111,33 +105,26 @@ def _attribute(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
     return dict(record, links=util.links(req, "attributes", record["uuid"]))
 
 
-def list_attributes(req: webob.Request) -> util.Reply:
+def list_attributes(req: webob.Request, query: dict[str, str]) -> util.Reply:
     """GET /v2/attributes[?deployable_id=<int>&key=][&limit=&marker=] -> 200
     {"attributes": [...]}."""
-    q = util.query(req, schema.ATTRIBUTE_LIST_QUERY)
-    limit, marker = listing.page_params(req, q)
-    deployable_id = int(q["deployable_id"]) if "deployable_id" in q else None
+    limit, marker = listing.page_params(req, query)
+    deployable_id = int(query["deployable_id"]) if "deployable_id" in query else None
     found = inventory.list_attributes(util.state(req).db, deployable_id=deployable_id,
-                                      key=q.get("key"), limit=limit, marker=marker)
+                                      key=query.get("key"), limit=limit, marker=marker)
     return listing.respond(req, "attributes", found, lambda r: _attribute(req, r))
 
 
 def show_attribute(req: webob.Request, uuid: str) -> util.Reply:
     """GET /v2/attributes/{uuid} -> 200 the attribute; 400 not a UUID; 404."""
-    util.query(req, schema.NO_QUERY)
     return util.json_response(_attribute(req, inventory.get_attribute(
         util.state(req).db, util.require_uuid(uuid))))
 
 
-def create_attribute(req: webob.Request) -> util.Reply:
+def create_attribute(req: webob.Request, body: dict[str, Any]) -> util.Reply:
     """POST /v2/attributes {"deployable_id", "key", "value"} (bare, or wrapped in
     "attribute" as openstacksdk sends it; other fields ignored, numbers stored as text,
     as in Cyborg) -> 201 the attribute; 400 unknown deployable."""
-    util.query(req, schema.NO_QUERY)
-    body = util.json_body(req, schema.ANY_JSON)
-    if isinstance(body, dict) and list(body) == ["attribute"]:
-        body = body["attribute"]
-    util.validate(body, schema.ATTRIBUTE, "body")
     record = inventory.create_attribute(util.state(req).db, int(body["deployable_id"]),
                                         util.text(body["key"]), util.text(body["value"]))
     return util.json_response(_attribute(req, record), status=201)
@@ -145,6 +132,5 @@ def create_attribute(req: webob.Request) -> util.Reply:
 
 def delete_attribute(req: webob.Request, uuid: str) -> util.Reply:
     """DELETE /v2/attributes/{uuid} -> 204; 404."""
-    util.query(req, schema.NO_QUERY)
     inventory.delete_attribute(util.state(req).db, uuid)
     return util.empty_response(204)

@@ -44,6 +44,8 @@ ATTRIBUTE_LIST_QUERY = _query(deployable_id={"type": "string", "pattern": whole(
 PROFILE_LIST_QUERY = _query(name={"type": "string", "minLength": 1})
 PROFILE_DELETE_QUERY = closed({"value": {"type": "string"}}, ["value"])
 
+# bare, as Cyborg takes it (the route also takes it wrapped in {"attribute": ...}, as
+# openstacksdk sends it)
 ATTRIBUTE = {
     "type": "object",
     "properties": {"deployable_id": {"type": "number", "minimum": 1,
@@ -52,11 +54,6 @@ ATTRIBUTE = {
                    "value": _scalar(limits.TEXT_LENGTH)},
     "required": ["deployable_id", "key", "value"],
 }
-# openstacksdk wraps the attribute in {"attribute": {...}}; Cyborg takes it bare.
-ANY_JSON: dict[str, Any] = {}
-
-# Cyborg takes a JSON list holding exactly one profile.
-PROFILE_LIST = {"type": "array"}
 PROFILE = {
     "type": "object",
     "properties": {
@@ -74,8 +71,7 @@ PROFILE = {
     },
     "required": ["name", "groups"],
 }
-# the whole of a valid POST (Cyborg's one profile per request): a body it accepts needs
-# no other check; one it refuses is worded by PROFILE_LIST, the count, then PROFILE
+# a POST: Cyborg's list of one profile (util.validate words another count as Cyborg does)
 ONE_PROFILE = {"type": "array", "minItems": 1, "maxItems": 1, "items": PROFILE}
 
 # -- accelerator requests ---------------------------------------------------------------------
