@@ -20,6 +20,7 @@ from acceld.api.handlers import (
     accelerators,
     arqs,
     device_profiles,
+    hot_plug,
     operator,
     program,
     root,
@@ -145,6 +146,12 @@ OPERATIONS: dict[str, dict[str, Op]] = {
         "PATCH": Op(arqs.update_arqs, 202, None, query=v2.NO_QUERY, body=v2.ARQ_PATCH,
                     errors=(409, 502, 503)),
         "DELETE": Op(arqs.delete_arq, 204, None, query=v2.NO_QUERY)},
+    "/v2/accelerator_requests/{uuid}/hot_plug": {
+        "GET": Op(hot_plug.show, 200, r.HOT_PLUG, query=v2.NO_QUERY),
+        "PUT": Op(hot_plug.attach, 200, r.HOT_PLUG, query=v2.NO_QUERY, body=v2.HOT_PLUG,
+                  errors=(403, 404, 409, 502, 503)),
+        "DELETE": Op(hot_plug.detach, 200, r.HOT_PLUG, query=v2.NO_QUERY,
+                     errors=(404, 409, 502, 503))},
 }
 ROUTES: dict[str, dict[str, Handler]] = {
     path: {method: op.handler for method, op in ops.items()} for path, ops in OPERATIONS.items()}

@@ -145,6 +145,14 @@ V2_RULES = _rules(
      "PATCH /v2/accelerator_requests", "PATCH /v2/accelerator_requests/{uuid}"),
     ("cyborg:arq:delete", _MEMBER_OR_SERVICE, "Delete accelerator requests.",
      "DELETE /v2/accelerator_requests", "DELETE /v2/accelerator_requests/{uuid}"),
+    ("acceld:arq:hot_plug_get", _READER,
+     "Show where the live attach of an accelerator request stands (acceld extension).",
+     "GET /v2/accelerator_requests/{uuid}/hot_plug"),
+    ("acceld:arq:hot_plug", _MEMBER_OR_SERVICE,
+     "Attach an accelerator request's device to a running instance, or detach it "
+     "(acceld extension; the instance must be the project's).",
+     "PUT /v2/accelerator_requests/{uuid}/hot_plug",
+     "DELETE /v2/accelerator_requests/{uuid}/hot_plug"),
 )
 
 # The rules of API routes (each documents the operations it guards).

@@ -217,3 +217,38 @@ def test_reconcile_leaves_a_host_it_cannot_ask(stack: Stack) -> None:
     assert stack.conductor.reconcile_hot_plug() == {"reattached": [], "released": [],
                                                     "detached": []}
     assert arqs.get(stack.db, uuid, project_id=None)["state"] == st.ARQ_BOUND
+
+
+def test_the_v2_extension_attaches_shows_and_detaches(stack: Stack) -> None:
+    uuid = _arq(stack)
+    base = f"/v2/accelerator_requests/{uuid}"
+    assert stack.call("GET", f"{base}/hot_plug").json["hot_plug"] == "Initial"
+    resp = stack.call("PUT", f"{base}/hot_plug", {"instance_uuid": DEMO})
+    assert resp.status_int == 200, resp.text
+    shown = stack.call("GET", base).json
+    assert resp.json == {**shown, "hot_plug": st.HOT_ATTACHED}   # the ARQ as v2 shows it
+    assert shown["state"] == st.ARQ_BOUND and shown["instance_uuid"] == DEMO
+    resp = stack.call("DELETE", f"{base}/hot_plug")
+    assert resp.status_int == 200 and resp.json["hot_plug"] == "Initial"
+    assert resp.json["state"] == st.ARQ_UNBOUND
+
+
+@pytest.mark.parametrize(("body", "status", "names"), [
+    ({}, 400, "instance_uuid"),
+    ({"instance_uuid": "not-a-uuid"}, 400, "instance_uuid"),
+    ({"instance_uuid": DEMO, "host": "h"}, 400, "host"),
+    ({"instance_uuid": "de300001-0000-4000-8000-0000000000ff"}, 404, "de300001"),
+])
+def test_the_v2_extension_refuses_bad_input_naming_it(stack: Stack, body: dict[str, str],
+                                                       status: int, names: str) -> None:
+    uuid = _arq(stack)
+    resp = stack.call("PUT", f"/v2/accelerator_requests/{uuid}/hot_plug", body)
+    assert resp.status_int == status and names in resp.text, resp.text
+    assert arqs.get(stack.db, uuid, project_id=None)["state"] == st.ARQ_INITIAL
+
+
+def test_the_v2_extension_404s_an_unknown_arq(stack: Stack) -> None:
+    path = f"/v2/accelerator_requests/{uuidlib.uuid4()}/hot_plug"
+    assert stack.call("PUT", path, {"instance_uuid": DEMO}).status_int == 404
+    assert stack.call("DELETE", path).status_int == 404
+    assert stack.call("GET", path).status_int == 404

@@ -56,7 +56,7 @@ LEGACY_OPEN = {
     "cyborg:attribute:get_all", "cyborg:attribute:get_one",
     "cyborg:device_profile:get_all", "cyborg:device_profile:get_one",
     "cyborg:arq:create", "cyborg:arq:get_all", "cyborg:arq:get_one", "cyborg:arq:update",
-    "cyborg:arq:delete",
+    "cyborg:arq:delete", "acceld:arq:hot_plug_get", "acceld:arq:hot_plug",
 }
 
 

@@ -10,12 +10,12 @@ from typing import Any
 import webob
 
 from acceld.api import util
-from acceld.api.handlers import arqs
 from acceld.objects import arqs as arq_objects
 
 
 def _answer(req: webob.Request, view: dict[str, Any]) -> util.Reply:
-    return util.json_response(arqs.present(req, view))
+    return util.json_response(
+        dict(view, links=util.links(req, "accelerator_requests", view["uuid"])))
 
 
 def show(req: webob.Request, uuid: str) -> util.Reply:

@@ -154,3 +154,7 @@ ARQ = _obj({
     "created_at": _TIME, "updated_at": _TIME_OR_NULL, "links": _LINKS,
 })
 ARQS = _list_of("arqs", ARQ, paged=True)
+# acceld's hot-plug extension: an ARQ with where its live attach stands
+HOT_PLUG = {**ARQ, "properties": {**ARQ["properties"], "hot_plug": {"enum": [
+    states.ARQ_INITIAL, *sorted(states.HOT_PLUGGED)]}},
+    "required": [*ARQ["required"], "hot_plug"]}

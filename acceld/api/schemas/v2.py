@@ -84,6 +84,8 @@ ARQ_CREATE = {
 ARQ_LIST_QUERY = _query(instance=UUID, bind_state={"enum": ["resolved"]})
 ARQ_DELETE_QUERY = closed({"arqs": {"type": "string", "minLength": 1}, "instance": UUID})
 # Cyborg takes a path with or without its leading "/".
+HOT_PLUG = closed({"instance_uuid": UUID}, required=["instance_uuid"])
+
 ARQ_PATCH_PATHS = ("/hostname", "/device_rp_uuid", "/instance_uuid", "/project_id")
 _PATCH_OP = {
     "type": "object",
