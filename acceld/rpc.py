@@ -13,7 +13,7 @@ RPC API versions (one line of history each; a test guards the list):
   device_stats; conductor program_deployable, program_progress, program_done, device_stats.
 * 1.2: conductor release_handles (host clean-up of the handles an ARQ delete freed).
 * 1.3: hot plug: agent guests, attach_to_guest, detach_from_guest; conductor hot_attach,
-  hot_detach."""
+  hot_detach, guests."""
 
 from __future__ import annotations
 
@@ -415,6 +415,9 @@ class ConductorClient:
 
     def hot_detach(self, uuid: str, project_id: str | None = None) -> dict[str, Any]:
         return self._call("hot_detach", uuid=uuid, project_id=project_id)
+
+    def guests(self, host: str | None) -> dict[str, Any]:
+        return self._call("guests", host=host)
 
     def discover(self, host: str | None) -> list[str]:
         return self._call("discover", host=host)

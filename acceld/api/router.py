@@ -93,6 +93,8 @@ OPERATIONS: dict[str, dict[str, Op]] = {
         "POST": Op(operator.driver_action, 200, r.DRIVER_RESULTS, body=v1.DRIVER_ACTION,
                    errors=(503,))},
     "/v1/backends": {"GET": Op(operator.list_backends, 200, r.BACKENDS, query=v1.BACKEND_QUERY)},
+    "/v1/guests": {"GET": Op(operator.list_guests, 200, r.GUESTS, query=v1.BACKEND_QUERY,
+                             errors=(503,))},
     "/v1/discover": {
         "POST": Op(operator.discover, 202, r.DISCOVERED, body=v1.DISCOVER, body_optional=True,
                    errors=(503,))},

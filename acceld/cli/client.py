@@ -112,8 +112,9 @@ class Client:
     def patch(self, path: str, body: Any) -> Any:
         return self.request("PATCH", path, body=body)[0]
 
-    def delete(self, path: str) -> None:
-        self.request("DELETE", path)
+    def delete(self, path: str) -> Any:
+        """The answer's body (None for a 204)."""
+        return self.request("DELETE", path)[0]
 
 
 def keystone_token(auth_url: str, username: str | None, password: str | None,

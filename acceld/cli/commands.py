@@ -27,6 +27,7 @@ SERVICE_COLUMNS = ("host", "binary", "version", "last_seen_at", "alive")
 RESULT_COLUMNS = ("host", "driver", "ok", "error")
 PLACEMENT_COLUMNS = ("host", "in_sync", "last_synced_at", "compute_rp_uuid")
 BACKEND_COLUMNS = ("host", "driver", "backend", "services", "devices")
+GUEST_COLUMNS = ("host", "uuid", "name", "running", "arqs")
 PROGRAM_FINISHED = ("done", "failed")
 # The transient state of each state change an operator asks for.
 TRANSITIONS = {"ready": "installing", "inactive": "uninstalling"}
@@ -413,3 +414,46 @@ def detach_instance(client: Client, args: argparse.Namespace) -> int:
         raise CliError(f"{len(failed)} of {len(uuids)} accelerator(s) of instance "
                        f"{instance} not detached: {reasons}")
     return 0
+
+
+# --- hot plug (acceld's v2 extension) -------------------------------------------------
+
+def _hot_path(uuid: str) -> str:
+    return f"/v2/accelerator_requests/{quote(uuid, safe='')}/hot_plug"
+
+
+def guest_list(client: Client, args: argparse.Namespace) -> int:
+    """GET /v1/guests: the instances hot plug can attach to; failed when a host did not
+    answer (after printing what the others said)."""
+    body = client.get("/v1/guests", {"host": args.host} if args.host else None)
+    print_list(_list_key(body, "guests"), GUEST_COLUMNS, args.format)
+    unreachable = body.get("unreachable") or []
+    if unreachable:
+        raise CliError(f"the agents of {', '.join(map(str, unreachable))} did not answer")
+    return 0
+
+
+def arq_attach(client: Client, args: argparse.Namespace) -> int:
+    """PUT hot_plug {instance_uuid}: the ARQ's device attached live to the instance."""
+    print_progress(f"attaching ARQ {args.uuid} to instance {args.instance}")
+    print_object(_expect(client.put(_hot_path(args.uuid), {"instance_uuid": args.instance}),
+                         dict, "accelerator request"), args.format)
+    return 0
+
+
+def arq_detach(client: Client, args: argparse.Namespace) -> int:
+    """DELETE hot_plug, asked again until the guest released the device or --wait
+    passed (then TimedOut: the device is still in the guest, the ARQ Detaching)."""
+    def ask() -> dict[str, Any]:
+        return _expect(client.delete(_hot_path(args.uuid)), dict, "accelerator request")
+
+    record, finished = _wait(f"ARQ {args.uuid} to leave its instance", ask(), ask,
+                             lambda r: r.get("hot_plug") != "Detaching",
+                             lambda r: f"hot_plug {r.get('hot_plug')}", args.wait)
+    print_object(record, args.format)
+    if not finished:
+        raise TimedOut(f"the instance has not released ARQ {args.uuid}'s device after "
+                       f"{args.wait:g}s (--wait): it stays attached, the ARQ Detaching; run "
+                       "the detach again to keep waiting")
+    return 0
+

@@ -198,6 +198,25 @@ def _add_seed_verbs(subparsers: Any) -> None:
     p.add_argument("--accelerator", metavar="UUID")
 
 
+def _add_hot_plug_verbs(subparsers: Any) -> None:
+    p = _verb(subparsers, "guest-list", commands.guest_list,
+              "list the instances the agents' hypervisors run (hot plug's targets)",
+              "list the instances the agents' hypervisors run (fails when an agent does "
+              "not answer)")
+    p.add_argument("--host")
+    p = _verb(subparsers, "arq-attach", commands.arq_attach,
+              "attach an accelerator request's device to a running instance (live)",
+              uuid="ARQ_UUID")
+    p.add_argument("--instance", required=True, metavar="INSTANCE_UUID")
+    p = _verb(subparsers, "arq-detach", commands.arq_detach,
+              "detach an accelerator request's device from its instance (live)",
+              "detach an accelerator request's device from its instance: done when the "
+              "guest released it (fails after --wait while it has not)", uuid="ARQ_UUID")
+    p.add_argument("--wait", type=_seconds, default=60.0, metavar="SECONDS",
+                   help="ask again up to this long while the guest has not released the "
+                        "device, with progress on stderr (default %(default)s)")
+
+
 def _add_placement_verbs(subparsers: Any) -> None:
     placement = subparsers.add_parser("placement", help="Placement: sync, status",
                                       description="Placement sync", epilog=VERB_EPILOG)
@@ -238,6 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_accelerator_verbs(subparsers)
     _add_placement_verbs(subparsers)
     _add_seed_verbs(subparsers)
+    _add_hot_plug_verbs(subparsers)
     p = subparsers.add_parser("help", help="show the help of acceld or of one command",
                               description="show the help of acceld or of one command",
                               epilog=VERB_EPILOG)

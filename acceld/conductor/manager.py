@@ -325,6 +325,19 @@ class ConductorManager:
     def hot_detach(self, uuid: str, project_id: str | None = None) -> dict[str, Any]:
         return _jsonable(self._hot.detach(uuid, project_id))
 
+    def guests(self, host: str | None) -> dict[str, Any]:
+        """The guests of one agent host or all (what hot plug attaches to), and the hosts
+        that did not answer."""
+        found: list[dict[str, Any]] = []
+        unreachable: list[str] = []
+        for h in [host] if host else services.agent_hosts(self._db):
+            try:
+                found += [{"host": h, **g} for g in self._agents.guests(h)]
+            except exception.AccelDError as exc:
+                LOG.warning("could not list the guests of %s: %s", h, exc)
+                unreachable.append(h)
+        return {"guests": found, "unreachable": unreachable}
+
     def reconcile_hot_plug(self) -> dict[str, list[str]]:
         """Hot-plugged ARQs against their hosts' guests (also run by the periodic task)."""
         return self._hot.reconcile()

@@ -33,4 +33,8 @@ OPTS = [
     cfg.ListOpt("fake_instances", default=DEMO_INSTANCES,
                 item_type=types.String(regex=r"^[0-9a-fA-F-]{32,36}:[^:]+$"),
                 help="Guests of the `fake` driver, each `UUID:NAME`, all running."),
+    cfg.ListOpt("fake_ignore_unplug", default=[],
+                item_type=types.String(regex=r"^[0-9a-fA-F-]{32,36}$"),
+                help="UUIDs of `fake` guests that never release a device: their detach "
+                     "stays pending, as with a guest OS that ignores the unplug."),
 ]

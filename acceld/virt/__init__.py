@@ -30,7 +30,8 @@ def load(conf: cfg.ConfigOpts) -> Hypervisor | None:
     if name == hv_conf.FAKE:
         from acceld.virt import fake
 
-        return fake.FakeHypervisor(fake.parse_instances(conf.hypervisor.fake_instances))
+        return fake.FakeHypervisor(fake.parse_instances(conf.hypervisor.fake_instances),
+                                   ignore_unplug=conf.hypervisor.fake_ignore_unplug)
     if name == hv_conf.LIBVIRT:
         module = importlib.import_module(LIBVIRT_MODULE)
         return module.LibvirtHypervisor(conf.hypervisor.connection_uri)

@@ -27,11 +27,13 @@ from tests.integration.procs import free_port
 ACCELD = shutil.which("acceld", path=os.path.dirname(sys.executable)) or "acceld"
 INSTANCE = "5e5e5e5e-0000-4000-8000-000000000001"
 UNKNOWN = "5e5e5e5e-0000-4000-8000-0000000000ff"
+DEMO_1 = "de300001-0000-4000-8000-000000000001"
+STUBBORN = "5e5e5e5e-0000-4000-8000-0000000000aa"     # a fake guest that keeps its devices
 SERVER_VERBS = ["serve", "api", "conductor", "agent", "db"]
 OPERATOR_VERBS = ["accelerator", "placement", "driver-list", "service-list",
                   "discover-services", "deployable-program", "deployable-program-status",
                   "install-driver", "uninstall-driver", "update-driver", "attach-instance",
-                  "detach-instance", "help"]
+                  "detach-instance", "guest-list", "arq-attach", "arq-detach", "help"]
 SUB_VERBS = [["accelerator", a] for a in ("list", "show", "create", "set-ready",
                                           "set-inactive", "set-specs", "attach", "detach",
                                           "stats")] + [["placement", "sync"],
@@ -64,6 +66,12 @@ class Served:
         with urllib.request.urlopen(self.url + path, timeout=10) as resp:
             return json.loads(resp.read())
 
+    def post(self, path: str, body: object) -> dict:
+        req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return json.loads(resp.read())
+
     def accelerator(self, kind: str) -> str:
         (acc,) = self.get(f"/v1/accelerators?device_type={kind}")["accelerator"]
         return acc["uuid"]
@@ -85,7 +93,9 @@ def served(tmp_path_factory) -> Iterator[Served]:
                     # set-ready answers at once with the transient state: the CLI waits
                     "[conductor]\noperation_wait = 0.1\n"
                     f"[fake_driver]\ncontrol_file = {control}\n"
-                    f"[fpga_driver]\nlocal_image_dirs = {images}\n")
+                    f"[fpga_driver]\nlocal_image_dirs = {images}\n"
+                    f"[hypervisor]\nfake_instances = {DEMO_1}:demo-1,{STUBBORN}:stubborn\n"
+                    f"fake_ignore_unplug = {STUBBORN}\n")
     log = open(tmp / "serve.log", "w")
     proc = subprocess.Popen([ACCELD, "serve", "--config-file", str(conf)], stdout=log,
                             stderr=subprocess.STDOUT)
@@ -324,3 +334,53 @@ def test_failures_of_multi_host_operations_exit_1(served):
     assert _one_error_line(out) == "ERROR: no agent answered on: no-such-host"
     out = acceld("discover-services", url=served.url)
     assert out.returncode == 0, out.stderr
+
+
+# --- hot plug (the all-in-one's fake hypervisor and its demo guests) --------------------
+
+
+def test_guest_list_then_arq_attach_and_detach_with_progress(served):
+    out = acceld("guest-list", "-f", "json", url=served.url)
+    assert out.returncode == 0, out.stderr
+    assert [(g["name"], g["running"]) for g in json.loads(out.stdout)] == [
+        ("demo-1", True), ("stubborn", True)]
+    gpu = served.accelerator("GPU")
+    assert acceld("accelerator", "set-ready", gpu, url=served.url).returncode == 0
+    served.post("/v2/device_profiles", [{"name": "cli-hot", "groups": [
+        {"resources:PGPU": "1"}]}])
+    (arq,) = served.post("/v2/accelerator_requests",
+                         {"device_profile_name": "cli-hot"})["arqs"]
+
+    out = acceld("arq-attach", arq["uuid"], "--instance", UNKNOWN, url=served.url)
+    assert out.returncode == 1 and UNKNOWN in _one_error_line(out)
+    out = acceld("arq-attach", arq["uuid"], "--instance", DEMO_1, "-f", "json",
+                 url=served.url)
+    assert out.returncode == 0, out.stderr
+    attached = json.loads(out.stdout)
+    assert (attached["state"], attached["hot_plug"]) == ("Bound", "Attached")
+    out = acceld("guest-list", "-f", "json", url=served.url)
+    assert json.loads(out.stdout)[0]["arqs"] == [arq["uuid"]]
+
+    out = acceld("arq-detach", arq["uuid"], "-f", "json", url=served.url)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["hot_plug"] == "Initial"
+    out = acceld("arq-detach", arq["uuid"], url=served.url)
+    assert out.returncode == 1 and "not attached" in _one_error_line(out)
+
+
+def test_arq_detach_from_a_guest_that_keeps_the_device_times_out_with_exit_3(served):
+    served.post("/v2/device_profiles", [{"name": "cli-stubborn", "groups": [
+        {"resources:PGPU": "1"}]}])
+    (arq,) = served.post("/v2/accelerator_requests",
+                         {"device_profile_name": "cli-stubborn"})["arqs"]
+    gpu = served.accelerator("GPU")
+    assert acceld("accelerator", "set-ready", gpu, url=served.url).returncode == 0
+    assert acceld("arq-attach", arq["uuid"], "--instance", STUBBORN,
+                  url=served.url).returncode == 0
+    out = acceld("arq-detach", arq["uuid"], "--wait", "1", "-f", "json", url=served.url)
+    assert out.returncode == 3, out.stderr
+    assert json.loads(out.stdout)["hot_plug"] == "Detaching"
+    assert out.stderr.startswith(f"waiting for ARQ {arq['uuid']} to leave its instance: "
+                                 "hot_plug Detaching")
+    assert "stays attached, the ARQ Detaching" in _one_error_line(out)
+

@@ -223,7 +223,7 @@ class _RacingClient(pc.PlacementClient):
 def test_concurrent_generation_bump_is_retried(env):
     env.admin.put("/traits/CUSTOM_SOMEONE_ELSE")
     racing = _RacingClient(clients.make_adapter(env.stack.conf, "placement"), env.admin)
-    env.syncer._client = racing
+    env.syncer.client = racing
     env.report()
     assert racing.raced == 1
     conflicts = [r for r in env.placement.requests() if r[2] == 409]

@@ -89,6 +89,7 @@ ALLOWED: dict[str, set[str]] = {
     "cyborg:arq:get_one": {"admin", "member", "manager", "service", "reader"},
     "cyborg:arq:update": {"admin", "member", "manager", "service"},
     "cyborg:arq:delete": {"admin", "member", "manager", "service"},
+    "acceld:guest:get_all": {"admin"},
     "acceld:arq:hot_plug_get": {"admin", "member", "manager", "service", "reader"},
     "acceld:arq:hot_plug": {"admin", "member", "manager", "service"},
 }

@@ -97,6 +97,12 @@ def driver_action(req: webob.Request, name: str, body: dict[str, Any]) -> util.R
     return util.json_response({"results": results})
 
 
+def list_guests(req: webob.Request, query: dict[str, str]) -> util.Reply:
+    """GET /v1/guests[?host=] -> 200 {"guests": [...], "unreachable": [hosts]}: the
+    instances each agent's hypervisor runs (what hot plug attaches to)."""
+    return util.json_response(util.state(req).conductor.guests(query.get("host")))
+
+
 def discover(req: webob.Request, body: dict[str, Any]) -> util.Reply:
     """POST /v1/discover {"host"?} -> 202 {"hosts": [...]} (agents asked to rediscover)."""
     hosts = util.state(req).conductor.discover(body.get("host"))

@@ -98,6 +98,11 @@ DRIVERS = _list_of("drivers", _obj(
 DRIVER_RESULTS = _list_of("results", _obj({"host": _STR, "driver": _STR, "ok": _BOOL,
                                            "error": _STR_OR_NULL}))
 DISCOVERED = _list_of("hosts", _STR)
+GUESTS = _obj({"guests": {"type": "array", "items": _obj({
+    "host": _STR, "uuid": _UUID, "name": _STR, "running": _BOOL,
+    "aliases": {"type": "array", "items": _STR},
+    "arqs": {"type": "array", "items": _UUID}})},
+    "unreachable": {"type": "array", "items": _STR}})
 BACKENDS = _list_of("backends", _obj({
     "host": _STR, "driver": _STR, "backend": _STR, "services": {"type": "array", "items": _STR},
     "devices": _INT, "deployables": _INT}))
