@@ -37,13 +37,14 @@ def start_event_loop() -> None:
             return
         libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
         libvirt.virEventRegisterDefaultImpl()
-        threading.Thread(target=_run_event_loop, name="libvirt-events", daemon=True).start()
+        threading.Thread(target=_run_event_loop, args=(libvirt.virEventRunDefaultImpl,),
+                         name="libvirt-events", daemon=True).start()
         _loop_started = True
 
 
-def _run_event_loop() -> None:
+def _run_event_loop(run_once) -> None:
     while True:
-        libvirt.virEventRunDefaultImpl()
+        run_once()
 
 
 def _aliases(domain_xml: str) -> set[str]:
