@@ -17,7 +17,6 @@ fixtures skip saying so; under CI=true they fail instead (``.ci/run`` installs t
 from __future__ import annotations
 
 import dataclasses
-import io
 import os
 import re
 import shutil
@@ -159,15 +158,15 @@ def _unpack(package: str, wanted: Callable[[str], bool], dest: Path) -> list[Pat
         debs = list(Path(tmp).glob("*.deb"))
         if got.returncode != 0 or not debs:
             unavailable(f"apt-get download {package} failed: {got.stderr[-500:]}")
-        tar = subprocess.run(["dpkg-deb", "--fsys-tarfile", str(debs[0])],
-                             capture_output=True, timeout=300, check=True).stdout
-    written = []
-    with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
-        for member in archive:
-            if member.isfile() and wanted(member.name):
-                target = dest / Path(member.name).name
-                target.write_bytes(archive.extractfile(member).read())
-                written.append(target)
+        written = []
+        with subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(debs[0])],
+                              stdout=subprocess.PIPE) as tar, \
+                tarfile.open(fileobj=tar.stdout, mode="r|") as archive:
+            for member in archive:       # a stream: the kernel's modules are not kept
+                if member.isfile() and wanted(member.name):
+                    target = dest / Path(member.name).name
+                    target.write_bytes(archive.extractfile(member).read())
+                    written.append(target)
     return written
 
 
@@ -264,8 +263,8 @@ class BootedGuest:
             return None
         return dict(item.split("=", 1) for item in lines[-1].split())
 
-    def wait_pci(self, check: Callable[[dict[str, str]], bool], timeout: float = 60,
-                 after: float | None = None) -> dict[str, str]:
+    def wait_pci(self, check: Callable[[dict[str, str]], bool],
+                 timeout: float = 60) -> dict[str, str]:
         """The guest's PCI devices once ``check`` holds for a line printed after now;
         AssertionError with the console's end on timeout."""
         seen = self.console.stat().st_size if self.console.exists() else 0

@@ -84,7 +84,11 @@ def test_guests_lists_the_running_guest(hv, guest) -> None:
     assert hv.guest(guest.uuid.upper()).uuid == guest.uuid
 
 
-@pytest.mark.parametrize("instance", [str(uuid.uuid4()), "not-a-uuid"])
+#: no guest has it (every test guest gets a random UUID)
+UNKNOWN = "5d6c9b8e-61d4-4b43-9a2f-0c1e2d3f4a5b"
+
+
+@pytest.mark.parametrize("instance", [UNKNOWN, "not-a-uuid"])
 def test_an_unknown_instance_is_guest_not_found(hv, instance) -> None:
     arq = str(uuid.uuid4())
     with pytest.raises(exception.GuestNotFound):
@@ -172,6 +176,7 @@ def test_a_shut_off_guest_changes_its_persistent_definition_only(hv, conn,
         assert definitions(conn, name_uuid, alias) == (0, 1)
         off = hv.guest(name_uuid)
         assert not off.running and off.aliases == (alias,)
+        assert off in hv.guests()
         assert hv.detach(name_uuid, alias, timeout=1) == REMOVED
         assert definitions(conn, name_uuid, alias) == (0, 0)
         assert hv.detach(name_uuid, alias, timeout=1) == ABSENT
