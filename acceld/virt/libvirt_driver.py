@@ -102,10 +102,12 @@ class LibvirtHypervisor:
             return self._conn
 
     def _on_event(self, _conn, dom, alias: str, which: str) -> None:
+        """Notes the answer to an unplug this object asked for (others are not kept)."""
+        key = (dom.UUIDString(), alias)
         with self._events:
-            (self._removed if which == "removed" else self._failed).add(
-                (dom.UUIDString(), alias))
-            self._events.notify_all()
+            if key in self._asked:
+                (self._removed if which == "removed" else self._failed).add(key)
+                self._events.notify_all()
 
     # -- guests --------------------------------------------------------------------------
     def _domain(self, instance_uuid: str):
