@@ -302,6 +302,7 @@ def destroy_guest(conn, guest: BootedGuest) -> None:
     dom.undefine()
 
 
+# -- fixtures: import all three into a test module that uses any --------------------------
 @pytest.fixture(scope="session")
 def libvirt_daemon() -> Iterator[Daemon]:
     """A private libvirtd for the test session (stopped at its end)."""
@@ -309,3 +310,24 @@ def libvirt_daemon() -> Iterator[Daemon]:
     daemon = start_libvirtd()
     yield daemon
     daemon.stop()
+
+
+@pytest.fixture(scope="module")
+def libvirt_conn(libvirt_daemon):
+    """The test's own libvirt connection to the daemon (libvirt's event loop runs first,
+    so that it can register for events too)."""
+    import libvirt
+
+    from acceld.virt import libvirt_driver
+    libvirt_driver.start_event_loop()
+    conn = libvirt.open(libvirt_daemon.uri)
+    yield conn
+    conn.close()
+
+
+@pytest.fixture(scope="module")
+def libvirt_guest(libvirt_conn, tmp_path_factory) -> Iterator[BootedGuest]:
+    """A booted test guest for the module (destroyed and undefined at its end)."""
+    guest = boot_guest(libvirt_conn, tmp_path_factory.mktemp("guest"))
+    yield guest
+    destroy_guest(libvirt_conn, guest)

@@ -20,7 +20,7 @@ from acceld import exception
 from acceld.virt import devicexml, libvirt_driver
 from acceld.virt.hypervisor import ABSENT, PENDING, REMOVED
 from tests import libvirt_host
-from tests.libvirt_host import libvirt_daemon  # noqa: F401  (a fixture)
+from tests.libvirt_host import libvirt_conn, libvirt_daemon, libvirt_guest  # noqa: F401
 
 VIRTIO_RNG = "0x1af4:0x1005"     # the transitional virtio-rng of an i440fx guest
 
@@ -31,13 +31,13 @@ def rng_xml(arq: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def conn(libvirt_daemon):  # noqa: F811
-    """The test's own connection to the daemon, to look behind the driver's back."""
-    import libvirt
-    libvirt_driver.start_event_loop()
-    c = libvirt.open(libvirt_daemon.uri)
-    yield c
-    c.close()
+def conn(libvirt_conn):  # noqa: F811
+    return libvirt_conn
+
+
+@pytest.fixture(scope="module")
+def guest(libvirt_guest) -> libvirt_host.BootedGuest:  # noqa: F811
+    return libvirt_guest
 
 
 @pytest.fixture(scope="module")
@@ -45,13 +45,6 @@ def hv(libvirt_daemon) -> Iterator[libvirt_driver.LibvirtHypervisor]:  # noqa: F
     h = libvirt_driver.LibvirtHypervisor(libvirt_daemon.uri)
     yield h
     h.close()
-
-
-@pytest.fixture(scope="module")
-def guest(conn, tmp_path_factory) -> Iterator[libvirt_host.BootedGuest]:
-    g = libvirt_host.boot_guest(conn, tmp_path_factory.mktemp("guest"))
-    yield g
-    libvirt_host.destroy_guest(conn, g)
 
 
 @pytest.fixture
