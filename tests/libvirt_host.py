@@ -309,6 +309,8 @@ def destroy_guest(conn, guest: BootedGuest) -> None:
 def libvirt_daemon() -> Iterator[Daemon]:
     """A private libvirtd for the test session (stopped at its end)."""
     require_host()
+    from acceld.virt import libvirt_driver
+    libvirt_driver.start_event_loop()        # before this process's first connection
     daemon = start_libvirtd()
     yield daemon
     daemon.stop()
@@ -316,12 +318,9 @@ def libvirt_daemon() -> Iterator[Daemon]:
 
 @pytest.fixture(scope="module")
 def libvirt_conn(libvirt_daemon):
-    """The test's own libvirt connection to the daemon (libvirt's event loop runs first,
-    so that it can register for events too)."""
+    """The test's own libvirt connection to the daemon (it can register for events:
+    libvirt's event loop runs)."""
     import libvirt
-
-    from acceld.virt import libvirt_driver
-    libvirt_driver.start_event_loop()
     conn = libvirt.open(libvirt_daemon.uri)
     yield conn
     conn.close()
