@@ -85,7 +85,7 @@ class Daemon:
 
     uri: str
     base: Path
-    process: subprocess.Popen
+    process: subprocess.Popen | None = None
 
     @property
     def log(self) -> str:
@@ -93,15 +93,41 @@ class Daemon:
 
     def stop(self) -> None:
         """Destroys its running guests, stops it and removes its directory."""
-        if self.process.poll() is None:
+        if self.process is not None and self.process.poll() is None:
             _destroy_all(self.uri)
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+            self._terminate()
         shutil.rmtree(self.base, ignore_errors=True)
+
+    def restart(self, timeout: float = 30) -> None:
+        """Stops the daemon and starts it again on the same directories (what an upgrade
+        of libvirt does to a host's clients); its guests stay defined."""
+        self._terminate()
+        self._spawn()
+        self._wait(timeout)
+
+    def _terminate(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+    def _spawn(self) -> None:
+        with open(self.base / "libvirtd.log", "ab") as log:
+            self.process = subprocess.Popen(
+                ["unshare", "-m", "--propagation", "private",
+                 str(GUEST_DIR / "private-libvirtd.sh"), str(self.base)],
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def _wait(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not _answers(self.uri):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                log_text = self.log[-2000:]
+                self.stop()
+                unavailable(f"libvirtd did not start here: {log_text}")
+            time.sleep(0.2)
 
 
 def start_libvirtd(timeout: float = 30) -> Daemon:
@@ -110,19 +136,9 @@ def start_libvirtd(timeout: float = 30) -> Daemon:
     (base / "etc").mkdir()
     (base / "etc" / "libvirtd.conf").write_text(LIBVIRTD_CONF)
     (base / "etc" / "qemu.conf").write_text(QEMU_CONF)
-    with open(base / "libvirtd.log", "wb") as log:
-        process = subprocess.Popen(
-            ["unshare", "-m", "--propagation", "private",
-             str(GUEST_DIR / "private-libvirtd.sh"), str(base)],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    daemon = Daemon(f"qemu:///system?socket={base}/run/libvirt-sock", base, process)
-    deadline = time.monotonic() + timeout
-    while not _answers(daemon.uri):
-        if process.poll() is not None or time.monotonic() > deadline:
-            log_text = daemon.log[-2000:]
-            daemon.stop()
-            unavailable(f"libvirtd did not start here: {log_text}")
-        time.sleep(0.2)
+    daemon = Daemon(f"qemu:///system?socket={base}/run/libvirt-sock", base)
+    daemon._spawn()
+    daemon._wait(timeout)
     return daemon
 
 

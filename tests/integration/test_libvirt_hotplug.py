@@ -199,3 +199,26 @@ def test_events_wake_a_waiting_detach_from_another_thread(hv, conn, guest) -> No
     assert results == dict.fromkeys(arqs, REMOVED)
     assert hv.guest(guest.uuid).aliases == ()
     guest.wait_pci(lambda devs: rngs(devs) == before)
+
+
+def test_it_connects_again_after_libvirtd_restarts(libvirt_daemon, tmp_path) -> None:  # noqa: F811
+    """A daemon of its own (the session's keeps running): restarted under a driver that
+    is still open, which then goes on with a new connection."""
+    import libvirt
+    daemon = libvirt_host.start_libvirtd()
+    h = None
+    try:
+        h = libvirt_driver.LibvirtHypervisor(daemon.uri)
+        guest_uuid = str(uuid.uuid4())
+        conn = libvirt.open(daemon.uri)
+        conn.defineXML(libvirt_host.domain_xml("acceld-restart", guest_uuid, tmp_path))
+        conn.close()
+        assert [g.uuid for g in h.guests()] == [guest_uuid]
+        daemon.restart()
+        arq = str(uuid.uuid4())
+        h.attach(guest_uuid, rng_xml(arq))
+        assert h.guest(guest_uuid).aliases == (devicexml.alias(arq),)
+    finally:
+        if h is not None:
+            h.close()
+        daemon.stop()
