@@ -222,3 +222,30 @@ def test_it_connects_again_after_libvirtd_restarts(libvirt_daemon, tmp_path) -> 
         if h is not None:
             h.close()
         daemon.stop()
+
+
+def test_the_api_attach_reaches_libvirt_and_undoes_itself_on_its_refusal(
+        hv, conn, guest, sqlite_db) -> None:
+    """The whole acceld path (API, conductor, agent) with this libvirtd as the agent's
+    hypervisor: the guest is listed, and an ARQ's PCI device (a fake host's, so libvirt
+    cannot pass it through here) is refused with libvirt's reason as a 502, the ARQ back
+    to Unbound with its handle free and nothing left in the guest's definitions."""
+    from acceld.objects import arqs
+    from acceld.objects import device_profiles as dps
+    from tests.stack import Stack
+
+    with Stack.reported(sqlite_db, agent_collaborators={"hypervisor": hv}) as stack:
+        stack.ready_all()
+        listed = stack.call("GET", "/v1/guests").json
+        assert [(g["uuid"], g["running"]) for g in listed["guests"]] == [(guest.uuid, True)]
+        dps.create(stack.db, "libvirt-e2e", [{"resources:PGPU": "1"}], None)
+        arq = arqs.create(stack.db, "libvirt-e2e", "proj")[0]["uuid"]
+        free = sum(arqs.free_handles_by_provider(stack.db, "host1").values())
+        resp = stack.call("PUT", f"/v2/accelerator_requests/{arq}/hot_plug",
+                          {"instance_uuid": guest.uuid})
+        assert resp.status_int == 502, resp.text
+        assert "passthrough" in resp.text and "Traceback" not in resp.text
+        after = arqs.get(stack.db, arq, project_id=None)
+        assert after["state"] == "Unbound" and after["instance_uuid"] is None
+        assert sum(arqs.free_handles_by_provider(stack.db, "host1").values()) == free
+        assert definitions(conn, guest.uuid, devicexml.alias(arq)) == (0, 0)
