@@ -13,7 +13,7 @@ RPC API versions (one line of history each; a test guards the list):
   device_stats; conductor program_deployable, program_progress, program_done, device_stats.
 * 1.2: conductor release_handles (host clean-up of the handles an ARQ delete freed).
 * 1.3: hot plug: agent guests, attach_to_guest, detach_from_guest; conductor hot_attach,
-  hot_detach, guests."""
+  hot_detach, guests, agent_restarted."""
 
 from __future__ import annotations
 
@@ -382,6 +382,12 @@ class ConductorClient:
         """Something the API wrote changes what Placement should show for ``host``."""
         self._cast_or_log("host_changed", {"host": host}, logging.WARNING,
                           "%s is synced on the next periodic pass", host)
+
+    def agent_restarted(self, host: str) -> None:
+        """``host``'s agent started: what it was doing is over (hot plug settles it)."""
+        self._cast_or_log("agent_restarted", {"host": host}, logging.WARNING,
+                          "%s's hot-plugged devices are checked on the next periodic pass",
+                          host)
 
     def heartbeat(self, host: str, binary: str, version: str) -> None:
         """Stamped: a late delivery must not make a dead agent look alive."""

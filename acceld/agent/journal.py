@@ -137,6 +137,15 @@ class Journal:
             return copy.deepcopy(list(self._data["results"].values()))
 
     # -- driver overrides ----------------------------------------------------------------
+    def note_boot(self, boot_id: str) -> str | None:
+        """Records the host's boot id; the one recorded before (None: none was)."""
+        with self._lock:
+            before = self._data.get("boot_id")
+            if before != boot_id:
+                self._data["boot_id"] = boot_id
+                self._save()
+            return before
+
     def driver_overrides(self) -> dict[str, str]:
         with self._lock:
             return dict(self._data["drivers"])

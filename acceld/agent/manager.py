@@ -13,6 +13,7 @@ import logging
 import os
 import threading
 import uuid as uuidlib
+from collections.abc import Callable
 from typing import Any
 
 from oslo_config import cfg
@@ -61,7 +62,8 @@ class AgentManager:
                  host: str | None = None, journal_dir: str | None = None,
                  **collaborators: Any) -> None:
         """``collaborators``: the drivers' context's, the image fetcher (``fetch_image``)
-        and the ``hypervisor`` (default: :func:`acceld.virt.load`'s, on first use)."""
+        the ``hypervisor`` (default: :func:`acceld.virt.load`'s, on first use) and
+        ``boot_id`` (a callable: the kernel's boot id, default :func:`read_boot_id`)."""
         self._conf = conf
         self.host = host or conf.host
         self._conductor = conductor
@@ -70,6 +72,7 @@ class AgentManager:
         self.journal = Journal(directory)
         fetch = collaborators.pop("fetch_image", None)
         self._hv: Hypervisor | None = collaborators.pop("hypervisor", None)
+        self._boot_id: Callable[[], str] = collaborators.pop("boot_id", read_boot_id)
         self._hv_lock = threading.Lock()
         self.context = make_context(conf, self.host, os.path.join(directory, "drivers"),
                                     **collaborators)
@@ -180,7 +183,13 @@ class AgentManager:
             self._threads.append(thread)
 
     def recover(self) -> None:
-        """Finish what a crash left in flight (before the first report, which then shows it)."""
+        """Finish what a crash left in flight (before the first report, which then shows
+        it); then the conductor compares this host's hot-plugged devices with its guests."""
+        boot = self._boot_id()
+        before = self.journal.note_boot(boot)
+        if before is not None and before != boot:
+            LOG.warning("the host rebooted since the agent last ran (boot id %s, was %s)",
+                        boot, before)
         for op in self.journal.inflight():
             kind = jmod.kind_of(op)
             if kind == jmod.KIND_TRANSITION:
@@ -192,10 +201,12 @@ class AgentManager:
                 self._wake.set()              # rediscover: what is loaded now?
             elif kind == jmod.KIND_GUEST_ATTACH:
                 LOG.warning("attach of ARQ %s to guest %s was in flight at the last stop; "
-                            "kept for the host reconcile", op["arq_uuid"],
-                            op["instance_uuid"])
+                            "the conductor settles it from what the guest holds",
+                            op["arq_uuid"], op["instance_uuid"])
+                self.journal.drop(op["op_id"])
             else:
                 self._recover_handle(op)
+        self._conductor.agent_restarted(self.host)
 
     def _recover_handle(self, op: dict[str, Any]) -> None:
         """An interrupted prepare is undone (its bind failed), a release finished."""
@@ -443,3 +454,16 @@ def _with_health(dev: reports.Device, health: Any) -> reports.Device:
     status = health.status if health.status in reports.DEVICE_HEALTH else states.HEALTH_FAILED
     return dataclasses.replace(dev, health=status,
                                health_reasons=tuple(str(r)[:1000] for r in health.reasons))
+
+
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+
+
+def read_boot_id() -> str:
+    """The kernel's boot id (a new one at each boot); "" where there is none."""
+    try:
+        with open(BOOT_ID, encoding="ascii") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+

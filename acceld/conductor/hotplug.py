@@ -14,8 +14,12 @@ not answered leaves the ARQ ``Detaching`` (the device in place); asking again wa
 
 from __future__ import annotations
 
+import datetime
 import logging
+import threading
 from typing import Any
+
+from oslo_utils import timeutils
 
 from acceld import exception
 from acceld import states as st
@@ -37,9 +41,15 @@ ALLOCATION_TRIES = 4
 class HotPlug:
     def __init__(self, db: Database, agents: AgentClient, binder: Binder,
                  placement: pc.PlacementClient | None = None,
-                 nova: nova_client.NovaClient | None = None) -> None:
+                 nova: nova_client.NovaClient | None = None,
+                 attach_grace: float = 120.0) -> None:
+        """``attach_grace``: how long an attach may stay ``Attaching`` before the
+        reconcile settles it from what the guest holds (longer than an agent call)."""
         self._db, self._agents, self._binder = db, agents, binder
         self._placement, self._nova = placement, nova
+        self._grace = datetime.timedelta(seconds=attach_grace)
+        self._running: set[str] = set()         # ARQs this conductor is attaching now
+        self._running_lock = threading.Lock()
 
     # -- attach ----------------------------------------------------------------------------
     def attach(self, uuid: str, instance: str, project_id: str | None) -> dict[str, Any]:
@@ -57,6 +67,8 @@ class HotPlug:
             raise exception.ARQBadState(f"ARQ {uuid} is being attached or detached.")
         undo: list[Any] = [lambda: arqs.set_hot_plug_state(
             self._db, uuid, st.ARQ_INITIAL, expect={st.HOT_ATTACHING})]
+        with self._running_lock:
+            self._running.add(uuid)
         try:
             self._allocate(instance, rp_uuid, rc, arq["project_id"], +1)
             undo.append(lambda: self._allocate(instance, rp_uuid, rc, arq["project_id"], -1))
@@ -65,13 +77,24 @@ class HotPlug:
                                           "project_id": arq["project_id"]}, project_id)
             undo.append(lambda: self._binder.unbind([uuid], project_id))
             bound = arqs.get(self._db, uuid, project_id=project_id)
-            self._agents.attach_to_guest(host, instance, uuid, bound["attach_handle_type"],
-                                         bound["attach_handle_info"],
-                                         bound["attach_handle_uuid"])
+            try:
+                self._agents.attach_to_guest(host, instance, uuid,
+                                             bound["attach_handle_type"],
+                                             bound["attach_handle_info"],
+                                             bound["attach_handle_uuid"])
+            except exception.Unavailable as exc:
+                undo.clear()        # the guest may hold the device: the reconcile decides
+                raise exception.Unavailable(
+                    f"ARQ {uuid}: the agent of {host} did not answer the attach ({exc}); "
+                    "it stays Attaching until acceld sees whether the instance holds the "
+                    "device (then Attached, else released).") from exc
         except Exception:
             for step in reversed(undo):
                 _best_effort(step, f"undoing the attach of ARQ {uuid}")
             raise
+        finally:
+            with self._running_lock:
+                self._running.discard(uuid)
         arqs.set_hot_plug_state(self._db, uuid, st.HOT_ATTACHED, expect={st.HOT_ATTACHING})
         LOG.info("ARQ %s attached live to instance %s on %s", uuid, instance, host)
         return self.view(uuid, project_id)
@@ -190,36 +213,43 @@ class HotPlug:
         return self.view(uuid, project_id)
 
     # -- reconcile -------------------------------------------------------------------------
-    def reconcile(self) -> dict[str, list[str]]:
+    def reconcile(self, host: str | None = None,
+                  agent_restarted: bool = False) -> dict[str, list[str]]:
         """Hot-plugged ARQs against what their hosts' hypervisors hold: a device missing
         from a guest that still is there (Nova redefined it: hard reboot, stop/start) is
         attached again; an ARQ whose guest is gone from its host (deleted, moved) is
-        released; a detach whose device is gone is finished. A host that cannot be asked
-        is left for the next pass. Returns the ARQs by what was done."""
-        done: dict[str, list[str]] = {"reattached": [], "released": [], "detached": []}
+        released; a detach whose device is gone is finished; an attach whose outcome
+        nobody saw is settled from what the guest holds. A host that cannot be asked
+        is left for the next pass. ``host``: that host only; ``agent_restarted``: its agent
+        started again, so an attach it was running is over (no grace). Returns the ARQs by
+        what was done."""
+        done: dict[str, list[str]] = {"reattached": [], "released": [], "detached": [],
+                                      "adopted": []}
         by_host: dict[str, list[dict[str, str]]] = {}
         for arq in arqs.hot_plugged(self._db):
-            by_host.setdefault(arq["hostname"], []).append(arq)
-        for host, held in by_host.items():
+            if host is None or arq["hostname"] == host:
+                by_host.setdefault(arq["hostname"], []).append(arq)
+        for where, held in by_host.items():
             try:
-                guests = {g["uuid"]: g for g in self._agents.guests(host)}
+                guests = {g["uuid"]: g for g in self._agents.guests(where)}
             except exception.AccelDError as exc:
-                LOG.warning("hot-plug reconcile skips %s: %s", host, exc)
+                LOG.warning("hot-plug reconcile skips %s: %s", where, exc)
                 continue
             for arq in held:
                 try:
-                    self._reconcile_one(arq, guests.get(arq["instance_uuid"]), done)
+                    self._reconcile_one(arq, guests.get(arq["instance_uuid"]), done,
+                                        agent_restarted)
                 except exception.AccelDError as exc:
                     LOG.warning("hot-plug reconcile of ARQ %s failed: %s", arq["uuid"], exc)
         return done
 
-    def _reconcile_one(self, arq: dict[str, str], guest: dict[str, Any] | None,
-                       done: dict[str, list[str]]) -> None:
+    def _reconcile_one(self, arq: dict[str, Any], guest: dict[str, Any] | None,
+                       done: dict[str, list[str]], agent_restarted: bool) -> None:
         uuid = arq["uuid"]
         present = guest is not None and uuid in guest["arqs"]
         if arq["substate"] == st.HOT_ATTACHING:
-            return                          # an attach in flight finishes or undoes itself
-        if guest is None:
+            self._settle(arq, present, done, agent_restarted)
+        elif guest is None:
             LOG.warning("instance %s of hot-plugged ARQ %s is gone from %s: releasing",
                         arq["instance_uuid"], uuid, arq["hostname"])
             self._release(uuid)
@@ -236,6 +266,26 @@ class HotPlug:
             LOG.info("ARQ %s attached again to instance %s (its definition had lost it)",
                      uuid, arq["instance_uuid"])
             done["reattached"].append(uuid)
+
+    def _settle(self, arq: dict[str, Any], present: bool, done: dict[str, list[str]],
+                agent_restarted: bool) -> None:
+        """An attach whose outcome nobody saw (the agent did not answer, or the conductor
+        stopped): once no attach of this conductor runs for it and the grace is past (or
+        the agent restarted), it is Attached if the guest holds the device, else released."""
+        with self._running_lock:
+            if arq["uuid"] in self._running:
+                return
+        young = arq["updated_at"] is None or \
+            timeutils.utcnow() - arq["updated_at"] < self._grace
+        if young and not agent_restarted:
+            return
+        if present:
+            arqs.set_hot_plug_state(self._db, arq["uuid"], st.HOT_ATTACHED,
+                                    expect={st.HOT_ATTACHING})
+            done["adopted"].append(arq["uuid"])
+        else:
+            self._release(arq["uuid"])
+            done["released"].append(arq["uuid"])
 
     def _release(self, uuid: str) -> None:
         """Unbinds a hot-plugged ARQ whose device no guest holds, and takes back its

@@ -84,7 +84,7 @@ class ConductorManager:
             program_timeout=conf.fpga_driver.program_timeout + PROGRAM_GRACE)
         self._hot = hotplug.HotPlug(db, agents, self._binder,
                                     placement=None if placement is None else placement.client,
-                                    nova=nova)
+                                    nova=nova, attach_grace=2 * conf.rpc_timeout)
         if placement is not None:
             self.on_inventory_changed.append(lambda host, _uuids: placement.schedule(host))
 
@@ -341,6 +341,11 @@ class ConductorManager:
     def reconcile_hot_plug(self) -> dict[str, list[str]]:
         """Hot-plugged ARQs against their hosts' guests (also run by the periodic task)."""
         return self._hot.reconcile()
+
+    def agent_restarted(self, host: str) -> dict[str, list[str]]:
+        """An agent started: its host's hot-plugged ARQs are compared with its guests now,
+        and an attach it was running when it stopped is settled without waiting."""
+        return self._hot.reconcile(host, agent_restarted=True)
 
     def discover(self, host: str | None) -> list[str]:
         hosts = [host] if host else services.agent_hosts(self._db)

@@ -390,20 +390,22 @@ _FREE_ON_HOST = (select(_dep.c.rp_uuid, func.count(_ah.c.id).label("free"))
 _SUBSTATE = select(_arq.c.substate).where(_arq.c.uuid == bindparam("arq_uuid"))
 _SET_SUBSTATE = update(_arq).where(_arq.c.uuid == bindparam("arq_uuid"),
                                    _arq.c.substate.in_(bindparam("expect", expanding=True))) \
-    .values(substate=bindparam("to"))
+    .values(substate=bindparam("to"), updated_at=bindparam("now"))
 
 
-_HOT_PLUGGED = (select(_arq.c.uuid, _arq.c.substate, _arq.c.hostname, _arq.c.instance_uuid)
+_HOT_PLUGGED = (select(_arq.c.uuid, _arq.c.substate, _arq.c.hostname, _arq.c.instance_uuid,
+                       _arq.c.updated_at)
                 .where(_arq.c.substate.in_(sorted(st.HOT_PLUGGED)),
                        _arq.c.state == st.ARQ_BOUND)
                 .order_by(_arq.c.hostname, _arq.c.id))
 
 
-def hot_plugged(db: Database) -> list[dict[str, str]]:
+def hot_plugged(db: Database) -> list[dict[str, Any]]:
     """Every Bound ARQ attached live (or being attached or detached): uuid, substate,
-    hostname, instance_uuid; by host."""
+    hostname, instance_uuid, updated_at (naive UTC); by host."""
     return [{"uuid": r.uuid, "substate": r.substate, "hostname": r.hostname,
-             "instance_uuid": r.instance_uuid} for r in _read(db, _HOT_PLUGGED, {})]
+             "instance_uuid": r.instance_uuid, "updated_at": r.updated_at}
+            for r in _read(db, _HOT_PLUGGED, {})]
 
 
 def free_handles_by_provider(db: Database, host: str) -> dict[str, int]:
@@ -421,7 +423,7 @@ def hot_plug_state(db: Database, uuid: str) -> str:
 
 def set_hot_plug_state(db: Database, uuid: str, to: str, *, expect: Collection[str]) -> bool:
     """Substate ``expect`` -> ``to`` in one compare-and-swap; False when it was not."""
-    return _write_one(db, _SET_SUBSTATE, {"arq_uuid": uuid, "to": to,
+    return _write_one(db, _SET_SUBSTATE, {"arq_uuid": uuid, "to": to, "now": m.utcnow(),
                                           "expect": sorted(expect)}) == 1
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
+from oslo_utils import timeutils
 
 from acceld import exception, rpc
 from acceld import states as st
@@ -18,13 +19,15 @@ from acceld.db import migration
 from acceld.db.api import Database
 from acceld.objects import arqs
 from acceld.objects import device_profiles as dps
+from acceld.objects import placement as placement_objects
 from acceld.virt import devicexml, fake
 from tests.placement_server import PlacementServer
-from tests.stack import Stack
+from tests.stack import Stack, wait_for
 
 DEMO = "de300001-0000-4000-8000-000000000001"
 STUBBORN = "de300001-0000-4000-8000-000000000002"
 PROJECT = "proj-hot"
+NOTHING_DONE = {"reattached": [], "released": [], "detached": [], "adopted": []}
 
 
 @pytest.fixture
@@ -183,8 +186,7 @@ def test_reconcile_attaches_again_what_a_redefined_guest_lost(
     assert _aliases(stack, DEMO) == []
     assert stack.conductor.reconcile_hot_plug()["reattached"] == [uuid]
     assert _aliases(stack, DEMO) == [devicexml.alias(uuid)]
-    assert stack.conductor.reconcile_hot_plug() == {"reattached": [], "released": [],
-                                                    "detached": []}
+    assert stack.conductor.reconcile_hot_plug() == NOTHING_DONE
 
 
 def test_reconcile_releases_what_a_deleted_guest_held(stack: Stack,
@@ -214,8 +216,7 @@ def test_reconcile_leaves_a_host_it_cannot_ask(stack: Stack) -> None:
     stack.conductor.hot_attach(uuid, DEMO)
     stack.agents["host1"].stop()
     stack._agent_servers["host1"].stop()
-    assert stack.conductor.reconcile_hot_plug() == {"reattached": [], "released": [],
-                                                    "detached": []}
+    assert stack.conductor.reconcile_hot_plug() == NOTHING_DONE
     assert arqs.get(stack.db, uuid, project_id=None)["state"] == st.ARQ_BOUND
 
 
@@ -252,3 +253,122 @@ def test_the_v2_extension_404s_an_unknown_arq(stack: Stack) -> None:
     assert stack.call("PUT", path, {"instance_uuid": DEMO}).status_int == 404
     assert stack.call("DELETE", path).status_int == 404
     assert stack.call("GET", path).status_int == 404
+
+
+class _CrashAfter:
+    """The agent dies during the attach: after the hypervisor attached the device
+    (``attached``) or before; the conductor hears no answer (a RemoteFailure)."""
+
+    def __init__(self, hv: fake.FakeHypervisor, attached: bool) -> None:
+        self._hv, self._attached = hv, attached
+
+    def __call__(self, instance: str, device_xml: str) -> None:
+        if self._attached:
+            fake.FakeHypervisor.attach(self._hv, instance, device_xml)
+        raise RuntimeError("agent killed")
+
+
+@pytest.fixture
+def clock() -> Iterator[None]:
+    timeutils.set_time_override()
+    yield
+    timeutils.clear_time_override()
+
+
+@pytest.mark.parametrize("attached", [True, False])
+def test_an_attach_nobody_saw_end_is_settled_from_the_guest_after_the_grace(
+        stack: Stack, hv: fake.FakeHypervisor, monkeypatch: pytest.MonkeyPatch,
+        clock: None, attached: bool) -> None:
+    uuid, free = _arq(stack), _free(stack)
+    monkeypatch.setattr(hv, "attach", _CrashAfter(hv, attached))
+    with pytest.raises(exception.Unavailable, match="stays Attaching"):
+        stack.conductor.hot_attach(uuid, DEMO)
+    assert arqs.hot_plug_state(stack.db, uuid) == st.HOT_ATTACHING
+    assert arqs.get(stack.db, uuid, project_id=None)["state"] == st.ARQ_BOUND
+    assert stack.conductor.reconcile_hot_plug() == NOTHING_DONE      # within the grace
+    timeutils.advance_time_seconds(2 * stack.conf.rpc_timeout + 1)
+    done = stack.conductor.reconcile_hot_plug()
+    if attached:        # the guest holds it: the records follow the host
+        assert done == {**NOTHING_DONE, "adopted": [uuid]}
+        assert arqs.hot_plug_state(stack.db, uuid) == st.HOT_ATTACHED
+        assert _aliases(stack, DEMO) == [devicexml.alias(uuid)] and _free(stack) == free - 1
+    else:               # it never got there: nothing held, nothing leaked
+        assert done == {**NOTHING_DONE, "released": [uuid]}
+        assert arqs.get(stack.db, uuid, project_id=None)["state"] == st.ARQ_UNBOUND
+        assert _aliases(stack, DEMO) == [] and _free(stack) == free
+
+
+def test_a_host_that_lived_through_a_crash_a_reboot_and_a_delete_ends_as_it_is(
+        placement: PlacementServer, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Against the real Placement: the agent dies in the middle of one attach (after the
+    device reached the guest), the host reboots (a new boot id; Nova's restart of a guest
+    defines it again without acceld's device) and a guest is deleted while acceld is not
+    told. When the agent starts again, the records and Placement match the host: nothing
+    lost, nothing leaked."""
+    host = f"cn-{uuidlib.uuid4().hex[:8]}"
+    vm = {name: str(uuidlib.uuid4()) for name in ("crashed", "rebooted", "deleted")}
+    compute = placement.create_compute_node(host)
+    db = Database(f"sqlite:///{tmp_path / 'acceld.sqlite'}")
+    migration.upgrade(db)
+    hv = fake.FakeHypervisor([(uuid, name) for name, uuid in vm.items()])
+    boot = {"id": "boot-1"}
+    stack = Stack(db, hosts=(host,), device_count=8,
+                  agent_collaborators={"hypervisor": hv, "boot_id": lambda: boot["id"]},
+                  fake_driver={"device_types": ["GPU"]},
+                  placement=dict(placement.acceld_config(), sync_interval=3600.0))
+    admin = placement.admin_session()
+    try:
+        stack.report_all()
+        stack.ready_all()
+        assert stack.conductor.placement is not None
+        assert stack.conductor.placement.wait_idle(60)
+        for uuid in vm.values():                    # what Nova made at boot
+            resp = admin.put(f"/allocations/{uuid}", json={
+                "allocations": {compute: {"resources": {"VCPU": 1}}},
+                "consumer_generation": None, "project_id": PROJECT, "user_id": "u",
+                "consumer_type": "INSTANCE"})
+            assert resp.status_code == 204, resp.text
+        free = _free_on(stack, host)
+        arq = {name: _arq(stack) for name in vm}
+        stack.conductor.hot_attach(arq["rebooted"], vm["rebooted"])
+        stack.conductor.hot_attach(arq["deleted"], vm["deleted"])
+        with monkeypatch.context() as m:            # the agent dies mid-attach
+            m.setattr(hv, "attach", _CrashAfter(hv, attached=True))
+            with pytest.raises(exception.Unavailable):
+                stack.conductor.hot_attach(arq["crashed"], vm["crashed"])
+
+        boot["id"] = "boot-2"                       # the host reboots ...
+        hv.redefine(vm["rebooted"])                 # ... Nova restarts the guest without it
+        hv.remove_guest(vm["deleted"])              # deleted; Nova tells acceld nothing
+        assert admin.delete(f"/allocations/{vm['deleted']}").status_code == 204
+        agent = stack.restart_agent(host)
+        agent.start()                               # recover(): the conductor reconciles
+        wait_for(lambda: arqs.hot_plug_state(db, arq["deleted"]) == "Initial"
+                 and arqs.hot_plug_state(db, arq["crashed"]) == st.HOT_ATTACHED
+                 and _aliases_on(stack, host, vm["rebooted"]) == [
+                     devicexml.alias(arq["rebooted"])], timeout=30)
+
+        for name in ("crashed", "rebooted"):        # held, as the host holds them
+            view = arqs.get(db, arq[name], project_id=None)
+            assert view["state"] == st.ARQ_BOUND and view["instance_uuid"] == vm[name]
+            assert _aliases_on(stack, host, vm[name]) == [devicexml.alias(arq[name])]
+            allocs = admin.get(f"/allocations/{vm[name]}").json()["allocations"]
+            assert allocs[view["device_rp_uuid"]]["resources"] == {"PGPU": 1}
+        gone = arqs.get(db, arq["deleted"], project_id=None)
+        assert gone["state"] == st.ARQ_UNBOUND and gone["instance_uuid"] is None
+        assert admin.get(f"/allocations/{vm['deleted']}").json()["allocations"] == {}
+        assert _free_on(stack, host) == free - 2
+        devices = [row["rp_uuid"] for row in placement_objects.host_inputs(db, host).rows]
+        assert sum(admin.get(f"/resource_providers/{rp}/usages").json()["usages"]
+                   .get("PGPU", 0) for rp in devices) == 2
+    finally:
+        stack.stop()
+
+
+def _free_on(stack: Stack, host: str) -> int:
+    return sum(arqs.free_handles_by_provider(stack.db, host).values())
+
+
+def _aliases_on(stack: Stack, host: str, instance: str) -> list[str]:
+    guests = rpc.AgentClient(stack.transport, timeout=10).guests(host)
+    return next(g["aliases"] for g in guests if g["uuid"] == instance)

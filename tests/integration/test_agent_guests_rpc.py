@@ -18,6 +18,7 @@ from acceld.hw import pci
 from acceld.virt import devicexml
 from acceld.virt.fake import FakeHypervisor
 from tests import helpers
+from tests.stack import wait_for
 
 VM = "6f1c1a52-3f0e-4a53-9a0f-2d7f0c1b1e01"
 STUBBORN = "6f1c1a52-3f0e-4a53-9a0f-2d7f0c1b1e02"
@@ -31,6 +32,7 @@ class Rig:
     agent: AgentManager
     client: rpc.AgentClient
     host: str
+    transport: rpc.Transport
 
 
 class Bus:
@@ -52,7 +54,7 @@ class Bus:
         server = t.serve(rpc.AGENT_TOPIC, host, agent)
         server.start()
         self.closers += [t.close, server.stop, agent.stop]
-        return Rig(agent, rpc.AgentClient(t, timeout=10), host)
+        return Rig(agent, rpc.AgentClient(t, timeout=10), host, t)
 
     def close(self) -> None:
         for fn in reversed(self.closers):
@@ -201,17 +203,40 @@ def test_attach_is_journaled_while_it_runs_and_cleared_after(tmp_path):
     assert len(hv.seen[1]) == 1 and r.agent.journal.inflight() == []
 
 
-def test_an_interrupted_attach_survives_a_restart_until_attached_again(tmp_path):
+def test_a_restart_hands_an_interrupted_attach_to_the_conductor(tmp_path):
+    """The agent's start drops the record of an attach a crash interrupted, and tells
+    the conductor it restarted (which settles the ARQ from what the guest holds); the
+    boot id is kept in the journal, and a new one is a host reboot (logged)."""
     r, hv = _watched(tmp_path)
-    arq = _arq()
-    left = {"op_id": f"{jmod.KIND_GUEST_ATTACH}-{arq}", "kind": jmod.KIND_GUEST_ATTACH,
-            "instance_uuid": STUBBORN, "arq_uuid": arq, "alias": devicexml.alias(arq),
-            "attach_type": "PCI", "attach_info": PCI_INFO, "handle_uuid": "h"}
-    r.agent.journal.begin(left)          # as a crash mid-attach leaves it
-    r.agent.recover()                    # the restart keeps it for the reconcile
-    assert r.agent.journal.inflight() == [left]
-    assert jmod.Journal(str(tmp_path / r.host)).inflight() == [left]   # on disk
-    r.client.attach_to_guest(r.host, VM, arq, "PCI", PCI_INFO, "h")
-    # during the new attach the journal named this one only, then nothing
-    assert [op["instance_uuid"] for op in hv.seen[0]] == [VM]
-    assert r.agent.journal.inflight() == []
+    told: list[str] = []
+
+    class Conductor:
+        def agent_restarted(self, host: str) -> None:
+            told.append(host)
+
+    server = r.transport.serve(rpc.CONDUCTOR_TOPIC, None, Conductor())
+    server.start()
+    try:
+        arq = _arq()
+        left = {"op_id": f"{jmod.KIND_GUEST_ATTACH}-{arq}", "kind": jmod.KIND_GUEST_ATTACH,
+                "instance_uuid": STUBBORN, "arq_uuid": arq, "alias": devicexml.alias(arq),
+                "attach_type": "PCI", "attach_info": PCI_INFO, "handle_uuid": "h"}
+        r.agent.journal.begin(left)          # as a crash mid-attach leaves it
+        r.agent.recover()
+        assert r.agent.journal.inflight() == []
+        assert jmod.Journal(str(tmp_path / r.host)).inflight() == []   # on disk
+        wait_for(lambda: told == [r.host])
+    finally:
+        server.stop()
+
+
+def test_the_boot_id_is_kept_and_a_new_one_is_a_reboot(tmp_path, caplog):
+    boots = iter(["boot-a", "boot-a", "boot-b"])
+    conf = helpers.make_conf()
+    for expected_warning in (False, False, True):
+        agent = AgentManager(conf, rpc.ConductorClient(rpc.LocalTransport()), host="h",
+                             journal_dir=str(tmp_path / "h"), boot_id=lambda: next(boots))
+        caplog.clear()
+        agent.recover()          # no conductor serves: the cast is logged, not raised
+        assert ("the host rebooted" in caplog.text) is expected_warning
+    assert jmod.Journal(str(tmp_path / "h")).note_boot("boot-b") == "boot-b"
