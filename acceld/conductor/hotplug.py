@@ -36,6 +36,9 @@ LOG = logging.getLogger(__name__)
 
 # Placement answers a stale consumer generation with 409; read and write again this often.
 ALLOCATION_TRIES = 4
+# Project and user of an allocation for a consumer Placement did not know, when the ARQ
+# has no project either (Placement requires both).
+OWNER_UNKNOWN = "acceld"
 
 
 class HotPlug:
@@ -167,32 +170,47 @@ class HotPlug:
         generation; no Placement: nothing."""
         if self._placement is None:
             return
-        for _ in range(ALLOCATION_TRIES):
-            now = self._placement.get_allocations(instance)
-            allocations = {rp: dict(a["resources"])
-                           for rp, a in now.get("allocations", {}).items()}
-            held = allocations.setdefault(rp_uuid, {})
-            rc = rc or next(iter(held), None)
-            if rc is None:
-                return                  # nothing held there: already taken back
-            held[rc] = held.get(rc, 0) + delta
-            if held[rc] <= 0:
-                del held[rc]
-            body = {"allocations": {rp: {"resources": r} for rp, r in allocations.items()
-                                    if r},
-                    "consumer_generation": now.get("consumer_generation"),
-                    "project_id": now.get("project_id") or project or "",
-                    "user_id": now.get("user_id") or project or ""}
-            try:
-                self._placement.put_allocations(instance, body)
-                return
-            except pc.GenerationConflict:
-                continue
-            except pc.PlacementError as exc:
-                raise exception.Conflict(f"Placement refused the allocation of {rc} on "
-                                         f"{rp_uuid} to instance {instance}: {exc}") from exc
+        try:
+            for _ in range(ALLOCATION_TRIES):
+                if self._change_allocation(instance, rp_uuid, rc, project, delta):
+                    return
+        except pc.ServerError as exc:
+            raise exception.Unavailable(f"Placement did not take the allocation change of "
+                                        f"instance {instance}: {exc}") from exc
+        except pc.PlacementError as exc:
+            raise exception.Conflict(f"Placement refused the allocation of {rc or 'its'} "
+                                     f"class on {rp_uuid} to instance {instance}: "
+                                     f"{exc}") from exc
         raise exception.Conflict(f"The allocations of instance {instance} changed at each of "
                                  f"{ALLOCATION_TRIES} tries; try again.")
+
+    def _change_allocation(self, instance: str, rp_uuid: str, rc: str | None,
+                           project: str | None, delta: int) -> bool:
+        """One read and write of :meth:`_allocate`; False when the consumer changed in
+        between (its generation)."""
+        assert self._placement is not None
+        now = self._placement.get_allocations(instance)
+        allocations = {rp: dict(a["resources"])
+                       for rp, a in now.get("allocations", {}).items()}
+        held = allocations.setdefault(rp_uuid, {})
+        rc = rc or next(iter(held), None)
+        if rc is None:
+            return True             # nothing held there: already taken back
+        held[rc] = held.get(rc, 0) + delta
+        if held[rc] <= 0:
+            del held[rc]
+        # a consumer Placement did not know is the ARQ's project's (the ids are required)
+        owner = project or OWNER_UNKNOWN
+        body = {"allocations": {rp: {"resources": r} for rp, r in allocations.items()
+                                if r},
+                "consumer_generation": now.get("consumer_generation"),
+                "project_id": now.get("project_id") or owner,
+                "user_id": now.get("user_id") or owner}
+        try:
+            self._placement.put_allocations(instance, body)
+        except pc.GenerationConflict:
+            return False
+        return True
 
     # -- detach ----------------------------------------------------------------------------
     def detach(self, uuid: str, project_id: str | None) -> dict[str, Any]:

@@ -298,6 +298,35 @@ def test_an_attach_nobody_saw_end_is_settled_from_the_guest_after_the_grace(
         assert _aliases(stack, DEMO) == [] and _free(stack) == free
 
 
+def test_placement_down_is_a_503_and_nothing_changes(placement: PlacementServer,
+                                                    tmp_path: Any) -> None:
+    host, instance = f"cn-{uuidlib.uuid4().hex[:8]}", str(uuidlib.uuid4())
+    placement.create_compute_node(host)
+    db = Database(f"sqlite:///{tmp_path / 'acceld.sqlite'}")
+    migration.upgrade(db)
+    stack = Stack(db, hosts=(host,),
+                  agent_collaborators={"hypervisor": fake.FakeHypervisor([(instance, "vm")])},
+                  placement=dict(placement.acceld_config(), sync_interval=3600.0,
+                                 status_code_retry_delay=0.01, connect_retry_delay=0.01))
+    try:
+        stack.report_all()
+        stack.ready_all()
+        assert stack.conductor.placement is not None
+        assert stack.conductor.placement.wait_idle(60)
+        uuid, free = _arq(stack), _free_on(stack, host)
+        placement.set_down(True)
+        try:
+            with pytest.raises(exception.Unavailable, match="Placement"):
+                stack.conductor.hot_attach(uuid, instance)
+        finally:
+            placement.set_down(False)
+        assert arqs.get(db, uuid, project_id=None)["state"] == st.ARQ_INITIAL
+        assert arqs.hot_plug_state(db, uuid) == st.ARQ_INITIAL
+        assert _free_on(stack, host) == free and _aliases_on(stack, host, instance) == []
+    finally:
+        stack.stop()
+
+
 def test_a_host_that_lived_through_a_crash_a_reboot_and_a_delete_ends_as_it_is(
         placement: PlacementServer, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Against the real Placement: the agent dies in the middle of one attach (after the
