@@ -248,6 +248,20 @@ def attach(db: Database, uuid: str, attach_type: str, target: str,
         return _with_allocations(s, [dev], project_id)[0]
 
 
+def guest_handles(db: Database, uuid: str) -> list[dict[str, Any]]:
+    """The device's attach handles a hypervisor attaches to a guest: {uuid, type, info}."""
+    with db.reader() as s:
+        dev = _get(s, uuid)
+        rows = s.execute(select(m.AttachHandle.uuid, m.AttachHandle.attach_type,
+                                m.AttachHandle.attach_info)
+                         .where(_device_handles(dev.id),
+                                m.AttachHandle.attach_type.in_(states.GUEST_ATTACH_TYPES))
+                         .order_by(m.AttachHandle.id)).all()
+    return [{"uuid": row.uuid, "type": row.attach_type,
+             "info": {k: str(v) for k, v in json.loads(row.attach_info).items()}}
+            for row in rows]
+
+
 def attachment(db: Database, uuid: str) -> tuple[str | None, str | None, str | None]:
     """(attach type, target, host) of an accelerator."""
     with db.reader() as s:
@@ -281,6 +295,15 @@ def check_owner(dev_project: str | None, attach_type: str | None, uuid: str,
     if project_id is not None and attach_type == "instance" and dev_project != project_id:
         raise exception.OtherProject(
             f"Accelerator {uuid} was attached to an instance by another project's request.")
+
+
+def check_detachable(db: Database, uuid: str, project_id: str | None = None) -> None:
+    """What :func:`detach` refuses (another project's attachment, bound ARQs), checked
+    before anything outside the database is undone."""
+    with db.reader() as s:
+        dev = _get(s, uuid)
+        check_owner(dev.attached_project_id, dev.attach_type, uuid, project_id)
+        _check_no_allocations(s, dev)
 
 
 def detach(db: Database, uuid: str, project_id: str | None = None) -> None:
