@@ -209,6 +209,27 @@ def _device_handles(dev_id: int):  # noqa: ANN202 - a SQLAlchemy clause
         select(m.Deployable.id).where(m.Deployable.device_id == dev_id).scalar_subquery())
 
 
+def _refuse_attach(dev: m.Device) -> None:
+    """AlreadyAttached or NotReady when ``dev`` cannot be attached now."""
+    if dev.attached_to is not None:
+        raise exception.AlreadyAttached(
+            f"Accelerator {dev.uuid} is already attached to {dev.attach_type} "
+            f"{dev.attached_to}.")
+    if dev.state != states.READY or dev.health not in states.USABLE_HEALTH:
+        raise exception.NotReady(
+            f"Accelerator {dev.uuid} is {dev.state} (health {dev.health}); only a ready, "
+            "healthy accelerator can be attached.")
+
+
+def check_attachable(db: Database, uuid: str) -> str | None:
+    """What :func:`attach` would refuse now (not ready, attached), checked before a
+    target is looked for; the device's host."""
+    with db.reader() as s:
+        dev = _get(s, uuid)
+        _refuse_attach(dev)
+        return dev.hostname
+
+
 def attach(db: Database, uuid: str, attach_type: str, target: str,
            project_id: str | None = None) -> dict[str, Any]:
     """Attach, claiming every handle of the device (all or nothing); ``project_id``'s view."""
@@ -220,13 +241,9 @@ def attach(db: Database, uuid: str, attach_type: str, target: str,
                 project_id if attach_type == "instance" else None))))
         dev = _get(s, uuid)
         if res.rowcount == 0:
-            if dev.attached_to is not None:
-                raise exception.AlreadyAttached(
-                    f"Accelerator {uuid} is already attached to {dev.attach_type} "
-                    f"{dev.attached_to}.")
-            raise exception.NotReady(
-                f"Accelerator {uuid} is {dev.state} (health {dev.health}); only a ready, "
-                "healthy accelerator can be attached.")
+            _refuse_attach(dev)
+            raise exception.AlreadyAttached(f"Accelerator {uuid} changed concurrently; "
+                                            "retry.")
         per_type = dict(s.execute(select(m.AttachHandle.attach_type, func.count())
                                   .where(_device_handles(dev.id))
                                   .group_by(m.AttachHandle.attach_type)).all())
