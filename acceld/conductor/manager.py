@@ -309,7 +309,7 @@ class ConductorManager:
     def _attach_instance(self, uuid: str, instance: str, project_id: str | None) -> None:
         """The instance found on the device's host, the handles claimed, then each put in
         the guest under its own alias; a failure undoes it all and is raised."""
-        host = accelerators.check_attachable(self._db, uuid)
+        host = accelerators.check_attachable(self._db, uuid, "instance")
         if host is None:
             raise exception.NotReady(f"Accelerator {uuid} is not on any host.")
         found = self._locator.locate(instance, project_id, project_id, first=host)

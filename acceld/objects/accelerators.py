@@ -221,12 +221,29 @@ def _refuse_attach(dev: m.Device) -> None:
             "healthy accelerator can be attached.")
 
 
-def check_attachable(db: Database, uuid: str) -> str | None:
-    """What :func:`attach` would refuse now (not ready, attached), checked before a
-    target is looked for; the device's host."""
+def _handles_per_type(s: Session, dev: m.Device) -> dict[str, int]:
+    return dict(s.execute(select(m.AttachHandle.attach_type, func.count())
+                          .where(_device_handles(dev.id))
+                          .group_by(m.AttachHandle.attach_type)).all())
+
+
+def _refuse_unattachable(dev: m.Device, per_type: dict[str, int]) -> None:
+    unattachable = set(per_type) - states.GUEST_ATTACH_TYPES
+    if unattachable:
+        raise exception.DeviceNotUsable(
+            f"Accelerator {dev.uuid} offers attach handles of type "
+            f"{', '.join(sorted(unattachable))}, which no hypervisor attaches to an "
+            "instance; attach it to a host.")
+
+
+def check_attachable(db: Database, uuid: str, attach_type: str) -> str | None:
+    """What :func:`attach` would refuse now (not ready, attached, handles no guest
+    takes), checked before a target is looked for; the device's host."""
     with db.reader() as s:
         dev = _get(s, uuid)
         _refuse_attach(dev)
+        if attach_type == "instance":
+            _refuse_unattachable(dev, _handles_per_type(s, dev))
         return dev.hostname
 
 
@@ -244,15 +261,9 @@ def attach(db: Database, uuid: str, attach_type: str, target: str,
             _refuse_attach(dev)
             raise exception.AlreadyAttached(f"Accelerator {uuid} changed concurrently; "
                                             "retry.")
-        per_type = dict(s.execute(select(m.AttachHandle.attach_type, func.count())
-                                  .where(_device_handles(dev.id))
-                                  .group_by(m.AttachHandle.attach_type)).all())
-        unattachable = set(per_type) - states.GUEST_ATTACH_TYPES
-        if attach_type == "instance" and unattachable:
-            raise exception.DeviceNotUsable(
-                f"Accelerator {uuid} offers attach handles of type "
-                f"{', '.join(sorted(unattachable))}, which no hypervisor attaches to an "
-                "instance; attach it to a host.")
+        per_type = _handles_per_type(s, dev)
+        if attach_type == "instance":
+            _refuse_unattachable(dev, per_type)
         total = sum(per_type.values())
         claimed = s.execute(update(m.AttachHandle)
                             .where(_device_handles(dev.id), m.AttachHandle.in_use.is_(False))
