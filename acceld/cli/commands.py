@@ -187,10 +187,16 @@ def acc_attach(client: Client, args: argparse.Namespace) -> int:
 
 def acc_detach(client: Client, args: argparse.Namespace) -> int:
     """DELETE /v1/accelerators/UUID; failed when it is not attached (the API's DELETE
-    answers 204 for that too)."""
+    answers 204 for that too) or stays attached (a 409: bound requests hold it, or the
+    instance has not released its devices yet)."""
     if not _acc_obj(client.get(_acc_path(args.uuid))).get("attached_to"):
         raise CliError(f"accelerator {args.uuid} is not attached")
-    client.delete(_acc_path(args.uuid))
+    try:
+        client.delete(_acc_path(args.uuid))
+    except ApiError as exc:
+        if exc.status == 409:
+            raise CliError(f"accelerator {args.uuid} is still attached: {exc.detail}") from exc
+        raise
     _print_result(args.format, {"uuid": args.uuid, "detached": True},
                   f"Detached accelerator {args.uuid}")
     return 0

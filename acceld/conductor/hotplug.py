@@ -41,6 +41,69 @@ ALLOCATION_TRIES = 4
 OWNER_UNKNOWN = "acceld"
 
 
+class GuestLocator:
+    """Finds the host that runs an instance: Nova's record where ``[nova]`` is
+    configured, else the agents' hypervisors; the host's hypervisor must run it."""
+
+    def __init__(self, db: Database, agents: AgentClient,
+                 nova: nova_client.NovaClient | None = None) -> None:
+        self._db, self._agents, self._nova = db, agents, nova
+
+    def locate(self, instance: str, owner: str | None, project_id: str | None,
+               first: str | None = None) -> str:
+        """The host running ``instance``, which must be ``owner``'s (Nova says whose;
+        None: anyone's). ``project_id``: the caller's (None: an admin); without Nova only
+        an admin may name an instance. ``first``: the host asked first. GuestNotFound
+        when no host has it; Conflict when it is there but not running."""
+        hosts = services.agent_hosts(self._db)
+        if self._nova is not None:
+            server = self._server(instance)
+            if server is None:
+                raise exception.GuestNotFound(f"Nova has no instance {instance}.")
+            if owner is not None and server.get("tenant_id") != owner:
+                raise exception.GuestNotFound(f"Nova has no instance {instance} in project "
+                                              f"{owner}.")
+            hosts = [server.get("OS-EXT-SRV-ATTR:host") or ""]
+        elif project_id is not None:
+            raise exception.Forbidden(
+                "Without Nova ([nova] unset) acceld cannot tell whose an instance is: only "
+                "an admin may attach to an instance.")
+        elif first in hosts:
+            hosts = [first] + [h for h in hosts if h != first]
+        for host in hosts:
+            if self._runs(host, instance):
+                return host
+        raise exception.GuestNotFound(f"No host acceld manages runs instance {instance}.")
+
+    def _server(self, instance: str) -> dict[str, Any] | None:
+        """Nova's record of ``instance``; its failures as acceld errors (5xx or
+        unreachable: 503; another answer: 502)."""
+        assert self._nova is not None
+        try:
+            return self._nova.server(instance)
+        except nova_client.ServerError as exc:
+            raise exception.Unavailable(f"Nova could not say where instance {instance} "
+                                        f"runs: {exc}") from exc
+        except nova_client.NovaError as exc:
+            raise exception.OperationFailed(f"Nova refused to say where instance "
+                                            f"{instance} runs: {exc}") from exc
+
+    def _runs(self, host: str, instance: str) -> bool:
+        try:
+            guests = self._agents.guests(host)
+        except exception.HostUnreachable:
+            LOG.warning("agent on %s unreachable while looking for instance %s",
+                        host, instance)
+            return False
+        for guest in guests:
+            if guest["uuid"] == instance:
+                if not guest["running"]:
+                    raise exception.Conflict(f"Instance {instance} is not running on "
+                                             f"{host}: only a running one is attached to.")
+                return True
+        return False
+
+
 class HotPlug:
     def __init__(self, db: Database, agents: AgentClient, binder: Binder,
                  placement: pc.PlacementClient | None = None,
@@ -49,7 +112,8 @@ class HotPlug:
         """``attach_grace``: how long an attach may stay ``Attaching`` before the
         reconcile settles it from what the guest holds (longer than an agent call)."""
         self._db, self._agents, self._binder = db, agents, binder
-        self._placement, self._nova = placement, nova
+        self._placement = placement
+        self.locator = GuestLocator(db, agents, nova)
         self._grace = datetime.timedelta(seconds=attach_grace)
         self._running: set[str] = set()         # ARQs this conductor is attaching now
         self._running_lock = threading.Lock()
@@ -63,7 +127,7 @@ class HotPlug:
                 f"ARQ {uuid} is {arq['state']}: only an Initial or Unbound ARQ can be "
                 "attached to an instance.")
         group = self._group(arq)
-        host = self._locate(instance, arq["project_id"], project_id)
+        host = self.locator.locate(instance, arq["project_id"], project_id)
         rp_uuid, rc = self._choose(host, group, uuid)
         if not arqs.set_hot_plug_state(self._db, uuid, st.HOT_ATTACHING,
                                        expect={st.ARQ_INITIAL}):
@@ -93,7 +157,7 @@ class HotPlug:
                     "device (then Attached, else released).") from exc
         except Exception:
             for step in reversed(undo):
-                _best_effort(step, f"undoing the attach of ARQ {uuid}")
+                best_effort(step, f"undoing the attach of ARQ {uuid}")
             raise
         finally:
             with self._running_lock:
@@ -111,38 +175,6 @@ class HotPlug:
                 f"({', '.join(k for k in arqs.PROGRAM_KEYS if k in group)}), which a hot "
                 "plug does not do; program the deployable first, then attach.")
         return group
-
-    def _locate(self, instance: str, owner: str | None, project_id: str | None) -> str:
-        """The host running ``instance``, which must be the ARQ owner's (Nova says whose);
-        GuestNotFound when no host has it."""
-        hosts = services.agent_hosts(self._db)
-        if self._nova is not None:
-            server = self._nova.server(instance)
-            if server is None:
-                raise exception.GuestNotFound(f"Nova has no instance {instance}.")
-            if owner is not None and server.get("tenant_id") != owner:
-                raise exception.GuestNotFound(f"Nova has no instance {instance} in project "
-                                              f"{owner}.")
-            hosts = [server.get("OS-EXT-SRV-ATTR:host") or ""]
-        elif project_id is not None:
-            raise exception.Forbidden(
-                "Without Nova ([nova] unset) acceld cannot tell whose an instance is: only "
-                "an admin may attach to an instance.")
-        for host in hosts:
-            try:
-                guests = self._agents.guests(host)
-            except exception.HostUnreachable:
-                LOG.warning("agent on %s unreachable while looking for instance %s",
-                            host, instance)
-                continue
-            for guest in guests:
-                if guest["uuid"] == instance:
-                    if not guest["running"]:
-                        raise exception.Conflict(f"Instance {instance} is not running on "
-                                                 f"{host}: only a running one is attached "
-                                                 "to.")
-                    return host
-        raise exception.GuestNotFound(f"No host acceld manages runs instance {instance}.")
 
     def _choose(self, host: str, group: dict[str, str], uuid: str) -> tuple[str, str]:
         """A provider of ``host`` that fits ``group`` and has a free handle; (rp, rc)."""
@@ -319,7 +351,8 @@ class HotPlug:
         return {**arq, "hot_plug": arqs.hot_plug_state(self._db, uuid)}
 
 
-def _best_effort(step: Any, what: str) -> None:
+def best_effort(step: Any, what: str) -> None:
+    """Runs an undo step; a failure of it is logged, not raised."""
     try:
         step()
     except Exception:  # the first failure is the one raised; this one is logged

@@ -82,6 +82,7 @@ class ConductorManager:
             db, host_work=binding.AgentHostWork(db, agents), notifier=nova,
             bind_timeout=conf.nova.bind_timeout, programmer=self,
             program_timeout=conf.fpga_driver.program_timeout + PROGRAM_GRACE)
+        self._locator = hotplug.GuestLocator(db, agents, nova)
         self._hot = hotplug.HotPlug(db, agents, self._binder,
                                     placement=None if placement is None else placement.client,
                                     nova=nova, attach_grace=2 * conf.rpc_timeout)
@@ -292,9 +293,12 @@ class ConductorManager:
 
     def attach(self, uuid: str, attach_type: str, target: str,
                project_id: str | None = None) -> dict[str, Any]:
-        """``project_id``: whose request it is (None: an admin's), and whose view."""
-        record = accelerators.attach(self._db, uuid, attach_type, target, project_id)
-        if attach_type == "host":
+        """``project_id``: whose request it is (None: an admin's), and whose view. An
+        instance must run on the accelerator's host; its handles are attached live."""
+        if attach_type == "instance":
+            self._attach_instance(uuid, target, project_id)
+        else:
+            record = accelerators.attach(self._db, uuid, attach_type, target, project_id)
             try:
                 self._host_attachment(record, True)
             except exception.AccelDError:
@@ -302,12 +306,62 @@ class ConductorManager:
                 raise
         return _jsonable(accelerators.get_accelerator(self._db, uuid, project_id))
 
+    def _attach_instance(self, uuid: str, instance: str, project_id: str | None) -> None:
+        """The instance found on the device's host, the handles claimed, then each put in
+        the guest under its own alias; a failure undoes it all and is raised."""
+        host = accelerators.check_attachable(self._db, uuid, "instance")
+        if host is None:
+            raise exception.NotReady(f"Accelerator {uuid} is not on any host.")
+        found = self._locator.locate(instance, project_id, project_id, first=host)
+        if found != host:
+            raise exception.Conflict(
+                f"Instance {instance} runs on host {found}, accelerator {uuid} is on host "
+                f"{host}: a device is attached only to an instance of its own host.")
+        accelerators.attach(self._db, uuid, "instance", instance, project_id)
+        done: list[str] = []
+        try:
+            for handle in accelerators.guest_handles(self._db, uuid):
+                self._agents.attach_to_guest(host, instance, handle["uuid"], handle["type"],
+                                             handle["info"], handle["uuid"])
+                done.append(handle["uuid"])
+        except Exception:
+            for handle_uuid in reversed(done):
+                hotplug.best_effort(
+                    lambda h=handle_uuid: self._agents.detach_from_guest(host, instance, h),
+                    f"undoing the attach of handle {handle_uuid} to instance {instance}")
+            hotplug.best_effort(lambda: accelerators.detach(self._db, uuid),
+                                f"undoing the attach of accelerator {uuid}")
+            raise
+        LOG.info("accelerator %s attached live to instance %s on %s (%d handles)", uuid,
+                 instance, host, len(done))
+
     def detach(self, uuid: str, project_id: str | None = None) -> None:
-        attach_type, _target, _host = accelerators.attachment(self._db, uuid)
+        """A host attachment as the driver undoes it; an instance attachment once the
+        guest released every handle (Conflict while it has not: asking again waits
+        again)."""
+        attach_type, target, host = accelerators.attachment(self._db, uuid)
         if attach_type == "host":
             accelerators.check_no_allocations(self._db, uuid)
             self._host_attachment(accelerators.get_accelerator(self._db, uuid), False)
+        elif attach_type == "instance" and target is not None and host is not None:
+            accelerators.check_detachable(self._db, uuid, project_id)
+            self._detach_instance(uuid, target, host)
         accelerators.detach(self._db, uuid, project_id)
+
+    def _detach_instance(self, uuid: str, instance: str, host: str) -> None:
+        pending = []
+        for handle in accelerators.guest_handles(self._db, uuid):
+            try:
+                outcome = self._agents.detach_from_guest(host, instance, handle["uuid"])
+            except exception.GuestNotFound:
+                outcome = "absent"          # the guest is gone, and its devices with it
+            if outcome == "pending":
+                pending.append(handle["uuid"])
+        if pending:
+            raise exception.Conflict(
+                f"Detach of accelerator {uuid} from instance {instance} is pending: the "
+                f"guest has not released {len(pending)} of its devices yet; it stays "
+                "attached. Ask again to wait again.")
 
     def _host_attachment(self, record: dict[str, Any], attach: bool) -> None:
         identity = accelerators.identity_of(self._db, record["uuid"])

@@ -209,6 +209,44 @@ def _device_handles(dev_id: int):  # noqa: ANN202 - a SQLAlchemy clause
         select(m.Deployable.id).where(m.Deployable.device_id == dev_id).scalar_subquery())
 
 
+def _refuse_attach(dev: m.Device) -> None:
+    """AlreadyAttached or NotReady when ``dev`` cannot be attached now."""
+    if dev.attached_to is not None:
+        raise exception.AlreadyAttached(
+            f"Accelerator {dev.uuid} is already attached to {dev.attach_type} "
+            f"{dev.attached_to}.")
+    if dev.state != states.READY or dev.health not in states.USABLE_HEALTH:
+        raise exception.NotReady(
+            f"Accelerator {dev.uuid} is {dev.state} (health {dev.health}); only a ready, "
+            "healthy accelerator can be attached.")
+
+
+def _handles_per_type(s: Session, dev: m.Device) -> dict[str, int]:
+    return dict(s.execute(select(m.AttachHandle.attach_type, func.count())
+                          .where(_device_handles(dev.id))
+                          .group_by(m.AttachHandle.attach_type)).all())
+
+
+def _refuse_unattachable(dev: m.Device, per_type: dict[str, int]) -> None:
+    unattachable = set(per_type) - states.GUEST_ATTACH_TYPES
+    if unattachable:
+        raise exception.DeviceNotUsable(
+            f"Accelerator {dev.uuid} offers attach handles of type "
+            f"{', '.join(sorted(unattachable))}, which no hypervisor attaches to an "
+            "instance; attach it to a host.")
+
+
+def check_attachable(db: Database, uuid: str, attach_type: str) -> str | None:
+    """What :func:`attach` would refuse now (not ready, attached, handles no guest
+    takes), checked before a target is looked for; the device's host."""
+    with db.reader() as s:
+        dev = _get(s, uuid)
+        _refuse_attach(dev)
+        if attach_type == "instance":
+            _refuse_unattachable(dev, _handles_per_type(s, dev))
+        return dev.hostname
+
+
 def attach(db: Database, uuid: str, attach_type: str, target: str,
            project_id: str | None = None) -> dict[str, Any]:
     """Attach, claiming every handle of the device (all or nothing); ``project_id``'s view."""
@@ -220,22 +258,12 @@ def attach(db: Database, uuid: str, attach_type: str, target: str,
                 project_id if attach_type == "instance" else None))))
         dev = _get(s, uuid)
         if res.rowcount == 0:
-            if dev.attached_to is not None:
-                raise exception.AlreadyAttached(
-                    f"Accelerator {uuid} is already attached to {dev.attach_type} "
-                    f"{dev.attached_to}.")
-            raise exception.NotReady(
-                f"Accelerator {uuid} is {dev.state} (health {dev.health}); only a ready, "
-                "healthy accelerator can be attached.")
-        per_type = dict(s.execute(select(m.AttachHandle.attach_type, func.count())
-                                  .where(_device_handles(dev.id))
-                                  .group_by(m.AttachHandle.attach_type)).all())
-        unattachable = set(per_type) - states.GUEST_ATTACH_TYPES
-        if attach_type == "instance" and unattachable:
-            raise exception.DeviceNotUsable(
-                f"Accelerator {uuid} offers attach handles of type "
-                f"{', '.join(sorted(unattachable))}, which no hypervisor attaches to an "
-                "instance; attach it to a host.")
+            _refuse_attach(dev)
+            raise exception.AlreadyAttached(f"Accelerator {uuid} changed concurrently; "
+                                            "retry.")
+        per_type = _handles_per_type(s, dev)
+        if attach_type == "instance":
+            _refuse_unattachable(dev, per_type)
         total = sum(per_type.values())
         claimed = s.execute(update(m.AttachHandle)
                             .where(_device_handles(dev.id), m.AttachHandle.in_use.is_(False))
@@ -246,6 +274,20 @@ def attach(db: Database, uuid: str, attach_type: str, target: str,
                 f"Accelerator {uuid} is held by accelerator requests ({total - claimed} of "
                 f"its {total} attach handles are in use).")
         return _with_allocations(s, [dev], project_id)[0]
+
+
+def guest_handles(db: Database, uuid: str) -> list[dict[str, Any]]:
+    """The device's attach handles a hypervisor attaches to a guest: {uuid, type, info}."""
+    with db.reader() as s:
+        dev = _get(s, uuid)
+        rows = s.execute(select(m.AttachHandle.uuid, m.AttachHandle.attach_type,
+                                m.AttachHandle.attach_info)
+                         .where(_device_handles(dev.id),
+                                m.AttachHandle.attach_type.in_(states.GUEST_ATTACH_TYPES))
+                         .order_by(m.AttachHandle.id)).all()
+    return [{"uuid": row.uuid, "type": row.attach_type,
+             "info": {k: str(v) for k, v in json.loads(row.attach_info).items()}}
+            for row in rows]
 
 
 def attachment(db: Database, uuid: str) -> tuple[str | None, str | None, str | None]:
@@ -281,6 +323,15 @@ def check_owner(dev_project: str | None, attach_type: str | None, uuid: str,
     if project_id is not None and attach_type == "instance" and dev_project != project_id:
         raise exception.OtherProject(
             f"Accelerator {uuid} was attached to an instance by another project's request.")
+
+
+def check_detachable(db: Database, uuid: str, project_id: str | None = None) -> None:
+    """What :func:`detach` refuses (another project's attachment, bound ARQs), checked
+    before anything outside the database is undone."""
+    with db.reader() as s:
+        dev = _get(s, uuid)
+        check_owner(dev.attached_project_id, dev.attach_type, uuid, project_id)
+        _check_no_allocations(s, dev)
 
 
 def detach(db: Database, uuid: str, project_id: str | None = None) -> None:

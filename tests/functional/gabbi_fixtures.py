@@ -16,7 +16,8 @@ Fixtures (name them under ``fixtures:`` in a YAML file, StackFixture first):
   answering RPC after the first report; the conductor waits 0.2 s for an operation.
 * :class:`AllocationFixture`: one device profile and one ``Bound`` accelerator request on
   the deployable of ``host2-fake-gpu-0``; exports ``ACCELD_ALLOCATED_UUID`` (that
-  accelerator) and ``ACCELD_ALLOCATED_INSTANCE`` (the request's instance).
+  accelerator) and ``ACCELD_ALLOCATED_INSTANCE`` (the request's instance, a demo guest
+  of the fake hypervisor that every agent runs).
 * :class:`ReadyFixture`: an operator readied every device (a bind takes only ready ones).
 * :class:`DeployableRPFixture`: exports the Placement resource provider uuid of every
   reported deployable as ``ACCELD_<HOST>_<TYPE>_RP`` (``ACCELD_HOST1_QAT_RP``: the fake QAT
@@ -47,6 +48,7 @@ from typing import Any
 from gabbi import fixture
 from sqlalchemy import select
 
+from acceld.conf.hypervisor import DEMO_INSTANCES
 from acceld.db import migration
 from acceld.db import models as m
 from acceld.db.api import Database
@@ -56,6 +58,8 @@ HOSTS = ("host1", "host2")
 DEVICE_COUNT = 4
 CONDUCTOR_HOST = "conductor1"
 ENV_PREFIX = "ACCELD_"
+# a guest the fake hypervisor of every agent runs ([hypervisor] fake_instances)
+DEMO_INSTANCE = DEMO_INSTANCES[0].partition(":")[0]
 
 
 class _Holder:
@@ -209,7 +213,7 @@ class AllocationFixture(_EnvFixture):
     DEVICE_NAME = "host2-fake-gpu-0"
 
     def start_fixture(self) -> None:
-        instance = str(uuidlib.uuid4())
+        instance = DEMO_INSTANCE        # the request's instance runs on the device's host
         with _stack().db.writer() as s:
             dev = s.execute(select(m.Device).where(m.Device.name == self.DEVICE_NAME)
                             ).scalar_one()

@@ -25,7 +25,6 @@ from tests import helpers
 from tests.integration.procs import free_port
 
 ACCELD = shutil.which("acceld", path=os.path.dirname(sys.executable)) or "acceld"
-INSTANCE = "5e5e5e5e-0000-4000-8000-000000000001"
 UNKNOWN = "5e5e5e5e-0000-4000-8000-0000000000ff"
 DEMO_1 = "de300001-0000-4000-8000-000000000001"
 STUBBORN = "5e5e5e5e-0000-4000-8000-0000000000aa"     # a fake guest that keeps its devices
@@ -270,17 +269,28 @@ def test_set_ready_waits_with_progress_then_attach_and_detach_once(served):
                                   "elapsed, up to 60s)")
     assert progress[-1].startswith(f"accelerator {qat}: state ready after ")
 
-    assert acceld("accelerator", "attach", qat, "--instance", INSTANCE,
+    out = acceld("accelerator", "attach", qat, "--instance", UNKNOWN, url=served.url)
+    assert out.returncode == 1
+    assert _one_error_line(out) == (f"ERROR: 404 No host acceld manages runs instance "
+                                    f"{UNKNOWN}.")
+    assert acceld("accelerator", "attach", qat, "--instance", DEMO_1,
                   url=served.url).returncode == 0
+    assert len(_aliases(served, DEMO_1)) == 4          # each attach handle of the QAT
     out = acceld("accelerator", "detach", qat, url=served.url)
     assert (out.returncode, out.stdout, out.stderr) == (
         0, f"Detached accelerator {qat}\n", "")
+    assert _aliases(served, DEMO_1) == []
     out = acceld("accelerator", "detach", qat, url=served.url)
     assert out.returncode == 1
     assert _one_error_line(out) == f"ERROR: accelerator {qat} is not attached"
-    out = acceld("detach-instance", INSTANCE, url=served.url)
+    out = acceld("detach-instance", DEMO_1, url=served.url)
     assert out.returncode == 1
-    assert _one_error_line(out) == f"ERROR: no accelerator is attached to instance {INSTANCE}"
+    assert _one_error_line(out) == f"ERROR: no accelerator is attached to instance {DEMO_1}"
+
+
+def _aliases(served: Served, instance: str) -> list[str]:
+    (guest,) = [g for g in served.get("/v1/guests")["guests"] if g["uuid"] == instance]
+    return list(guest["aliases"])
 
 
 def test_set_ready_whose_wait_runs_out_exits_3(served):
@@ -384,3 +394,26 @@ def test_arq_detach_from_a_guest_that_keeps_the_device_times_out_with_exit_3(ser
                                  "hot_plug Detaching")
     assert "stays attached, the ARQ Detaching" in _one_error_line(out)
 
+
+def test_a_v1_detach_the_guest_does_not_release_exits_1_with_the_reason(served):
+    """Last in the module: the stubborn guest keeps the QAT's devices for good."""
+    qat = served.accelerator("QAT")
+    assert acceld("accelerator", "set-ready", qat, url=served.url).returncode == 0
+    before = set(_aliases(served, STUBBORN))    # an earlier test's ARQ may be there
+    assert acceld("attach-instance", STUBBORN, "--accelerator", qat,
+                  url=served.url).returncode == 0
+    held = set(_aliases(served, STUBBORN)) - before
+    assert len(held) == 4                         # each attach handle of the QAT
+    pending = (f"Detach of accelerator {qat} from instance {STUBBORN} is pending: the guest "
+               "has not released 4 of its devices yet; it stays attached. Ask again to "
+               "wait again.")
+    out = acceld("accelerator", "detach", qat, url=served.url)
+    assert (out.returncode, out.stdout) == (1, "")
+    assert _one_error_line(out) == f"ERROR: accelerator {qat} is still attached: {pending}"
+    out = acceld("detach-instance", STUBBORN, "--accelerator", qat, url=served.url)
+    assert (out.returncode, out.stdout) == (1, "")
+    assert _one_error_line(out) == (f"ERROR: 1 of 1 accelerator(s) of instance {STUBBORN} "
+                                    f"not detached: {qat}: 409 {pending}")
+    assert served.get(f"/v1/accelerators/{qat}")["attached_to"] == {
+        "type": "instance", "id": STUBBORN}
+    assert held <= set(_aliases(served, STUBBORN))

@@ -25,6 +25,7 @@ from acceld.agent import programming
 from acceld.agent.drivers import registry
 from acceld.agent.drivers.base import DriverError
 from acceld.agent.drivers.fake import FakeDriver
+from acceld.conf.hypervisor import DEMO_INSTANCES
 from acceld.db import models as m
 from acceld.db.api import Database
 from acceld.objects import accelerators, arqs, device_profiles
@@ -34,6 +35,7 @@ from tests.stack import Stack, wait_for
 
 HOST = "host1"
 PROJECT = "proj1"
+DEMO = DEMO_INSTANCES[0].partition(":")[0]   # a guest of the default fake hypervisor
 
 
 class HostWorkFake(FakeDriver):
@@ -172,7 +174,7 @@ def test_report_stores_explanations_capabilities_and_health(make_stack):
     for dev in (gpu, fpga):
         assert _api(stack, "PUT", f"/v1/accelerators/{dev['uuid']}/state",
                     {"state": "ready"}).json["state"] == "ready"
-    instance = {"instance_uuid": str(uuidlib.uuid4())}
+    instance = {"instance_uuid": DEMO}     # a guest of the agent's fake hypervisor
     assert _api(stack, "PUT", f"/v1/accelerators/{gpu['uuid']}", instance).status_int == 200
     resp = _api(stack, "PUT", f"/v1/accelerators/{fpga['uuid']}", instance)
     assert resp.status_int == 409 and "health failed" in resp.json["errors"][0]["detail"]

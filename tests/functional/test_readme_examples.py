@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from acceld.conf.hypervisor import DEMO_INSTANCES
 from acceld.db import migration
 from acceld.db.api import Database
 from tests import helpers
@@ -31,7 +32,7 @@ from tests.integration.procs import free_port
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = os.path.dirname(sys.executable)
-INSTANCE = "0c0c0c0c-0000-4000-8000-000000000001"
+INSTANCE = DEMO_INSTANCES[0].partition(":")[0]   # a guest of the fake hypervisor
 BOUND_INSTANCE = "0c0c0c0c-0000-4000-8000-000000000002"
 
 

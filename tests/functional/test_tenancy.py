@@ -15,7 +15,9 @@ domain-scoped tokens are refused in both modes.
 * The data tests (SQLite, PostgreSQL, MariaDB) check what policy cannot: a project's
   ARQs and v1 attachments are invisible to, and cannot be moved by, another project; a
   bind by another project's token (an admin's evacuate) does not move the ARQ; v1 shows
-  instance and ARQ identifiers of a project only to it and to admins.
+  instance and ARQ identifiers of a project only to it and to admins; a v1 attach to an
+  instance takes only the caller's project's instance (Nova's compute API on loopback
+  says whose), and without Nova only an admin's.
 """
 
 from __future__ import annotations
@@ -30,14 +32,17 @@ from oslo_policy import opts as policy_opts
 
 from acceld import rpc
 from acceld.api import deploy
+from acceld.conf.hypervisor import DEMO_INSTANCES
 from acceld.db import migration
 from acceld.db.api import Database
 from tests import helpers, keystone_server
 from tests.functional import test_policy_sweep as sweep
+from tests.nova_servers import NovaServers
 from tests.stack import Stack
 
 MODES = {"legacy": False, "new": True}       # [oslo_policy] enforce_new_defaults
 HOST = "host1"
+DEMO_INSTANCE = DEMO_INSTANCES[0].partition(":")[0]   # a guest of the agent's fake hypervisor
 
 # Keystone persona -> (persona of the policy matrix, extra token): the matrix persona
 # whose roles the token carries (Keystone's implied roles included).
@@ -74,6 +79,7 @@ class Cloud:
 
     def __init__(self, stack: Stack, ks: keystone_server.KeystoneServer, mode: str) -> None:
         self.stack, self.ks, self.mode = stack, ks, mode
+        self.nova: NovaServers | None = None     # Nova's compute API, where configured
         conf = stack.conf
         conf.set_override("auth_strategy", "keystone", group="api")
         policy_opts.set_defaults(conf)
@@ -241,12 +247,41 @@ def test_another_project_neither_sees_nor_moves_a_projects_arqs(cloud: Cloud) ->
     assert allocations("admin") == []
 
 
-def test_a_v1_attachment_is_shown_and_undone_by_its_project_only(cloud: Cloud) -> None:
+@pytest.fixture(params=list(MODES))
+def nova_cloud(request, db, ks) -> Iterator[Cloud]:
+    """Every backend, both modes, with Nova's compute API (``[nova]``): it says whose an
+    instance is and where it runs."""
+    nova = NovaServers()
+    try:
+        with Stack.reported(db, hosts=(HOST,), device_count=4,
+                            nova=nova.acceld_config()) as stack:
+            cloud = Cloud(stack, ks, request.param)
+            cloud.nova = nova
+            yield cloud
+    finally:
+        nova.close()
+
+
+def _guest_aliases(cloud: Cloud, instance: str) -> list[str]:
+    (guest,) = [g for g in rpc.AgentClient(cloud.stack.transport, timeout=10).guests(HOST)
+                if g["uuid"] == instance]
+    return list(guest["aliases"])
+
+
+def test_a_v1_attachment_is_shown_and_undone_by_its_project_only(nova_cloud: Cloud) -> None:
+    cloud, nova = nova_cloud, nova_cloud.nova
+    assert nova is not None
     dev, _rp, _profile = _ready_qat(cloud)
-    instance = str(uuidlib.uuid4())
+    instance = DEMO_INSTANCE                   # project A's, on HOST (Nova says so)
+    nova.add(instance, cloud.project(keystone_server.PROJECT_A), HOST)
+    refused = cloud.call("nova_b", "PUT", f"/v1/accelerators/{dev}",
+                         {"instance_uuid": instance})
+    assert refused.status_int == 404, refused.text   # not project B's instance
+    assert refused.json["errors"][0]["code"] == "acceld.guest.not_found"
     resp = cloud.call("nova", "PUT", f"/v1/accelerators/{dev}", {"instance_uuid": instance})
     assert resp.status_int == 200, resp.text
     assert resp.json["attached_to"] == {"type": "instance", "id": instance}
+    assert len(_guest_aliases(cloud, instance)) == 4      # each handle of the QAT
 
     def attached(persona: str) -> dict[str, Any]:
         return cloud.call(persona, "GET", f"/v1/accelerators/{dev}").json["attached_to"]
@@ -260,5 +295,22 @@ def test_a_v1_attachment_is_shown_and_undone_by_its_project_only(cloud: Cloud) -
     assert refused.status_int == 403, refused.text
     assert refused.json["errors"][0]["code"] == "acceld.forbidden.other_project"
     assert attached("admin") == {"type": "instance", "id": instance}
+    assert len(_guest_aliases(cloud, instance)) == 4      # B's refusal unplugged nothing
     assert cloud.call("nova", "DELETE", f"/v1/accelerators/{dev}").status_int == 204
     assert attached("admin") is None
+    assert _guest_aliases(cloud, instance) == []
+
+
+def test_without_nova_only_an_admin_attaches_to_an_instance(cloud: Cloud) -> None:
+    """No ``[nova]``: nothing says whose an instance is, so a project's request (Nova's
+    service token with a member's) is refused and an admin's goes through."""
+    dev, _rp, _profile = _ready_qat(cloud)
+    resp = cloud.call("nova", "PUT", f"/v1/accelerators/{dev}",
+                      {"instance_uuid": DEMO_INSTANCE})
+    assert resp.status_int == 403, resp.text
+    assert "only an admin may attach to an instance" in resp.json["errors"][0]["detail"]
+    assert cloud.call("admin", "GET", f"/v1/accelerators/{dev}").json["attached_to"] is None
+    resp = cloud.call("admin", "PUT", f"/v1/accelerators/{dev}",
+                      {"instance_uuid": DEMO_INSTANCE})
+    assert resp.status_int == 200, resp.text
+    assert cloud.call("admin", "DELETE", f"/v1/accelerators/{dev}").status_int == 204

@@ -7,10 +7,13 @@ import uuid
 
 import pytest
 
+from acceld.conf.hypervisor import DEMO_INSTANCES
 from tests import helpers
 from tests.stack import Stack
 
 SERVICE = {"X-Service-Token": "x"}  # the caller's token (admin here) plus a service token
+# guests of the agent's fake hypervisor (a v1 attach needs an instance its host runs)
+DEMO_1, DEMO_2 = (entry.partition(":")[0] for entry in DEMO_INSTANCES[:2])
 
 
 @pytest.fixture
@@ -42,14 +45,14 @@ def _bound_arq(stack, rp: str, instance: str) -> tuple[str, int]:
 
 def test_a_v2_binding_shows_in_v1_and_blocks_v1_attach_and_detach(stack):
     acc, rp = _qat(stack)
-    instance = str(uuid.uuid4())
+    instance = DEMO_1
     arq, status = _bound_arq(stack, rp, instance)
     assert status == 202
     view = stack.call("GET", f"/v1/accelerators/{acc}").json
     assert view["allocations"] == [{"accelerator_request": arq, "instance_uuid": instance}]
     held = stack.call("GET", f"/v1/accelerators?instance_uuid={instance}").json
     assert [a["uuid"] for a in held["accelerator"]] == [acc]
-    resp = stack.call("PUT", f"/v1/accelerators/{acc}", {"instance_uuid": str(uuid.uuid4())})
+    resp = stack.call("PUT", f"/v1/accelerators/{acc}", {"instance_uuid": DEMO_2})
     assert resp.status_int == 409 and "accelerator requests" in resp.json["errors"][0]["detail"]
     assert stack.call("DELETE", f"/v1/accelerators/{acc}").status_int == 409
 
@@ -63,7 +66,7 @@ def test_a_v2_binding_shows_in_v1_and_blocks_v1_attach_and_detach(stack):
 def test_a_v1_attachment_blocks_v2_binds_until_detached(stack):
     acc, rp = _qat(stack)
     assert stack.call("PUT", f"/v1/accelerators/{acc}",
-                 {"instance_uuid": str(uuid.uuid4())}).status_int == 200
+                 {"instance_uuid": DEMO_1}).status_int == 200
     _arq, status = _bound_arq(stack, rp, str(uuid.uuid4()))
     assert status == 404                       # no free attach handle: BindFailed
     assert stack.call("DELETE", f"/v1/accelerators/{acc}").status_int == 204

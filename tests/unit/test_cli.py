@@ -523,6 +523,17 @@ def test_detach_instance_partial_failure_detaches_the_rest_and_exits_1(fake, cap
     assert api.accs[ACC_A]["attached_to"] is not None
 
 
+def test_a_detach_the_server_refuses_exits_1_saying_it_is_still_attached(fake, capsys):
+    url, api = fake
+    api.detach_refused.add(ACC_A)
+    assert run(url, "accelerator", "detach", ACC_A) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (f"ERROR: accelerator {ACC_A} is still attached: Accelerator "
+                            f"{ACC_A} has allocation records.\n")
+    assert api.accs[ACC_A]["attached_to"] is not None
+
+
 def test_detach_of_what_is_not_attached_exits_1(fake, capsys):
     url, api = fake
     assert run(url, "accelerator", "detach", ACC_D) == 1

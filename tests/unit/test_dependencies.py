@@ -29,12 +29,28 @@ def _imported_modules() -> set[str]:
     return names - set(sys.stdlib_module_names) - {"acceld", "__future__"}
 
 
+# Modules of optional extras (``pip install 'acceld[X]'``): imported only where that
+# feature is configured, so they need not be installed; module -> (extra, distribution).
+OPTIONAL = {"libvirt": ("libvirt", "libvirt-python")}
+
+
+def _names(requirements: list[str]) -> set[str]:
+    return {_canonical(re.match(r"[A-Za-z0-9._-]+", req).group()) for req in requirements}
+
+
+def test_each_optional_module_is_its_extra():
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    for module, (extra, dist) in OPTIONAL.items():
+        assert module in _imported_modules()
+        assert _names(extras[extra]) == {_canonical(dist)}
+
+
 def test_pyproject_declares_exactly_what_acceld_imports():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    declared = {_canonical(re.match(r"[A-Za-z0-9._-]+", req).group())
-                for req in project["dependencies"]}
+    declared = _names(project["dependencies"])
     providers = metadata.packages_distributions()
-    imported = _imported_modules()
+    imported = _imported_modules() - set(OPTIONAL)
     unknown = sorted(name for name in imported if name not in providers)
     assert not unknown, f"imported but installed by no distribution: {unknown}"
     used = {_canonical(dist) for name in imported for dist in providers[name]}

@@ -1,0 +1,184 @@
+"""v1 attach to an instance through the real conductor and agents (fake hypervisors):
+the instance must run on the accelerator's host, each attach handle goes into the guest
+under its own alias, a failure leaves nothing behind, and a detach frees the device only
+once the guest released every handle."""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import func, select
+
+from acceld import exception, rpc
+from acceld.db import models as m
+from acceld.db.api import Database
+from acceld.objects import accelerators
+from acceld.virt import devicexml, fake
+from tests.stack import Stack
+
+VM1 = "0a0a0a0a-0000-4000-8000-000000000001"      # runs on host1
+STUBBORN = "0a0a0a0a-0000-4000-8000-000000000002"  # on host1, keeps its devices
+VM2 = "0a0a0a0a-0000-4000-8000-000000000003"       # runs on host2
+PROJECT = "proj-v1"
+
+
+@pytest.fixture
+def hvs() -> dict[str, fake.FakeHypervisor]:
+    return {"host1": fake.FakeHypervisor([(VM1, "vm-1"), (STUBBORN, "stubborn")],
+                                         ignore_unplug=[STUBBORN]),
+            "host2": fake.FakeHypervisor([(VM2, "vm-2")])}
+
+
+@pytest.fixture
+def stack(db: Database, hvs: dict[str, fake.FakeHypervisor]) -> Iterator[Stack]:
+    with Stack.reported(db, hosts=("host1", "host2"),
+                        agent_collaborators=lambda host: {"hypervisor": hvs[host]}) as s:
+        s.ready_all()
+        yield s
+
+
+def _acc(stack: Stack, kind: str = "QAT", host: str = "host1") -> str:
+    (acc,) = [a for a in accelerators.list_accelerators(stack.db, host=host).items
+              if a["device_type"] == kind]
+    return str(acc["uuid"])
+
+
+def _aliases(stack: Stack, host: str, instance: str) -> list[str]:
+    guests = rpc.AgentClient(stack.transport, timeout=10).guests(host)
+    return next(list(g["aliases"]) for g in guests if g["uuid"] == instance)
+
+
+def _handles(stack: Stack, uuid: str) -> tuple[list[str], int]:
+    """(the device's handle uuids, how many are in use)."""
+    with stack.db.reader() as s:
+        dev_id = s.execute(select(m.Device.id).where(m.Device.uuid == uuid)).scalar_one()
+        of_dev = m.AttachHandle.deployable_id.in_(
+            select(m.Deployable.id).where(m.Deployable.device_id == dev_id))
+        uuids = list(s.execute(select(m.AttachHandle.uuid).where(of_dev)
+                               .order_by(m.AttachHandle.id)).scalars())
+        used = s.execute(select(func.count()).select_from(m.AttachHandle)
+                         .where(of_dev, m.AttachHandle.in_use.is_(True))).scalar_one()
+    return uuids, used
+
+
+def _attached(stack: Stack, uuid: str) -> dict[str, str] | None:
+    return accelerators.get_accelerator(stack.db, uuid)["attached_to"]
+
+
+def test_each_handle_goes_into_the_guest_under_its_own_alias_and_leaves_on_detach(
+        stack: Stack) -> None:
+    qat = _acc(stack)
+    handles, used = _handles(stack, qat)
+    assert len(handles) == 4 and used == 0
+    record = stack.conductor.attach(qat, "instance", VM1)
+    assert record["attached_to"] == {"type": "instance", "id": VM1}
+    assert _aliases(stack, "host1", VM1) == [devicexml.alias(h) for h in handles]
+    assert _handles(stack, qat)[1] == 4
+
+    stack.conductor.detach(qat)
+    assert _aliases(stack, "host1", VM1) == []
+    assert _attached(stack, qat) is None and _handles(stack, qat)[1] == 0
+
+
+def test_an_instance_no_host_runs_is_not_found_and_nothing_changes(stack: Stack) -> None:
+    qat = _acc(stack)
+    revision = accelerators.get_accelerator(stack.db, qat)["revision"]
+    resp = stack.call("PUT", f"/v1/accelerators/{qat}",
+                      {"instance_uuid": str(uuidlib.uuid4())})
+    assert resp.status_int == 404, resp.text
+    assert resp.json["errors"][0]["code"] == "acceld.guest.not_found"
+    after = accelerators.get_accelerator(stack.db, qat)
+    assert (after["attached_to"], after["revision"]) == (None, revision)
+    assert _handles(stack, qat)[1] == 0 and _aliases(stack, "host1", VM1) == []
+
+
+def test_an_instance_of_another_host_is_a_conflict_naming_both_hosts(stack: Stack) -> None:
+    qat = _acc(stack)
+    resp = stack.call("PUT", f"/v1/accelerators/{qat}", {"instance_uuid": VM2})
+    assert resp.status_int == 409, resp.text
+    detail = resp.json["errors"][0]["detail"]
+    assert f"Instance {VM2} runs on host host2" in detail and "on host host1" in detail
+    assert _attached(stack, qat) is None and _handles(stack, qat)[1] == 0
+    assert _aliases(stack, "host2", VM2) == []
+    # the accelerator of the instance's own host goes
+    other = _acc(stack, host="host2")
+    assert stack.conductor.attach(other, "instance", VM2)["attached_to"]["id"] == VM2
+    assert len(_aliases(stack, "host2", VM2)) == 4
+
+
+def test_a_hypervisor_refusal_undoes_the_claim_and_what_was_attached(
+        stack: Stack, hvs: dict[str, fake.FakeHypervisor],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    qat, hv = _acc(stack), hvs["host1"]
+    attach = hv.attach
+    calls: list[str] = []
+
+    def refuse_the_second(instance: str, device_xml: str) -> None:
+        calls.append(device_xml)
+        if len(calls) == 2:
+            raise exception.HypervisorError("internal error: no IOMMU group for the device")
+        attach(instance, device_xml)
+
+    monkeypatch.setattr(hv, "attach", refuse_the_second)
+    resp = stack.call("PUT", f"/v1/accelerators/{qat}", {"instance_uuid": VM1})
+    assert resp.status_int == 502, resp.text
+    assert "no IOMMU group for the device" in resp.json["errors"][0]["detail"]
+    assert len(calls) == 2                      # the first was attached, then taken out
+    assert _aliases(stack, "host1", VM1) == []
+    assert _attached(stack, qat) is None and _handles(stack, qat)[1] == 0
+
+
+def test_a_guest_that_keeps_its_devices_leaves_the_detach_pending(
+        stack: Stack, hvs: dict[str, fake.FakeHypervisor]) -> None:
+    qat = _acc(stack)
+    handles, _ = _handles(stack, qat)
+    stack.conductor.attach(qat, "instance", STUBBORN)
+    for _ in range(2):                          # asking again waits again
+        resp = stack.call("DELETE", f"/v1/accelerators/{qat}")
+        assert resp.status_int == 409, resp.text
+        assert resp.json["errors"][0]["detail"] == (
+            f"Detach of accelerator {qat} from instance {STUBBORN} is pending: the guest "
+            "has not released 4 of its devices yet; it stays attached. Ask again to wait "
+            "again.")
+        assert _attached(stack, qat) == {"type": "instance", "id": STUBBORN}
+        assert _handles(stack, qat)[1] == 4
+        assert _aliases(stack, "host1", STUBBORN) == [devicexml.alias(h) for h in handles]
+    hvs["host1"].set_ignores_unplug(STUBBORN, False)
+    assert stack.call("DELETE", f"/v1/accelerators/{qat}").status_int == 204
+    assert _attached(stack, qat) is None and _aliases(stack, "host1", STUBBORN) == []
+
+
+def test_the_attachment_of_a_deleted_instance_is_detached(
+        stack: Stack, hvs: dict[str, fake.FakeHypervisor]) -> None:
+    qat = _acc(stack)
+    stack.conductor.attach(qat, "instance", VM1)
+    hvs["host1"].remove_guest(VM1)              # deleted, its devices with it
+    stack.conductor.detach(qat)
+    assert _attached(stack, qat) is None and _handles(stack, qat)[1] == 0
+
+
+def test_another_projects_detach_unplugs_nothing(stack: Stack) -> None:
+    qat = _acc(stack)
+    stack.conductor.attach(qat, "instance", VM1)     # an admin's: no project's
+    with pytest.raises(exception.OtherProject):
+        stack.conductor.detach(qat, project_id=PROJECT)
+    assert len(_aliases(stack, "host1", VM1)) == 4
+    assert _attached(stack, qat) == {"type": "instance", "id": VM1}
+
+
+def test_without_nova_a_projects_attach_is_forbidden(stack: Stack) -> None:
+    qat = _acc(stack)
+    with pytest.raises(exception.Forbidden):
+        stack.conductor.attach(qat, "instance", VM1, project_id=PROJECT)
+    assert _attached(stack, qat) is None and _aliases(stack, "host1", VM1) == []
+
+
+def test_a_host_attachment_touches_no_guest(stack: Stack) -> None:
+    qat = _acc(stack)
+    assert stack.conductor.attach(qat, "host", "host1")["attached_to"] == {
+        "type": "host", "id": "host1"}
+    assert _aliases(stack, "host1", VM1) == [] and _handles(stack, qat)[1] == 4
+    stack.conductor.detach(qat)
+    assert _attached(stack, qat) is None and _handles(stack, qat)[1] == 0
