@@ -126,17 +126,19 @@ def _placeholders(url: str) -> dict[str, Callable[[], str]]:
                       if {"rc": "FPGA"} in json.loads(d["attributes_list"])]
         return rp_uuid
 
-    def arq_uuid() -> str:
+    def arq_uuid(profile: str) -> str:
         body = _get(f"{url}/v2/accelerator_requests")
         assert isinstance(body, dict)
-        (uuid,) = [a["uuid"] for a in body["arqs"] if a["device_profile_name"] == "fpga1"]
+        (uuid,) = [a["uuid"] for a in body["arqs"] if a["device_profile_name"] == profile]
         return uuid
 
     return {
         "<uuid>": lambda: accelerator("GPU")["uuid"],
         "<instance uuid>": lambda: INSTANCE,
         "<uuid of the FPGA accelerator>": lambda: accelerator("FPGA")["uuid"],
-        "<arq uuid>": arq_uuid,
+        "<arq uuid>": lambda: arq_uuid("fpga1"),
+        "<arq uuid of gpu1>": lambda: arq_uuid("gpu1"),
+        "<uuid of a guest>": lambda: INSTANCE,
         "<host>": lambda: accelerator("FPGA")["host"],
         "<rp_uuid of the FPGA deployable>": fpga_rp_uuid,
         "<any uuid>": lambda: BOUND_INSTANCE,
@@ -182,6 +184,10 @@ def test_trying_it_runs_as_written(readme_serve):
         ("ready", None)]
     assert "fpga1" in output(".venv/bin/openstack $OS accelerator device profile show")
     assert "serve" in output(".venv/bin/acceld --help")
+    assert "demo-1" in output(".venv/bin/acceld guest-list")
+    assert "Attached" in output(".venv/bin/acceld arq-attach")
+    hot = _get(f"{url}/v2/accelerator_requests/{fill['<arq uuid of gpu1>']()}/hot_plug")
+    assert isinstance(hot, dict) and (hot["state"], hot["hot_plug"]) == ("Unbound", "Initial")
     bound = json.loads(output("curl '127.0.0.1:6666/v2/accelerator_requests?instance="))
     assert [(a["uuid"], a["state"]) for a in bound["arqs"]] == [(fill["<arq uuid>"](),
                                                                  "Bound")]
