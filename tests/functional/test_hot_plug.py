@@ -12,10 +12,12 @@ from unittest import mock
 
 import pytest
 from oslo_utils import timeutils
+from sqlalchemy import select
 
 from acceld import exception, rpc
 from acceld import states as st
 from acceld.db import migration
+from acceld.db import models as m
 from acceld.db.api import Database
 from acceld.objects import arqs
 from acceld.objects import device_profiles as dps
@@ -331,9 +333,10 @@ def test_a_host_that_lived_through_a_crash_a_reboot_and_a_delete_ends_as_it_is(
         placement: PlacementServer, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Against the real Placement: the agent dies in the middle of one attach (after the
     device reached the guest), the host reboots (a new boot id; Nova's restart of a guest
-    defines it again without acceld's device) and a guest is deleted while acceld is not
-    told. When the agent starts again, the records and Placement match the host: nothing
-    lost, nothing leaked."""
+    defines it again without acceld's device; six devices do not come back, one of them
+    held) and a guest is deleted while acceld is not told. When the agent starts again,
+    the records and Placement match the host: nothing lost, nothing leaked, the vanished
+    device that a guest holds kept and reported missing."""
     host = f"cn-{uuidlib.uuid4().hex[:8]}"
     vm = {name: str(uuidlib.uuid4()) for name in ("crashed", "rebooted", "deleted")}
     compute = placement.create_compute_node(host)
@@ -357,7 +360,6 @@ def test_a_host_that_lived_through_a_crash_a_reboot_and_a_delete_ends_as_it_is(
                 "consumer_generation": None, "project_id": PROJECT, "user_id": "u",
                 "consumer_type": "INSTANCE"})
             assert resp.status_code == 204, resp.text
-        free = _free_on(stack, host)
         arq = {name: _arq(stack) for name in vm}
         stack.conductor.hot_attach(arq["rebooted"], vm["rebooted"])
         stack.conductor.hot_attach(arq["deleted"], vm["deleted"])
@@ -370,12 +372,20 @@ def test_a_host_that_lived_through_a_crash_a_reboot_and_a_delete_ends_as_it_is(
         hv.redefine(vm["rebooted"])                 # ... Nova restarts the guest without it
         hv.remove_guest(vm["deleted"])              # deleted; Nova tells acceld nothing
         assert admin.delete(f"/allocations/{vm['deleted']}").status_code == 204
+        # devices 2-7 are gone after the reboot; the crashed attach holds device 2 (the
+        # attaches took the first free device in turn: rebooted 0, deleted 1, crashed 2)
+        assert [_device_of(db, arq[n]) for n in ("rebooted", "deleted", "crashed")] == [
+            f"{host}-fake-gpu-{i}" for i in range(3)]
+        stack.set_control(device_count=2)
         agent = stack.restart_agent(host)
         agent.start()                               # recover(): the conductor reconciles
         wait_for(lambda: arqs.hot_plug_state(db, arq["deleted"]) == "Initial"
                  and arqs.hot_plug_state(db, arq["crashed"]) == st.HOT_ATTACHED
                  and _aliases_on(stack, host, vm["rebooted"]) == [
-                     devicexml.alias(arq["rebooted"])], timeout=30)
+                     devicexml.alias(arq["rebooted"])]
+                 and _health(db, f"{host}-fake-gpu-2") == "missing"
+                 and _health(db, f"{host}-fake-gpu-3") is None, timeout=30)
+        assert stack.conductor.placement.wait_idle(60)
 
         for name in ("crashed", "rebooted"):        # held, as the host holds them
             view = arqs.get(db, arq[name], project_id=None)
@@ -386,12 +396,30 @@ def test_a_host_that_lived_through_a_crash_a_reboot_and_a_delete_ends_as_it_is(
         gone = arqs.get(db, arq["deleted"], project_id=None)
         assert gone["state"] == st.ARQ_UNBOUND and gone["instance_uuid"] is None
         assert admin.get(f"/allocations/{vm['deleted']}").json()["allocations"] == {}
-        assert _free_on(stack, host) == free - 2
+        assert _free_on(stack, host) == 1      # device 1, the deleted guest's
         devices = [row["rp_uuid"] for row in placement_objects.host_inputs(db, host).rows]
+        tree = admin.get(f"/resource_providers?in_tree={compute}").json()
+        assert sorted(rp["uuid"] for rp in tree["resource_providers"]
+                      if rp["uuid"] != compute) == sorted(devices) and len(devices) == 3
         assert sum(admin.get(f"/resource_providers/{rp}/usages").json()["usages"]
                    .get("PGPU", 0) for rp in devices) == 2
     finally:
         stack.stop()
+
+
+def _device_of(db: Database, arq: str) -> str:
+    rp = arqs.get(db, arq, project_id=None)["device_rp_uuid"]
+    with db.reader() as s:
+        return str(s.execute(select(m.Device.name).join(m.Deployable,
+                                                        m.Deployable.device_id == m.Device.id)
+                             .where(m.Deployable.rp_uuid == rp)).scalar_one())
+
+
+def _health(db: Database, device: str) -> str | None:
+    """The device's health as acceld keeps it (``missing``: vanished while held); None
+    once it is deleted."""
+    with db.reader() as s:
+        return s.execute(select(m.Device.health).where(m.Device.name == device)).scalar()
 
 
 def _free_on(stack: Stack, host: str) -> int:
