@@ -172,13 +172,7 @@ class Binder:
     # -- Nova notification --------------------------------------------------------------
     def _states(self, uuids: list[str]) -> dict[str, str | None]:
         """Each ARQ's state now; None for one that is gone (deleted)."""
-        states: dict[str, str | None] = {}
-        for uuid in uuids:
-            try:
-                states[uuid] = arqs.get(self._db, uuid, project_id=None)["state"]
-            except exception.ARQNotFound:
-                states[uuid] = None
-        return states
+        return arqs.states_of(self._db, uuids)
 
     def _expect(self, by_instance: dict[str, list[str]],
                 ) -> dict[str, tuple[float, list[str]]]:

@@ -400,6 +400,16 @@ _HOT_PLUGGED = (select(_arq.c.uuid, _arq.c.substate, _arq.c.hostname, _arq.c.ins
                 .order_by(_arq.c.hostname, _arq.c.id))
 
 
+_STATES = select(_arq.c.uuid, _arq.c.state).where(
+    _arq.c.uuid.in_(bindparam("uuids", expanding=True)))
+
+
+def states_of(db: Database, uuids: Collection[str]) -> dict[str, str | None]:
+    """Each ARQ's state now, in one statement; None for one that is gone (deleted)."""
+    found = {r.uuid: r.state for r in _read(db, _STATES, {"uuids": sorted(set(uuids))})}
+    return {uuid: found.get(uuid) for uuid in uuids}
+
+
 def hot_plugged(db: Database) -> list[dict[str, Any]]:
     """Every Bound ARQ attached live (or being attached or detached): uuid, substate,
     hostname, instance_uuid, updated_at (naive UTC); by host."""
