@@ -5,6 +5,7 @@ host runs, and a failed attach leaves nothing behind."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid as uuidlib
 from collections.abc import Iterator
 from typing import Any
@@ -142,28 +143,51 @@ def placement() -> Iterator[PlacementServer]:
         yield server
 
 
-def test_the_device_joins_and_leaves_the_instances_placement_allocations(
-        placement: PlacementServer, tmp_path: Any) -> None:
-    """Against the real Placement: the device's class is added to the allocations Nova
-    made for the instance (consumer generation respected) and taken back on detach."""
-    host, instance = f"cn-{uuidlib.uuid4().hex[:8]}", str(uuidlib.uuid4())
+@contextlib.contextmanager
+def _synced(placement: PlacementServer, tmp_path: Any, guests: dict[str, str],
+            **stack_options: Any
+            ) -> Iterator[tuple[Stack, str, str, fake.FakeHypervisor]]:
+    """A new host (its compute node made in Placement) whose agent's fake hypervisor runs
+    ``guests`` (uuid -> name), devices reported, readied and synced; (stack, host,
+    compute node uuid, hypervisor). ``stack_options``: more of :class:`Stack`'s, the
+    agent's collaborators as ``agent_collaborators``."""
+    host = f"cn-{uuidlib.uuid4().hex[:8]}"
     compute = placement.create_compute_node(host)
     db = Database(f"sqlite:///{tmp_path / 'acceld.sqlite'}")
     migration.upgrade(db)
-    hv = fake.FakeHypervisor([(instance, "vm-1")])
-    stack = Stack(db, hosts=(host,), agent_collaborators={"hypervisor": hv},
-                  placement=dict(placement.acceld_config(), sync_interval=3600.0))
-    admin = placement.admin_session()
+    hv = fake.FakeHypervisor(list(guests.items()))
+    collaborators = {"hypervisor": hv, **stack_options.pop("agent_collaborators", {})}
+    stack = Stack(db, hosts=(host,), agent_collaborators=collaborators,
+                  placement=dict(placement.acceld_config(), sync_interval=3600.0,
+                                 status_code_retry_delay=0.01, connect_retry_delay=0.01),
+                  **stack_options)
     try:
         stack.report_all()
         stack.ready_all()
         assert stack.conductor.placement is not None
         assert stack.conductor.placement.wait_idle(60)
-        nova_made = {"allocations": {compute: {"resources": {"VCPU": 2}}},
-                     "consumer_generation": None, "project_id": PROJECT, "user_id": "u1",
-                     "consumer_type": "INSTANCE"}
-        resp = admin.put(f"/allocations/{instance}", json=nova_made)
-        assert resp.status_code == 204, resp.text
+        yield stack, host, compute, hv
+    finally:
+        stack.stop()
+
+
+def _nova_made(placement: PlacementServer, instance: str, compute: str, vcpus: int) -> None:
+    """The allocations Nova makes for an instance at boot."""
+    resp = placement.admin_session().put(f"/allocations/{instance}", json={
+        "allocations": {compute: {"resources": {"VCPU": vcpus}}},
+        "consumer_generation": None, "project_id": PROJECT, "user_id": "u1",
+        "consumer_type": "INSTANCE"})
+    assert resp.status_code == 204, resp.text
+
+
+def test_the_device_joins_and_leaves_the_instances_placement_allocations(
+        placement: PlacementServer, tmp_path: Any) -> None:
+    """Against the real Placement: the device's class is added to the allocations Nova
+    made for the instance (consumer generation respected) and taken back on detach."""
+    instance = str(uuidlib.uuid4())
+    admin = placement.admin_session()
+    with _synced(placement, tmp_path, {instance: "vm-1"}) as (stack, _host, compute, _hv):
+        _nova_made(placement, instance, compute, vcpus=2)
         uuid = _arq(stack)
         view = stack.conductor.hot_attach(uuid, instance)
         allocs = admin.get(f"/allocations/{instance}").json()
@@ -176,8 +200,6 @@ def test_the_device_joins_and_leaves_the_instances_placement_allocations(
         allocs = admin.get(f"/allocations/{instance}").json()
         assert allocs["allocations"] == {
             compute: {"resources": {"VCPU": 2}, "generation": mock.ANY}}
-    finally:
-        stack.stop()
 
 
 def test_reconcile_attaches_again_what_a_redefined_guest_lost(
@@ -302,19 +324,9 @@ def test_an_attach_nobody_saw_end_is_settled_from_the_guest_after_the_grace(
 
 def test_placement_down_is_a_503_and_nothing_changes(placement: PlacementServer,
                                                     tmp_path: Any) -> None:
-    host, instance = f"cn-{uuidlib.uuid4().hex[:8]}", str(uuidlib.uuid4())
-    placement.create_compute_node(host)
-    db = Database(f"sqlite:///{tmp_path / 'acceld.sqlite'}")
-    migration.upgrade(db)
-    stack = Stack(db, hosts=(host,),
-                  agent_collaborators={"hypervisor": fake.FakeHypervisor([(instance, "vm")])},
-                  placement=dict(placement.acceld_config(), sync_interval=3600.0,
-                                 status_code_retry_delay=0.01, connect_retry_delay=0.01))
-    try:
-        stack.report_all()
-        stack.ready_all()
-        assert stack.conductor.placement is not None
-        assert stack.conductor.placement.wait_idle(60)
+    instance = str(uuidlib.uuid4())
+    with _synced(placement, tmp_path, {instance: "vm"}) as (stack, host, _compute, _hv):
+        db = stack.db
         uuid, free = _arq(stack), _free_on(stack, host)
         placement.set_down(True)
         try:
@@ -325,8 +337,6 @@ def test_placement_down_is_a_503_and_nothing_changes(placement: PlacementServer,
         assert arqs.get(db, uuid, project_id=None)["state"] == st.ARQ_INITIAL
         assert arqs.hot_plug_state(db, uuid) == st.ARQ_INITIAL
         assert _free_on(stack, host) == free and _aliases_on(stack, host, instance) == []
-    finally:
-        stack.stop()
 
 
 def test_a_host_that_lived_through_a_crash_a_reboot_and_a_delete_ends_as_it_is(
@@ -337,29 +347,16 @@ def test_a_host_that_lived_through_a_crash_a_reboot_and_a_delete_ends_as_it_is(
     held) and a guest is deleted while acceld is not told. When the agent starts again,
     the records and Placement match the host: nothing lost, nothing leaked, the vanished
     device that a guest holds kept and reported missing."""
-    host = f"cn-{uuidlib.uuid4().hex[:8]}"
     vm = {name: str(uuidlib.uuid4()) for name in ("crashed", "rebooted", "deleted")}
-    compute = placement.create_compute_node(host)
-    db = Database(f"sqlite:///{tmp_path / 'acceld.sqlite'}")
-    migration.upgrade(db)
-    hv = fake.FakeHypervisor([(uuid, name) for name, uuid in vm.items()])
     boot = {"id": "boot-1"}
-    stack = Stack(db, hosts=(host,), device_count=8,
-                  agent_collaborators={"hypervisor": hv, "boot_id": lambda: boot["id"]},
-                  fake_driver={"device_types": ["GPU"]},
-                  placement=dict(placement.acceld_config(), sync_interval=3600.0))
     admin = placement.admin_session()
-    try:
-        stack.report_all()
-        stack.ready_all()
-        assert stack.conductor.placement is not None
-        assert stack.conductor.placement.wait_idle(60)
-        for uuid in vm.values():                    # what Nova made at boot
-            resp = admin.put(f"/allocations/{uuid}", json={
-                "allocations": {compute: {"resources": {"VCPU": 1}}},
-                "consumer_generation": None, "project_id": PROJECT, "user_id": "u",
-                "consumer_type": "INSTANCE"})
-            assert resp.status_code == 204, resp.text
+    with _synced(placement, tmp_path, {uuid: name for name, uuid in vm.items()},
+                 device_count=8, fake_driver={"device_types": ["GPU"]},
+                 agent_collaborators={"boot_id": lambda: boot["id"]}) as (
+                     stack, host, compute, hv):
+        db = stack.db
+        for uuid in vm.values():
+            _nova_made(placement, uuid, compute, vcpus=1)
         arq = {name: _arq(stack) for name in vm}
         stack.conductor.hot_attach(arq["rebooted"], vm["rebooted"])
         stack.conductor.hot_attach(arq["deleted"], vm["deleted"])
@@ -407,8 +404,6 @@ def test_a_host_that_lived_through_a_crash_a_reboot_and_a_delete_ends_as_it_is(
         wait_for(lambda: children() == sorted(devices), timeout=30)   # the sync follows
         assert sum(admin.get(f"/resource_providers/{rp}/usages").json()["usages"]
                    .get("PGPU", 0) for rp in devices) == 2
-    finally:
-        stack.stop()
 
 
 def _device_of(db: Database, arq: str) -> str:

@@ -37,7 +37,7 @@ from acceld.db import migration
 from acceld.db.api import Database
 from tests import helpers, keystone_server
 from tests.functional import test_policy_sweep as sweep
-from tests.nova_servers import NovaServers
+from tests.nova_events import Receiver
 from tests.stack import Stack
 
 MODES = {"legacy": False, "new": True}       # [oslo_policy] enforce_new_defaults
@@ -79,7 +79,7 @@ class Cloud:
 
     def __init__(self, stack: Stack, ks: keystone_server.KeystoneServer, mode: str) -> None:
         self.stack, self.ks, self.mode = stack, ks, mode
-        self.nova: NovaServers | None = None     # Nova's compute API, where configured
+        self.nova: Receiver | None = None     # Nova's compute API, where configured
         conf = stack.conf
         conf.set_override("auth_strategy", "keystone", group="api")
         policy_opts.set_defaults(conf)
@@ -251,7 +251,7 @@ def test_another_project_neither_sees_nor_moves_a_projects_arqs(cloud: Cloud) ->
 def nova_cloud(request, db, ks) -> Iterator[Cloud]:
     """Every backend, both modes, with Nova's compute API (``[nova]``): it says whose an
     instance is and where it runs."""
-    nova = NovaServers()
+    nova = Receiver()
     try:
         with Stack.reported(db, hosts=(HOST,), device_count=4,
                             nova=nova.acceld_config()) as stack:
