@@ -165,6 +165,20 @@ class _StuckWork:
         self.released.append(handle["uuid"])
 
 
+def _bind_in_thread(binder: Binder, patch: dict[str, dict[str, str]],
+                    errors: list[BaseException]) -> threading.Thread:
+    """``binder.bind(patch)`` on a thread of its own (started); its error into ``errors``."""
+    def bind() -> None:
+        try:
+            binder.bind(patch, PROJECT)
+        except BaseException as exc:  # noqa: BLE001 - reported to the test
+            errors.append(exc)
+
+    thread = threading.Thread(target=bind, daemon=True)
+    thread.start()
+    return thread
+
+
 def test_bind_timeout_sends_failed(db: Database, receiver: Receiver) -> None:
     conf = helpers.make_conf(nova=_nova_conf(receiver.url))
     work = _StuckWork()
@@ -175,14 +189,7 @@ def test_bind_timeout_sends_failed(db: Database, receiver: Receiver) -> None:
     instance = str(uuidlib.uuid4())
     errors: list[BaseException] = []
 
-    def bind() -> None:
-        try:
-            binder.bind(_patch([uuid], rp_uuid, instance), PROJECT)
-        except BaseException as exc:  # noqa: BLE001 - reported to the test
-            errors.append(exc)
-
-    thread = threading.Thread(target=bind, daemon=True)
-    thread.start()
+    thread = _bind_in_thread(binder, _patch([uuid], rp_uuid, instance), errors)
     try:
         # the watch starts once the claim has committed: the prepare is what is stuck
         wait_for(lambda: arqs.get(db, uuid, project_id=None)["state"] == "BindStarted")
@@ -222,14 +229,7 @@ def test_bind_timeout_before_the_claim_commits_fails_the_arq(
 
     monkeypatch.setattr(binding.arqs, "bind", slow_claim)
 
-    def bind() -> None:
-        try:
-            binder.bind(_patch([uuid], rp_uuid, instance), PROJECT)
-        except BaseException as exc:  # noqa: BLE001 - reported to the test
-            errors.append(exc)
-
-    thread = threading.Thread(target=bind, daemon=True)
-    thread.start()
+    thread = _bind_in_thread(binder, _patch([uuid], rp_uuid, instance), errors)
     try:
         wait_for(lambda: binder.expire_overdue() == [instance])
         assert arqs.get(db, uuid, project_id=None)["state"] == "BindFailed"
