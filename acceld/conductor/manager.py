@@ -122,7 +122,7 @@ class ConductorManager:
                 if time.monotonic() - last_redrive >= self._conf.conductor.periodic_interval:
                     last_redrive = time.monotonic()
                     self.redrive_operations()
-                    self._hot.reconcile()
+                    self.reconcile_hot_plug()
                 if self.placement is not None and \
                         time.monotonic() - last_sync >= self._conf.placement.sync_interval:
                     last_sync = time.monotonic()
@@ -393,13 +393,41 @@ class ConductorManager:
         return {"guests": found, "unreachable": unreachable}
 
     def reconcile_hot_plug(self) -> dict[str, list[str]]:
-        """Hot-plugged ARQs against their hosts' guests (also run by the periodic task)."""
-        return self._hot.reconcile()
+        """Hot-plugged ARQs and v1 instance attachments against their hosts' guests (also
+        run by the periodic task)."""
+        return {**self._hot.reconcile(), "v1_detached": self._reconcile_v1(None)}
 
     def agent_restarted(self, host: str) -> dict[str, list[str]]:
         """An agent started: its host's hot-plugged ARQs are compared with its guests now,
         and an attach it was running when it stopped is settled without waiting."""
-        return self._hot.reconcile(host, agent_restarted=True)
+        return {**self._hot.reconcile(host, agent_restarted=True),
+                "v1_detached": self._reconcile_v1(host)}
+
+    def _reconcile_v1(self, host: str | None) -> list[str]:
+        """v1 attachments to instances that their host no longer runs (deleted, moved)
+        are detached in the records: no guest holds the device any more."""
+        by_host: dict[str, list[dict[str, str]]] = {}
+        for att in accelerators.instance_attachments(self._db, host):
+            by_host.setdefault(att["host"], []).append(att)
+        detached = []
+        for where, held in by_host.items():
+            try:
+                running = {g["uuid"] for g in self._agents.guests(where)}
+            except exception.AccelDError as exc:
+                LOG.warning("v1 attachment reconcile skips %s: %s", where, exc)
+                continue
+            for att in held:
+                if att["instance"] in running:
+                    continue
+                LOG.warning("instance %s of accelerator %s is gone from %s: detaching",
+                            att["instance"], att["uuid"], where)
+                try:
+                    accelerators.detach(self._db, att["uuid"])
+                except exception.AccelDError as exc:
+                    LOG.warning("could not detach accelerator %s: %s", att["uuid"], exc)
+                    continue
+                detached.append(att["uuid"])
+        return detached
 
     def discover(self, host: str | None) -> list[str]:
         hosts = [host] if host else services.agent_hosts(self._db)

@@ -276,6 +276,17 @@ def attach(db: Database, uuid: str, attach_type: str, target: str,
         return _with_allocations(s, [dev], project_id)[0]
 
 
+def instance_attachments(db: Database, host: str | None = None) -> list[dict[str, str]]:
+    """The v1 attachments to instances (of ``host``, or all): {uuid, host, instance}."""
+    q = select(m.Device.uuid, m.Device.hostname, m.Device.attached_to).where(
+        m.Device.attach_type == "instance", m.Device.hostname.is_not(None))
+    if host is not None:
+        q = q.where(m.Device.hostname == host)
+    with db.reader() as s:
+        return [{"uuid": r.uuid, "host": r.hostname, "instance": r.attached_to}
+                for r in s.execute(q.order_by(m.Device.id))]
+
+
 def guest_handles(db: Database, uuid: str) -> list[dict[str, Any]]:
     """The device's attach handles a hypervisor attaches to a guest: {uuid, type, info}."""
     with db.reader() as s:

@@ -30,7 +30,8 @@ from tests.stack import Stack, wait_for
 DEMO = "de300001-0000-4000-8000-000000000001"
 STUBBORN = "de300001-0000-4000-8000-000000000002"
 PROJECT = "proj-hot"
-NOTHING_DONE = {"reattached": [], "released": [], "detached": [], "adopted": []}
+NOTHING_DONE = {"reattached": [], "released": [], "detached": [], "adopted": [],
+                "v1_detached": []}
 
 
 @pytest.fixture

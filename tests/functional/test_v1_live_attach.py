@@ -159,6 +159,20 @@ def test_the_attachment_of_a_deleted_instance_is_detached(
     assert _attached(stack, qat) is None and _handles(stack, qat)[1] == 0
 
 
+def test_the_reconcile_detaches_what_a_deleted_instance_held(
+        stack: Stack, hvs: dict[str, fake.FakeHypervisor]) -> None:
+    """Nova tells acceld nothing when an instance goes: the periodic reconcile (and an
+    agent's start) finds the guest gone and frees the device; a live one is untouched."""
+    gone, kept = _acc(stack), _acc(stack, "GPU")
+    stack.conductor.attach(gone, "instance", VM1)
+    stack.conductor.attach(kept, "instance", STUBBORN)
+    hvs["host1"].remove_guest(VM1)
+    assert stack.conductor.reconcile_hot_plug()["v1_detached"] == [gone]
+    assert _attached(stack, gone) is None and _handles(stack, gone)[1] == 0
+    assert _attached(stack, kept) == {"type": "instance", "id": STUBBORN}
+    assert stack.conductor.reconcile_hot_plug()["v1_detached"] == []
+
+
 def test_another_projects_detach_unplugs_nothing(stack: Stack) -> None:
     qat = _acc(stack)
     stack.conductor.attach(qat, "instance", VM1)     # an admin's: no project's
