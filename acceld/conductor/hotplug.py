@@ -253,7 +253,11 @@ class HotPlug:
                                        expect={st.HOT_ATTACHED, st.HOT_DETACHING}):
             raise exception.ARQBadState(f"ARQ {uuid} is not attached to a running "
                                         "instance by acceld (or is being attached).")
-        outcome = self._agents.detach_from_guest(arq["hostname"], arq["instance_uuid"], uuid)
+        try:
+            outcome = self._agents.detach_from_guest(arq["hostname"], arq["instance_uuid"],
+                                                     uuid)
+        except exception.GuestNotFound:
+            outcome = "absent"              # the guest is gone, and the device with it
         if outcome == "pending":
             LOG.info("instance %s has not released ARQ %s's device yet", arq["instance_uuid"],
                      uuid)

@@ -117,6 +117,16 @@ def test_a_failed_attach_undoes_the_bind(stack: Stack, hv: fake.FakeHypervisor,
     assert arqs.hot_plug_state(stack.db, uuid) == st.ARQ_INITIAL and _free(stack) == free
 
 
+def test_the_detach_of_a_deleted_guests_device_releases_it(
+        stack: Stack, hv: fake.FakeHypervisor) -> None:
+    uuid, free = _arq(stack), _free(stack)
+    stack.conductor.hot_attach(uuid, DEMO)
+    hv.remove_guest(DEMO)
+    view = stack.conductor.hot_detach(uuid)
+    assert view["state"] == st.ARQ_UNBOUND and view["hot_plug"] == st.ARQ_INITIAL
+    assert _free(stack) == free
+
+
 def test_only_an_initial_or_unbound_arq_is_attached(stack: Stack) -> None:
     uuid = _arq(stack)
     stack.conductor.hot_attach(uuid, DEMO)
