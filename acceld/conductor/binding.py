@@ -382,12 +382,16 @@ class Binder:
         if instance:
             self._notify_if_resolved(instance)
 
-    def unbind(self, uuids: list[str], project_id: str | None) -> None:
+    def unbind(self, uuids: list[str], project_id: str | None,
+               hot_plugged: bool = False) -> None:
+        """``hot_plugged``: the detach of a hot plug (conductor/hotplug.py), which alone
+        unbinds an ARQ attached live."""
         errors: list[exception.AccelDError] = []
         for uuid in uuids:
             try:
                 for freed in arqs.unbind(self._db, uuid, project_id=project_id,
-                                         needs_host_work=self._host_needs):
+                                         needs_host_work=self._host_needs,
+                                         hot_plugged=hot_plugged):
                     self._release(freed)
             except exception.AccelDError as exc:
                 errors.append(exc)

@@ -142,7 +142,7 @@ class HotPlug:
             self._binder.bind_live(uuid, {"hostname": host, "device_rp_uuid": rp_uuid,
                                           "instance_uuid": instance,
                                           "project_id": arq["project_id"]}, project_id)
-            undo.append(lambda: self._binder.unbind([uuid], project_id))
+            undo.append(lambda: self._binder.unbind([uuid], project_id, hot_plugged=True))
             bound = arqs.get(self._db, uuid, project_id=project_id)
             try:
                 self._agents.attach_to_guest(host, instance, uuid,
@@ -345,7 +345,7 @@ class HotPlug:
         """Unbinds a hot-plugged ARQ whose device no guest holds, and takes back its
         allocation (gone already when Nova deleted the instance's)."""
         arq = arqs.get(self._db, uuid, project_id=None)
-        self._binder.unbind([uuid], None)
+        self._binder.unbind([uuid], None, hot_plugged=True)
         self._allocate(arq["instance_uuid"], arq["device_rp_uuid"], None, arq["project_id"],
                        -1)
 

@@ -234,7 +234,7 @@ _TAKE_AND_BEGIN = _scoped(
 # that the ARQ still is as read (its state, its handle); the handle is freed by the same
 # statement.
 _HOLDING = _scoped(
-    select(_arq.c.id.label("arq_id"), _arq.c.state, _arq.c.hostname,
+    select(_arq.c.id.label("arq_id"), _arq.c.state, _arq.c.substate, _arq.c.hostname,
            _arq.c.attach_handle_id, _ah.c.uuid, _ah.c.attach_type, _ah.c.attach_info,
            *hostwork.TARGET_COLUMNS)
     .select_from(_arq.outerjoin(hostwork.HANDLES_WITH_TARGET,
@@ -260,7 +260,7 @@ _UNBIND_AND_FREE = (update(_arq)
 _UNBIND_TRIES = 20
 
 # Locking reads of the rows whose handles are taken away (in id order: no lock cycles).
-_LOCKED = select(_arq.c.id, _arq.c.uuid, _arq.c.state, _arq.c.hostname,
+_LOCKED = select(_arq.c.id, _arq.c.uuid, _arq.c.state, _arq.c.substate, _arq.c.hostname,
                  _arq.c.instance_uuid, _arq.c.attach_handle_id) \
     .order_by(_arq.c.id).with_for_update()
 _LOCK_ONE = _scoped(_LOCKED.where(_arq.c.uuid == bindparam("arq_uuid")))
@@ -794,10 +794,12 @@ class _HostWorkAhead(Exception):
 
 @_retry_on_deadlock
 def unbind(db: Database, uuid: str, *, project_id: str | None,
-           needs_host_work: HostWorkQuestion | None = None,
+           needs_host_work: HostWorkQuestion | None = None, hot_plugged: bool = False,
            ) -> list[dict[str, Any]]:
-    """-> Unbound, freeing its handle (idempotent); the freed ones needing ``needs_host_work``."""
-    return _unbind(db, uuid, project_id, needs_host_work, refuse_host_work=False)
+    """-> Unbound, freeing its handle (idempotent); the freed ones needing ``needs_host_work``.
+    An ARQ attached live (hot plug) is refused unless ``hot_plugged`` (its detach)."""
+    return _unbind(db, uuid, project_id, needs_host_work, refuse_host_work=False,
+                   hot_plugged=hot_plugged)
 
 
 @_retry_on_deadlock
@@ -813,7 +815,7 @@ def unbind_unless_host_work(db: Database, uuid: str, *, project_id: str | None,
 
 def _unbind(db: Database, uuid: str, project_id: str | None,
             needs_host_work: HostWorkQuestion | None,
-            refuse_host_work: bool) -> list[dict[str, Any]]:
+            refuse_host_work: bool, hot_plugged: bool = False) -> list[dict[str, Any]]:
     """The unbind: on MySQL and MariaDB the ARQ and its handle are read (no lock), then one
     UPDATE, committing by itself, moves the ARQ to Unbound and frees the handle if the ARQ
     is still as read (else it is read again); elsewhere one transaction that locks it."""
@@ -828,7 +830,7 @@ def _unbind(db: Database, uuid: str, project_id: str | None,
     if not db.updates_tables_together:
         with db.write_rows() as conn:
             arq = _run(conn, _LOCK_ONE, project_id, arq_uuid=uuid).first()
-            if not _unbindable(arq, uuid):
+            if not _unbindable(arq, uuid, hot_plugged):
                 return []
             freed = needing_work(conn, _free_handles(conn, [arq]))
             conn.execute(_UNBIND, {"arq_id": arq.id, "now": m.utcnow()})
@@ -836,7 +838,7 @@ def _unbind(db: Database, uuid: str, project_id: str | None,
     for _ in range(_UNBIND_TRIES):
         rows = _read(db, _HOLDING[project_id is not None], _params(project_id, arq_uuid=uuid))
         arq = rows[0] if rows else None
-        if not _unbindable(arq, uuid):
+        if not _unbindable(arq, uuid, hot_plugged):
             return []
         params = {"arq_id": arq.arq_id, "seen_state": arq.state, "now": m.utcnow()}
         if arq.attach_handle_id is None:
@@ -852,15 +854,27 @@ def _unbind(db: Database, uuid: str, project_id: str | None,
                              "unbind it; try again.")
 
 
-def _unbindable(arq: Any, uuid: str) -> bool:
-    """Whether ``arq`` is to be unbound (not Unbound yet); NotFound or ARQBadState."""
+def _unbindable(arq: Any, uuid: str, hot_plugged: bool) -> bool:
+    """Whether ``arq`` is to be unbound (not Unbound yet); NotFound or ARQBadState (also
+    for one attached live, unless ``hot_plugged``: its detach)."""
     if arq is None:
         raise _not_found(uuid)
     if arq.state == st.ARQ_UNBOUND:
         return False
+    if not hot_plugged:
+        _refuse_hot_plugged(uuid, arq.substate)
     if not st.arq_can_transition(arq.state, st.ARQ_UNBOUND):
         raise _state_error(uuid, arq.state, st.ARQ_UNBOUND)
     return True
+
+
+def _refuse_hot_plugged(uuid: str, substate: str) -> None:
+    """Nothing is pulled from under a running guest: an ARQ whose device acceld attached
+    live is unbound or deleted only by its detach (or with its instance)."""
+    if substate in st.HOT_PLUGGED:
+        raise exception.ARQBadState(
+            f"ARQ {uuid} is attached live to its instance (hot plug: {substate}); detach "
+            f"it first (DELETE /v2/accelerator_requests/{uuid}/hot_plug).")
 
 
 def _delete_locked(conn: Connection, arqs: list[Row[Any]]) -> list[dict[str, Any]]:
@@ -887,6 +901,8 @@ def delete_by_uuids(db: Database, uuids: list[str], *, project_id: str | None,
         for uuid in uuids:
             if uuid not in found:
                 raise _not_found(uuid)
+        for arq in arqs:
+            _refuse_hot_plugged(arq.uuid, arq.substate)
         bound = [a.uuid for a in arqs if a.instance_uuid]
         if bound and not service:
             raise exception.Forbidden(f"Deleting ARQ {bound[0]}, which belongs to an "

@@ -439,3 +439,32 @@ def _free_on(stack: Stack, host: str) -> int:
 def _aliases_on(stack: Stack, host: str, instance: str) -> list[str]:
     guests = rpc.AgentClient(stack.transport, timeout=10).guests(host)
     return next(g["aliases"] for g in guests if g["uuid"] == instance)
+
+
+SERVICE = {"X-Auth-Token": "nova-user:proj-hot", "X-Service-Token": "nova"}
+
+
+def test_an_arq_attached_live_is_not_unbound_or_deleted_from_under_its_guest(
+        stack: Stack) -> None:
+    uuid = _arq(stack)
+    stack.conductor.hot_attach(uuid, DEMO)
+    unbind = stack.call("PATCH", "/v2/accelerator_requests",
+                        {uuid: [{"op": "remove", "path": "/hostname"}]}, headers=SERVICE)
+    delete = stack.call("DELETE", f"/v2/accelerator_requests/{uuid}", headers=SERVICE)
+    for resp in (unbind, delete):
+        assert resp.status_int == 409 and "detach it first" in resp.text, resp.text
+    assert arqs.get(stack.db, uuid, project_id=None)["state"] == st.ARQ_BOUND
+    assert _aliases(stack, DEMO) == [devicexml.alias(uuid)]
+    stack.conductor.hot_detach(uuid)                # the detach, then the delete
+    assert stack.call("DELETE", f"/v2/accelerator_requests/{uuid}",
+                      headers=SERVICE).status_int == 204
+
+
+def test_novas_delete_of_the_instance_takes_its_hot_plugged_arqs(stack: Stack) -> None:
+    uuid, free = _arq(stack), _free(stack)
+    stack.conductor.hot_attach(uuid, DEMO)
+    resp = stack.call("DELETE", f"/v2/accelerator_requests?instance={DEMO}", headers=SERVICE)
+    assert resp.status_int == 204, resp.text
+    with pytest.raises(exception.ARQNotFound):
+        arqs.get(stack.db, uuid, project_id=None)
+    assert _free(stack) == free
