@@ -321,9 +321,21 @@ class ConductorManager:
         done: list[str] = []
         try:
             for handle in accelerators.guest_handles(self._db, uuid):
-                self._agents.attach_to_guest(host, instance, handle["uuid"], handle["type"],
-                                             handle["info"], handle["uuid"])
+                try:
+                    self._agents.attach_to_guest(host, instance, handle["uuid"],
+                                                 handle["type"], handle["info"],
+                                                 handle["uuid"])
+                except exception.Unavailable as exc:
+                    # the guest may hold devices now: the records stay as asked, and the
+                    # reconcile attaches what the guest lacks once the agent answers
+                    raise exception.Unavailable(
+                        f"the agent of {host} did not answer the attach of accelerator "
+                        f"{uuid} to instance {instance} ({exc}); it stays attached, and "
+                        "acceld attaches the devices the guest lacks when the agent "
+                        "answers again.") from exc
                 done.append(handle["uuid"])
+        except exception.Unavailable:
+            raise
         except Exception:
             for handle_uuid in reversed(done):
                 hotplug.best_effort(
@@ -362,6 +374,20 @@ class ConductorManager:
                 f"Detach of accelerator {uuid} from instance {instance} is pending: the "
                 f"guest has not released {len(pending)} of its devices yet; it stays "
                 "attached. Ask again to wait again.")
+
+    def _reattach_v1(self, att: dict[str, str], guest: dict[str, Any]) -> None:
+        """Attaches again the device's handles that the guest lacks."""
+        for handle in accelerators.guest_handles(self._db, att["uuid"]):
+            if handle["uuid"] in guest["arqs"]:     # the UUIDs its acceld aliases name
+                continue
+            try:
+                self._agents.attach_to_guest(att["host"], att["instance"], handle["uuid"],
+                                             handle["type"], handle["info"], handle["uuid"])
+                LOG.info("handle %s of accelerator %s attached again to instance %s",
+                         handle["uuid"], att["uuid"], att["instance"])
+            except exception.AccelDError as exc:
+                LOG.warning("could not attach handle %s of accelerator %s again: %s",
+                            handle["uuid"], att["uuid"], exc)
 
     def _host_attachment(self, record: dict[str, Any], attach: bool) -> None:
         identity = accelerators.identity_of(self._db, record["uuid"])
@@ -405,19 +431,23 @@ class ConductorManager:
 
     def _reconcile_v1(self, host: str | None) -> list[str]:
         """v1 attachments to instances that their host no longer runs (deleted, moved)
-        are detached in the records: no guest holds the device any more."""
+        are detached in the records: no guest holds the device any more. A running guest
+        that lacks some of the device's handles (defined again by Nova, or an attach whose
+        agent did not answer) gets them attached again. Returns the detached ones."""
         by_host: dict[str, list[dict[str, str]]] = {}
         for att in accelerators.instance_attachments(self._db, host):
             by_host.setdefault(att["host"], []).append(att)
         detached = []
         for where, held in by_host.items():
             try:
-                running = {g["uuid"] for g in self._agents.guests(where)}
+                running = {g["uuid"]: g for g in self._agents.guests(where)}
             except exception.AccelDError as exc:
                 LOG.warning("v1 attachment reconcile skips %s: %s", where, exc)
                 continue
             for att in held:
-                if att["instance"] in running:
+                guest = running.get(att["instance"])
+                if guest is not None:
+                    self._reattach_v1(att, guest)
                     continue
                 LOG.warning("instance %s of accelerator %s is gone from %s: detaching",
                             att["instance"], att["uuid"], where)

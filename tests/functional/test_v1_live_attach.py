@@ -196,3 +196,33 @@ def test_a_host_attachment_touches_no_guest(stack: Stack) -> None:
     assert _aliases(stack, "host1", VM1) == [] and _handles(stack, qat)[1] == 4
     stack.conductor.detach(qat)
     assert _attached(stack, qat) is None and _handles(stack, qat)[1] == 0
+
+
+def test_an_attach_whose_agent_died_stays_and_the_reconcile_completes_it(
+        stack: Stack, hvs: dict[str, fake.FakeHypervisor],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agent dies after the first of the device's 4 handles reached the guest: the
+    records stay attached (the guest may hold devices), and the reconcile attaches the
+    handles the guest lacks; a guest Nova defined again gets them back the same way."""
+    qat, hv = _acc(stack), hvs["host1"]
+    attach = hv.attach
+    calls: list[str] = []
+
+    def die_after_the_first(instance: str, device_xml: str) -> None:
+        calls.append(device_xml)
+        if len(calls) == 2:
+            raise RuntimeError("agent killed")
+        attach(instance, device_xml)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(hv, "attach", die_after_the_first)
+        with pytest.raises(exception.Unavailable, match="stays attached"):
+            stack.conductor.attach(qat, "instance", VM1)
+    assert _attached(stack, qat) == {"type": "instance", "id": VM1}
+    assert len(_aliases(stack, "host1", VM1)) == 1
+    assert stack.conductor.reconcile_hot_plug()["v1_detached"] == []
+    assert len(_aliases(stack, "host1", VM1)) == 4
+    hv.redefine(VM1)                                # Nova's hard reboot, stop/start
+    stack.conductor.reconcile_hot_plug()
+    assert len(_aliases(stack, "host1", VM1)) == 4
+    assert _attached(stack, qat) == {"type": "instance", "id": VM1}
