@@ -10,6 +10,8 @@ the device live and persistently. A failure undoes the steps taken, newest first
 Detach: the agent asks the guest to release the device; only when libvirt's
 device-removed event came is the ARQ unbound and the allocation removed. A guest that has
 not answered leaves the ARQ ``Detaching`` (the device in place); asking again waits again.
+A whole v1 accelerator attached to an instance (the seed's v1 routes) goes the same way,
+one device per attach handle, and the reconcile keeps both kinds equal to the hosts.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from acceld.clients import placement as pc
 from acceld.conductor import placement_plan as pp
 from acceld.conductor.binding import Binder
 from acceld.db.api import Database
-from acceld.objects import arqs, device_profiles, services
+from acceld.objects import accelerators, arqs, device_profiles, services
 from acceld.objects import placement as placement_objects
 from acceld.rpc import AgentClient
 
@@ -157,7 +159,7 @@ class HotPlug:
                     "device (then Attached, else released).") from exc
         except Exception:
             for step in reversed(undo):
-                best_effort(step, f"undoing the attach of ARQ {uuid}")
+                _best_effort(step, f"undoing the attach of ARQ {uuid}")
             raise
         finally:
             with self._running_lock:
@@ -266,6 +268,65 @@ class HotPlug:
         LOG.info("ARQ %s detached from instance %s (%s)", uuid, arq["instance_uuid"], outcome)
         return self.view(uuid, project_id)
 
+    # -- a whole v1 accelerator on an instance (PUT/DELETE /v1/accelerators/{uuid}) -------
+    def attach_device(self, uuid: str, instance: str, project_id: str | None) -> None:
+        """The instance found on the device's host, the handles claimed, then each put in
+        the guest under its own alias; a failure undoes it all and is raised, but an agent
+        that does not answer leaves it attached (the reconcile completes it)."""
+        host = accelerators.check_attachable(self._db, uuid, "instance")
+        if host is None:
+            raise exception.NotReady(f"Accelerator {uuid} is not on any host.")
+        found = self.locator.locate(instance, project_id, project_id, first=host)
+        if found != host:
+            raise exception.Conflict(
+                f"Instance {instance} runs on host {found}, accelerator {uuid} is on host "
+                f"{host}: a device is attached only to an instance of its own host.")
+        accelerators.attach(self._db, uuid, "instance", instance, project_id)
+        done: list[str] = []
+        try:
+            for handle in accelerators.guest_handles(self._db, uuid):
+                self._put_handle(host, instance, handle)
+                done.append(handle["uuid"])
+        except exception.Unavailable as exc:
+            # the guest may hold devices now: the records stay as asked, and the
+            # reconcile attaches what the guest lacks once the agent answers
+            raise exception.Unavailable(
+                f"the agent of {host} did not answer the attach of accelerator {uuid} to "
+                f"instance {instance} ({exc}); it stays attached, and acceld attaches the "
+                "devices the guest lacks when the agent answers again.") from exc
+        except Exception:
+            for handle_uuid in reversed(done):
+                _best_effort(
+                    lambda h=handle_uuid: self._agents.detach_from_guest(host, instance, h),
+                    f"undoing the attach of handle {handle_uuid} to instance {instance}")
+            _best_effort(lambda: accelerators.detach(self._db, uuid),
+                        f"undoing the attach of accelerator {uuid}")
+            raise
+        LOG.info("accelerator %s attached live to instance %s on %s (%d handles)", uuid,
+                 instance, host, len(done))
+
+    def detach_device(self, uuid: str, instance: str, host: str) -> None:
+        """Asks the guest to release each of the device's handles; Conflict while it has
+        not released one (asking again waits again)."""
+        pending = []
+        for handle in accelerators.guest_handles(self._db, uuid):
+            try:
+                outcome = self._agents.detach_from_guest(host, instance, handle["uuid"])
+            except exception.GuestNotFound:
+                outcome = "absent"          # the guest is gone, and its devices with it
+            if outcome == "pending":
+                pending.append(handle["uuid"])
+        if pending:
+            raise exception.Conflict(
+                f"Detach of accelerator {uuid} from instance {instance} is pending: the "
+                f"guest has not released {len(pending)} of its devices yet; it stays "
+                "attached. Ask again to wait again.")
+
+    def _put_handle(self, host: str, instance: str, handle: dict[str, Any]) -> None:
+        """One v1 handle into the guest, under the alias of the handle's own UUID."""
+        self._agents.attach_to_guest(host, instance, handle["uuid"], handle["type"],
+                                     handle["info"], handle["uuid"])
+
     # -- reconcile -------------------------------------------------------------------------
     def reconcile(self, host: str | None = None,
                   agent_restarted: bool = False) -> dict[str, list[str]]:
@@ -273,22 +334,28 @@ class HotPlug:
         from a guest that still is there (Nova redefined it: hard reboot, stop/start) is
         attached again; an ARQ whose guest is gone from its host (deleted, moved) is
         released; a detach whose device is gone is finished; an attach whose outcome
-        nobody saw is settled from what the guest holds. A host that cannot be asked
+        nobody saw is settled from what the guest holds; v1 instance attachments likewise
+        (:meth:`_reconcile_device`). A host that cannot be asked
         is left for the next pass. ``host``: that host only; ``agent_restarted``: its agent
         started again, so an attach it was running is over (no grace). Returns the ARQs by
         what was done."""
         done: dict[str, list[str]] = {"reattached": [], "released": [], "detached": [],
-                                      "adopted": []}
-        by_host: dict[str, list[dict[str, str]]] = {}
+                                      "adopted": [], "v1_detached": []}
+        # host -> (its hot-plugged ARQs, its v1 instance attachments): one guest list each
+        by_host: dict[str, tuple[list[dict[str, Any]], list[dict[str, str]]]] = {}
         for arq in arqs.hot_plugged(self._db):
             if host is None or arq["hostname"] == host:
-                by_host.setdefault(arq["hostname"], []).append(arq)
-        for where, held in by_host.items():
+                by_host.setdefault(arq["hostname"], ([], []))[0].append(arq)
+        for att in accelerators.instance_attachments(self._db, host):
+            by_host.setdefault(att["host"], ([], []))[1].append(att)
+        for where, (held, attached) in by_host.items():
             try:
                 guests = {g["uuid"]: g for g in self._agents.guests(where)}
             except exception.AccelDError as exc:
                 LOG.warning("hot-plug reconcile skips %s: %s", where, exc)
                 continue
+            for att in attached:
+                self._reconcile_device(att, guests.get(att["instance"]), done)
             for arq in held:
                 try:
                     self._reconcile_one(arq, guests.get(arq["instance_uuid"]), done,
@@ -320,6 +387,31 @@ class HotPlug:
             LOG.info("ARQ %s attached again to instance %s (its definition had lost it)",
                      uuid, arq["instance_uuid"])
             done["reattached"].append(uuid)
+
+    def _reconcile_device(self, att: dict[str, str], guest: dict[str, Any] | None,
+                          done: dict[str, list[str]]) -> None:
+        """A v1 attachment: the handles a running guest lacks are attached again; one whose
+        instance the host no longer runs (deleted, moved) is detached in the records."""
+        if guest is not None:
+            for handle in accelerators.guest_handles(self._db, att["uuid"]):
+                if handle["uuid"] in guest["arqs"]:     # the UUIDs its acceld aliases name
+                    continue
+                try:
+                    self._put_handle(att["host"], att["instance"], handle)
+                    LOG.info("handle %s of accelerator %s attached again to instance %s",
+                             handle["uuid"], att["uuid"], att["instance"])
+                except exception.AccelDError as exc:
+                    LOG.warning("could not attach handle %s of accelerator %s again: %s",
+                                handle["uuid"], att["uuid"], exc)
+            return
+        LOG.warning("instance %s of accelerator %s is gone from %s: detaching",
+                    att["instance"], att["uuid"], att["host"])
+        try:
+            accelerators.detach(self._db, att["uuid"])
+        except exception.AccelDError as exc:
+            LOG.warning("could not detach accelerator %s: %s", att["uuid"], exc)
+            return
+        done["v1_detached"].append(att["uuid"])
 
     def _settle(self, arq: dict[str, Any], present: bool, done: dict[str, list[str]],
                 agent_restarted: bool) -> None:
@@ -355,7 +447,7 @@ class HotPlug:
         return {**arq, "hot_plug": arqs.hot_plug_state(self._db, uuid)}
 
 
-def best_effort(step: Any, what: str) -> None:
+def _best_effort(step: Any, what: str) -> None:
     """Runs an undo step; a failure of it is logged, not raised."""
     try:
         step()

@@ -82,7 +82,6 @@ class ConductorManager:
             db, host_work=binding.AgentHostWork(db, agents), notifier=nova,
             bind_timeout=conf.nova.bind_timeout, programmer=self,
             program_timeout=conf.fpga_driver.program_timeout + PROGRAM_GRACE)
-        self._locator = hotplug.GuestLocator(db, agents, nova)
         self._hot = hotplug.HotPlug(db, agents, self._binder,
                                     placement=None if placement is None else placement.client,
                                     nova=nova, attach_grace=2 * conf.rpc_timeout)
@@ -296,7 +295,7 @@ class ConductorManager:
         """``project_id``: whose request it is (None: an admin's), and whose view. An
         instance must run on the accelerator's host; its handles are attached live."""
         if attach_type == "instance":
-            self._attach_instance(uuid, target, project_id)
+            self._hot.attach_device(uuid, target, project_id)
         else:
             record = accelerators.attach(self._db, uuid, attach_type, target, project_id)
             try:
@@ -305,47 +304,6 @@ class ConductorManager:
                 accelerators.detach(self._db, uuid)
                 raise
         return _jsonable(accelerators.get_accelerator(self._db, uuid, project_id))
-
-    def _attach_instance(self, uuid: str, instance: str, project_id: str | None) -> None:
-        """The instance found on the device's host, the handles claimed, then each put in
-        the guest under its own alias; a failure undoes it all and is raised."""
-        host = accelerators.check_attachable(self._db, uuid, "instance")
-        if host is None:
-            raise exception.NotReady(f"Accelerator {uuid} is not on any host.")
-        found = self._locator.locate(instance, project_id, project_id, first=host)
-        if found != host:
-            raise exception.Conflict(
-                f"Instance {instance} runs on host {found}, accelerator {uuid} is on host "
-                f"{host}: a device is attached only to an instance of its own host.")
-        accelerators.attach(self._db, uuid, "instance", instance, project_id)
-        done: list[str] = []
-        try:
-            for handle in accelerators.guest_handles(self._db, uuid):
-                try:
-                    self._agents.attach_to_guest(host, instance, handle["uuid"],
-                                                 handle["type"], handle["info"],
-                                                 handle["uuid"])
-                except exception.Unavailable as exc:
-                    # the guest may hold devices now: the records stay as asked, and the
-                    # reconcile attaches what the guest lacks once the agent answers
-                    raise exception.Unavailable(
-                        f"the agent of {host} did not answer the attach of accelerator "
-                        f"{uuid} to instance {instance} ({exc}); it stays attached, and "
-                        "acceld attaches the devices the guest lacks when the agent "
-                        "answers again.") from exc
-                done.append(handle["uuid"])
-        except exception.Unavailable:
-            raise
-        except Exception:
-            for handle_uuid in reversed(done):
-                hotplug.best_effort(
-                    lambda h=handle_uuid: self._agents.detach_from_guest(host, instance, h),
-                    f"undoing the attach of handle {handle_uuid} to instance {instance}")
-            hotplug.best_effort(lambda: accelerators.detach(self._db, uuid),
-                                f"undoing the attach of accelerator {uuid}")
-            raise
-        LOG.info("accelerator %s attached live to instance %s on %s (%d handles)", uuid,
-                 instance, host, len(done))
 
     def detach(self, uuid: str, project_id: str | None = None) -> None:
         """A host attachment as the driver undoes it; an instance attachment once the
@@ -357,37 +315,8 @@ class ConductorManager:
             self._host_attachment(accelerators.get_accelerator(self._db, uuid), False)
         elif attach_type == "instance" and target is not None and host is not None:
             accelerators.check_detachable(self._db, uuid, project_id)
-            self._detach_instance(uuid, target, host)
+            self._hot.detach_device(uuid, target, host)
         accelerators.detach(self._db, uuid, project_id)
-
-    def _detach_instance(self, uuid: str, instance: str, host: str) -> None:
-        pending = []
-        for handle in accelerators.guest_handles(self._db, uuid):
-            try:
-                outcome = self._agents.detach_from_guest(host, instance, handle["uuid"])
-            except exception.GuestNotFound:
-                outcome = "absent"          # the guest is gone, and its devices with it
-            if outcome == "pending":
-                pending.append(handle["uuid"])
-        if pending:
-            raise exception.Conflict(
-                f"Detach of accelerator {uuid} from instance {instance} is pending: the "
-                f"guest has not released {len(pending)} of its devices yet; it stays "
-                "attached. Ask again to wait again.")
-
-    def _reattach_v1(self, att: dict[str, str], guest: dict[str, Any]) -> None:
-        """Attaches again the device's handles that the guest lacks."""
-        for handle in accelerators.guest_handles(self._db, att["uuid"]):
-            if handle["uuid"] in guest["arqs"]:     # the UUIDs its acceld aliases name
-                continue
-            try:
-                self._agents.attach_to_guest(att["host"], att["instance"], handle["uuid"],
-                                             handle["type"], handle["info"], handle["uuid"])
-                LOG.info("handle %s of accelerator %s attached again to instance %s",
-                         handle["uuid"], att["uuid"], att["instance"])
-            except exception.AccelDError as exc:
-                LOG.warning("could not attach handle %s of accelerator %s again: %s",
-                            handle["uuid"], att["uuid"], exc)
 
     def _host_attachment(self, record: dict[str, Any], attach: bool) -> None:
         identity = accelerators.identity_of(self._db, record["uuid"])
@@ -421,43 +350,12 @@ class ConductorManager:
     def reconcile_hot_plug(self) -> dict[str, list[str]]:
         """Hot-plugged ARQs and v1 instance attachments against their hosts' guests (also
         run by the periodic task)."""
-        return {**self._hot.reconcile(), "v1_detached": self._reconcile_v1(None)}
+        return self._hot.reconcile()
 
     def agent_restarted(self, host: str) -> dict[str, list[str]]:
         """An agent started: its host's hot-plugged ARQs are compared with its guests now,
         and an attach it was running when it stopped is settled without waiting."""
-        return {**self._hot.reconcile(host, agent_restarted=True),
-                "v1_detached": self._reconcile_v1(host)}
-
-    def _reconcile_v1(self, host: str | None) -> list[str]:
-        """v1 attachments to instances that their host no longer runs (deleted, moved)
-        are detached in the records: no guest holds the device any more. A running guest
-        that lacks some of the device's handles (defined again by Nova, or an attach whose
-        agent did not answer) gets them attached again. Returns the detached ones."""
-        by_host: dict[str, list[dict[str, str]]] = {}
-        for att in accelerators.instance_attachments(self._db, host):
-            by_host.setdefault(att["host"], []).append(att)
-        detached = []
-        for where, held in by_host.items():
-            try:
-                running = {g["uuid"]: g for g in self._agents.guests(where)}
-            except exception.AccelDError as exc:
-                LOG.warning("v1 attachment reconcile skips %s: %s", where, exc)
-                continue
-            for att in held:
-                guest = running.get(att["instance"])
-                if guest is not None:
-                    self._reattach_v1(att, guest)
-                    continue
-                LOG.warning("instance %s of accelerator %s is gone from %s: detaching",
-                            att["instance"], att["uuid"], where)
-                try:
-                    accelerators.detach(self._db, att["uuid"])
-                except exception.AccelDError as exc:
-                    LOG.warning("could not detach accelerator %s: %s", att["uuid"], exc)
-                    continue
-                detached.append(att["uuid"])
-        return detached
+        return self._hot.reconcile(host, agent_restarted=True)
 
     def discover(self, host: str | None) -> list[str]:
         hosts = [host] if host else services.agent_hosts(self._db)
