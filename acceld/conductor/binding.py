@@ -164,10 +164,12 @@ class Binder:
         if errors:
             raise errors[0]
 
-    def bind_live(self, uuid: str, fields: dict[str, str], project_id: str | None) -> None:
+    def bind_live(self, uuid: str, fields: dict[str, str],
+                  project_id: str | None) -> dict[str, Any]:
         """One ARQ bound for a hot plug (conductor/hotplug.py): as Nova's binds, but the
-        running instance may hold ARQs already, and no event goes to Nova (none waits)."""
-        self._bind_one(uuid, fields, project_id, [])
+        running instance may hold ARQs already, and no event goes to Nova (none waits).
+        Returns the attach handle it holds (uuid, attach_type, attach_info)."""
+        return self._bind_one(uuid, fields, project_id, [])
 
     # -- Nova notification --------------------------------------------------------------
     def _states(self, uuids: list[str]) -> dict[str, str | None]:
@@ -322,7 +324,8 @@ class Binder:
         return True if needs is None else bool(needs(handle, conn=conn))
 
     def _bind_one(self, uuid: str, fields: dict[str, str], project_id: str | None,
-                  unbound_instances: list[str]) -> None:
+                  unbound_instances: list[str]) -> dict[str, Any]:
+        """Binds one ARQ; the handle it holds (its programming may still run)."""
         handle, bound = arqs.bind(self._db, uuid, hostname=fields["hostname"],
                                   device_rp_uuid=fields["device_rp_uuid"],
                                   instance_uuid=fields["instance_uuid"],
@@ -331,10 +334,10 @@ class Binder:
                                   unbound_instances=unbound_instances)
         if bound:
             LOG.info("ARQ %s bound to %s on %s", uuid, handle["uuid"], fields["hostname"])
-            return
+            return handle
         try:
             if self._start_programming(uuid, handle, fields["instance_uuid"]):
-                return                      # program_done finishes it
+                return handle               # program_done finishes it
             self._host.prepare(handle)
         except Exception:
             for freed in arqs.fail_bind(self._db, uuid):
@@ -346,6 +349,7 @@ class Binder:
             self._release(handle)  # an unbind or a delete won; it freed the handle row
             raise
         LOG.info("ARQ %s bound to %s on %s", uuid, handle["uuid"], fields["hostname"])
+        return handle
 
     def _start_programming(self, uuid: str, handle: dict[str, Any], instance: str) -> bool:
         """Queue the program operation the bind needs, if any (True: one was queued)."""

@@ -141,16 +141,14 @@ class HotPlug:
         try:
             self._allocate(instance, rp_uuid, rc, arq["project_id"], +1)
             undo.append(lambda: self._allocate(instance, rp_uuid, rc, arq["project_id"], -1))
-            self._binder.bind_live(uuid, {"hostname": host, "device_rp_uuid": rp_uuid,
-                                          "instance_uuid": instance,
-                                          "project_id": arq["project_id"]}, project_id)
+            handle = self._binder.bind_live(
+                uuid, {"hostname": host, "device_rp_uuid": rp_uuid, "instance_uuid": instance,
+                       "project_id": arq["project_id"]}, project_id)
             undo.append(lambda: self._binder.unbind([uuid], project_id, hot_plugged=True))
-            bound = arqs.get(self._db, uuid, project_id=project_id)
             try:
-                self._agents.attach_to_guest(host, instance, uuid,
-                                             bound["attach_handle_type"],
-                                             bound["attach_handle_info"],
-                                             bound["attach_handle_uuid"])
+                self._agents.attach_to_guest(
+                    host, instance, uuid, handle["attach_type"],
+                    {k: str(v) for k, v in handle["attach_info"].items()}, handle["uuid"])
             except exception.Unavailable as exc:
                 undo.clear()        # the guest may hold the device: the reconcile decides
                 raise exception.Unavailable(
@@ -443,8 +441,7 @@ class HotPlug:
 
     def view(self, uuid: str, project_id: str | None) -> dict[str, Any]:
         """The ARQ as the v2 API shows it, with its ``hot_plug`` state."""
-        arq = arqs.get(self._db, uuid, project_id=project_id)
-        return {**arq, "hot_plug": arqs.hot_plug_state(self._db, uuid)}
+        return arqs.get_hot_plug(self._db, uuid, project_id=project_id)
 
 
 def _best_effort(step: Any, what: str) -> None:

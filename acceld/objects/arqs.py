@@ -387,7 +387,7 @@ _FREE_ON_HOST = (select(_dep.c.rp_uuid, func.count(_ah.c.id).label("free"))
                  .where(_dev.c.hostname == bindparam("host"), _ah.c.in_use.is_(False),
                         _ah.c.attach_type.in_(sorted(st.GUEST_ATTACH_TYPES)))
                  .group_by(_dep.c.rp_uuid))
-_SUBSTATE = select(_arq.c.substate).where(_arq.c.uuid == bindparam("arq_uuid"))
+_GET_HOT = _scoped(_ROWS.add_columns(_arq.c.substate).where(_arq.c.uuid == bindparam("arq_uuid")))
 _SET_SUBSTATE = update(_arq).where(_arq.c.uuid == bindparam("arq_uuid"),
                                    _arq.c.substate.in_(bindparam("expect", expanding=True))) \
     .values(substate=bindparam("to"), updated_at=bindparam("now"))
@@ -423,12 +423,13 @@ def free_handles_by_provider(db: Database, host: str) -> dict[str, int]:
     return {row.rp_uuid: row.free for row in _read(db, _FREE_ON_HOST, {"host": host})}
 
 
-def hot_plug_state(db: Database, uuid: str) -> str:
-    """The ARQ's hot-plug ``substate`` (``Initial`` when not hot-plugged); ARQNotFound."""
-    rows = _read(db, _SUBSTATE, {"arq_uuid": uuid})
+def get_hot_plug(db: Database, uuid: str, *, project_id: str | None) -> dict[str, Any]:
+    """:func:`get` with the ARQ's hot-plug ``substate`` as ``hot_plug`` (``Initial`` when
+    it is not hot-plugged), in the same statement."""
+    rows = _read(db, _GET_HOT[project_id is not None], _params(project_id, arq_uuid=uuid))
     if not rows:
         raise _not_found(uuid)
-    return str(rows[0].substate)
+    return {**_to_dict(rows[0]), "hot_plug": rows[0].substate}
 
 
 def set_hot_plug_state(db: Database, uuid: str, to: str, *, expect: Collection[str]) -> bool:

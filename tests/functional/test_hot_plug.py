@@ -58,6 +58,11 @@ def _aliases(stack: Stack, instance: str) -> list[str]:
     return next(g["aliases"] for g in guests if g["uuid"] == instance)
 
 
+def _hot(db: Database, uuid: str) -> str:
+    """The ARQ's hot-plug state."""
+    return str(arqs.get_hot_plug(db, uuid, project_id=None)["hot_plug"])
+
+
 def _free(stack: Stack) -> int:
     return sum(arqs.free_handles_by_provider(stack.db, "host1").values())
 
@@ -98,7 +103,7 @@ def test_an_instance_no_host_runs_is_not_found_and_nothing_changes(stack: Stack)
     with pytest.raises(exception.GuestNotFound):
         stack.conductor.hot_attach(uuid, str(uuidlib.uuid4()))
     arq = arqs.get(stack.db, uuid, project_id=None)
-    assert arq["state"] == st.ARQ_INITIAL and arqs.hot_plug_state(stack.db, uuid) == "Initial"
+    assert arq["state"] == st.ARQ_INITIAL and _hot(stack.db, uuid) == "Initial"
     assert _free(stack) == free
 
 
@@ -114,7 +119,7 @@ def test_a_failed_attach_undoes_the_bind(stack: Stack, hv: fake.FakeHypervisor,
         stack.conductor.hot_attach(uuid, DEMO)
     arq = arqs.get(stack.db, uuid, project_id=None)
     assert arq["state"] == st.ARQ_UNBOUND and arq["instance_uuid"] is None
-    assert arqs.hot_plug_state(stack.db, uuid) == st.ARQ_INITIAL and _free(stack) == free
+    assert _hot(stack.db, uuid) == st.ARQ_INITIAL and _free(stack) == free
 
 
 def test_the_detach_of_a_deleted_guests_device_releases_it(
@@ -231,7 +236,7 @@ def test_reconcile_releases_what_a_deleted_guest_held(stack: Stack,
     hv.remove_guest(DEMO)                           # deleted: Nova tells acceld nothing
     assert stack.conductor.reconcile_hot_plug()["released"] == [uuid]
     arq = arqs.get(stack.db, uuid, project_id=None)
-    assert arq["state"] == st.ARQ_UNBOUND and arqs.hot_plug_state(stack.db, uuid) == "Initial"
+    assert arq["state"] == st.ARQ_UNBOUND and _hot(stack.db, uuid) == "Initial"
     assert _free(stack) == free
 
 
@@ -318,14 +323,14 @@ def test_an_attach_nobody_saw_end_is_settled_from_the_guest_after_the_grace(
     monkeypatch.setattr(hv, "attach", _CrashAfter(hv, attached))
     with pytest.raises(exception.Unavailable, match="stays Attaching"):
         stack.conductor.hot_attach(uuid, DEMO)
-    assert arqs.hot_plug_state(stack.db, uuid) == st.HOT_ATTACHING
+    assert _hot(stack.db, uuid) == st.HOT_ATTACHING
     assert arqs.get(stack.db, uuid, project_id=None)["state"] == st.ARQ_BOUND
     assert stack.conductor.reconcile_hot_plug() == NOTHING_DONE      # within the grace
     timeutils.advance_time_seconds(2 * stack.conf.rpc_timeout + 1)
     done = stack.conductor.reconcile_hot_plug()
     if attached:        # the guest holds it: the records follow the host
         assert done == {**NOTHING_DONE, "adopted": [uuid]}
-        assert arqs.hot_plug_state(stack.db, uuid) == st.HOT_ATTACHED
+        assert _hot(stack.db, uuid) == st.HOT_ATTACHED
         assert _aliases(stack, DEMO) == [devicexml.alias(uuid)] and _free(stack) == free - 1
     else:               # it never got there: nothing held, nothing leaked
         assert done == {**NOTHING_DONE, "released": [uuid]}
@@ -346,7 +351,7 @@ def test_placement_down_is_a_503_and_nothing_changes(placement: PlacementServer,
         finally:
             placement.set_down(False)
         assert arqs.get(db, uuid, project_id=None)["state"] == st.ARQ_INITIAL
-        assert arqs.hot_plug_state(db, uuid) == st.ARQ_INITIAL
+        assert _hot(db, uuid) == st.ARQ_INITIAL
         assert _free_on(stack, host) == free and _aliases_on(stack, host, instance) == []
 
 
@@ -387,8 +392,8 @@ def test_a_host_that_lived_through_a_crash_a_reboot_and_a_delete_ends_as_it_is(
         stack.set_control(device_count=2)
         agent = stack.restart_agent(host)
         agent.start()                               # recover(): the conductor reconciles
-        wait_for(lambda: arqs.hot_plug_state(db, arq["deleted"]) == "Initial"
-                 and arqs.hot_plug_state(db, arq["crashed"]) == st.HOT_ATTACHED
+        wait_for(lambda: _hot(db, arq["deleted"]) == "Initial"
+                 and _hot(db, arq["crashed"]) == st.HOT_ATTACHED
                  and _aliases_on(stack, host, vm["rebooted"]) == [
                      devicexml.alias(arq["rebooted"])]
                  and _health(db, f"{host}-fake-gpu-2") == "missing"

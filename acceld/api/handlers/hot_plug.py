@@ -20,9 +20,8 @@ def _answer(req: webob.Request, view: dict[str, Any]) -> util.Reply:
 
 def show(req: webob.Request, uuid: str) -> util.Reply:
     """GET /v2/accelerator_requests/{uuid}/hot_plug -> 200 the ARQ and its ``hot_plug``."""
-    db, scope = util.state(req).db, util.project_scope(req)
-    view = arq_objects.get(db, uuid, project_id=scope)
-    return _answer(req, {**view, "hot_plug": arq_objects.hot_plug_state(db, uuid)})
+    return _answer(req, arq_objects.get_hot_plug(util.state(req).db, uuid,
+                                                 project_id=util.project_scope(req)))
 
 
 def attach(req: webob.Request, uuid: str, body: dict[str, Any]) -> util.Reply:
