@@ -108,20 +108,29 @@ def test_an_instance_of_another_host_is_a_conflict_naming_both_hosts(stack: Stac
     assert len(_aliases(stack, "host2", VM2)) == 4
 
 
+def _fail_second_attach(monkeypatch: pytest.MonkeyPatch, hv: fake.FakeHypervisor,
+                        error: Exception) -> list[str]:
+    """``hv`` attaches the first device, then raises ``error`` (a refusal, or an agent
+    dying mid-attach) for the second and attaches the rest; the device XML it was given."""
+    attach, calls = hv.attach, []
+
+    def fail_the_second(instance: str, device_xml: str) -> None:
+        calls.append(device_xml)
+        if len(calls) == 2:
+            raise error
+        attach(instance, device_xml)
+
+    monkeypatch.setattr(hv, "attach", fail_the_second)
+    return calls
+
+
 def test_a_hypervisor_refusal_undoes_the_claim_and_what_was_attached(
         stack: Stack, hvs: dict[str, fake.FakeHypervisor],
         monkeypatch: pytest.MonkeyPatch) -> None:
     qat, hv = _acc(stack), hvs["host1"]
-    attach = hv.attach
-    calls: list[str] = []
-
-    def refuse_the_second(instance: str, device_xml: str) -> None:
-        calls.append(device_xml)
-        if len(calls) == 2:
-            raise exception.HypervisorError("internal error: no IOMMU group for the device")
-        attach(instance, device_xml)
-
-    monkeypatch.setattr(hv, "attach", refuse_the_second)
+    calls = _fail_second_attach(
+        monkeypatch, hv, exception.HypervisorError("internal error: no IOMMU group for "
+                                                   "the device"))
     resp = stack.call("PUT", f"/v1/accelerators/{qat}", {"instance_uuid": VM1})
     assert resp.status_int == 502, resp.text
     assert "no IOMMU group for the device" in resp.json["errors"][0]["detail"]
@@ -205,17 +214,8 @@ def test_an_attach_whose_agent_died_stays_and_the_reconcile_completes_it(
     records stay attached (the guest may hold devices), and the reconcile attaches the
     handles the guest lacks; a guest Nova defined again gets them back the same way."""
     qat, hv = _acc(stack), hvs["host1"]
-    attach = hv.attach
-    calls: list[str] = []
-
-    def die_after_the_first(instance: str, device_xml: str) -> None:
-        calls.append(device_xml)
-        if len(calls) == 2:
-            raise RuntimeError("agent killed")
-        attach(instance, device_xml)
-
     with monkeypatch.context() as patched:
-        patched.setattr(hv, "attach", die_after_the_first)
+        _fail_second_attach(patched, hv, RuntimeError("agent killed"))
         with pytest.raises(exception.Unavailable, match="stays attached"):
             stack.conductor.attach(qat, "instance", VM1)
     assert _attached(stack, qat) == {"type": "instance", "id": VM1}
