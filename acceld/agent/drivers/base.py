@@ -9,6 +9,7 @@ registers and lists for oslo-config-generator; sysfs, runner, NVML and clock com
 from __future__ import annotations
 
 import dataclasses
+import errno
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -17,6 +18,8 @@ from oslo_config import cfg
 
 from acceld import reports
 from acceld.hw import pci
+from acceld.hw.runner import SubprocessRunner
+from acceld.hw.sysfs import BindError, Sysfs
 
 # Health of one device, as drivers report it (worst first).
 HEALTH_FAILED = "failed"
@@ -112,9 +115,6 @@ class BaseDriver:
         return [(cls.conf_group, list(cls.conf_opts))] if cls.conf_opts else []
 
     def __init__(self, ctx: DriverContext) -> None:
-        from acceld.hw.runner import SubprocessRunner
-        from acceld.hw.sysfs import Sysfs
-
         self.ctx = ctx
         self.conf: Any = getattr(ctx.conf, self.conf_group, None)
         self.sysfs: Sysfs = ctx.sysfs if ctx.sysfs is not None else Sysfs("/")
@@ -149,6 +149,29 @@ def pci_address(identity: str, what: str = "a PCI address") -> str:
         return pci.normalize(identity)
     except ValueError:
         raise DriverError(f"{identity!r} is not {what}") from None
+
+
+def attach_address(attach_info: dict[str, str]) -> str:
+    """The PCI address a handle's attach_info names; DriverError when it is malformed."""
+    try:
+        return str(pci.from_attach_info(attach_info))
+    except ValueError as exc:
+        raise DriverError(f"bad PCI attach_info {attach_info!r}: {exc}") from None
+
+
+_SYSFS_HINTS = {errno.EBUSY: "the device is busy", errno.ENODEV: "the device is gone"}
+
+
+def sysfs_op(what: str, fn: Callable[[], Any], hints: dict[int, str] | None = None) -> None:
+    """Run a sysfs operation, turning kernel errors into operator messages."""
+    try:
+        fn()
+    except BindError as exc:
+        raise DriverError(f"{what}: {exc}") from exc
+    except OSError as exc:
+        hint = {**_SYSFS_HINTS, **(hints or {})}.get(exc.errno or 0, "")
+        raise DriverError(f"{what}: {exc.strerror or exc}" + (f" ({hint})" if hint else "")
+                          ) from exc
 
 
 def pci_handle(address: str, **extra: str) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from acceld.agent import fileutil
 from acceld.agent.drivers import base
 from acceld.agent.drivers.base import BaseDriver, Check, DriverError, Health, Skipped
 from acceld.hw import names, pci
-from acceld.hw.sysfs import BindError, PciDevice
+from acceld.hw.sysfs import PciDevice
 
 VFIO = "vfio-pci"
 
@@ -52,7 +52,6 @@ SELECTORS = ("vendor_id", "product_id", "class", "address")
 _NO_PHYSNET = ("is a NIC but spec {} names no physical_network: Nova binds a port to a NIC "
                "handle only with the handle's physical network")
 
-_HINTS = {errno.EBUSY: "the device is busy", errno.ENODEV: "the device is gone"}
 _NUMVFS_HINTS = {
     errno.EBUSY: "a VF is in use; release it first",
     errno.ENOENT: "no driver is bound to the PF; the kernel needs one (or pci-pf-stub) to "
@@ -382,20 +381,8 @@ class PciDriverBase(BaseDriver):
             raise DriverError(f"cannot give {address} to vfio-pci: vfio-pci is not loaded "
                               "(modprobe vfio-pci)")
 
-    def _sysfs_op(self, what: str, fn: Callable[[], Any],
-                  hints: dict[int, str] | None = None) -> None:
-        """Run a sysfs operation, turning kernel errors into operator messages."""
-        try:
-            fn()
-        except BindError as exc:
-            raise DriverError(f"{what}: {exc}") from exc
-        except OSError as exc:
-            hint = {**_HINTS, **(hints or {})}.get(exc.errno or 0, "")
-            raise DriverError(f"{what}: {exc.strerror or exc}" + (f" ({hint})" if hint else "")
-                              ) from exc
-
     def _set_numvfs(self, address: str, count: int, autoprobe: bool | None) -> None:
-        self._sysfs_op(f"setting the VF count of {address} to {count}",
+        base.sysfs_op(f"setting the VF count of {address} to {count}",
                        lambda: self.sysfs.set_numvfs(address, count, autoprobe=autoprobe),
                        _NUMVFS_HINTS)
 
@@ -404,9 +391,9 @@ class PciDriverBase(BaseDriver):
         if self.sysfs.pci_device(address) is None:
             return  # a VF removed with its PF's VF count: nothing to give back
         if not original:
-            self._sysfs_op(f"reprobing {address}", lambda: self.sysfs.reprobe(address))
+            base.sysfs_op(f"reprobing {address}", lambda: self.sysfs.reprobe(address))
         else:
-            self._sysfs_op(f"restoring {address} to {original}",
+            base.sysfs_op(f"restoring {address} to {original}",
                            lambda: self.sysfs.restore_driver(address, original))
 
     # -- install / uninstall -------------------------------------------------------------
@@ -443,7 +430,7 @@ class PciDriverBase(BaseDriver):
         """Bind a handle of ``identity`` to vfio-pci, recording its previous driver (once)."""
         driver = self.sysfs.driver_of(handle)
         self._update(identity, lambda e: e.setdefault("handles", {}).setdefault(handle, driver))
-        self._sysfs_op(f"binding {handle} to {VFIO}",
+        base.sysfs_op(f"binding {handle} to {VFIO}",
                        lambda: self.sysfs.bind_driver(handle, VFIO))
 
     def uninstall(self, identity: str) -> None:
@@ -483,10 +470,7 @@ class PciDriverBase(BaseDriver):
 
     # -- prepare / release -----------------------------------------------------------------
     def _handle_of(self, match: Match, attach_info: dict[str, str]) -> str:
-        try:
-            handle = str(pci.from_attach_info(attach_info))
-        except ValueError as exc:
-            raise DriverError(f"bad PCI attach_info {attach_info!r}: {exc}") from None
+        handle = base.attach_address(attach_info)
         if handle not in match.handles:
             raise DriverError(f"{handle} is not an attach handle of {match.device.address} "
                               f"(handles: {', '.join(match.handles) or 'none'})")
@@ -504,12 +488,7 @@ class PciDriverBase(BaseDriver):
     def release(self, identity: str, attach_info: dict[str, str]) -> None:
         """Give a handle back after a guest: to the driver it had before prepare (staying on
         vfio-pci when install put it there). Idempotent; a vanished VF is already free."""
-        try:
-            handle = str(pci.from_attach_info(attach_info))
-            address = pci.normalize(identity)
-        except ValueError as exc:
-            raise DriverError(f"bad release request {identity!r} {attach_info!r}: {exc}"
-                              ) from None
+        handle, address = base.attach_address(attach_info), base.pci_address(identity)
         if self.sysfs.pci_device(handle) is None:
             return
         entry = self._state().get(address, {})
