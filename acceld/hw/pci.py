@@ -7,6 +7,7 @@ everything compares :class:`PciAddress` values or their canonical sysfs string.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fnmatch
 import re
@@ -56,6 +57,14 @@ def is_address(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def hex_id(raw: str | None, width: int) -> str | None:
+    """A vendor/device/class id as ``width`` lower-case hex digits (``"0x8086"`` ->
+    ``"8086"``); None for None or what is not hex."""
+    with contextlib.suppress(TypeError, ValueError):
+        return f"{int(raw, 16):0{width}x}"
+    return None
 
 
 def to_attach_info(address: str | PciAddress) -> dict[str, str]:

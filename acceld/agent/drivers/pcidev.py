@@ -102,13 +102,6 @@ class DeviceSpec:
             strict=True) if v is not None)
 
 
-def _hex(value: str | None, width: int | None = None) -> str | None:
-    if value is None:
-        return None
-    text = value.lower().removeprefix("0x")
-    return text if width is None else f"{int(text, 16):0{width}x}"
-
-
 def load_specs(values: Iterable[str], group: str, option: str,
                default_vfio: bool = True) -> list[DeviceSpec]:
     """Parse and validate ``[group] option`` (one JSON object per value) or DriverError."""
@@ -133,9 +126,11 @@ def load_specs(values: Iterable[str], group: str, option: str,
             pci.validate_spec(data.get("address", "*"))
         except ValueError as exc:
             raise DriverError(f"{where}: field 'address': {exc}") from None
-        data.update(vendor_id=_hex(data.get("vendor_id"), 4), pci_class=_hex(data.pop(
-            "class", None)), product_id=_hex(data.get("product_id"), 4),
-            traits=tuple(data.get("traits", ())), vfio=data.get("vfio", default_vfio))
+        pci_class = data.pop("class", None)
+        data.update(vendor_id=pci.hex_id(data.get("vendor_id"), 4),
+                    product_id=pci.hex_id(data.get("product_id"), 4),
+                    pci_class=pci_class and pci_class.lower().removeprefix("0x"),
+                    traits=tuple(data.get("traits", ())), vfio=data.get("vfio", default_vfio))
         specs.append(DeviceSpec(index=index, raw=raw, **data))
     return specs
 
