@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -17,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 from oslo_config import cfg
 
 from acceld import reports
+from acceld.agent import fileutil
 from acceld.hw import pci
 from acceld.hw.runner import SubprocessRunner
 from acceld.hw.sysfs import BindError, Sysfs
@@ -108,6 +110,7 @@ class BaseDriver:
     version = "0"
     conf_group = ""                     # the driver's option group, e.g. "fake_driver"
     conf_opts: Sequence[cfg.Opt] = ()   # the options of that group
+    state_file = ""                     # its JSON state in state_dir ("": <name>-state.json)
 
     @classmethod
     def list_opts(cls) -> list[tuple[str, list[cfg.Opt]]]:
@@ -120,9 +123,16 @@ class BaseDriver:
         self.sysfs: Sysfs = ctx.sysfs if ctx.sysfs is not None else Sysfs("/")
         self.runner: Any = ctx.runner if ctx.runner is not None else SubprocessRunner()
         self._explanation = Explanation()
+        self._state_path = os.path.join(ctx.state_dir, self.state_file or f"{self.name}-state.json")
 
     def discover(self) -> list[reports.Device]:
         raise NotImplementedError
+
+    def _state(self) -> dict[str, Any]:
+        return fileutil.read_json(self._state_path) or {}
+
+    def _save_state(self, state: dict[str, Any]) -> None:
+        fileutil.write_json_atomic(self._state_path, state)
 
     def explain(self) -> Explanation:
         return self._explanation

@@ -11,7 +11,6 @@ the host while the agent runs: ``device_count``, ``vf_count``, ``fpga_function``
 from __future__ import annotations
 
 import hashlib
-import os
 import random
 import re
 from typing import Any
@@ -74,6 +73,7 @@ class FakeDriver(BaseDriver):
     version = "1.0.0"
     conf_group = "fake_driver"
     conf_opts = OPTS
+    state_file = "fake-driver-state.json"
 
     def __init__(self, ctx: base.DriverContext) -> None:
         super().__init__(ctx)
@@ -87,7 +87,6 @@ class FakeDriver(BaseDriver):
         self._traits = {kind: tuple(value.split()) for kind, value in conf.traits.items()}
         self._physnets = dict(conf.physical_networks)
         self._control_file = conf.control_file
-        self._state_file = os.path.join(ctx.state_dir, "fake-driver-state.json")
 
     def _control(self) -> dict[str, Any]:
         return (fileutil.read_json(self._control_file) if self._control_file else None) or {}
@@ -150,16 +149,13 @@ class FakeDriver(BaseDriver):
                                               "memory_used_bytes": float(i << 20)}
                 for i in range(count)}
 
-    def _state(self) -> dict[str, Any]:
-        return fileutil.read_json(self._state_file) or {"installed": [], "host_attached": []}
-
     def _set_member(self, key: str, identity: str, present: bool) -> None:
         state = self._state()
         members = set(state.get(key, []))
         if (identity in members) == present:
             return
         state[key] = sorted(members | {identity} if present else members - {identity})
-        fileutil.write_json_atomic(self._state_file, state)
+        self._save_state(state)
 
     def install(self, identity: str) -> None:
         control = self._control()
@@ -202,7 +198,7 @@ class FakeDriver(BaseDriver):
                 self.ctx.sleep(step)
         state = self._state()
         state.setdefault("programmed", {})[identity] = function
-        fileutil.write_json_atomic(self._state_file, state)
+        self._save_state(state)
         progress(100, f"function {function} loaded")
         return {"function": function}
 

@@ -11,14 +11,12 @@ import contextlib
 import dataclasses
 import errno
 import json
-import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import jsonschema
 
 from acceld import reports, states
-from acceld.agent import fileutil
 from acceld.agent.drivers import base
 from acceld.agent.drivers.base import BaseDriver, Check, DriverError, Health, Skipped
 from acceld.hw import names, pci
@@ -166,7 +164,6 @@ class PciDriverBase(BaseDriver):
                                 self.spec_option, self.default_vfio)
         self.protected_drivers = frozenset(self.conf.protected_drivers)
         self.names = names.PciNames()
-        self._state_file = os.path.join(ctx.state_dir, f"{self.name}-state.json")
         self._known: dict[str, Match] = {}
 
     # -- discovery -------------------------------------------------------------------
@@ -340,16 +337,13 @@ class PciDriverBase(BaseDriver):
         return Health.of(failed, degraded)
 
     # -- state -------------------------------------------------------------------------
-    def _state(self) -> dict[str, dict[str, Any]]:
-        return fileutil.read_json(self._state_file) or {}
-
     def _update(self, identity: str, fn: Callable[[dict[str, Any]], Any]) -> None:
         """Change the state entry of ``identity`` in place (an emptied one is dropped)."""
         state = self._state()
         fn(state.setdefault(identity, {}))
         if not state[identity]:
             del state[identity]
-        fileutil.write_json_atomic(self._state_file, state)
+        self._save_state(state)
 
     # -- lookups shared by the operations ------------------------------------------------
     def _match(self, identity: str) -> Match:
