@@ -78,31 +78,28 @@ class FakeDriver(BaseDriver):
     def __init__(self, ctx: base.DriverContext) -> None:
         super().__init__(ctx)
         conf = self.conf
-        self._host = ctx.host
         self._cyborg = conf.profile == "cyborg"
         self._count = 1 if self._cyborg else conf.device_count
         self._kinds = [_CYBORG] if self._cyborg else (
             [k for t in conf.device_types for k in _KINDS if k[0] == t] or list(_KINDS))
-        self._handles = None if self._cyborg else conf.handles
         self._traits = {kind: tuple(value.split()) for kind, value in conf.traits.items()}
-        self._physnets = dict(conf.physical_networks)
-        self._control_file = conf.control_file
 
     def _control(self) -> dict[str, Any]:
-        return (fileutil.read_json(self._control_file) if self._control_file else None) or {}
+        path = self.conf.control_file
+        return (fileutil.read_json(path) if path else None) or {}
 
     def discover(self) -> list[reports.Device]:
         control = self._control()
         if control.get("fail"):
             raise DriverError("fake discovery failure (control file says fail)")
         count = 1 if self._cyborg else int(control.get("device_count", self._count))
-        seed = int.from_bytes(hashlib.sha256(self._host.encode()).digest()[:8], "big")
+        seed = int.from_bytes(hashlib.sha256(self.ctx.host.encode()).digest()[:8], "big")
         rng = random.Random(seed)
         programmed = self._state().get("programmed", {})
         devices = [self._device(i, rng, control, programmed) for i in range(count)]
         self._explanation = base.Explanation(
             checks=(Check("control file", True,
-                          self._control_file or "none configured: defaults"),),
+                          self.conf.control_file or "none configured: defaults"),),
             expected=self._count, found=len(devices),
             skipped=tuple(Skipped(s["address"], s["reason"])
                           for s in control.get("skipped", ())))
@@ -111,8 +108,8 @@ class FakeDriver(BaseDriver):
     def _device(self, index: int, rng: random.Random, control: dict[str, Any],
                 programmed: dict[str, str]) -> reports.Device:
         dtype, vendor, product, rc, trait, nhandles = self._kinds[index % len(self._kinds)]
-        if self._handles:
-            nhandles = self._handles
+        if self.conf.handles and not self._cyborg:
+            nhandles = self.conf.handles
         if nhandles > 1 and "vf_count" in control and not self._cyborg:
             nhandles = max(1, int(control["vf_count"]))
         bus = 0x0c if self._cyborg else 0x3b + index
@@ -123,14 +120,15 @@ class FakeDriver(BaseDriver):
             traits.append(reports.function_trait(function))
         serial = f"FAKE{rng.randrange(16**8):08X}"
         first = 1 if nhandles > 1 else 0      # a multi-function card keeps function 0
-        physnet = ({"physical_network": self._physnets[dtype]} if dtype in self._physnets
-                   else {})
+        physnets = self.conf.physical_networks
+        physnet = {"physical_network": physnets[dtype]} if dtype in physnets else {}
         handles = [base.pci_handle(str(pci.PciAddress(0, bus, n // 8, n % 8)), **physnet)
                    for n in range(first, first + nhandles)]
-        name = f"{self._host}-fake-{dtype.lower()}-{index}"
-        deployable = f"{self._host}_fake_{bus:02x}"
+        host = self.ctx.host
+        name = f"{host}-fake-{dtype.lower()}-{index}"
+        deployable = f"{host}_fake_{bus:02x}"
         if self._cyborg:
-            name = deployable = re.sub(r"[^A-Za-z0-9_-]", "_", f"{self._host}_FakeDevice")
+            name = deployable = re.sub(r"[^A-Za-z0-9_-]", "_", f"{host}_FakeDevice")
         return reports.make_device(
             identity=identity, type=dtype, vendor=vendor, model=product, name=name,
             std_board_info={"product_id": product, "class": "fake"},
@@ -183,7 +181,7 @@ class FakeDriver(BaseDriver):
                 timeout: float) -> dict[str, str]:
         """Load ``image_path`` into the fake FPGA ``identity`` in ten steps."""
         if not any(d.identity == identity and d.type == "FPGA" for d in self.discover()):
-            raise DriverError(f"{identity} is not a fake FPGA of {self._host}")
+            raise DriverError(f"{identity} is not a fake FPGA of {self.ctx.host}")
         control = self._control()
         function = _image_function(image_path)
         step = float(control.get("program_seconds", 0)) / _PROGRAM_STEPS
