@@ -362,13 +362,9 @@ class PciDriverBase(BaseDriver):
         return next((m for m in self._scan()[0] if m.device.address == address), None)
 
     def _need_vfio(self, address: str) -> None:
-        if not self.sysfs.iommu_enabled():
-            raise DriverError(f"cannot give {address} to vfio-pci: the IOMMU is off (no "
-                              "/sys/kernel/iommu_groups); boot with intel_iommu=on or "
-                              "amd_iommu=on")
-        if not self.sysfs.driver_loaded(VFIO):
-            raise DriverError(f"cannot give {address} to vfio-pci: vfio-pci is not loaded "
-                              "(modprobe vfio-pci)")
+        for check in self._host_checks():
+            if not check.ok:
+                raise DriverError(f"cannot give {address} to vfio-pci: {check.detail}")
 
     def _set_numvfs(self, address: str, count: int, autoprobe: bool | None) -> None:
         base.sysfs_op(f"setting the VF count of {address} to {count}",
