@@ -199,8 +199,7 @@ class NvidiaDriver(BaseDriver):
         """NVIDIA GPUs (PFs of display class) in sysfs that NVML did not report."""
         out = []
         for address in self.sysfs.pci_addresses():
-            vendor = self.sysfs.attr(address, "vendor")
-            if address in seen or (vendor or "").lower().removeprefix("0x") != VENDOR:
+            if address in seen or pci.hex_id(self.sysfs.attr(address, "vendor"), 4) != VENDOR:
                 continue
             dev = self.sysfs.pci_device(address)
             if dev is not None and dev.class_code >> 16 == _DISPLAY_CLASS and not dev.is_vf:
