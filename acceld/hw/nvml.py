@@ -100,12 +100,9 @@ class Event:
     data: int
 
 
-def _default_import() -> ModuleType:
-    return importlib.import_module("pynvml")
-
-
 class NvmlBackend:
-    def __init__(self, importer: Callable[[], ModuleType] = _default_import) -> None:
+    def __init__(self, importer: Callable[[], ModuleType] = functools.partial(
+            importlib.import_module, "pynvml")) -> None:
         self._importer = importer
         self._nv: Any = None
         self.reason: str | None = None      # why NVML is unavailable
