@@ -162,7 +162,6 @@ class PciDriverBase(BaseDriver):
         super().__init__(ctx)
         self.specs = load_specs(getattr(self.conf, self.spec_option), self.conf_group,
                                 self.spec_option, self.default_vfio)
-        self.protected_drivers = frozenset(self.conf.protected_drivers)
         self.names = names.PciNames()
         self._known: dict[str, Match] = {}
 
@@ -209,7 +208,7 @@ class PciDriverBase(BaseDriver):
         if dev.is_vf:
             return (f"is a VF of {dev.physfn}; VFs are reported as attach handles of "
                     "their PF, so match the PF instead")
-        if dev.driver in self.protected_drivers:
+        if dev.driver in self.conf.protected_drivers:
             return (f"bound to {dev.driver}, which [{self.conf_group}] protected_drivers "
                     "says never to take")
         if self.sysfs.attr(dev.address, "boot_vga") == "1":
