@@ -117,7 +117,6 @@ class Sysfs:
         return "/" if rel == "." else "/" + rel
 
     def realpath(self, host_path: str, *parts: str) -> str:
-        """The host path with every symlink resolved."""
         return self.host_path(os.path.realpath(self.path(host_path, *parts)))
 
     def exists(self, host_path: str, *parts: str) -> bool:

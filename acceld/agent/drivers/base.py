@@ -191,7 +191,6 @@ def pci_handle(address: str, **extra: str) -> dict[str, Any]:
 
 def deployable(name: str, rc: str, traits: Sequence[str],
                handles: list[dict[str, Any]], **attributes: str) -> dict[str, Any]:
-    """A deployable of ``handles`` with resource class ``rc`` and ``traits``."""
     return {"name": name, "num_accelerators": len(handles),
             "attributes": {"rc": rc, **{f"trait{i}": t for i, t in enumerate(traits)},
                            **attributes}, "attach_handles": handles}
