@@ -7,6 +7,8 @@ from __future__ import annotations
 import functools
 import os
 
+from acceld.hw import pci
+
 DEFAULT_PATHS = ("/usr/share/misc/pci.ids", "/usr/share/hwdata/pci.ids")
 
 
@@ -55,9 +57,5 @@ class PciNames:
 
 
 def _norm(hex_id: str) -> str:
-    """``"0x8086"``/``"8086"``/``"8086 "`` -> ``"8086"`` (unparseable ids stay as given)."""
-    text = str(hex_id).strip().lower()
-    try:
-        return f"{int(text, 16):04x}"
-    except ValueError:
-        return text
+    """``"0x8086"``/``"8086 "`` -> ``"8086"`` (unparseable ids stay as given)."""
+    return pci.hex_id(hex_id, 4) or str(hex_id).strip().lower()

@@ -76,7 +76,6 @@ class MigInfo:
     uuid: str                 # MIG-...
     parent_uuid: str
     gpu_instance_id: int
-    compute_instance_id: int
     profile_id: int           # the GPU instance profile id (19 = 1g.10gb on H100)
     profile_name: str         # canonical "1g.10gb" (from NVML's profile info), "" if unknown
     memory_total: int | None
@@ -99,15 +98,11 @@ class Event:
     gpu_uuid: str
     kind: str
     data: int
-    gpu_instance_id: int | None = None
-
-
-def _default_import() -> ModuleType:
-    return importlib.import_module("pynvml")
 
 
 class NvmlBackend:
-    def __init__(self, importer: Callable[[], ModuleType] = _default_import) -> None:
+    def __init__(self, importer: Callable[[], ModuleType] = functools.partial(
+            importlib.import_module, "pynvml")) -> None:
         self._importer = importer
         self._nv: Any = None
         self.reason: str | None = None      # why NVML is unavailable
@@ -242,15 +237,13 @@ class NvmlBackend:
     def _mig_info(self, gpu_uuid: str, parent: Any, handle: Any,
                   profiles: dict[int, tuple[str, int, int]]) -> MigInfo:
         gi_id = int(self._call("nvmlDeviceGetGpuInstanceId", handle))
-        ci_id = self._call("nvmlDeviceGetComputeInstanceId", handle)
         profile_id = self._gi_profile_id(parent, gi_id)
         if profile_id is None:
             profile_id = self._profile_by_attributes(handle, profiles)
         memory = self._call("nvmlDeviceGetMemoryInfo", handle)
         name = profiles[profile_id][0] if profile_id in profiles else ""
         return MigInfo(uuid=self._call("nvmlDeviceGetUUID", handle), parent_uuid=gpu_uuid,
-                       gpu_instance_id=gi_id, compute_instance_id=int(ci_id or 0),
-                       profile_id=profile_id, profile_name=name,
+                       gpu_instance_id=gi_id, profile_id=profile_id, profile_name=name,
                        memory_total=None if memory is None else int(memory.total))
 
     def _gi_profile_id(self, parent: Any, gi_id: int) -> int | None:
@@ -371,9 +364,7 @@ class NvmlBackend:
             uuid = self._call("nvmlDeviceGetUUID", data.device)
         except GpuLost:
             uuid = None
-        gi = int(data.gpuInstanceId)
-        return Event(gpu_uuid=uuid or "", kind=kind, data=int(data.eventData),
-                     gpu_instance_id=None if gi == 0xFFFFFFFF else gi)
+        return Event(gpu_uuid=uuid or "", kind=kind, data=int(data.eventData))
 
 
 def _init_reason(exc: Exception) -> str:

@@ -7,6 +7,7 @@ everything compares :class:`PciAddress` values or their canonical sysfs string.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fnmatch
 import re
@@ -58,6 +59,14 @@ def is_address(text: str) -> bool:
     return True
 
 
+def hex_id(raw: str | None, width: int) -> str | None:
+    """A vendor/device/class id as ``width`` lower-case hex digits (``"0x8086"`` ->
+    ``"8086"``); None for None or what is not hex."""
+    with contextlib.suppress(TypeError, ValueError):
+        return f"{int(raw, 16):0{width}x}"
+    return None
+
+
 def to_attach_info(address: str | PciAddress) -> dict[str, str]:
     """The attach_info of a PCI handle: hex strings (``"0000"``, ``"3b"``, ``"00"``, ``"1"``)."""
     a = address if isinstance(address, PciAddress) else parse(address)
@@ -74,8 +83,9 @@ def from_attach_info(info: dict[str, str]) -> PciAddress:
         raise ValueError(f"not a PCI attach_info: {info!r}") from exc
 
 
-def _split_spec(spec: str) -> dict[str, str]:
-    """An address glob's four fields, missing leading ones ``*`` (``3b:00.*``: any domain)."""
+def _spec_fields(spec: str) -> dict[str, str]:
+    """An address glob's four fields, missing leading ones ``*`` (``3b:00.*``: any domain),
+    literal ones zero-padded; ValueError when it is malformed."""
     spec = spec.strip().lower()
     if spec in ("", "*"):
         return dict.fromkeys(_WIDTHS, "*")
@@ -85,8 +95,8 @@ def _split_spec(spec: str) -> dict[str, str]:
     parts = head.split(":")
     if len(parts) > 3:
         raise ValueError(f"bad PCI address spec: {spec!r}")
-    parts = ["*"] * (3 - len(parts)) + parts
-    return {"domain": parts[0], "bus": parts[1], "device": parts[2], "function": function}
+    fields = ["*"] * (3 - len(parts)) + parts + [function]
+    return {name: _norm_field(value, name) for name, value in zip(_WIDTHS, fields, strict=True)}
 
 
 def _norm_field(value: str, name: str) -> str:
@@ -101,12 +111,11 @@ def _norm_field(value: str, name: str) -> str:
 
 
 def validate_spec(spec: str) -> None:
-    for name, value in _split_spec(spec).items():
-        _norm_field(value, name)
+    _spec_fields(spec)
 
 
 def matches(spec: str, address: str | PciAddress) -> bool:
     """True when ``address`` matches the glob ``spec``; ValueError for a malformed spec."""
     canon = to_attach_info(address)
-    return all(fnmatch.fnmatchcase(canon[name], _norm_field(value, name))
-               for name, value in _split_spec(spec).items())
+    return all(fnmatch.fnmatchcase(canon[name], pattern)
+               for name, pattern in _spec_fields(spec).items())

@@ -80,24 +80,15 @@ def check_argv(argv: list[str]) -> list[str]:
     if not all(isinstance(a, str) and "\0" not in a for a in argv):
         raise ValueError("every argument must be a string without NUL bytes")
     program = argv[0]
-    name = os.path.basename(program)
-    if name not in ALLOWED_PROGRAMS:
+    if os.path.basename(program) not in ALLOWED_PROGRAMS:
         raise ValueError(f"program not allowed: {program!r}")
-    if "/" in program:
-        if not os.path.isabs(program) or ".." in program.split("/"):
-            raise ValueError(f"program path must be absolute without '..': {program!r}")
-        _check_trusted(program)
-        resolved = program
-    else:
-        found = shutil.which(program)
-        if found is None:
+    if "/" not in program:
+        resolved = shutil.which(program)
+        if resolved is None:
             raise FileNotFoundError(f"{program} not found on PATH")
-        resolved = found
-    return [resolved, *argv[1:]]
-
-
-def _check_trusted(program: str) -> None:
-    """An explicit program path must be root-owned and writable by nobody else."""
+        return [resolved, *argv[1:]]
+    if not os.path.isabs(program) or ".." in program.split("/"):
+        raise ValueError(f"program path must be absolute without '..': {program!r}")
     try:
         st = os.stat(program)
     except FileNotFoundError:
@@ -105,6 +96,7 @@ def _check_trusted(program: str) -> None:
     if st.st_uid != 0 or st.st_mode & 0o022:
         raise ValueError(f"program must be owned by root and not group/world-writable: "
                          f"{program!r}")
+    return [program, *argv[1:]]
 
 
 def execute_checked(argv: list[str], timeout: float) -> tuple[int, str, str, bool]:

@@ -83,13 +83,6 @@ class PciDevice:
         return int(self.pci_class, 16)
 
 
-def _hex_id(raw: str | None, width: int) -> str | None:
-    """``"0x8086"`` -> ``"8086"``; None for None or what is not hex."""
-    with contextlib.suppress(TypeError, ValueError):
-        return f"{int(raw, 16):0{width}x}"
-    return None
-
-
 def _plain_writer(real_path: str, value: str) -> None:
     with open(real_path, "w", encoding="ascii") as f:
         f.write(value)
@@ -124,7 +117,6 @@ class Sysfs:
         return "/" if rel == "." else "/" + rel
 
     def realpath(self, host_path: str, *parts: str) -> str:
-        """The host path with every symlink resolved."""
         return self.host_path(os.path.realpath(self.path(host_path, *parts)))
 
     def exists(self, host_path: str, *parts: str) -> bool:
@@ -203,8 +195,8 @@ class Sysfs:
         """A snapshot of one PCI function, or None when it does not exist."""
         addr = pci.normalize(address)
         base = self.device_path(addr)
-        vendor = _hex_id(self.read(base, "vendor"), 4)
-        device = _hex_id(self.read(base, "device"), 4)
+        vendor = pci.hex_id(self.read(base, "vendor"), 4)
+        device = pci.hex_id(self.read(base, "device"), 4)
         if vendor is None or device is None:
             return None
         numa = self.read_int(base, "numa_node")
@@ -214,9 +206,9 @@ class Sysfs:
         physfn = self.link_name(base, "physfn")
         return PciDevice(
             address=addr, vendor=vendor, device=device,
-            pci_class=_hex_id(self.read(base, "class"), 6) or "000000",
-            subsystem_vendor=_hex_id(self.read(base, "subsystem_vendor"), 4),
-            subsystem_device=_hex_id(self.read(base, "subsystem_device"), 4),
+            pci_class=pci.hex_id(self.read(base, "class"), 6) or "000000",
+            subsystem_vendor=pci.hex_id(self.read(base, "subsystem_vendor"), 4),
+            subsystem_device=pci.hex_id(self.read(base, "subsystem_device"), 4),
             numa_node=None if numa is None or numa < 0 else numa,
             iommu_group=int(group) if group and group.isdigit() else None,
             driver=self.link_name(base, "driver"),
@@ -224,7 +216,7 @@ class Sysfs:
             sriov_totalvfs=self.read_int(base, "sriov_totalvfs"),
             sriov_numvfs=self.read_int(base, "sriov_numvfs"),
             sriov_drivers_autoprobe=None if autoprobe is None else bool(autoprobe),
-            sriov_vf_device=_hex_id(self.read(base, "sriov_vf_device"), 4),
+            sriov_vf_device=pci.hex_id(self.read(base, "sriov_vf_device"), 4),
             physfn=pci.normalize(physfn) if physfn and pci.is_address(physfn) else None,
             virtfns=tuple(self.virtfns(addr)),
             mdev_supported_types=self.mdev_types_at(base),

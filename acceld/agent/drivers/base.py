@@ -9,6 +9,8 @@ registers and lists for oslo-config-generator; sysfs, runner, NVML and clock com
 from __future__ import annotations
 
 import dataclasses
+import errno
+import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -16,7 +18,10 @@ from typing import Any, Protocol, runtime_checkable
 from oslo_config import cfg
 
 from acceld import reports
+from acceld.agent import fileutil
 from acceld.hw import pci
+from acceld.hw.runner import SubprocessRunner
+from acceld.hw.sysfs import BindError, Sysfs
 
 # Health of one device, as drivers report it (worst first).
 HEALTH_FAILED = "failed"
@@ -105,6 +110,7 @@ class BaseDriver:
     version = "0"
     conf_group = ""                     # the driver's option group, e.g. "fake_driver"
     conf_opts: Sequence[cfg.Opt] = ()   # the options of that group
+    state_file = ""                     # its JSON state in state_dir ("": <name>-state.json)
 
     @classmethod
     def list_opts(cls) -> list[tuple[str, list[cfg.Opt]]]:
@@ -112,17 +118,21 @@ class BaseDriver:
         return [(cls.conf_group, list(cls.conf_opts))] if cls.conf_opts else []
 
     def __init__(self, ctx: DriverContext) -> None:
-        from acceld.hw.runner import SubprocessRunner
-        from acceld.hw.sysfs import Sysfs
-
         self.ctx = ctx
         self.conf: Any = getattr(ctx.conf, self.conf_group, None)
         self.sysfs: Sysfs = ctx.sysfs if ctx.sysfs is not None else Sysfs("/")
         self.runner: Any = ctx.runner if ctx.runner is not None else SubprocessRunner()
         self._explanation = Explanation()
+        self._state_path = os.path.join(ctx.state_dir, self.state_file or f"{self.name}-state.json")
 
     def discover(self) -> list[reports.Device]:
         raise NotImplementedError
+
+    def _state(self) -> dict[str, Any]:
+        return fileutil.read_json(self._state_path) or {}
+
+    def _save_state(self, state: dict[str, Any]) -> None:
+        fileutil.write_json_atomic(self._state_path, state)
 
     def explain(self) -> Explanation:
         return self._explanation
@@ -151,6 +161,29 @@ def pci_address(identity: str, what: str = "a PCI address") -> str:
         raise DriverError(f"{identity!r} is not {what}") from None
 
 
+def attach_address(attach_info: dict[str, str]) -> str:
+    """The PCI address a handle's attach_info names; DriverError when it is malformed."""
+    try:
+        return str(pci.from_attach_info(attach_info))
+    except ValueError as exc:
+        raise DriverError(f"bad PCI attach_info {attach_info!r}: {exc}") from None
+
+
+_SYSFS_HINTS = {errno.EBUSY: "the device is busy", errno.ENODEV: "the device is gone"}
+
+
+def sysfs_op(what: str, fn: Callable[[], Any], hints: dict[int, str] | None = None) -> None:
+    """Run a sysfs operation, turning kernel errors into operator messages."""
+    try:
+        fn()
+    except BindError as exc:
+        raise DriverError(f"{what}: {exc}") from exc
+    except OSError as exc:
+        hint = {**_SYSFS_HINTS, **(hints or {})}.get(exc.errno or 0, "")
+        raise DriverError(f"{what}: {exc.strerror or exc}" + (f" ({hint})" if hint else "")
+                          ) from exc
+
+
 def pci_handle(address: str, **extra: str) -> dict[str, Any]:
     """A PCI attach handle of ``address`` (``extra`` joins its attach_info)."""
     return {"attach_type": "PCI", "attach_info": {**pci.to_attach_info(address), **extra}}
@@ -158,7 +191,6 @@ def pci_handle(address: str, **extra: str) -> dict[str, Any]:
 
 def deployable(name: str, rc: str, traits: Sequence[str],
                handles: list[dict[str, Any]], **attributes: str) -> dict[str, Any]:
-    """A deployable of ``handles`` with resource class ``rc`` and ``traits``."""
     return {"name": name, "num_accelerators": len(handles),
             "attributes": {"rc": rc, **{f"trait{i}": t for i, t in enumerate(traits)},
                            **attributes}, "attach_handles": handles}

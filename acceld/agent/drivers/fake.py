@@ -11,7 +11,6 @@ the host while the agent runs: ``device_count``, ``vf_count``, ``fpga_function``
 from __future__ import annotations
 
 import hashlib
-import os
 import random
 import re
 from typing import Any
@@ -74,36 +73,33 @@ class FakeDriver(BaseDriver):
     version = "1.0.0"
     conf_group = "fake_driver"
     conf_opts = OPTS
+    state_file = "fake-driver-state.json"
 
     def __init__(self, ctx: base.DriverContext) -> None:
         super().__init__(ctx)
         conf = self.conf
-        self._host = ctx.host
         self._cyborg = conf.profile == "cyborg"
         self._count = 1 if self._cyborg else conf.device_count
         self._kinds = [_CYBORG] if self._cyborg else (
             [k for t in conf.device_types for k in _KINDS if k[0] == t] or list(_KINDS))
-        self._handles = None if self._cyborg else conf.handles
         self._traits = {kind: tuple(value.split()) for kind, value in conf.traits.items()}
-        self._physnets = dict(conf.physical_networks)
-        self._control_file = conf.control_file
-        self._state_file = os.path.join(ctx.state_dir, "fake-driver-state.json")
 
     def _control(self) -> dict[str, Any]:
-        return (fileutil.read_json(self._control_file) if self._control_file else None) or {}
+        path = self.conf.control_file
+        return (fileutil.read_json(path) if path else None) or {}
 
     def discover(self) -> list[reports.Device]:
         control = self._control()
         if control.get("fail"):
             raise DriverError("fake discovery failure (control file says fail)")
         count = 1 if self._cyborg else int(control.get("device_count", self._count))
-        seed = int.from_bytes(hashlib.sha256(self._host.encode()).digest()[:8], "big")
+        seed = int.from_bytes(hashlib.sha256(self.ctx.host.encode()).digest()[:8], "big")
         rng = random.Random(seed)
         programmed = self._state().get("programmed", {})
         devices = [self._device(i, rng, control, programmed) for i in range(count)]
         self._explanation = base.Explanation(
             checks=(Check("control file", True,
-                          self._control_file or "none configured: defaults"),),
+                          self.conf.control_file or "none configured: defaults"),),
             expected=self._count, found=len(devices),
             skipped=tuple(Skipped(s["address"], s["reason"])
                           for s in control.get("skipped", ())))
@@ -112,8 +108,8 @@ class FakeDriver(BaseDriver):
     def _device(self, index: int, rng: random.Random, control: dict[str, Any],
                 programmed: dict[str, str]) -> reports.Device:
         dtype, vendor, product, rc, trait, nhandles = self._kinds[index % len(self._kinds)]
-        if self._handles:
-            nhandles = self._handles
+        if self.conf.handles and not self._cyborg:
+            nhandles = self.conf.handles
         if nhandles > 1 and "vf_count" in control and not self._cyborg:
             nhandles = max(1, int(control["vf_count"]))
         bus = 0x0c if self._cyborg else 0x3b + index
@@ -124,14 +120,15 @@ class FakeDriver(BaseDriver):
             traits.append(reports.function_trait(function))
         serial = f"FAKE{rng.randrange(16**8):08X}"
         first = 1 if nhandles > 1 else 0      # a multi-function card keeps function 0
-        physnet = ({"physical_network": self._physnets[dtype]} if dtype in self._physnets
-                   else {})
+        physnets = self.conf.physical_networks
+        physnet = {"physical_network": physnets[dtype]} if dtype in physnets else {}
         handles = [base.pci_handle(str(pci.PciAddress(0, bus, n // 8, n % 8)), **physnet)
                    for n in range(first, first + nhandles)]
-        name = f"{self._host}-fake-{dtype.lower()}-{index}"
-        deployable = f"{self._host}_fake_{bus:02x}"
+        host = self.ctx.host
+        name = f"{host}-fake-{dtype.lower()}-{index}"
+        deployable = f"{host}_fake_{bus:02x}"
         if self._cyborg:
-            name = deployable = re.sub(r"[^A-Za-z0-9_-]", "_", f"{self._host}_FakeDevice")
+            name = deployable = re.sub(r"[^A-Za-z0-9_-]", "_", f"{host}_FakeDevice")
         return reports.make_device(
             identity=identity, type=dtype, vendor=vendor, model=product, name=name,
             std_board_info={"product_id": product, "class": "fake"},
@@ -150,16 +147,13 @@ class FakeDriver(BaseDriver):
                                               "memory_used_bytes": float(i << 20)}
                 for i in range(count)}
 
-    def _state(self) -> dict[str, Any]:
-        return fileutil.read_json(self._state_file) or {"installed": [], "host_attached": []}
-
     def _set_member(self, key: str, identity: str, present: bool) -> None:
         state = self._state()
         members = set(state.get(key, []))
         if (identity in members) == present:
             return
         state[key] = sorted(members | {identity} if present else members - {identity})
-        fileutil.write_json_atomic(self._state_file, state)
+        self._save_state(state)
 
     def install(self, identity: str) -> None:
         control = self._control()
@@ -187,7 +181,7 @@ class FakeDriver(BaseDriver):
                 timeout: float) -> dict[str, str]:
         """Load ``image_path`` into the fake FPGA ``identity`` in ten steps."""
         if not any(d.identity == identity and d.type == "FPGA" for d in self.discover()):
-            raise DriverError(f"{identity} is not a fake FPGA of {self._host}")
+            raise DriverError(f"{identity} is not a fake FPGA of {self.ctx.host}")
         control = self._control()
         function = _image_function(image_path)
         step = float(control.get("program_seconds", 0)) / _PROGRAM_STEPS
@@ -202,7 +196,7 @@ class FakeDriver(BaseDriver):
                 self.ctx.sleep(step)
         state = self._state()
         state.setdefault("programmed", {})[identity] = function
-        fileutil.write_json_atomic(self._state_file, state)
+        self._save_state(state)
         progress(100, f"function {function} loaded")
         return {"function": function}
 

@@ -24,7 +24,6 @@ from typing import Any
 from oslo_config import cfg
 
 from acceld import reports
-from acceld.agent import fileutil
 from acceld.agent.drivers import base
 from acceld.agent.drivers.base import BaseDriver, Check, DriverError, ProgressFn, Skipped
 from acceld.hw import pci
@@ -104,7 +103,6 @@ _MAX_GBS_METADATA = 1024 * 1024
 _EXAMINE_TTL = 5.0             # seconds an examine answers discover/health/stats alike
 _TAIL = 600
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
-_STATE_FILE = "fpga-functions.json"
 
 
 def function_id(raw: str | None) -> str | None:
@@ -154,12 +152,12 @@ class FpgaDriver(BaseDriver):
     version = "1.0.0"
     conf_group = "fpga_driver"
     conf_opts = OPTS
+    state_file = "fpga-functions.json"
 
     def __init__(self, ctx: base.DriverContext, *,
                  which: Callable[[str], str | None] | None = None) -> None:
         super().__init__(ctx)
         self._tool = which or shutil.which         # a configured tool's path, or None
-        self._state_file = os.path.join(ctx.state_dir, _STATE_FILE)
         self._examined: dict[str, tuple[float, dict[str, Any]]] = {}
         self._locks: dict[str, threading.Lock] = {}     # per card (setdefault is atomic)
 
@@ -470,17 +468,16 @@ class FpgaDriver(BaseDriver):
 
     # -- remembered functions ----------------------------------------------------------
     def _recalled(self, identity: str) -> list[str]:
-        state = fileutil.read_json(self._state_file) or {}
-        return [f for f in state.get(identity, []) if function_id(f)]
+        return [f for f in self._state().get(identity, []) if function_id(f)]
 
     def _remember(self, functions: dict[str, list[str]]) -> None:
         """Record what is loaded where (only when it changed: discovery runs often)."""
         if not functions:
             return
-        state = fileutil.read_json(self._state_file) or {}
+        state = self._state()
         merged = {**state, **functions}
         if merged != state:
-            fileutil.write_json_atomic(self._state_file, merged)
+            self._save_state(merged)
 
 
 # -- image checks ------------------------------------------------------------------------

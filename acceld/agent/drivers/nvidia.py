@@ -80,6 +80,8 @@ _MDEV_NAMESPACE = uuidlib.UUID("5b0e3a52-8f0c-4c55-9d51-64a3f7f0c2d1")
 _VGPU_LINE = re.compile(r"^\s*(\d+)\s*:\s*(.+?)\s*$")
 _MDEVCTL_TIMEOUT = 30.0
 _TYPE_ID = re.compile(r"^(?:nvidia-)?(\d+)$")
+_VGPU_HINTS = {errno.ENOSPC: "no free vGPU instance", errno.EBUSY: "in use",
+               errno.EINVAL: "type not creatable now"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,8 +199,7 @@ class NvidiaDriver(BaseDriver):
         """NVIDIA GPUs (PFs of display class) in sysfs that NVML did not report."""
         out = []
         for address in self.sysfs.pci_addresses():
-            vendor = self.sysfs.attr(address, "vendor")
-            if address in seen or (vendor or "").lower().removeprefix("0x") != VENDOR:
+            if address in seen or pci.hex_id(self.sysfs.attr(address, "vendor"), 4) != VENDOR:
                 continue
             dev = self.sysfs.pci_device(address)
             if dev is not None and dev.class_code >> 16 == _DISPLAY_CLASS and not dev.is_vf:
@@ -380,14 +381,14 @@ class NvidiaDriver(BaseDriver):
     def release(self, identity: str, attach_info: dict[str, str]) -> None:
         """Destroy what :meth:`prepare` created; a missing mdev or free VF is fine."""
         if "vgpu_type" in attach_info:
-            vf = self._own_parent(identity, str(pci.from_attach_info(attach_info)))
+            vf = self._own_parent(identity, attach_info)
             current = _int(self.sysfs.attr(vf, "nvidia", "current_vgpu_type"))
             if current == int(attach_info["vgpu_type"]):
-                self._sysfs_op(lambda: self.sysfs.set_current_vgpu_type(vf, 0), vf)
+                base.sysfs_op(vf, lambda: self.sysfs.set_current_vgpu_type(vf, 0), _VGPU_HINTS)
             return
         if "asked_type" in attach_info:
             uuid = self._handle_uuid(identity, attach_info)
-            self._sysfs_op(lambda: self.sysfs.mdev_remove(uuid), uuid)
+            base.sysfs_op(uuid, lambda: self.sysfs.mdev_remove(uuid), _VGPU_HINTS)
             self._undefine_mdev(uuid)
 
     def _undefine_mdev(self, uuid: str) -> None:
@@ -414,17 +415,17 @@ class NvidiaDriver(BaseDriver):
             raise DriverError(f"MIG device {mig_uuid} does not exist on {identity}")
 
     def _set_vf_vgpu(self, identity: str, attach_info: dict[str, str]) -> None:
-        vf = self._own_parent(identity, str(pci.from_attach_info(attach_info)))
+        vf = self._own_parent(identity, attach_info)
         wanted = int(attach_info["vgpu_type"])
         current = _int(self.sysfs.attr(vf, "nvidia", "current_vgpu_type"))
         if current == wanted:
             return
         if current != 0:
             raise DriverError(f"VF {vf} already has vGPU type {current}, not {wanted}")
-        self._sysfs_op(lambda: self.sysfs.set_current_vgpu_type(vf, wanted), vf)
+        base.sysfs_op(vf, lambda: self.sysfs.set_current_vgpu_type(vf, wanted), _VGPU_HINTS)
 
     def _create_mdev(self, identity: str, attach_info: dict[str, str]) -> None:
-        parent = self._mdev_parent(identity, attach_info)
+        parent = self._own_parent(identity, attach_info)
         type_name = attach_info["asked_type"]
         uuid = self._handle_uuid(identity, attach_info)
         if self.sysfs.mdev_exists(uuid):
@@ -433,14 +434,8 @@ class NvidiaDriver(BaseDriver):
                 raise DriverError(f"mdev {uuid} exists as {have[1]} on {have[0]}, not "
                                   f"{type_name} on {parent}")
         else:
-            self._sysfs_op(lambda: self.sysfs.mdev_create(parent, type_name, uuid), uuid)
-
-    def _mdev_parent(self, identity: str, attach_info: dict[str, str]) -> str:
-        try:
-            address = str(pci.from_attach_info(attach_info))
-        except ValueError as exc:
-            raise DriverError(f"bad MDEV attach_info {attach_info!r}: {exc}") from None
-        return self._own_parent(identity, address)
+            base.sysfs_op(uuid, lambda: self.sysfs.mdev_create(parent, type_name, uuid),
+                          _VGPU_HINTS)
 
     def _handle_uuid(self, identity: str, attach_info: dict[str, str]) -> str:
         """The mdev UUID discovery gave an MDEV handle (from parent, type and vgpu_mark slot)."""
@@ -449,24 +444,14 @@ class NvidiaDriver(BaseDriver):
         slot = mark.removeprefix(f"{type_name}_")
         if not slot.isdigit():
             raise DriverError(f"bad vgpu_mark {mark!r} for type {type_name}")
-        return self._mdev_uuid(self._mdev_parent(identity, attach_info), type_name, int(slot))
+        return self._mdev_uuid(self._own_parent(identity, attach_info), type_name, int(slot))
 
-    def _own_parent(self, identity: str, address: str) -> str:
-        """``address`` normalised, when it is the GPU ``identity`` or one of its VFs."""
-        gpu, parent = pci.normalize(identity), pci.normalize(address)
+    def _own_parent(self, identity: str, attach_info: dict[str, str]) -> str:
+        """The handle's address, when it is the GPU ``identity`` or one of its VFs."""
+        gpu, parent = pci.normalize(identity), base.attach_address(attach_info)
         if parent != gpu and self.sysfs.link_name(self.sysfs.device_path(parent, "physfn")) != gpu:
             raise DriverError(f"{parent} is neither {gpu} nor one of its VFs")
         return parent
-
-    @staticmethod
-    def _sysfs_op(op: Any, what: str) -> None:
-        try:
-            op()
-        except OSError as exc:
-            hint = {errno.ENOSPC: "no free vGPU instance",
-                    errno.EBUSY: "in use", errno.EINVAL: "type not creatable now"}
-            raise DriverError(f"{what}: {hint.get(exc.errno or 0, 'sysfs write failed')} "
-                              f"({exc.strerror or exc})") from exc
 
     # -- health and stats --------------------------------------------------------------
 

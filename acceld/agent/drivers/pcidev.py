@@ -11,18 +11,16 @@ import contextlib
 import dataclasses
 import errno
 import json
-import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import jsonschema
 
 from acceld import reports, states
-from acceld.agent import fileutil
 from acceld.agent.drivers import base
 from acceld.agent.drivers.base import BaseDriver, Check, DriverError, Health, Skipped
 from acceld.hw import names, pci
-from acceld.hw.sysfs import BindError, PciDevice
+from acceld.hw.sysfs import PciDevice
 
 VFIO = "vfio-pci"
 
@@ -52,7 +50,6 @@ SELECTORS = ("vendor_id", "product_id", "class", "address")
 _NO_PHYSNET = ("is a NIC but spec {} names no physical_network: Nova binds a port to a NIC "
                "handle only with the handle's physical network")
 
-_HINTS = {errno.EBUSY: "the device is busy", errno.ENODEV: "the device is gone"}
 _NUMVFS_HINTS = {
     errno.EBUSY: "a VF is in use; release it first",
     errno.ENOENT: "no driver is bound to the PF; the kernel needs one (or pci-pf-stub) to "
@@ -103,13 +100,6 @@ class DeviceSpec:
             strict=True) if v is not None)
 
 
-def _hex(value: str | None, width: int | None = None) -> str | None:
-    if value is None:
-        return None
-    text = value.lower().removeprefix("0x")
-    return text if width is None else f"{int(text, 16):0{width}x}"
-
-
 def load_specs(values: Iterable[str], group: str, option: str,
                default_vfio: bool = True) -> list[DeviceSpec]:
     """Parse and validate ``[group] option`` (one JSON object per value) or DriverError."""
@@ -134,9 +124,11 @@ def load_specs(values: Iterable[str], group: str, option: str,
             pci.validate_spec(data.get("address", "*"))
         except ValueError as exc:
             raise DriverError(f"{where}: field 'address': {exc}") from None
-        data.update(vendor_id=_hex(data.get("vendor_id"), 4), pci_class=_hex(data.pop(
-            "class", None)), product_id=_hex(data.get("product_id"), 4),
-            traits=tuple(data.get("traits", ())), vfio=data.get("vfio", default_vfio))
+        pci_class = data.pop("class", None)
+        data.update(vendor_id=pci.hex_id(data.get("vendor_id"), 4),
+                    product_id=pci.hex_id(data.get("product_id"), 4),
+                    pci_class=pci_class and pci_class.lower().removeprefix("0x"),
+                    traits=tuple(data.get("traits", ())), vfio=data.get("vfio", default_vfio))
         specs.append(DeviceSpec(index=index, raw=raw, **data))
     return specs
 
@@ -170,9 +162,7 @@ class PciDriverBase(BaseDriver):
         super().__init__(ctx)
         self.specs = load_specs(getattr(self.conf, self.spec_option), self.conf_group,
                                 self.spec_option, self.default_vfio)
-        self.protected_drivers = frozenset(self.conf.protected_drivers)
         self.names = names.PciNames()
-        self._state_file = os.path.join(ctx.state_dir, f"{self.name}-state.json")
         self._known: dict[str, Match] = {}
 
     # -- discovery -------------------------------------------------------------------
@@ -218,7 +208,7 @@ class PciDriverBase(BaseDriver):
         if dev.is_vf:
             return (f"is a VF of {dev.physfn}; VFs are reported as attach handles of "
                     "their PF, so match the PF instead")
-        if dev.driver in self.protected_drivers:
+        if dev.driver in self.conf.protected_drivers:
             return (f"bound to {dev.driver}, which [{self.conf_group}] protected_drivers "
                     "says never to take")
         if self.sysfs.attr(dev.address, "boot_vga") == "1":
@@ -346,16 +336,13 @@ class PciDriverBase(BaseDriver):
         return Health.of(failed, degraded)
 
     # -- state -------------------------------------------------------------------------
-    def _state(self) -> dict[str, dict[str, Any]]:
-        return fileutil.read_json(self._state_file) or {}
-
     def _update(self, identity: str, fn: Callable[[dict[str, Any]], Any]) -> None:
         """Change the state entry of ``identity`` in place (an emptied one is dropped)."""
         state = self._state()
         fn(state.setdefault(identity, {}))
         if not state[identity]:
             del state[identity]
-        fileutil.write_json_atomic(self._state_file, state)
+        self._save_state(state)
 
     # -- lookups shared by the operations ------------------------------------------------
     def _match(self, identity: str) -> Match:
@@ -374,28 +361,12 @@ class PciDriverBase(BaseDriver):
         return next((m for m in self._scan()[0] if m.device.address == address), None)
 
     def _need_vfio(self, address: str) -> None:
-        if not self.sysfs.iommu_enabled():
-            raise DriverError(f"cannot give {address} to vfio-pci: the IOMMU is off (no "
-                              "/sys/kernel/iommu_groups); boot with intel_iommu=on or "
-                              "amd_iommu=on")
-        if not self.sysfs.driver_loaded(VFIO):
-            raise DriverError(f"cannot give {address} to vfio-pci: vfio-pci is not loaded "
-                              "(modprobe vfio-pci)")
-
-    def _sysfs_op(self, what: str, fn: Callable[[], Any],
-                  hints: dict[int, str] | None = None) -> None:
-        """Run a sysfs operation, turning kernel errors into operator messages."""
-        try:
-            fn()
-        except BindError as exc:
-            raise DriverError(f"{what}: {exc}") from exc
-        except OSError as exc:
-            hint = {**_HINTS, **(hints or {})}.get(exc.errno or 0, "")
-            raise DriverError(f"{what}: {exc.strerror or exc}" + (f" ({hint})" if hint else "")
-                              ) from exc
+        for check in self._host_checks():
+            if not check.ok:
+                raise DriverError(f"cannot give {address} to vfio-pci: {check.detail}")
 
     def _set_numvfs(self, address: str, count: int, autoprobe: bool | None) -> None:
-        self._sysfs_op(f"setting the VF count of {address} to {count}",
+        base.sysfs_op(f"setting the VF count of {address} to {count}",
                        lambda: self.sysfs.set_numvfs(address, count, autoprobe=autoprobe),
                        _NUMVFS_HINTS)
 
@@ -404,9 +375,9 @@ class PciDriverBase(BaseDriver):
         if self.sysfs.pci_device(address) is None:
             return  # a VF removed with its PF's VF count: nothing to give back
         if not original:
-            self._sysfs_op(f"reprobing {address}", lambda: self.sysfs.reprobe(address))
+            base.sysfs_op(f"reprobing {address}", lambda: self.sysfs.reprobe(address))
         else:
-            self._sysfs_op(f"restoring {address} to {original}",
+            base.sysfs_op(f"restoring {address} to {original}",
                            lambda: self.sysfs.restore_driver(address, original))
 
     # -- install / uninstall -------------------------------------------------------------
@@ -443,7 +414,7 @@ class PciDriverBase(BaseDriver):
         """Bind a handle of ``identity`` to vfio-pci, recording its previous driver (once)."""
         driver = self.sysfs.driver_of(handle)
         self._update(identity, lambda e: e.setdefault("handles", {}).setdefault(handle, driver))
-        self._sysfs_op(f"binding {handle} to {VFIO}",
+        base.sysfs_op(f"binding {handle} to {VFIO}",
                        lambda: self.sysfs.bind_driver(handle, VFIO))
 
     def uninstall(self, identity: str) -> None:
@@ -483,10 +454,7 @@ class PciDriverBase(BaseDriver):
 
     # -- prepare / release -----------------------------------------------------------------
     def _handle_of(self, match: Match, attach_info: dict[str, str]) -> str:
-        try:
-            handle = str(pci.from_attach_info(attach_info))
-        except ValueError as exc:
-            raise DriverError(f"bad PCI attach_info {attach_info!r}: {exc}") from None
+        handle = base.attach_address(attach_info)
         if handle not in match.handles:
             raise DriverError(f"{handle} is not an attach handle of {match.device.address} "
                               f"(handles: {', '.join(match.handles) or 'none'})")
@@ -504,12 +472,7 @@ class PciDriverBase(BaseDriver):
     def release(self, identity: str, attach_info: dict[str, str]) -> None:
         """Give a handle back after a guest: to the driver it had before prepare (staying on
         vfio-pci when install put it there). Idempotent; a vanished VF is already free."""
-        try:
-            handle = str(pci.from_attach_info(attach_info))
-            address = pci.normalize(identity)
-        except ValueError as exc:
-            raise DriverError(f"bad release request {identity!r} {attach_info!r}: {exc}"
-                              ) from None
+        handle, address = base.attach_address(attach_info), base.pci_address(identity)
         if self.sysfs.pci_device(handle) is None:
             return
         entry = self._state().get(address, {})
