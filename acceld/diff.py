@@ -13,14 +13,10 @@ one transaction. The rules:
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Any
 
 from acceld import reports, states
-
-
-def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+from acceld.reports import canonical_json
 
 
 @dataclasses.dataclass

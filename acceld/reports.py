@@ -53,6 +53,11 @@ def function_trait(function_id: str) -> str:
     return FUNCTION_TRAIT_PREFIX + re.sub(r"[^A-Z0-9_]", "", function_id.upper())
 
 
+def canonical_json(value: Any) -> str:
+    """The one JSON text of ``value``: sorted keys, no spaces."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
 def _closed(required: list[str], properties: dict[str, Any]) -> dict[str, Any]:
     """The schema of an object with only ``properties``, ``required`` among them."""
     return {"type": "object", "required": required, "additionalProperties": False,
@@ -122,7 +127,7 @@ class AttachHandle:
     @property
     def info_key(self) -> str:
         """The canonical JSON of ``attach_info``: the handle's identity within a deployable."""
-        return json.dumps(dict(self.attach_info), sort_keys=True, separators=(",", ":"))
+        return canonical_json(dict(self.attach_info))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,8 +188,7 @@ class InventoryReport:
 
     def content_digest(self) -> str:
         """SHA-256 of what the report says about the host (not of epoch/seq)."""
-        body = json.dumps([self.provider_name or self.host, self.to_dict()["drivers"]],
-                          sort_keys=True, separators=(",", ":"))
+        body = canonical_json([self.provider_name or self.host, self.to_dict()["drivers"]])
         return hashlib.sha256(body.encode()).hexdigest()
 
     @classmethod

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import waitress
@@ -243,14 +244,22 @@ def api_app(conf: cfg.ConfigOpts, db: Database,
     return deploy.make_app(conf, db, rpc.ConductorClient(transport))
 
 
-def wait_for_signal(stop: threading.Event, parent: int | None = None) -> None:
-    """Until SIGTERM/SIGINT, or until process ``parent`` is no longer this one's parent."""
+def until_signal(stops: list[Callable[[], object]], parent: int | None = None) -> int:
+    """Run until SIGTERM/SIGINT (or until process ``parent`` is gone), then call ``stops``
+    in order (the HTTP server's first: requests in flight may still need the rest)."""
+    stop = threading.Event()
+
     def handler(signum: int, _frame: Any) -> None:
         LOG.info("signal %d: stopping", signum)
         stop.set()
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
-    while not stop.wait(1):
-        if parent is not None and os.getppid() != parent:
-            LOG.warning("parent process %d is gone: stopping", parent)
-            return
+    try:
+        while not stop.wait(1):
+            if parent is not None and os.getppid() != parent:
+                LOG.warning("parent process %d is gone: stopping", parent)
+                break
+    finally:
+        for fn in stops:
+            fn()
+    return 0

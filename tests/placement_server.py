@@ -29,7 +29,7 @@ In code, with acceld's options registered on ``conf``::
     server.configure_client(conf)            # group="placement"
     adapter = acceld.clients.make_adapter(conf, "placement")
 
-(acceld's ``register_opts`` registers only ``auth_type``/``auth_section`` of the auth
+(acceld's ``service_client.register`` registers only ``auth_type``/``auth_section`` of the auth
 options; ``endpoint``/``token`` are registered by
 ``keystoneauth1.loading.load_auth_from_conf_options`` once it has read ``auth_type``,
 so ``set_override("endpoint", ...)`` before that raises ``NoSuchOptError``. Either

@@ -9,12 +9,13 @@ under ``max_image_bytes`` gets its final name, ``<algorithm>-<digest>.img``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import urllib.parse
-from collections.abc import Iterable, Iterator
-from typing import Any, BinaryIO
+from collections.abc import Generator
+from typing import Any
 
 import requests
 from keystoneauth1 import exceptions as ks_exc
@@ -36,6 +37,7 @@ class ImageError(DriverError):
 
 
 Digest = tuple[str, str]          # (hashlib algorithm, lower-case hex digest)
+Chunks = Generator[bytes, None, None]    # closed when done with, even early
 
 
 def fetch_image(conf: cfg.ConfigOpts, image_ref: str, sha256: str, dest_dir: str, *,
@@ -83,41 +85,30 @@ def _cached(path: str, expected: Digest) -> bool:
     return False
 
 
-def _store(chunks: Iterable[bytes], image_ref: str, expected: Digest, final: str,
+def _store(chunks: Chunks, image_ref: str, expected: Digest, final: str,
            max_bytes: int) -> None:
     """Stream ``chunks`` into ``final``, hashing and counting, if size and digest match."""
-    try:
-        with fileutil.atomic_write(final, "wb") as out:
-            actual = _copy(chunks, out, image_ref, max_bytes, expected[0])
-            if actual != expected[1]:
-                raise ImageError(f"image {image_ref} has {expected[0]} {actual}, expected "
-                                 f"{expected[1]}")
-    finally:
-        close = getattr(chunks, "close", None)
-        if close is not None:  # a generator left early still releases its file/socket
-            close()
-
-
-def _copy(chunks: Iterable[bytes], out: BinaryIO, image_ref: str, max_bytes: int,
-          algorithm: str) -> str:
-    digest = hashlib.new(algorithm)
-    size = 0
-    for chunk in chunks:
-        size += len(chunk)
-        if size > max_bytes:
-            raise ImageError(f"image {image_ref} is larger than [fpga_driver] "
-                             f"max_image_bytes ({max_bytes} bytes)")
-        digest.update(chunk)
-        out.write(chunk)
-    if size == 0:
-        raise ImageError(f"image {image_ref} is empty")
-    return digest.hexdigest()
+    algorithm, wanted = expected
+    digest, size = hashlib.new(algorithm), 0
+    with contextlib.closing(chunks), fileutil.atomic_write(final, "wb") as out:
+        for chunk in chunks:
+            size += len(chunk)
+            if size > max_bytes:
+                raise ImageError(f"image {image_ref} is larger than [fpga_driver] "
+                                 f"max_image_bytes ({max_bytes} bytes)")
+            digest.update(chunk)
+            out.write(chunk)
+        if size == 0:
+            raise ImageError(f"image {image_ref} is empty")
+        actual = digest.hexdigest()
+        if actual != wanted:
+            raise ImageError(f"image {image_ref} has {algorithm} {actual}, expected {wanted}")
 
 
 # -- local files ---------------------------------------------------------------------
 
 
-def _local_chunks(conf: cfg.ConfigOpts, path: str, max_bytes: int) -> Iterator[bytes]:
+def _local_chunks(conf: cfg.ConfigOpts, path: str, max_bytes: int) -> Chunks:
     real = _allowed_local_path(conf.fpga_driver.local_image_dirs, path)
     if not os.path.isfile(real):
         raise ImageError(f"image file {path} does not exist or is not a regular file")
@@ -127,7 +118,7 @@ def _local_chunks(conf: cfg.ConfigOpts, path: str, max_bytes: int) -> Iterator[b
     return _read_file(real)
 
 
-def _read_file(path: str) -> Iterator[bytes]:
+def _read_file(path: str) -> Chunks:
     with open(path, "rb") as f:
         yield from iter(lambda: f.read(_LOCAL_CHUNK), b"")
 
@@ -201,7 +192,7 @@ def _glance_digest(adapter: Any, image_id: str) -> Digest:
 
 
 def _glance_chunks(conf: cfg.ConfigOpts, image_id: str, max_bytes: int,
-                   adapter: Any) -> Iterator[bytes]:
+                   adapter: Any) -> Chunks:
     resp = _glance_get(adapter, f"/v2/images/{image_id}/file", f"image {image_id}",
                        stream=True, timeout=conf.glance.download_timeout)
     if resp.status_code != 200:
@@ -216,7 +207,7 @@ def _glance_chunks(conf: cfg.ConfigOpts, image_id: str, max_bytes: int,
     return _response_chunks(resp, image_id, conf.glance.download_chunk_bytes)
 
 
-def _response_chunks(resp: Any, image_id: str, chunk_bytes: int) -> Iterator[bytes]:
+def _response_chunks(resp: Any, image_id: str, chunk_bytes: int) -> Chunks:
     try:
         yield from resp.iter_content(chunk_size=chunk_bytes)
     except requests.RequestException as exc:

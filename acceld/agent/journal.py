@@ -87,14 +87,10 @@ class Journal:
         return self._data["seq"]
 
     # -- operations --------------------------------------------------------------------
-    def known(self, op_id: str) -> bool:
-        with self._lock:
-            return any(op_id in self._data[k] for k in ("inflight", "results", "done"))
-
     def begin(self, op: dict[str, Any]) -> bool:
         """Journal ``op`` as in flight; False when it was seen before (not to run again)."""
         with self._lock:
-            if self.known(op["op_id"]):
+            if any(op["op_id"] in self._data[k] for k in ("inflight", "results", "done")):
                 return False
             self._data["inflight"][op["op_id"]] = op
             self._save()

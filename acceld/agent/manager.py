@@ -254,11 +254,17 @@ class AgentManager:
         self._wake.set()
 
     def run_operation(self, op: dict[str, Any]) -> None:
-        if not self.journal.begin(op):
-            LOG.info("operation %s seen before; re-delivering its outcome", op["op_id"])
-            self._wake.set()
-            return
-        self._execute(op)
+        if self._begin(op):
+            self._execute(op)
+
+    def _begin(self, op: dict[str, Any]) -> bool:
+        """Journal ``op``; False (its outcome re-delivered) when it was seen before."""
+        if self.journal.begin(op):
+            return True
+        LOG.info("operation %s (%s) seen before; re-delivering its outcome", op["op_id"],
+                 jmod.kind_of(op))
+        self._wake.set()
+        return False
 
     def _execute(self, op: dict[str, Any]) -> None:
         ok, error = True, None
@@ -362,7 +368,10 @@ class AgentManager:
     def attach_to_guest(self, instance_uuid: str, arq_uuid: str, attach_type: str,
                         attach_info: dict[str, str], handle_uuid: str) -> dict[str, Any]:
         """Attaches the ARQ's device live (journaled while it runs); the guest after."""
-        xml = _device_xml(arq_uuid, attach_type, attach_info, handle_uuid)
+        try:
+            xml = devicexml.device_xml(arq_uuid, attach_type, attach_info, handle_uuid)
+        except ValueError as exc:
+            raise exception.InvalidInput(str(exc)) from None
         hv = self._hypervisor()
         op = {"op_id": f"{jmod.KIND_GUEST_ATTACH}-{arq_uuid}", "kind": jmod.KIND_GUEST_ATTACH,
               "instance_uuid": instance_uuid, "arq_uuid": arq_uuid,
@@ -396,11 +405,8 @@ class AgentManager:
     def run_program(self, op: dict[str, Any]) -> None:
         """Journal a program operation and run it in a worker thread (outcome: program_done)."""
         op = dict(op, kind=jmod.KIND_PROGRAM)
-        if not self.journal.begin(op):
-            LOG.info("program %s seen before; re-delivering its outcome", op["op_id"])
-            self._wake.set()
-            return
-        self._programmer.start(op)
+        if self._begin(op):
+            self._programmer.start(op)
 
     def _program_finished(self) -> None:
         self.deliver_results()
@@ -410,14 +416,6 @@ class AgentManager:
     def device_stats(self, driver: str, identity: str) -> dict[str, float]:
         stats = self._driver(driver).stats()
         return {k: float(v) for k, v in stats.get(identity, {}).items()}
-
-
-def _device_xml(arq_uuid: str, attach_type: str, attach_info: dict[str, str],
-                handle_uuid: str) -> str:
-    try:
-        return devicexml.device_xml(arq_uuid, attach_type, attach_info, handle_uuid)
-    except ValueError as exc:
-        raise exception.InvalidInput(str(exc)) from None
 
 
 def _guest_dict(guest: Guest) -> dict[str, Any]:

@@ -51,20 +51,23 @@ class NovaClient:
     def __init__(self, adapter: ks_adapter.Adapter) -> None:
         self._a = adapter
 
+    def _request(self, method: str, url: str, **kwargs: Any) -> Any:
+        """The response, whatever its status; ServerError when Nova cannot be reached."""
+        try:
+            return self._a.request(url, method, microversion=MICROVERSION, raise_exc=False,
+                                   headers={"Accept": "application/json"}, **kwargs)
+        except (ks_exc.ConnectFailure, ks_exc.ConnectTimeout, ks_exc.DiscoveryFailure,
+                ks_exc.EndpointNotFound, ks_exc.RetriableConnectionFailure) as exc:
+            raise ServerError(f"Nova unreachable: {type(exc).__name__}") from exc
+
     def send_external_events(self, events: list[BoundEvent]) -> None:
         """One request carrying every event. 200: done; 207 whose failed entries are all
         422 (no host yet): tolerated and logged; anything else: a NovaError."""
         if not events:
             return
         ids = ", ".join(f"{e.arq_uuid}={e.status}" for e in events)
-        try:
-            resp = self._a.post("/os-server-external-events",
-                                json={"events": [e.to_body() for e in events]},
-                                microversion=MICROVERSION, raise_exc=False,
-                                headers={"Accept": "application/json"})
-        except (ks_exc.ConnectFailure, ks_exc.ConnectTimeout, ks_exc.DiscoveryFailure,
-                ks_exc.EndpointNotFound, ks_exc.RetriableConnectionFailure) as exc:
-            raise ServerError(f"Nova unreachable: {type(exc).__name__}") from exc
+        resp = self._request("POST", "/os-server-external-events",
+                             json={"events": [e.to_body() for e in events]})
         status = resp.status_code
         if status == 200:
             LOG.info("told Nova about server %s: %s", events[0].server_uuid, ids)
@@ -79,12 +82,7 @@ class NovaClient:
     def server(self, uuid: str) -> dict[str, Any] | None:
         """Server ``uuid`` as an admin sees it (``tenant_id``, ``status``,
         ``OS-EXT-SRV-ATTR:host``); None when Nova has no such server."""
-        try:
-            resp = self._a.get(f"/servers/{uuid}", microversion=MICROVERSION,
-                               raise_exc=False, headers={"Accept": "application/json"})
-        except (ks_exc.ConnectFailure, ks_exc.ConnectTimeout, ks_exc.DiscoveryFailure,
-                ks_exc.EndpointNotFound, ks_exc.RetriableConnectionFailure) as exc:
-            raise ServerError(f"Nova unreachable: {type(exc).__name__}") from exc
+        resp = self._request("GET", f"/servers/{uuid}")
         if resp.status_code == 404:
             return None
         if resp.status_code != 200:

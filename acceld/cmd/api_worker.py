@@ -25,8 +25,8 @@ def main(argv: list[str]) -> int:
     httpd = wiring.HttpServer(conf, wiring.api_app(conf, wiring.database(conf, api=True),
                                                    transport), sock)
     httpd.start()
-    return servers.until_signal([httpd.stop, transport.close],
-                                parent=int(os.environ[wiring.PARENT]))
+    return wiring.until_signal([httpd.stop, transport.close],
+                               parent=int(os.environ[wiring.PARENT]))
 
 
 if __name__ == "__main__":

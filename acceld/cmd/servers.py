@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import sys
-import threading
-from collections.abc import Callable
 
 from oslo_config import cfg
 
@@ -83,19 +81,8 @@ def serve(conf: cfg.ConfigOpts, argv: list[str]) -> int:
     wiring.LOG.info("acceld serve listening on http://%s:%d (database %s)",
                     conf.api.host_ip, front.port, db.url)
     front.start()
-    return until_signal([front.stop, agent_mgr.stop, agent_server.stop, cond_server.stop,
-                         cond.stop, transport.close])
-
-
-def until_signal(stops: list[Callable[[], object]], parent: int | None = None) -> int:
-    """Run until SIGTERM/SIGINT (or until process ``parent`` is gone), then call ``stops``
-    in order (the HTTP server's first: requests in flight may still need the rest)."""
-    try:
-        wiring.wait_for_signal(threading.Event(), parent)
-    finally:
-        for fn in stops:
-            fn()
-    return 0
+    return wiring.until_signal([front.stop, agent_mgr.stop, agent_server.stop,
+                                cond_server.stop, cond.stop, transport.close])
 
 
 def _require_bus(conf: cfg.ConfigOpts, what: str) -> None:
@@ -111,7 +98,7 @@ def api(conf: cfg.ConfigOpts, argv: list[str]) -> int:
         conf, wiring.database(conf, api=True), transport))
     wiring.LOG.info("acceld api listening on http://%s:%d", conf.api.host_ip, front.port)
     front.start()
-    return until_signal([front.stop, transport.close])
+    return wiring.until_signal([front.stop, transport.close])
 
 
 def conductor(conf: cfg.ConfigOpts) -> int:
@@ -120,7 +107,7 @@ def conductor(conf: cfg.ConfigOpts) -> int:
     transport = rpc.make_transport(conf)
     manager, server = wiring.start_conductor(conf, db, transport)
     wiring.LOG.info("acceld conductor %s running", conf.host)
-    return until_signal([server.stop, manager.stop, transport.close])
+    return wiring.until_signal([server.stop, manager.stop, transport.close])
 
 
 def agent(conf: cfg.ConfigOpts) -> int:
@@ -129,5 +116,5 @@ def agent(conf: cfg.ConfigOpts) -> int:
     manager, server = wiring.start_agent(conf, transport)
     wiring.LOG.info("acceld agent %s running drivers %s", manager.host,
                     ", ".join(conf.agent.enabled_drivers))
-    return until_signal([manager.stop, server.stop, transport.close])
+    return wiring.until_signal([manager.stop, server.stop, transport.close])
 

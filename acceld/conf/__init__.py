@@ -26,8 +26,8 @@ from acceld.conf import (
     service_client,
 )
 
-# Groups of plain options (GROUP, OPTS), then those of keystoneauth clients (with their
-# own register_opts and list_opts), in the sample config's order.
+# Groups of plain options (GROUP, OPTS), then those of keystoneauth clients (registered
+# by acceld.conf.service_client), in the sample config's order.
 PLAIN_MODULES = (default, api, agent, conductor, hypervisor)
 CLIENT_MODULES = (glance, placement, nova)
 DRIVER_NAMESPACE = "acceld.drivers"
@@ -45,7 +45,7 @@ def register_all(conf: cfg.ConfigOpts) -> cfg.ConfigOpts:
     for module in PLAIN_MODULES:
         conf.register_opts(module.OPTS, group=module.GROUP)
     for module in CLIENT_MODULES:
-        module.register_opts(conf)
+        service_client.register(conf, module)
     for group, opts in driver_opts():
         conf.register_opts(opts, group=group)
     set_lib_defaults()

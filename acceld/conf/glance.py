@@ -9,6 +9,7 @@ from oslo_config import cfg
 from acceld.conf import service_client
 
 GROUP = "glance"
+SERVICE_TYPE = "image"
 
 OPTS: list[cfg.Opt] = [
     cfg.IntOpt("download_chunk_bytes", default=1024 * 1024, min=4096,
@@ -18,14 +19,7 @@ OPTS: list[cfg.Opt] = [
                  help="Seconds without any data from Glance after which a download is "
                       "abandoned (the socket read timeout, not the whole transfer)."),
 ]
-
-
-def register_opts(conf: cfg.ConfigOpts) -> None:
-    service_client.register(conf, GROUP, "image", OPTS)
-
-
-def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
-    return service_client.list_opts(GROUP, OPTS)
+CLIENT_DEFAULTS: dict[str, object] = {}
 
 
 def enabled(conf: cfg.ConfigOpts) -> bool:

@@ -9,6 +9,7 @@ from oslo_config import cfg
 from acceld.conf import service_client
 
 GROUP = "nova"
+SERVICE_TYPE = "compute"
 
 OPTS = [
     cfg.FloatOpt("bind_timeout", default=60.0, min=0.1,
@@ -17,15 +18,7 @@ OPTS = [
                       "leaving Nova waiting for its own timeout."),
 ]
 
-RETRY_DEFAULTS = {"connect_retries": 3, "status_code_retries": 3}
-
-
-def register_opts(conf: cfg.ConfigOpts) -> None:
-    service_client.register(conf, GROUP, "compute", OPTS, RETRY_DEFAULTS)
-
-
-def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
-    return service_client.list_opts(GROUP, OPTS, RETRY_DEFAULTS)
+CLIENT_DEFAULTS = {"connect_retries": 3, "status_code_retries": 3}
 
 
 def enabled(conf: cfg.ConfigOpts) -> bool:

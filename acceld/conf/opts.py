@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from oslo_config import cfg
 
-from acceld.conf import CLIENT_MODULES, PLAIN_MODULES, driver_opts
+from acceld.conf import CLIENT_MODULES, PLAIN_MODULES, driver_opts, service_client
 
 
 def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
     return ([(module.GROUP, module.OPTS) for module in PLAIN_MODULES]
-            + [item for module in CLIENT_MODULES for item in module.list_opts()]
+            + [service_client.list_opts(module) for module in CLIENT_MODULES]
             + driver_opts())

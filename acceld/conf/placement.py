@@ -9,6 +9,7 @@ from oslo_config import cfg
 from acceld.conf import service_client
 
 GROUP = "placement"
+SERVICE_TYPE = "placement"
 
 OPTS = [
     cfg.FloatOpt("sync_interval", default=300.0, min=1,
@@ -39,14 +40,6 @@ OPTS = [
 # connection and on a retriable status, and none waits for ever.
 CLIENT_DEFAULTS = {"connect_retries": 3, "status_code_retries": 3,
                    "retriable_status_codes": [429, 502, 503, 504], "timeout": 30}
-
-
-def register_opts(conf: cfg.ConfigOpts) -> None:
-    service_client.register(conf, GROUP, "placement", OPTS, CLIENT_DEFAULTS)
-
-
-def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
-    return service_client.list_opts(GROUP, OPTS, CLIENT_DEFAULTS)
 
 
 def enabled(conf: cfg.ConfigOpts) -> bool:

@@ -109,14 +109,7 @@ def main(argv: list[str]) -> int:
     transport = rpc.MessagingTransport(conf)
     manager, server = wiring.start_agent(conf, transport, **_collaborators(spec, gate))
     wiring.LOG.info("hw agent %s running", manager.host)
-    stop = threading.Event()
-    try:
-        wiring.wait_for_signal(stop)
-    finally:
-        manager.stop()
-        server.stop()
-        transport.close()
-    return 0
+    return wiring.until_signal([manager.stop, server.stop, transport.close])
 
 
 if __name__ == "__main__":

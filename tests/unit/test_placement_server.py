@@ -162,12 +162,13 @@ def test_acceld_placement_config(placement: PlacementServer, tmp_path) -> None:
 
     from acceld.clients import make_adapter
     from acceld.conf import placement as placement_conf
+    from acceld.conf import service_client
 
     conf_file = tmp_path / "acceld.conf"
     conf_file.write_text(
         f"[placement]\nauth_type = admin_token\nendpoint = {placement.url}\ntoken = admin\n")
     conf = cfg.ConfigOpts()
-    placement_conf.register_opts(conf)
+    service_client.register(conf, placement_conf)
     conf([], default_config_files=[str(conf_file)])
     resp = make_adapter(conf, "placement").get("/resource_providers", microversion="1.14",
                                                raise_exc=False)
@@ -176,7 +177,7 @@ def test_acceld_placement_config(placement: PlacementServer, tmp_path) -> None:
     assert resp.request.headers["OpenStack-API-Version"] == "placement 1.14"
 
     conf2 = cfg.ConfigOpts()
-    placement_conf.register_opts(conf2)
+    service_client.register(conf2, placement_conf)
     conf2([], default_config_files=[])
     placement.configure_client(conf2)
     assert make_adapter(conf2, "placement").get("/", raise_exc=False).status_code == 200
