@@ -8,7 +8,6 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import webob
 from oslo_config import cfg
 from oslo_context import context
 
@@ -109,9 +108,9 @@ def noauth(environ: dict[str, Any]) -> Reply | None:
         user, project = token.split(":", 1)
         roles = ["member", "reader"]
     else:
-        return errors.render(webob.Request(environ), 401, "noauth expects X-Auth-Token "
-                             "'admin' or '<user>:<project>' (each 1-255 characters, no "
-                             "control character).", "acceld.unauthorized")
+        return errors.render(environ, 401, "noauth expects X-Auth-Token 'admin' or "
+                             "'<user>:<project>' (each 1-255 characters, no control "
+                             "character).", "acceld.unauthorized")
     service_roles = ["service"] if environ.get("HTTP_X_SERVICE_TOKEN") else []
     extra = [role.strip() for role in environ.get("HTTP_X_ROLES", "").split(",")]
     _set_context(environ, user, project, roles + [role for role in extra if role],
@@ -127,8 +126,7 @@ class KeystoneContext:
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         if environ.get("HTTP_X_IDENTITY_STATUS") != "Confirmed":
-            resp = errors.render(webob.Request(environ), 401, "Authentication required.",
-                                 "acceld.unauthorized")
+            resp = errors.render(environ, 401, "Authentication required.", "acceld.unauthorized")
             return resp(environ, start_response)
         ctx = RequestContext.from_environ(environ)
         _set_context(environ, ctx.user_id, ctx.project_id, list(ctx.roles),

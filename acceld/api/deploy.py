@@ -8,7 +8,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-import webob
 from oslo_config import cfg
 from oslo_middleware import http_proxy_to_wsgi
 
@@ -60,17 +59,14 @@ class Front:
         length = len(target) if target is not None else (
             len(environ.get("PATH_INFO", "")) + len(environ.get("QUERY_STRING", "")) + 1)
         if length > self._max_uri:
-            return errors.render(
-                webob.Request(environ), 414,
-                f"The request target is {length} bytes long; at most {self._max_uri} "
-                "are accepted.", "acceld.uri_too_long")
+            return errors.render(environ, 414, f"The request target is {length} bytes long; "
+                                 f"at most {self._max_uri} are accepted.", "acceld.uri_too_long")
         size = sum(len(name) + len(value) - 3 for name, value in environ.items()
                    if name.startswith("HTTP_") and isinstance(value, str))
         if size > self._max_headers:
-            return errors.render(
-                webob.Request(environ), 431,
-                f"The request's header fields are {size} bytes in all; at most "
-                f"{self._max_headers} are accepted.", "acceld.headers_too_large")
+            return errors.render(environ, 431, f"The request's header fields are {size} bytes "
+                                 f"in all; at most {self._max_headers} are accepted.",
+                                 "acceld.headers_too_large")
         return None
 
 

@@ -296,7 +296,7 @@ class Router:
                     environ.get("HTTP_OPENSTACK_API_VERSION"))
             resp = self._dispatch(req)
         except Exception as exc:  # noqa: BLE001 - the one place errors become responses
-            resp = errors.from_exception(req, exc)
+            resp = errors.from_exception(environ, exc)
         headers = resp.headerlist
         if v2:
             if resp.status_int >= 400:
@@ -339,19 +339,15 @@ def _inputs(req: webob.Request, path: str, op: Op, match: dict[str, str]) -> dic
         query = util.query(req, op.query)
         if "properties" in op.query:
             out["query"] = query
-    if op.body is not None:
-        out["body"] = _body(req, op, op.body)
+    if op.body is not None and op.body_optional and not util.read_body(req):
+        out["body"] = {}
+    elif op.body is not None:
+        body = util.json_body(req)
+        if op.wrapper is not None and isinstance(body, dict) and list(body) == [op.wrapper]:
+            body = body[op.wrapper]
+        util.validate(body, op.body, "body")
+        out["body"] = body
     return out
-
-
-def _body(req: webob.Request, op: Op, schema: dict[str, Any]) -> Any:
-    if op.body_optional and not util.read_body(req):
-        return {}
-    body = util.json_body(req)
-    if op.wrapper is not None and isinstance(body, dict) and list(body) == [op.wrapper]:
-        body = body[op.wrapper]
-    util.validate(body, schema, "body")
-    return body
 
 
 def _unrouted(req: webob.Request, method: str,

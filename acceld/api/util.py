@@ -29,8 +29,7 @@ from acceld.rpc import ConductorClient
 
 
 class ApiOptions(NamedTuple):
-    """The ``[api]`` options a request reads, read once (none is mutable; oslo.config's
-    attribute lookup is a visible part of a small request's cost)."""
+    """The ``[api]`` options a request reads, read once (oslo.config's lookup is costly)."""
 
     public_endpoint: str | None
     max_limit: int
@@ -174,9 +173,8 @@ _BODY = "acceld.body"          # environ key of the body read_body read
 
 
 def read_body(req: webob.Request) -> bytes:
-    """The request body, at most ``[api] max_request_body_size`` bytes (413 beyond, before
-    a declared length is read), read in one call; the input is then replaced by the bytes
-    read (a later ``req.body`` or call sees them again)."""
+    """The request body, at most ``[api] max_request_body_size`` bytes (413 beyond), read
+    once: a later ``req.body`` or call sees the same bytes."""
     env = req.environ
     if _BODY in env:
         return env[_BODY]
@@ -204,9 +202,8 @@ def read_body(req: webob.Request) -> bytes:
 
 
 def _unstorable(value: Any, strings: bool, where: tuple[Any, ...] = ()) -> str | None:
-    """What no database could keep of ``value`` (at the keys ``where``), worded: nesting
-    deeper than ``limits.JSON_DEPTH``, or (``strings``) a string or key holding a NUL or a
-    lone surrogate; None when there is nothing."""
+    """What no database could keep of ``value``, worded: nesting deeper than
+    ``limits.JSON_DEPTH``, or (``strings``) a NUL or a lone surrogate in a string or key."""
     if isinstance(value, str):
         bad = _NOT_STORABLE.search(value) if strings else None
         if bad is None:
@@ -384,8 +381,7 @@ def query(req: webob.Request, schema: dict[str, Any]) -> dict[str, str]:
             raise _bad_query(f"malformed percent-encoding at "
                              f"{limits.prefix(given[bad.start():], 12)}.")
         try:
-            # the server hands the raw bytes as latin-1 code points; so does the
-            # decoding here, and the bytes are then read as UTF-8
+            # percent-escapes decoded as latin-1 code points, then read as UTF-8 (_utf8)
             pairs = urllib.parse.parse_qsl(given, keep_blank_values=True,
                                            encoding="latin-1",
                                            max_num_fields=limits.QUERY_FIELDS)
@@ -393,9 +389,8 @@ def query(req: webob.Request, schema: dict[str, Any]) -> dict[str, str]:
             raise _bad_query(f"more than {limits.QUERY_FIELDS} parameters.") from None
         for raw_key, raw_value in pairs:
             try:
-                key = raw_key.encode("latin-1").decode("utf-8")
-                value = raw_value.encode("latin-1").decode("utf-8")
-            except (UnicodeEncodeError, UnicodeDecodeError):
+                key, value = _utf8(raw_key), _utf8(raw_value)
+            except UnicodeError:
                 raise _bad_query(f"{limits.prefix(raw_key)} is not percent-encoded "
                                  "UTF-8.") from None
             if "\x00" in key or "\x00" in value:
@@ -407,13 +402,17 @@ def query(req: webob.Request, schema: dict[str, Any]) -> dict[str, str]:
     return params
 
 
+def _utf8(raw: str) -> str:
+    """A request's text, handed by the server as latin-1 code points, read as UTF-8
+    (UnicodeError when its bytes are not)."""
+    return raw if raw.isascii() else raw.encode("latin-1").decode("utf-8")
+
+
 def path_text(environ: dict[str, Any]) -> str:
-    """The request path (``PATH_INFO``, which the server percent-decoded into latin-1
-    code points) as text: 400 when its bytes are not UTF-8 or hold a NUL."""
-    raw = environ.get("PATH_INFO", "")
+    """``PATH_INFO`` as text: 400 when its bytes are not UTF-8 or hold a NUL."""
     try:
-        path = raw if raw.isascii() else raw.encode("latin-1").decode("utf-8")
-    except (UnicodeEncodeError, UnicodeDecodeError):
+        path = _utf8(environ.get("PATH_INFO", ""))
+    except UnicodeError:
         raise errors.invalid("The path is not percent-encoded UTF-8.") from None
     if "\x00" in path:
         raise errors.invalid("The path holds a NUL character.")
@@ -465,14 +464,15 @@ def public_url(req: webob.Request) -> str:
     return url
 
 
-def links(req: webob.Request, resource: str, uuid: str,
-          bookmark: bool = False) -> list[dict[str, str]]:
-    """Cyborg's links: ``<public>/accelerator/v2/<res>/<uuid>`` (+ bookmark without v2)."""
-    public = public_url(req)
-    out = [{"href": f"{public}/accelerator/v2/{resource}/{uuid}", "rel": "self"}]
+def linked(req: webob.Request, resource: str, record: dict[str, Any],
+           bookmark: bool = False) -> dict[str, Any]:
+    """``record`` with Cyborg's links: ``<public>/accelerator/v2/<resource>/<uuid>`` (+ a
+    bookmark without the v2)."""
+    public, uuid = public_url(req), record["uuid"]
+    links = [{"href": f"{public}/accelerator/v2/{resource}/{uuid}", "rel": "self"}]
     if bookmark:
-        out.append({"href": f"{public}/accelerator/{resource}/{uuid}", "rel": "bookmark"})
-    return out
+        links.append({"href": f"{public}/accelerator/{resource}/{uuid}", "rel": "bookmark"})
+    return dict(record, links=links)
 
 
 def base_url(req: webob.Request) -> str:

@@ -28,7 +28,7 @@ BIND_FIELDS = ("hostname", "device_rp_uuid", "instance_uuid")
 
 
 def _present(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
-    return dict(record, links=util.links(req, "accelerator_requests", record["uuid"]))
+    return util.linked(req, "accelerator_requests", record)
 
 
 def _has_service_token(req: webob.Request) -> bool:
@@ -97,7 +97,7 @@ def list_arqs(req: webob.Request, query: dict[str, str]) -> util.Reply:
     found = arq_objects.list_arqs(util.state(req).db, project_id=util.project_scope(req),
                                   instance_uuid=instance, resolved_only="bind_state" in query,
                                   limit=limit, marker=marker)
-    return listing.respond(req, "arqs", found, lambda r: _present(req, r))
+    return listing.respond(req, "arqs", found, _present)
 
 
 def show_arq(req: webob.Request, uuid: str) -> util.Reply:
