@@ -24,10 +24,9 @@ WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
 class RequestContext(context.RequestContext):
-    """oslo.context's RequestContext, with a constructor for the API's requests
-    (:meth:`for_request`) that sets only what a request knows: the thirty attributes
-    oslo's ``__init__`` assigns, nearly all None, are class-level defaults holding oslo's
-    values (``roles`` and ``service_roles``, the mutable ones, are set on the instance)."""
+    """oslo.context's RequestContext with a lean constructor, :meth:`for_request`: what
+    oslo's ``__init__`` assigns (nearly all None) are class-level defaults here, and only
+    what a request knows (and the mutable lists) is set on the instance."""
 
     auth_token = domain_id = user_domain_id = project_domain_id = None
     user_name = project_name = domain_name = user_domain_name = None
@@ -84,9 +83,8 @@ def _set_context(environ: dict[str, Any], user: str | None, project: str | None,
 
 
 def begin_context(environ: dict[str, Any]) -> None:
-    """Make a context of the request's ids alone current in this thread, so that every
-    line logged for the request carries its request id (authentication replaces it with
-    the caller's)."""
+    """Make a context of the request's ids current in this thread, so every line logged for
+    the request carries its id (authentication replaces it with the caller's)."""
     RequestContext.for_request(None, None, [], [], False, environ.get(request_id.ENV_REQUEST_ID),
                                environ.get(request_id.ENV_GLOBAL_REQUEST_ID))
 

@@ -1,5 +1,4 @@
-"""Build the WSGI pipeline: [proxy headers] -> :class:`Front` (request id, access log,
-request size limits, the app's state, authentication) -> router."""
+"""The WSGI pipeline: [proxy headers] -> :class:`Front` -> router."""
 
 from __future__ import annotations
 
@@ -20,11 +19,10 @@ ACCESS_LOG = logging.getLogger("acceld.api.access")
 
 
 class Front:
-    """The head of the pipeline, one call rather than nested middlewares: a request id and
-    a logging context that carries it, the access-log line, the 414 and 431 limits, the
-    app's state in the environ, then the public routes to the router as they are and every
-    other request through authentication (noauth, or keystonemiddleware's ``auth_token``,
-    whose own answers get the request id header on the way out)."""
+    """The head of the pipeline, one call rather than nested middlewares: the request id
+    (and a logging context carrying it), the access log, the 414 and 431 limits, the app's
+    state, then authentication (noauth, or keystonemiddleware's, whose own answers get the
+    request id header) for every route but the public ones."""
 
     def __init__(self, app: auth.WSGIApp, state: util.AppState,
                  keystone: auth.WSGIApp | None) -> None:

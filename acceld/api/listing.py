@@ -24,9 +24,8 @@ Present = Callable[[webob.Request, Item], Item]
 
 
 class Listing(Protocol):
-    """What a list function of ``acceld.objects`` returns (``acceld.db.paging.Listing``):
-    the first batch or the page, whether anything follows, the page size (None: the whole
-    list), and the batches after the first."""
+    """What a list function of ``acceld.objects`` returns: ``acceld.db.paging.Listing``
+    (the api layer does not import it)."""
 
     items: list[Item]
     complete: bool

@@ -1,7 +1,5 @@
-"""The OpenAPI 3.1 description of the v1 and v2 APIs, generated from the route table
-(``router.OPERATIONS``) and the schemas; served at ``GET /openapi.json``. Regenerate
-docs/openapi.json after changing a route or a schema:
-``.venv/bin/python -m acceld.api.openapi > docs/openapi.json``.
+"""The OpenAPI 3.1 description of the API, generated from ``router.OPERATIONS`` and the
+schemas. After changing either: ``.venv/bin/python -m acceld.api.openapi > docs/openapi.json``.
 """
 
 from __future__ import annotations
@@ -184,10 +182,8 @@ def _components() -> dict[str, Any]:
 def document() -> dict[str, Any]:
     """The OpenAPI document (a fresh dict)."""
     components = {id(value): name for name, value in _component_schemas().items()}
-    paths: dict[str, Any] = {}
-    for path, ops in OPERATIONS.items():
-        paths[path] = {method.lower(): _operation(path, method, op, components)
-                       for method, op in ops.items()}
+    paths = {path: {method.lower(): _operation(path, method, op, components)
+                    for method, op in ops.items()} for path, ops in OPERATIONS.items()}
     return {
         "openapi": OPENAPI_VERSION,
         "info": {

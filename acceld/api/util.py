@@ -339,8 +339,7 @@ def _not_json(req: webob.Request, content_type: str) -> None:
 
 
 def canonical_uuid(value: str) -> str:
-    """The lower-case hyphenated form of a UUID; anything else is returned unchanged (so
-    a lookup of it is a plain 404)."""
+    """The canonical form of a UUID; anything else unchanged (its lookup is a plain 404)."""
     return uuids.canonical(value) or value
 
 
@@ -441,8 +440,7 @@ def json_response(data: Any, status: int = 200,
 
 
 def link_inputs(environ: dict[str, Any]) -> tuple[Any, ...]:
-    """The raw request values the links' public URL is made of (a part of the keys of what
-    is kept per request)."""
+    """The request values the links' public URL is made of (part of stored answers' keys)."""
     return (environ.get("wsgi.url_scheme"), environ.get("HTTP_HOST"),
             environ.get("SERVER_NAME"), environ.get("SERVER_PORT"))
 
