@@ -52,8 +52,7 @@ def render(environ: dict[str, Any], status: int, detail: str, code: str,
 
 
 def _where(environ: dict[str, Any]) -> str:
-    """The request's method and path for a log line, as received (webob's ``req.path``
-    decodes it as UTF-8, which fails on the bytes of a path the router refuses)."""
+    """The request's method and path for a log line, escaped (a path may not be UTF-8)."""
     path = ascii(environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", ""))[1:-1]
     return f"{environ.get('REQUEST_METHOD')} {path}"[:300]
 

@@ -37,32 +37,6 @@ class ApiOptions(NamedTuple):
     max_arqs_per_profile: int
 
 
-@dataclasses.dataclass(frozen=True)
-class AppState:
-    """What every handler needs: passed in, never imported."""
-
-    conf: cfg.ConfigOpts
-    db: Database
-    conductor: ConductorClient
-    enforcer: policy.Enforcer
-    lists: listcache.ListCache = dataclasses.field(default_factory=listcache.ListCache)
-    answers: listcache.Replies = dataclasses.field(default_factory=listcache.Replies)
-    api: ApiOptions = dataclasses.field(init=False)
-    decisions: _PolicyDecisions = dataclasses.field(init=False)
-    # the public URL of the links per request host (link_inputs), when not configured
-    public_urls: dict[tuple[Any, ...], str] = dataclasses.field(init=False,
-                                                                 default_factory=dict)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "api", ApiOptions(**{
-            name: self.conf.api[name] for name in ApiOptions.__annotations__}))
-        object.__setattr__(self, "decisions", _PolicyDecisions())
-
-
-def state(req: webob.Request) -> AppState:
-    return req.environ["acceld.app"]
-
-
 class _PolicyDecisions:
     """Memoised oslo.policy decisions (by rule and credentials; bounded), dropped when the
     enforcer's rules change; the policy file is looked at again at most once a second."""
@@ -97,6 +71,31 @@ class _PolicyDecisions:
                     self._decisions = {}
                 self._decisions[key] = decision
         return decision
+
+
+@dataclasses.dataclass(frozen=True)
+class AppState:
+    """What every handler needs: passed in, never imported."""
+
+    conf: cfg.ConfigOpts
+    db: Database
+    conductor: ConductorClient
+    enforcer: policy.Enforcer
+    lists: listcache.ListCache = dataclasses.field(default_factory=listcache.ListCache)
+    answers: listcache.Replies = dataclasses.field(default_factory=listcache.Replies)
+    api: ApiOptions = dataclasses.field(init=False)
+    decisions: _PolicyDecisions = dataclasses.field(init=False, default_factory=_PolicyDecisions)
+    # the public URL of the links per request host (link_inputs), when not configured
+    public_urls: dict[tuple[Any, ...], str] = dataclasses.field(init=False,
+                                                                 default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "api", ApiOptions(**{
+            name: self.conf.api[name] for name in ApiOptions.__annotations__}))
+
+
+def state(req: webob.Request) -> AppState:
+    return req.environ["acceld.app"]
 
 
 def creds_key(ctx: Any) -> tuple[Any, ...]:
