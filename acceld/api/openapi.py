@@ -39,10 +39,6 @@ _REASONS = {
 }
 
 
-def _public(path: str) -> bool:
-    return auth.is_public({"PATH_INFO": path})
-
-
 def _error_statuses(path: str, op: Op) -> list[int]:
     """The error statuses of an operation: those of every route of its kind, and its own."""
     found = set(op.errors)
@@ -52,7 +48,7 @@ def _error_statuses(path: str, op: Op) -> list[int]:
         found.update((413, 415))
     if "{" in path:
         found.add(404)
-    if not _public(path):
+    if not auth.is_public({"PATH_INFO": path}):
         found.update((401, 403, 503))
     if router.is_v2(path):
         found.add(406)
@@ -129,13 +125,12 @@ def _operation(path: str, method: str, op: Op, components: dict[int, str]) -> di
     if op.body is not None:
         out["requestBody"] = _request_body(op)
     out["responses"] = _responses(path, op, components)
-    if _public(path):
+    if auth.is_public({"PATH_INFO": path}):
         out["security"] = []
     return out
 
 
-_MICROVERSION_HEADERS = ("OpenStack-API-Version", "OpenStack-API-Minimum-Version",
-                         "OpenStack-API-Maximum-Version", "Vary")
+_MICROVERSION_HEADERS = (microversion.HEADER, *microversion.headers(None))
 
 
 def _components() -> dict[str, Any]:

@@ -30,8 +30,6 @@ from acceld.api.reply import Reply
 from acceld.api.schemas import responses as r
 from acceld.api.schemas import v1, v2
 
-Handler = Callable[..., Reply]
-
 # The schema of each path parameter (the router passes any one non-empty segment; a value
 # outside an ``enum`` is an unknown sub-resource, a 404 before the request is read).
 _SEGMENT = {"type": "string", "minLength": 1, "pattern": "^[^/]+$"}
@@ -53,7 +51,7 @@ class Op:
     ``body`` and, where the query schema names parameters, ``query``. ``errors``: the
     statuses besides those every route of its kind may answer."""
 
-    handler: Handler
+    handler: Callable[..., Reply]
     status: int
     response: dict[str, Any] | None
     query: dict[str, Any] | None = None

@@ -301,20 +301,14 @@ def conforms(data: Any, schema: dict[str, Any]) -> bool:
     return True
 
 
-# Cyborg's words for a list of another length where one item is taken; that item's
-# fields are then named as within it
-_ONE_ITEM_LISTS = {id(v2.ONE_PROFILE): "Only one device profile allowed per POST request "
-                                       "for now."}
-
-
 def validate(data: Any, schema: dict[str, Any], what: str) -> None:
     """400 naming the first problem when ``data`` is not valid by ``schema``."""
     if conforms(data, schema):
         return
-    one = _ONE_ITEM_LISTS.get(id(schema))
-    if one is not None and isinstance(data, list):
+    # Cyborg's words for another count of profiles; one profile's fields are named in it
+    if schema is v2.ONE_PROFILE and isinstance(data, list):
         if len(data) != 1:
-            raise errors.invalid(one)
+            raise errors.invalid("Only one device profile allowed per POST request for now.")
         data, schema = data[0], schema["items"]
     err = jsonschema.exceptions.best_match(_validators(schema).full.iter_errors(data))
     if err is not None:
