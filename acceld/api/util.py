@@ -172,8 +172,8 @@ _BODY = "acceld.body"          # environ key of the body read_body read
 
 
 def read_body(req: webob.Request) -> bytes:
-    """The request body, at most ``[api] max_request_body_size`` bytes (413 beyond), read
-    once: a later ``req.body`` or call sees the same bytes."""
+    """The body, at most ``[api] max_request_body_size`` bytes (413 beyond, before a
+    declared length is read), read once: a later ``req.body`` or call sees the same bytes."""
     env = req.environ
     if _BODY in env:
         return env[_BODY]

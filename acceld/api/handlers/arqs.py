@@ -40,8 +40,8 @@ def _require_service_token(req: webob.Request) -> None:
 
 def parse_ops(uuid: str, ops: list[dict[str, Any]], version: microversion.Version,
               is_admin: bool) -> dict[str, str | None] | None:
-    """One ARQ's schema-valid patch, checked in Cyborg's order: the bind fields of an add,
-    or None for a remove (unbind)."""
+    """One ARQ's schema-valid patch, checked in Cyborg's order (HTTPError 400, 406, 403):
+    the bind fields of an add, or None for a remove (unbind)."""
     kinds = {op["op"] for op in ops}
     if len(kinds) != 1:
         raise errors.invalid(f"Patch of ARQ {uuid}: the operations must be all "
