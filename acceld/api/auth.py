@@ -8,7 +8,6 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import webob
 from oslo_config import cfg
 from oslo_context import context
 
@@ -25,10 +24,9 @@ WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
 class RequestContext(context.RequestContext):
-    """oslo.context's RequestContext, with a constructor for the API's requests
-    (:meth:`for_request`) that sets only what a request knows: the thirty attributes
-    oslo's ``__init__`` assigns, nearly all None, are class-level defaults holding oslo's
-    values (``roles`` and ``service_roles``, the mutable ones, are set on the instance)."""
+    """oslo.context's RequestContext with a lean constructor, :meth:`for_request`: what
+    oslo's ``__init__`` assigns (nearly all None) are class-level defaults here, and only
+    what a request knows (and the mutable lists) is set on the instance."""
 
     auth_token = domain_id = user_domain_id = project_domain_id = None
     user_name = project_name = domain_name = user_domain_name = None
@@ -85,9 +83,8 @@ def _set_context(environ: dict[str, Any], user: str | None, project: str | None,
 
 
 def begin_context(environ: dict[str, Any]) -> None:
-    """Make a context of the request's ids alone current in this thread, so that every
-    line logged for the request carries its request id (authentication replaces it with
-    the caller's)."""
+    """Make a context of the request's ids current in this thread, so every line logged for
+    the request carries its id (authentication replaces it with the caller's)."""
     RequestContext.for_request(None, None, [], [], False, environ.get(request_id.ENV_REQUEST_ID),
                                environ.get(request_id.ENV_GLOBAL_REQUEST_ID))
 
@@ -109,9 +106,9 @@ def noauth(environ: dict[str, Any]) -> Reply | None:
         user, project = token.split(":", 1)
         roles = ["member", "reader"]
     else:
-        return errors.render(webob.Request(environ), 401, "noauth expects X-Auth-Token "
-                             "'admin' or '<user>:<project>' (each 1-255 characters, no "
-                             "control character).", "acceld.unauthorized")
+        return errors.render(environ, 401, "noauth expects X-Auth-Token 'admin' or "
+                             "'<user>:<project>' (each 1-255 characters, no control "
+                             "character).", "acceld.unauthorized")
     service_roles = ["service"] if environ.get("HTTP_X_SERVICE_TOKEN") else []
     extra = [role.strip() for role in environ.get("HTTP_X_ROLES", "").split(",")]
     _set_context(environ, user, project, roles + [role for role in extra if role],
@@ -127,8 +124,7 @@ class KeystoneContext:
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         if environ.get("HTTP_X_IDENTITY_STATUS") != "Confirmed":
-            resp = errors.render(webob.Request(environ), 401, "Authentication required.",
-                                 "acceld.unauthorized")
+            resp = errors.render(environ, 401, "Authentication required.", "acceld.unauthorized")
             return resp(environ, start_response)
         ctx = RequestContext.from_environ(environ)
         _set_context(environ, ctx.user_id, ctx.project_id, list(ctx.roles),

@@ -1,5 +1,4 @@
-"""Build the WSGI pipeline: [proxy headers] -> :class:`Front` (request id, access log,
-request size limits, the app's state, authentication) -> router."""
+"""The WSGI pipeline: [proxy headers] -> :class:`Front` -> router."""
 
 from __future__ import annotations
 
@@ -8,7 +7,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-import webob
 from oslo_config import cfg
 from oslo_middleware import http_proxy_to_wsgi
 
@@ -21,11 +19,10 @@ ACCESS_LOG = logging.getLogger("acceld.api.access")
 
 
 class Front:
-    """The head of the pipeline, one call rather than nested middlewares: a request id and
-    a logging context that carries it, the access-log line, the 414 and 431 limits, the
-    app's state in the environ, then the public routes to the router as they are and every
-    other request through authentication (noauth, or keystonemiddleware's ``auth_token``,
-    whose own answers get the request id header on the way out)."""
+    """The head of the pipeline, one call rather than nested middlewares: the request id
+    (and a logging context carrying it), the access log, the 414 and 431 limits, the app's
+    state, then authentication (noauth, or keystonemiddleware's, whose own answers get the
+    request id header) for every route but the public ones."""
 
     def __init__(self, app: auth.WSGIApp, state: util.AppState,
                  keystone: auth.WSGIApp | None) -> None:
@@ -60,17 +57,14 @@ class Front:
         length = len(target) if target is not None else (
             len(environ.get("PATH_INFO", "")) + len(environ.get("QUERY_STRING", "")) + 1)
         if length > self._max_uri:
-            return errors.render(
-                webob.Request(environ), 414,
-                f"The request target is {length} bytes long; at most {self._max_uri} "
-                "are accepted.", "acceld.uri_too_long")
+            return errors.render(environ, 414, f"The request target is {length} bytes long; "
+                                 f"at most {self._max_uri} are accepted.", "acceld.uri_too_long")
         size = sum(len(name) + len(value) - 3 for name, value in environ.items()
                    if name.startswith("HTTP_") and isinstance(value, str))
         if size > self._max_headers:
-            return errors.render(
-                webob.Request(environ), 431,
-                f"The request's header fields are {size} bytes in all; at most "
-                f"{self._max_headers} are accepted.", "acceld.headers_too_large")
+            return errors.render(environ, 431, f"The request's header fields are {size} bytes "
+                                 f"in all; at most {self._max_headers} are accepted.",
+                                 "acceld.headers_too_large")
         return None
 
 

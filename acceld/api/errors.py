@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import Any
 
-import webob
 import webob.exc
 from oslo_db import exception as db_exc
 
@@ -43,38 +43,36 @@ def invalid(detail: str) -> HTTPError:
     return HTTPError(400, detail, "acceld.invalid_input")
 
 
-def render(req: webob.Request, status: int, detail: str, code: str,
+def render(environ: dict[str, Any], status: int, detail: str, code: str,
            headers: dict[str, str] | None = None) -> Reply:
     title = webob.exc.status_map[status].title if status in webob.exc.status_map else "Error"
     body = {"errors": [{"status": status, "code": code, "title": title, "detail": detail,
-                        "request_id": req.environ.get("openstack.request_id")}]}
+                        "request_id": environ.get("openstack.request_id")}]}
     return body_response(json.dumps(body).encode("utf-8"), status, headers)
 
 
-def _where(req: webob.Request) -> str:
-    """The request's method and path for a log line, as received (webob's ``req.path``
-    decodes it as UTF-8, which fails on the bytes of a path the router refuses)."""
-    env = req.environ
-    path = ascii(env.get("SCRIPT_NAME", "") + env.get("PATH_INFO", ""))[1:-1]
-    return f"{env.get('REQUEST_METHOD')} {path}"[:300]
+def _where(environ: dict[str, Any]) -> str:
+    """The request's method and path for a log line, escaped (a path may not be UTF-8)."""
+    path = ascii(environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", ""))[1:-1]
+    return f"{environ.get('REQUEST_METHOD')} {path}"[:300]
 
 
-def from_exception(req: webob.Request, exc: BaseException) -> Reply:
+def from_exception(environ: dict[str, Any], exc: BaseException) -> Reply:
     if isinstance(exc, HTTPError):
-        return render(req, exc.status, exc.detail, exc.code, exc.headers)
+        return render(environ, exc.status, exc.detail, exc.code, exc.headers)
     if isinstance(exc, exception.AccelDError):
         status = next((status for cls, status in _STATUS if isinstance(exc, cls)), 500)
         if status >= 500:
-            LOG.warning("%s: %s", _where(req), exc)
-        return render(req, status, str(exc), exc.code)
+            LOG.warning("%s: %s", _where(environ), exc)
+        return render(environ, status, str(exc), exc.code)
     if isinstance(exc, db_exc.DBConnectionError):
         # the database is down or unreachable: the client may try again (the cause, in
         # the log, is the driver's message: no statement, no parameters)
         cause = getattr(exc, "inner_exception", None) or exc
-        LOG.warning("%s: the database is unreachable: %s", _where(req),
+        LOG.warning("%s: the database is unreachable: %s", _where(environ),
                     getattr(cause, "orig", None) or cause)
-        return render(req, 503, "The database is unreachable; try again later.",
+        return render(environ, 503, "The database is unreachable; try again later.",
                       "acceld.database_unavailable", {"Retry-After": "1"})
-    LOG.exception("unexpected error in %s", _where(req))
-    return render(req, 500, "An unexpected error occurred; see the acceld-api log for the "
+    LOG.exception("unexpected error in %s", _where(environ))
+    return render(environ, 500, "An unexpected error occurred; see the acceld-api log for the "
                   "request id.", "acceld.internal")

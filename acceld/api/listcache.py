@@ -53,21 +53,17 @@ class ListCache(_Store):
     list (``acceld.api.listing``) has no body to file."""
 
     def get(self, key: Hashable, generation: int | None) -> bytes | None:
-        """The body filed for ``key`` at ``generation``, or None."""
         entry = self._entries.get(key)
         return entry[1] if entry is not None and entry[0] == generation else None
 
     def put(self, key: Hashable, generation: int | None, body: bytes) -> None:
-        """Files ``body`` for ``key`` at ``generation`` (None: nothing is filed)."""
         if generation is not None:
             self._file(key, (generation, body), lambda current: current[0] > generation)
 
 
 class Replies(_Store):
-    """Whole 200 answers of those lists, filed by the router under everything of the
-    request they depend on, with the generation and the policy rules checked: a later
-    request with the same inputs gets it after the same checks (each rule asked again for
-    this caller, the generation unchanged)."""
+    """Whole 200 answers of those lists, filed by the router under every input they depend
+    on with the generation and the policy rules checked, served after the same checks."""
 
     def get(self, key: Hashable) -> Answer | None:
         return self._entries.get(key)

@@ -20,13 +20,12 @@ from acceld.api.reply import streamed_response
 LOG = logging.getLogger(__name__)
 
 Item = dict[str, Any]
-Present = Callable[[Item], Item]
+Present = Callable[[webob.Request, Item], Item]
 
 
 class Listing(Protocol):
-    """What a list function of ``acceld.objects`` returns (``acceld.db.paging.Listing``):
-    the first batch or the page, whether anything follows, the page size (None: the whole
-    list), and the batches after the first."""
+    """What a list function of ``acceld.objects`` returns: ``acceld.db.paging.Listing``
+    (the api layer does not import it)."""
 
     items: list[Item]
     complete: bool
@@ -50,7 +49,7 @@ def page_params(req: webob.Request, q: dict[str, str]) -> tuple[int | None, str 
 def respond(req: webob.Request, key: str, found: Listing, present: Present) -> util.Reply:
     """The answer ``{key: [...]}`` for ``found`` (see the module's doc), each item as
     ``present`` shows it."""
-    items = [present(item) for item in found.items]
+    items = [present(req, item) for item in found.items]
     if found.limit is not None:
         body: dict[str, Any] = {key: items}
         if not found.complete:      # the request's URL with the next page's marker
@@ -71,7 +70,7 @@ def _chunks(req: webob.Request, key: str, first: list[Item],
     yield util.json_bytes({key: first})[:-2]       # without the closing "]}"
     try:
         for batch in rest:
-            yield b", " + util.json_bytes([present(item) for item in batch])[1:-1]
+            yield b", " + util.json_bytes([present(req, item) for item in batch])[1:-1]
     except Exception:
         LOG.exception("%s %s: the list failed after its answer started; the connection "
                       "is broken off", req.method, req.path)

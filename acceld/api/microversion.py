@@ -57,8 +57,7 @@ HEADER_NAMES = frozenset(name.lower() for name in headers(MIN_VERSION))
 
 @functools.cache
 def header_items(version: Version | None) -> list[tuple[str, str]]:
-    """:func:`headers` as WSGI header tuples, built once per version (the list is shared:
-    copy it to change it)."""
+    """:func:`headers` as WSGI header tuples, built once per version (a shared list)."""
     return list(headers(version).items())
 
 

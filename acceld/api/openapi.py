@@ -1,7 +1,5 @@
-"""The OpenAPI 3.1 description of the v1 and v2 APIs, generated from the route table
-(``router.OPERATIONS``) and the schemas; served at ``GET /openapi.json``. Regenerate
-docs/openapi.json after changing a route or a schema:
-``.venv/bin/python -m acceld.api.openapi > docs/openapi.json``.
+"""The OpenAPI 3.1 description of the API, generated from ``router.OPERATIONS`` and the
+schemas. After changing either: ``.venv/bin/python -m acceld.api.openapi > docs/openapi.json``.
 """
 
 from __future__ import annotations
@@ -41,10 +39,6 @@ _REASONS = {
 }
 
 
-def _public(path: str) -> bool:
-    return auth.is_public({"PATH_INFO": path})
-
-
 def _error_statuses(path: str, op: Op) -> list[int]:
     """The error statuses of an operation: those of every route of its kind, and its own."""
     found = set(op.errors)
@@ -54,7 +48,7 @@ def _error_statuses(path: str, op: Op) -> list[int]:
         found.update((413, 415))
     if "{" in path:
         found.add(404)
-    if not _public(path):
+    if not auth.is_public({"PATH_INFO": path}):
         found.update((401, 403, 503))
     if router.is_v2(path):
         found.add(406)
@@ -131,13 +125,12 @@ def _operation(path: str, method: str, op: Op, components: dict[int, str]) -> di
     if op.body is not None:
         out["requestBody"] = _request_body(op)
     out["responses"] = _responses(path, op, components)
-    if _public(path):
+    if auth.is_public({"PATH_INFO": path}):
         out["security"] = []
     return out
 
 
-_MICROVERSION_HEADERS = ("OpenStack-API-Version", "OpenStack-API-Minimum-Version",
-                         "OpenStack-API-Maximum-Version", "Vary")
+_MICROVERSION_HEADERS = (microversion.HEADER, *microversion.headers(None))
 
 
 def _components() -> dict[str, Any]:
@@ -184,10 +177,8 @@ def _components() -> dict[str, Any]:
 def document() -> dict[str, Any]:
     """The OpenAPI document (a fresh dict)."""
     components = {id(value): name for name, value in _component_schemas().items()}
-    paths: dict[str, Any] = {}
-    for path, ops in OPERATIONS.items():
-        paths[path] = {method.lower(): _operation(path, method, op, components)
-                       for method, op in ops.items()}
+    paths = {path: {method.lower(): _operation(path, method, op, components)
+                    for method, op in ops.items()} for path, ops in OPERATIONS.items()}
     return {
         "openapi": OPENAPI_VERSION,
         "info": {

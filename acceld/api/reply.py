@@ -34,8 +34,7 @@ class Streamed:
 
 
 class Reply:
-    """A finished response: a status, header tuples and the body (bytes, or
-    :class:`Streamed`)."""
+    """A finished response: a status, header tuples and the body (bytes or :class:`Streamed`)."""
 
     __slots__ = ("status_int", "headerlist", "body")
 
@@ -45,7 +44,6 @@ class Reply:
 
     @property
     def status(self) -> str:
-        """The status line (``200 OK``)."""
         return _REASONS.get(self.status_int, str(self.status_int))
 
     def __call__(self, environ: dict[str, Any],

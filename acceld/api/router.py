@@ -30,8 +30,6 @@ from acceld.api.reply import Reply
 from acceld.api.schemas import responses as r
 from acceld.api.schemas import v1, v2
 
-Handler = Callable[..., Reply]
-
 # The schema of each path parameter (the router passes any one non-empty segment; a value
 # outside an ``enum`` is an unknown sub-resource, a 404 before the request is read).
 _SEGMENT = {"type": "string", "minLength": 1, "pattern": "^[^/]+$"}
@@ -53,7 +51,7 @@ class Op:
     ``body`` and, where the query schema names parameters, ``query``. ``errors``: the
     statuses besides those every route of its kind may answer."""
 
-    handler: Handler
+    handler: Callable[..., Reply]
     status: int
     response: dict[str, Any] | None
     query: dict[str, Any] | None = None
@@ -155,8 +153,6 @@ OPERATIONS: dict[str, dict[str, Op]] = {
         "DELETE": Op(hot_plug.detach, 200, r.HOT_PLUG, query=v2.NO_QUERY,
                      errors=(404, 409, 502, 503))},
 }
-ROUTES: dict[str, dict[str, Handler]] = {
-    path: {method: op.handler for method, op in ops.items()} for path, ops in OPERATIONS.items()}
 
 MOUNT_PREFIX = "/accelerator"
 # the routes anyone may read (version discovery, the API description): no policy rule
@@ -179,7 +175,7 @@ CYBORG_CONTROLLERS: dict[str, frozenset[str]] = {
 # The first segments of the v2 collections; Cyborg's root controller serves them without
 # the "/v2" (e.g. "/devices"), and the upstream CLI relies on that when it is pointed at
 # the unversioned endpoint.
-V2_COLLECTIONS = frozenset(path.split("/")[2] for path in ROUTES
+V2_COLLECTIONS = frozenset(path.split("/")[2] for path in OPERATIONS
                            if path.startswith("/v2/"))
 
 
@@ -203,8 +199,8 @@ def is_v2(path: str) -> bool:
 
 
 def _answer_key(environ: dict[str, Any]) -> tuple[Any, ...] | None:
-    """What a GET's answer can depend on (``listcache.Replies``); None when it cannot be
-    stored (not a GET, or a public route)."""
+    """What a GET's answer depends on (``listcache.Replies``); None for a public route or
+    another method."""
     ctx = environ.get("acceld.context")
     if ctx is None or environ.get("REQUEST_METHOD") != "GET":
         return None
@@ -241,9 +237,9 @@ class Router:
     non-empty segment. Each route is authorized with the policy rule documenting it."""
 
     def __init__(self) -> None:
-        self._static = {path: path for path in ROUTES if "{" not in path}
+        self._static = {path: path for path in OPERATIONS if "{" not in path}
         self._templates: dict[tuple[str, ...], list[tuple[str, list[str]]]] = {}
-        for path in ROUTES:
+        for path in OPERATIONS:
             if "{" in path:
                 segments = path.strip("/").split("/")
                 self._templates.setdefault(tuple(segments[:2]), []).append((path, segments))
@@ -256,7 +252,7 @@ class Router:
                                        f"{op['method']} {op['path']}, which no route serves")
                 self._rules[found[0], op["method"]] = rule.name
         # fail closed: a route that is neither public nor documented by a rule is an error
-        unguarded = {(path, method) for path, methods in ROUTES.items()
+        unguarded = {(path, method) for path, methods in OPERATIONS.items()
                      for method in methods} - set(self._rules) - PUBLIC_ROUTES
         if unguarded:
             raise RuntimeError(f"routes without a policy rule: {sorted(unguarded)}")
@@ -296,7 +292,7 @@ class Router:
                     environ.get("HTTP_OPENSTACK_API_VERSION"))
             resp = self._dispatch(req)
         except Exception as exc:  # noqa: BLE001 - the one place errors become responses
-            resp = errors.from_exception(req, exc)
+            resp = errors.from_exception(environ, exc)
         headers = resp.headerlist
         if v2:
             if resp.status_int >= 400:
@@ -315,8 +311,8 @@ class Router:
         method = req.environ["REQUEST_METHOD"]
         if method == "HEAD":
             method = "GET"
-        if found is None or method not in ROUTES[found[0]]:
-            raise _unrouted(req, method, None if found is None else ROUTES[found[0]])
+        if found is None or method not in OPERATIONS[found[0]]:
+            raise _unrouted(req, method, None if found is None else OPERATIONS[found[0]])
         path, match = found
         if (path, method) not in PUBLIC_ROUTES:
             util.authorize(req, self._rules[path, method])
@@ -339,23 +335,19 @@ def _inputs(req: webob.Request, path: str, op: Op, match: dict[str, str]) -> dic
         query = util.query(req, op.query)
         if "properties" in op.query:
             out["query"] = query
-    if op.body is not None:
-        out["body"] = _body(req, op, op.body)
+    if op.body is not None and op.body_optional and not util.read_body(req):
+        out["body"] = {}
+    elif op.body is not None:
+        body = util.json_body(req)
+        if op.wrapper is not None and isinstance(body, dict) and list(body) == [op.wrapper]:
+            body = body[op.wrapper]
+        util.validate(body, op.body, "body")
+        out["body"] = body
     return out
 
 
-def _body(req: webob.Request, op: Op, schema: dict[str, Any]) -> Any:
-    if op.body_optional and not util.read_body(req):
-        return {}
-    body = util.json_body(req)
-    if op.wrapper is not None and isinstance(body, dict) and list(body) == [op.wrapper]:
-        body = body[op.wrapper]
-    util.validate(body, schema, "body")
-    return body
-
-
 def _unrouted(req: webob.Request, method: str,
-              methods: dict[str, Handler] | None) -> errors.HTTPError:
+              methods: dict[str, Op] | None) -> errors.HTTPError:
     """The error for a request no route serves: 404, or 405 for another method of a known
     path; below ``/v2`` what Cyborg's controllers answer there."""
     parts = req.environ.get("PATH_INFO", "").strip("/").split("/")

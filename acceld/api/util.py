@@ -29,39 +29,12 @@ from acceld.rpc import ConductorClient
 
 
 class ApiOptions(NamedTuple):
-    """The ``[api]`` options a request reads, read once (none is mutable; oslo.config's
-    attribute lookup is a visible part of a small request's cost)."""
+    """The ``[api]`` options a request reads, read once (oslo.config's lookup is costly)."""
 
     public_endpoint: str | None
     max_limit: int
     max_request_body_size: int
     max_arqs_per_profile: int
-
-
-@dataclasses.dataclass(frozen=True)
-class AppState:
-    """What every handler needs: passed in, never imported."""
-
-    conf: cfg.ConfigOpts
-    db: Database
-    conductor: ConductorClient
-    enforcer: policy.Enforcer
-    lists: listcache.ListCache = dataclasses.field(default_factory=listcache.ListCache)
-    answers: listcache.Replies = dataclasses.field(default_factory=listcache.Replies)
-    api: ApiOptions = dataclasses.field(init=False)
-    decisions: _PolicyDecisions = dataclasses.field(init=False)
-    # the public URL of the links per request host (link_inputs), when not configured
-    public_urls: dict[tuple[Any, ...], str] = dataclasses.field(init=False,
-                                                                 default_factory=dict)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "api", ApiOptions(**{
-            name: self.conf.api[name] for name in ApiOptions.__annotations__}))
-        object.__setattr__(self, "decisions", _PolicyDecisions())
-
-
-def state(req: webob.Request) -> AppState:
-    return req.environ["acceld.app"]
 
 
 class _PolicyDecisions:
@@ -98,6 +71,31 @@ class _PolicyDecisions:
                     self._decisions = {}
                 self._decisions[key] = decision
         return decision
+
+
+@dataclasses.dataclass(frozen=True)
+class AppState:
+    """What every handler needs: passed in, never imported."""
+
+    conf: cfg.ConfigOpts
+    db: Database
+    conductor: ConductorClient
+    enforcer: policy.Enforcer
+    lists: listcache.ListCache = dataclasses.field(default_factory=listcache.ListCache)
+    answers: listcache.Replies = dataclasses.field(default_factory=listcache.Replies)
+    api: ApiOptions = dataclasses.field(init=False)
+    decisions: _PolicyDecisions = dataclasses.field(init=False, default_factory=_PolicyDecisions)
+    # the public URL of the links per request host (link_inputs), when not configured
+    public_urls: dict[tuple[Any, ...], str] = dataclasses.field(init=False,
+                                                                 default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "api", ApiOptions(**{
+            name: self.conf.api[name] for name in ApiOptions.__annotations__}))
+
+
+def state(req: webob.Request) -> AppState:
+    return req.environ["acceld.app"]
 
 
 def creds_key(ctx: Any) -> tuple[Any, ...]:
@@ -174,9 +172,8 @@ _BODY = "acceld.body"          # environ key of the body read_body read
 
 
 def read_body(req: webob.Request) -> bytes:
-    """The request body, at most ``[api] max_request_body_size`` bytes (413 beyond, before
-    a declared length is read), read in one call; the input is then replaced by the bytes
-    read (a later ``req.body`` or call sees them again)."""
+    """The body, at most ``[api] max_request_body_size`` bytes (413 beyond, before a
+    declared length is read), read once: a later ``req.body`` or call sees the same bytes."""
     env = req.environ
     if _BODY in env:
         return env[_BODY]
@@ -204,9 +201,8 @@ def read_body(req: webob.Request) -> bytes:
 
 
 def _unstorable(value: Any, strings: bool, where: tuple[Any, ...] = ()) -> str | None:
-    """What no database could keep of ``value`` (at the keys ``where``), worded: nesting
-    deeper than ``limits.JSON_DEPTH``, or (``strings``) a string or key holding a NUL or a
-    lone surrogate; None when there is nothing."""
+    """What no database could keep of ``value``, worded: nesting deeper than
+    ``limits.JSON_DEPTH``, or (``strings``) a NUL or a lone surrogate in a string or key."""
     if isinstance(value, str):
         bad = _NOT_STORABLE.search(value) if strings else None
         if bad is None:
@@ -305,20 +301,14 @@ def conforms(data: Any, schema: dict[str, Any]) -> bool:
     return True
 
 
-# Cyborg's words for a list of another length where one item is taken; that item's
-# fields are then named as within it
-_ONE_ITEM_LISTS = {id(v2.ONE_PROFILE): "Only one device profile allowed per POST request "
-                                       "for now."}
-
-
 def validate(data: Any, schema: dict[str, Any], what: str) -> None:
     """400 naming the first problem when ``data`` is not valid by ``schema``."""
     if conforms(data, schema):
         return
-    one = _ONE_ITEM_LISTS.get(id(schema))
-    if one is not None and isinstance(data, list):
+    # Cyborg's words for another count of profiles; one profile's fields are named in it
+    if schema is v2.ONE_PROFILE and isinstance(data, list):
         if len(data) != 1:
-            raise errors.invalid(one)
+            raise errors.invalid("Only one device profile allowed per POST request for now.")
         data, schema = data[0], schema["items"]
     err = jsonschema.exceptions.best_match(_validators(schema).full.iter_errors(data))
     if err is not None:
@@ -342,8 +332,7 @@ def _not_json(req: webob.Request, content_type: str) -> None:
 
 
 def canonical_uuid(value: str) -> str:
-    """The lower-case hyphenated form of a UUID; anything else is returned unchanged (so
-    a lookup of it is a plain 404)."""
+    """The canonical form of a UUID; anything else unchanged (its lookup is a plain 404)."""
     return uuids.canonical(value) or value
 
 
@@ -384,8 +373,7 @@ def query(req: webob.Request, schema: dict[str, Any]) -> dict[str, str]:
             raise _bad_query(f"malformed percent-encoding at "
                              f"{limits.prefix(given[bad.start():], 12)}.")
         try:
-            # the server hands the raw bytes as latin-1 code points; so does the
-            # decoding here, and the bytes are then read as UTF-8
+            # percent-escapes decoded as latin-1 code points, then read as UTF-8 (_utf8)
             pairs = urllib.parse.parse_qsl(given, keep_blank_values=True,
                                            encoding="latin-1",
                                            max_num_fields=limits.QUERY_FIELDS)
@@ -393,9 +381,8 @@ def query(req: webob.Request, schema: dict[str, Any]) -> dict[str, str]:
             raise _bad_query(f"more than {limits.QUERY_FIELDS} parameters.") from None
         for raw_key, raw_value in pairs:
             try:
-                key = raw_key.encode("latin-1").decode("utf-8")
-                value = raw_value.encode("latin-1").decode("utf-8")
-            except (UnicodeEncodeError, UnicodeDecodeError):
+                key, value = _utf8(raw_key), _utf8(raw_value)
+            except UnicodeError:
                 raise _bad_query(f"{limits.prefix(raw_key)} is not percent-encoded "
                                  "UTF-8.") from None
             if "\x00" in key or "\x00" in value:
@@ -407,13 +394,17 @@ def query(req: webob.Request, schema: dict[str, Any]) -> dict[str, str]:
     return params
 
 
+def _utf8(raw: str) -> str:
+    """A request's text, handed by the server as latin-1 code points, read as UTF-8
+    (UnicodeError when its bytes are not)."""
+    return raw if raw.isascii() else raw.encode("latin-1").decode("utf-8")
+
+
 def path_text(environ: dict[str, Any]) -> str:
-    """The request path (``PATH_INFO``, which the server percent-decoded into latin-1
-    code points) as text: 400 when its bytes are not UTF-8 or hold a NUL."""
-    raw = environ.get("PATH_INFO", "")
+    """``PATH_INFO`` as text: 400 when its bytes are not UTF-8 or hold a NUL."""
     try:
-        path = raw if raw.isascii() else raw.encode("latin-1").decode("utf-8")
-    except (UnicodeEncodeError, UnicodeDecodeError):
+        path = _utf8(environ.get("PATH_INFO", ""))
+    except UnicodeError:
         raise errors.invalid("The path is not percent-encoded UTF-8.") from None
     if "\x00" in path:
         raise errors.invalid("The path holds a NUL character.")
@@ -442,8 +433,7 @@ def json_response(data: Any, status: int = 200,
 
 
 def link_inputs(environ: dict[str, Any]) -> tuple[Any, ...]:
-    """The raw request values the links' public URL is made of (a part of the keys of what
-    is kept per request)."""
+    """The request values the links' public URL is made of (part of stored answers' keys)."""
     return (environ.get("wsgi.url_scheme"), environ.get("HTTP_HOST"),
             environ.get("SERVER_NAME"), environ.get("SERVER_PORT"))
 
@@ -465,14 +455,15 @@ def public_url(req: webob.Request) -> str:
     return url
 
 
-def links(req: webob.Request, resource: str, uuid: str,
-          bookmark: bool = False) -> list[dict[str, str]]:
-    """Cyborg's links: ``<public>/accelerator/v2/<res>/<uuid>`` (+ bookmark without v2)."""
-    public = public_url(req)
-    out = [{"href": f"{public}/accelerator/v2/{resource}/{uuid}", "rel": "self"}]
+def linked(req: webob.Request, resource: str, record: dict[str, Any],
+           bookmark: bool = False) -> dict[str, Any]:
+    """``record`` with Cyborg's links: ``<public>/accelerator/v2/<resource>/<uuid>`` (+ a
+    bookmark without the v2)."""
+    public, uuid = public_url(req), record["uuid"]
+    links = [{"href": f"{public}/accelerator/v2/{resource}/{uuid}", "rel": "self"}]
     if bookmark:
-        out.append({"href": f"{public}/accelerator/{resource}/{uuid}", "rel": "bookmark"})
-    return out
+        links.append({"href": f"{public}/accelerator/{resource}/{uuid}", "rel": "bookmark"})
+    return dict(record, links=links)
 
 
 def base_url(req: webob.Request) -> str:

@@ -1,12 +1,9 @@
 """Policy in code (oslo.policy): Cyborg's v2 rules and persona base rules, acceld's v1 rules.
 
-Entry points: ``oslo.policy.policies`` -> :func:`list_rules`, ``oslo.policy.enforcer`` ->
-:func:`get_enforcer`. The defaults are Cyborg's new defaults; like upstream, the persona
-base rules carry :data:`LEGACY_BRIDGE`, which oslo.policy ORs in only under the legacy
-defaults (``[oslo_policy] enforce_new_defaults = false``). Every route rule is
-project-scoped; which project's records a caller sees is decided in the database layer.
-Cyborg's legacy base rules keep an operator's Cyborg policy file loading. The router
-authorizes each route with the rule that documents it.
+The defaults are Cyborg's new defaults; as upstream, the persona base rules carry
+:data:`LEGACY_BRIDGE`, ORed in only under ``[oslo_policy] enforce_new_defaults = false``.
+Every route rule is project-scoped (the database layer scopes the records); Cyborg's legacy
+base rules keep an operator's Cyborg policy file loading.
 """
 
 from __future__ import annotations
@@ -14,7 +11,6 @@ from __future__ import annotations
 from oslo_config import cfg
 from oslo_policy import policy
 
-# Upstream's deprecated bridge, ORed in under the legacy defaults only.
 LEGACY_BRIDGE = "is_admin:True or project_id:%(project_id)s"
 _IN_PROJECT = " and project_id:%(project_id)s"
 
@@ -158,7 +154,6 @@ V2_RULES = _rules(
      "DELETE /v2/accelerator_requests/{uuid}/hot_plug"),
 )
 
-# The rules of API routes (each documents the operations it guards).
 ROUTE_RULES = V1_RULES + V2_RULES
 
 

@@ -1,4 +1,4 @@
-"""Policy sweep: every route of ``acceld.api.router.ROUTES`` for every noauth persona.
+"""Policy sweep: every route of ``acceld.api.router.OPERATIONS`` for every noauth persona.
 
 The routes are read from the route table and their rules from the policy in code, so a
 new route (or a new rule) cannot be left out: a route with no rule, a rule with no route
@@ -104,8 +104,8 @@ def _rule_id(rule: str) -> str:
     return rule.replace(":", ".")
 
 
-ROUTE_CASES = sorted((method, path) for path, methods in router.ROUTES.items()
-                     for method in methods)
+ROUTE_CASES = sorted((method, path) for path, ops in router.OPERATIONS.items()
+                     for method in ops)
 
 
 def _rule_for(method: str, path: str) -> str | None:

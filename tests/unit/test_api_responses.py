@@ -62,9 +62,9 @@ def test_request_ids_are_random_version_4_uuids() -> None:
 
 
 def test_an_error_is_a_reply_with_its_json_body_and_extra_headers() -> None:
-    req = webob.Request.blank("/v2/x", environ={"openstack.request_id": "req-1"})
-    status, headers, body = _serve(errors.render(req, 413, "too big", "acceld.body_too_large",
-                                                 {"Retry-After": "1"}))
+    environ = webob.Request.blank("/v2/x", environ={"openstack.request_id": "req-1"}).environ
+    status, headers, body = _serve(errors.render(environ, 413, "too big",
+                                                 "acceld.body_too_large", {"Retry-After": "1"}))
     assert status == "413 Request Entity Too Large"
     assert headers == [("Content-Type", "application/json"),
                        ("Content-Length", str(len(body))), ("Retry-After", "1")]

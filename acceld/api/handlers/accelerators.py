@@ -30,7 +30,7 @@ def list_accelerators(req: webob.Request, query: dict[str, str]) -> util.Reply:
         device_type=query.get("device_type"),
         instance_uuid=None if instance is None else util.canonical_uuid(instance),
         limit=limit, marker=marker, viewer=util.project_scope(req))
-    return listing.respond(req, "accelerator", found, lambda r: _present(req, r))
+    return listing.respond(req, "accelerator", found, _present)
 
 
 def show_accelerator(req: webob.Request, uuid: str) -> util.Reply:

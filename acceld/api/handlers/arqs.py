@@ -1,14 +1,10 @@
-"""Cyborg v2 accelerator requests (ARQs): ``/v2/accelerator_requests``.
-
-Contract: shared/docs/cyborg-v2-contract.md 1.3 rows 6-10, 1.4 and 3 (summary in
-docs/api-v2.md). Non-admins see only their project's ARQs. The API writes a create, a
-delete and an unbind whose freed handle needs no host work itself; binding, and an
-unbind whose handle the host must release, go to the conductor (one RPC per request).
-Where Cyborg answers a client mistake with 500 acceld answers 400 or 409 naming it.
-
-The service-token gate (CVE-2026-40214) cannot be relaxed by policy: bind, unbind,
-``DELETE ?instance=`` and deleting an ARQ tied to an instance need ``service`` among the
-service token's roles.
+"""Cyborg v2 accelerator requests (ARQs), ``/v2/accelerator_requests`` (contract:
+shared/docs/cyborg-v2-contract.md 1.3 rows 6-10, 1.4 and 3). Non-admins see only their
+project's ARQs. Binding, and an unbind whose handle the host must release, go to the
+conductor (one RPC per request). Where Cyborg answers a client mistake with 500 acceld
+answers 400 or 409. No policy relaxes the service-token gate (CVE-2026-40214): bind,
+unbind, ``DELETE ?instance=`` and deleting an ARQ tied to an instance need ``service``
+among the service token's roles.
 """
 
 from __future__ import annotations
@@ -28,7 +24,7 @@ BIND_FIELDS = ("hostname", "device_rp_uuid", "instance_uuid")
 
 
 def _present(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
-    return dict(record, links=util.links(req, "accelerator_requests", record["uuid"]))
+    return util.linked(req, "accelerator_requests", record)
 
 
 def _has_service_token(req: webob.Request) -> bool:
@@ -44,8 +40,8 @@ def _require_service_token(req: webob.Request) -> None:
 
 def parse_ops(uuid: str, ops: list[dict[str, Any]], version: microversion.Version,
               is_admin: bool) -> dict[str, str | None] | None:
-    """One ARQ's patch (already schema-valid), checked in Cyborg's order: the bind fields
-    (an add), or None (a remove = unbind). Raises HTTPError 400/406/403."""
+    """One ARQ's schema-valid patch, checked in Cyborg's order (HTTPError 400, 406, 403):
+    the bind fields of an add, or None for a remove (unbind)."""
     kinds = {op["op"] for op in ops}
     if len(kinds) != 1:
         raise errors.invalid(f"Patch of ARQ {uuid}: the operations must be all "
@@ -97,7 +93,7 @@ def list_arqs(req: webob.Request, query: dict[str, str]) -> util.Reply:
     found = arq_objects.list_arqs(util.state(req).db, project_id=util.project_scope(req),
                                   instance_uuid=instance, resolved_only="bind_state" in query,
                                   limit=limit, marker=marker)
-    return listing.respond(req, "arqs", found, lambda r: _present(req, r))
+    return listing.respond(req, "arqs", found, _present)
 
 
 def show_arq(req: webob.Request, uuid: str) -> util.Reply:
@@ -129,8 +125,8 @@ def update_arqs(req: webob.Request, body: dict[str, Any], uuid: str | None = Non
 
 
 def _unbind(req: webob.Request, uuids: list[str]) -> None:
-    """Each ARQ whose freed handle needs no host work is unbound here (a transaction
-    each), the others by the conductor; every ARQ is tried and the first error raised."""
+    """Each ARQ whose freed handle needs no host work is unbound here, the others by the
+    conductor; every ARQ is tried and the first error raised."""
     st, scope = util.state(req), util.project_scope(req)
     errs: list[exception.AccelDError] = []
     rest: list[str] = []
@@ -163,8 +159,7 @@ def delete_arqs(req: webob.Request, query: dict[str, str]) -> util.Reply:
         freed = arq_objects.delete_by_instance(util.state(req).db,
                                                util.canonical_uuid(query["instance"]),
                                                project_id=util.project_scope(req))
-        _release(req, freed)
-        return util.empty_response(204)
+        return _deleted(req, freed)
     return _delete_uuids(req, [util.canonical_uuid(u) for u in query["arqs"].split(",")])
 
 
@@ -179,15 +174,15 @@ def _delete_uuids(req: webob.Request, uuids: list[str]) -> util.Reply:
     freed = arq_objects.delete_by_uuids(util.state(req).db, uuids,
                                         project_id=util.project_scope(req),
                                         service=_has_service_token(req))
-    _release(req, freed)
-    return util.empty_response(204)
+    return _deleted(req, freed)
 
 
-def _release(req: webob.Request, freed: list[dict[str, Any]]) -> None:
-    """Handles a delete took from bound ARQs may hold host state (an mdev, a VF set up
-    for a guest): the conductor has their agents release it. Unbound ARQs free none."""
+def _deleted(req: webob.Request, freed: list[dict[str, Any]]) -> util.Reply:
+    """The 204, once the conductor had the agents release the host state (an mdev, a VF
+    set up for a guest) the handles ``freed`` from deleted bound ARQs may hold."""
     if freed:
         util.state(req).conductor.release_handles(freed)
+    return util.empty_response(204)
 
 
 def delete_arq(req: webob.Request, uuid: str) -> util.Reply:

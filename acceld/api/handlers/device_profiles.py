@@ -15,7 +15,7 @@ SHOW_BY_NAME_VERSION = microversion.Version(2, 2)
 
 
 def _present(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
-    return dict(record, links=util.links(req, "device_profiles", record["uuid"]))
+    return util.linked(req, "device_profiles", record)
 
 
 def _names(value: str) -> list[str]:
@@ -29,7 +29,7 @@ def list_profiles(req: webob.Request, query: dict[str, str]) -> util.Reply:
     names = _names(query["name"]) if "name" in query else None
     found = device_profiles.list_profiles(util.state(req).db, names=names, limit=limit,
                                           marker=marker)
-    return listing.respond(req, "device_profiles", found, lambda r: _present(req, r))
+    return listing.respond(req, "device_profiles", found, _present)
 
 
 def show_profile(req: webob.Request, name_or_uuid: str) -> util.Reply:

@@ -13,15 +13,11 @@ from acceld.api import util
 from acceld.objects import arqs as arq_objects
 
 
-def _answer(req: webob.Request, view: dict[str, Any]) -> util.Reply:
-    return util.json_response(
-        dict(view, links=util.links(req, "accelerator_requests", view["uuid"])))
-
-
 def show(req: webob.Request, uuid: str) -> util.Reply:
     """GET /v2/accelerator_requests/{uuid}/hot_plug -> 200 the ARQ and its ``hot_plug``."""
-    return _answer(req, arq_objects.get_hot_plug(util.state(req).db, uuid,
-                                                 project_id=util.project_scope(req)))
+    view = arq_objects.get_hot_plug(util.state(req).db, uuid,
+                                    project_id=util.project_scope(req))
+    return util.json_response(util.linked(req, "accelerator_requests", view))
 
 
 def attach(req: webob.Request, uuid: str, body: dict[str, Any]) -> util.Reply:
@@ -29,11 +25,11 @@ def attach(req: webob.Request, uuid: str, body: dict[str, Any]) -> util.Reply:
     409 the ARQ is not Initial/Unbound or nothing on the instance's host fits it."""
     instance = util.canonical_uuid(body["instance_uuid"])
     view = util.state(req).conductor.hot_attach(uuid, instance, util.project_scope(req))
-    return _answer(req, view)
+    return util.json_response(util.linked(req, "accelerator_requests", view))
 
 
 def detach(req: webob.Request, uuid: str) -> util.Reply:
     """DELETE .../hot_plug -> 200 with ``hot_plug`` Initial (released and unbound) or
     Detaching (asked; the guest has not released the device yet: ask again)."""
     view = util.state(req).conductor.hot_detach(uuid, util.project_scope(req))
-    return _answer(req, view)
+    return util.json_response(util.linked(req, "accelerator_requests", view))

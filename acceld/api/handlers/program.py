@@ -28,9 +28,7 @@ def image_ref(image: dict[str, str]) -> str:
 
 def _view(req: webob.Request, deployable: dict[str, Any],
           operation: dict[str, Any] | None) -> dict[str, Any]:
-    return dict(deployable, links=util.links(req, "deployables", deployable["uuid"],
-                                             bookmark=True),
-                program=operation)
+    return dict(util.linked(req, "deployables", deployable, bookmark=True), program=operation)
 
 
 def program_deployable(req: webob.Request, uuid: str, body: list[dict[str, Any]]) -> util.Reply:

@@ -39,7 +39,7 @@ def _cached_list(req: webob.Request, q: dict[str, str], variant: Any, key_name: 
 # -- devices ----------------------------------------------------------------------------------
 
 def _device(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
-    out = dict(record, links=util.links(req, "devices", record["uuid"]))
+    out = util.linked(req, "devices", record)
     if microversion.of(req.environ) < STATUS_VERSION:
         del out["status"]
     return out
@@ -53,7 +53,7 @@ def list_devices(req: webob.Request, query: dict[str, str]) -> util.Reply:
                               type=query.get("type"), vendor=query.get("vendor"),
                               hostname=query.get("hostname"), limit=limit, marker=marker)
     return _cached_list(req, query, microversion.of(req.environ) >= STATUS_VERSION, "devices",
-                        found, lambda r: _device(req, r))
+                        found, _device)
 
 
 def show_device(req: webob.Request, uuid: str) -> util.Reply:
@@ -82,7 +82,7 @@ def disable_device(req: webob.Request, uuid: str) -> util.Reply:
 # -- deployables ------------------------------------------------------------------------------
 
 def _deployable(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
-    return dict(record, links=util.links(req, "deployables", record["uuid"], bookmark=True))
+    return util.linked(req, "deployables", record, bookmark=True)
 
 
 def list_deployables(req: webob.Request, query: dict[str, str]) -> util.Reply:
@@ -90,7 +90,7 @@ def list_deployables(req: webob.Request, query: dict[str, str]) -> util.Reply:
     limit, marker = listing.page_params(req, query)
     found = functools.partial(inventory.list_deployables, util.state(req).db, limit=limit,
                               marker=marker)
-    return _cached_list(req, query, None, "deployables", found, lambda r: _deployable(req, r))
+    return _cached_list(req, query, None, "deployables", found, _deployable)
 
 
 def show_deployable(req: webob.Request, uuid: str) -> util.Reply:
@@ -102,7 +102,7 @@ def show_deployable(req: webob.Request, uuid: str) -> util.Reply:
 # -- attributes -------------------------------------------------------------------------------
 
 def _attribute(req: webob.Request, record: dict[str, Any]) -> dict[str, Any]:
-    return dict(record, links=util.links(req, "attributes", record["uuid"]))
+    return util.linked(req, "attributes", record)
 
 
 def list_attributes(req: webob.Request, query: dict[str, str]) -> util.Reply:
@@ -112,7 +112,7 @@ def list_attributes(req: webob.Request, query: dict[str, str]) -> util.Reply:
     deployable_id = int(query["deployable_id"]) if "deployable_id" in query else None
     found = inventory.list_attributes(util.state(req).db, deployable_id=deployable_id,
                                       key=query.get("key"), limit=limit, marker=marker)
-    return listing.respond(req, "attributes", found, lambda r: _attribute(req, r))
+    return listing.respond(req, "attributes", found, _attribute)
 
 
 def show_attribute(req: webob.Request, uuid: str) -> util.Reply:

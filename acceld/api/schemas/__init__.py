@@ -30,10 +30,11 @@ TEXT_CHARS = free_of(limits.TEXT_FORBIDDEN)
 SHOWN_NAME_CHARS = rf"^(?![\s\S]*[{limits.NAME_FORBIDDEN}])\s*\S"
 
 
-def name(max_length: int = limits.NAME_LENGTH, min_length: int = 1) -> dict[str, Any]:
+def name(max_length: int = limits.NAME_LENGTH, min_length: int = 1,
+         pattern: str = NAME_CHARS) -> dict[str, Any]:
     """A string a user names something with."""
     return {"type": "string", "minLength": min_length, "maxLength": max_length,
-            "pattern": NAME_CHARS}
+            "pattern": pattern}
 
 
 def closed(properties: dict[str, Any] | None = None, required: list[str] | None = None,

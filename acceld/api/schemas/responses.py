@@ -160,6 +160,5 @@ ARQ = _obj({
 })
 ARQS = _list_of("arqs", ARQ, paged=True)
 # acceld's hot-plug extension: an ARQ with where its live attach stands
-HOT_PLUG = {**ARQ, "properties": {**ARQ["properties"], "hot_plug": {"enum": [
-    states.ARQ_INITIAL, *sorted(states.HOT_PLUGGED)]}},
-    "required": [*ARQ["required"], "hot_plug"]}
+HOT_PLUG = _obj({**ARQ["properties"],
+                 "hot_plug": {"enum": [states.ARQ_INITIAL, *sorted(states.HOT_PLUGGED)]}})

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from acceld import limits, states
+from acceld import states
 from acceld.api.schemas import INTEGER_ID, SHOWN_NAME_CHARS, UUID, closed, name, whole
 
 # a name: no control or bidirectional-override character, and not only spaces
-_NAME = {"type": "string", "minLength": 1, "maxLength": limits.NAME_LENGTH,
-         "pattern": SHOWN_NAME_CHARS}
+_NAME = name(pattern=SHOWN_NAME_CHARS)
 _HOST = name()
 
 CREATE = closed({"name": _NAME, "uuid": UUID}, ["name"])

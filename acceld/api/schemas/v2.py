@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from acceld import limits
-from acceld.api.schemas import NAME_CHARS, NUMBER_AS_TEXT, TEXT_CHARS, UUID, closed, whole
+from acceld.api.schemas import NAME_CHARS, NUMBER_AS_TEXT, TEXT_CHARS, UUID, closed, name, whole
 
 _TEXT = {"type": "string", "minLength": 1, "maxLength": limits.NAME_LENGTH}
 
@@ -57,8 +57,7 @@ ATTRIBUTE = {
 PROFILE = {
     "type": "object",
     "properties": {
-        "name": {"type": "string", "minLength": 1, "maxLength": limits.NAME_LENGTH,
-                 "pattern": whole("[a-zA-Z0-9_-]+")},
+        "name": name(pattern=whole("[a-zA-Z0-9_-]+")),
         "groups": {"type": "array", "minItems": 1, "maxItems": limits.PROFILE_GROUPS,
                    "items": {"type": "object", "minProperties": 1,
                              "maxProperties": limits.GROUP_KEYS,
