@@ -76,17 +76,16 @@ class ConductorManager:
         self._waiters_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.on_inventory_changed: list[Any] = []   # hooks: (host, device uuids) -> None
         # one Binder for every bind: it tracks the binds Nova waits on (None: no events)
         self._binder = binding.Binder(
             db, host_work=binding.AgentHostWork(db, agents), notifier=nova,
-            bind_timeout=conf.nova.bind_timeout, programmer=self,
+            bind_timeout=conf.nova.bind_timeout,
+            program=lambda arq, req: self._program(req["deployable_uuid"], req["image_ref"],
+                                                   "", arq),   # a bind has no digest
             program_timeout=conf.fpga_driver.program_timeout + PROGRAM_GRACE)
         self._hot = hotplug.HotPlug(db, agents, self._binder,
                                     placement=None if placement is None else placement.client,
                                     nova=nova, attach_grace=2 * conf.rpc_timeout)
-        if placement is not None:
-            self.on_inventory_changed.append(lambda host, _uuids: placement.schedule(host))
 
     # -- life cycle ------------------------------------------------------------------
     def start(self) -> None:
@@ -155,8 +154,7 @@ class ConductorManager:
         if result.changed:
             LOG.info("inventory of %s changed: %d device(s)", parsed.host,
                      len(result.changed_devices))
-            for hook in self.on_inventory_changed:
-                hook(parsed.host, result.changed_devices)
+            self.host_changed(parsed.host)
         return {"seq": parsed.seq, "changed": result.changed, "stale": result.stale}
 
     def heartbeat(self, host: str, binary: str, version: str,
@@ -196,7 +194,7 @@ class ConductorManager:
         event = threading.Event()
         with self._waiters_lock:
             self._waiters[op.op_id] = event
-        self._dispatch(op)
+        self._cast(self._agents.run_operation, dataclasses.asdict(op))
         event.wait(self._conf.conductor.operation_wait)
         with self._waiters_lock:
             self._waiters.pop(op.op_id, None)
@@ -223,9 +221,6 @@ class ConductorManager:
                                                                         dry_run=dry_run)))
                 for h in hosts]
 
-    def _dispatch(self, op: accelerators.Operation) -> None:
-        self._cast(self._agents.run_operation, dataclasses.asdict(op))
-
     def _cast(self, run: Any, op: dict[str, Any]) -> None:
         """Sends ``op`` to its host's agent; one unreachable gets it again later."""
         try:
@@ -241,7 +236,7 @@ class ConductorManager:
             LOG.info("sending operation %s (%s %s) again", op.op_id, op.operation,
                      op.device_uuid)
             accelerators.touch_operation(self._db, op.op_id)
-            self._dispatch(op)
+            self._cast(self._agents.run_operation, dataclasses.asdict(op))
         for prog in program_objects.stalled(self._db, cutoff):
             LOG.info("sending program operation %s (%s) again", prog["op_id"],
                      prog["deployable_uuid"])
@@ -253,10 +248,6 @@ class ConductorManager:
                            image_sha256: str) -> dict[str, Any]:
         """Queue a program operation and send it to the device's agent; the queued one."""
         return _jsonable(self._program(deployable_uuid, image_ref, image_sha256))
-
-    def program_for_bind(self, arq_uuid: str, request: dict[str, str]) -> None:
-        """binding.Programmer: queue the programming a bind needs (no caller digest)."""
-        self._program(request["deployable_uuid"], request["image_ref"], "", arq_uuid)
 
     def _program(self, deployable_uuid: str, image_ref: str, image_sha256: str,
                  arq_uuid: str | None = None) -> dict[str, Any]:
