@@ -1,9 +1,7 @@
 """The hypervisor seam of the agent: the guests of this host, and live attach/detach of
-an ARQ's device (issue 22). ``libvirt_driver.LibvirtHypervisor`` speaks to libvirtd;
-``fake.FakeHypervisor`` is the all-in-one demo's. The device XML comes from
-:mod:`acceld.virt.devicexml`; a hypervisor only carries it to the guest and finds it
-again by its alias. Its errors are ``exception.GuestNotFound`` and
-``exception.HypervisorError`` (rebuilt across RPC like every acceld error)."""
+an ARQ's device. A hypervisor only carries the device XML (:mod:`acceld.virt.devicexml`)
+to the guest and finds it again by its alias; its errors are ``exception.GuestNotFound``
+and ``exception.HypervisorError``."""
 
 from __future__ import annotations
 
