@@ -1,8 +1,7 @@
 """An in-memory hypervisor for the all-in-one demo and tests: a few running guests that
-take and release acceld's ``<hostdev>`` devices. It checks what libvirt would check of
-the device (a hostdev named by an acceld alias, one guest per host device) and keeps
-nothing across a restart. A guest marked as ignoring unplugs keeps its devices: its
-detach answers PENDING at once (nothing would change by waiting)."""
+take and release acceld's ``<hostdev>`` devices, checked as libvirt would (a hostdev named
+by an acceld alias, one guest per host device). A guest marked as ignoring unplugs keeps
+its devices: its detach answers PENDING at once."""
 
 from __future__ import annotations
 

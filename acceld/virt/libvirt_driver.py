@@ -72,9 +72,9 @@ class LibvirtHypervisor:
         start_event_loop()
         self._uri = uri
         self._events = threading.Condition()
-        self._asked: set[tuple[str, str]] = set()    # (domain, alias) unplugs not yet done
-        self._removed: set[tuple[str, str]] = set()  # device-removed events not yet taken
-        self._failed: set[tuple[str, str]] = set()   # removal-failed events not yet taken
+        # (domain, alias) of the unplugs not yet done -> libvirt's event ("removed",
+        # "failed"; None: none yet)
+        self._asked: dict[tuple[str, str], str | None] = {}
         self._conn = None
         self._callbacks: list[int] = []
         self._conn_lock = threading.Lock()
@@ -101,7 +101,7 @@ class LibvirtHypervisor:
         key = (dom.UUIDString(), alias)
         with self._events:
             if key in self._asked:
-                (self._removed if which == "removed" else self._failed).add(key)
+                self._asked[key] = which
                 self._events.notify_all()
 
     # -- guests --------------------------------------------------------------------------
@@ -161,9 +161,7 @@ class LibvirtHypervisor:
         with self._events:
             waiting = key in self._asked
             if live and not waiting:         # before asking: the event may come first
-                self._asked.add(key)
-                self._removed.discard(key)
-                self._failed.discard(key)
+                self._asked[key] = None
         ask = present & ~libvirt.VIR_DOMAIN_AFFECT_LIVE if waiting else present
         try:
             if ask:
@@ -179,21 +177,17 @@ class LibvirtHypervisor:
 
     def _wait(self, key: tuple[str, str], alias: str, timeout: float) -> str:
         with self._events:
-            self._events.wait_for(lambda: key in self._removed or key in self._failed,
-                                  timeout)
-            removed, failed = key in self._removed, key in self._failed
-        if not (removed or failed):
+            event = self._events.wait_for(lambda: self._asked.get(key), timeout)
+        if event is None:
             return PENDING
         self._forget(key)
-        if removed:
+        if event == "removed":
             return REMOVED
         raise exception.HypervisorError(f"the guest refused to release device {alias}")
 
     def _forget(self, key: tuple[str, str]) -> None:
         with self._events:
-            self._asked.discard(key)
-            self._removed.discard(key)
-            self._failed.discard(key)
+            self._asked.pop(key, None)
 
     def close(self) -> None:
         if self._conn is None:
