@@ -13,7 +13,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from acceld import exception
 from acceld import states as st
@@ -28,18 +28,11 @@ if TYPE_CHECKING:
 LOG = logging.getLogger(__name__)
 
 
-class HostWork(Protocol):
+class HostWork:
     """Host-side work of a bind (``prepare``) or an unbind (``release``) of a handle dict.
-    An optional ``needs(handle, conn) -> bool``, asked inside the bind's or unbind's
-    transaction, lets a handle without host work skip both."""
-
-    def prepare(self, handle: dict[str, Any]) -> None: ...
-
-    def release(self, handle: dict[str, Any]) -> None: ...
-
-
-class NoHostWork:
-    """Nothing on the host (a Binder without agents: tests of the binding itself)."""
+    ``needs(handle, conn)``, asked inside the bind's or unbind's transaction, lets a handle
+    without host work skip both; an implementation without it does both for every handle.
+    This one does nothing (a Binder without agents: tests of the binding itself)."""
 
     def needs(self, handle: dict[str, Any], conn: Any = None) -> bool:
         return False
@@ -51,7 +44,7 @@ class NoHostWork:
         return None
 
 
-class AgentHostWork:
+class AgentHostWork(HostWork):
     """:class:`HostWork` through the agents: the driver's ``prepare``/``release`` (create
     the mdev, bind the VF to vfio-pci, ...) on the handle's host, for the handles that
     need it (``objects.hostwork``); a failure is an ``AccelDError``."""
@@ -103,7 +96,7 @@ class Binder:
         """``program(arq_uuid, request)`` queues a bind's program operation; its outcome
         comes to :meth:`program_done`."""
         self._db = db
-        self._host = host_work or NoHostWork()
+        self._host = host_work or HostWork()
         self._notifier = notifier
         self._bind_timeout = bind_timeout
         self._program = program

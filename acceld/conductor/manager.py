@@ -70,10 +70,9 @@ class ConductorManager:
         self.placement = placement
         self._host = conf.host
         self._beats = HeartbeatBuffer()
+        self._lock = threading.Lock()                  # guards _latest and _waiters
         self._latest: dict[str, tuple[str, int]] = {}   # host -> newest (epoch, seq) seen
-        self._latest_lock = threading.Lock()
         self._waiters: dict[str, threading.Event] = {}
-        self._waiters_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         # one Binder for every bind: it tracks the binds Nova waits on (None: no events)
@@ -108,8 +107,7 @@ class ConductorManager:
             self.placement.close()
 
     def _periodic(self) -> None:
-        save = self._conf.conductor.save_interval
-        period = min(save, self._conf.conductor.periodic_interval)
+        period = min(self._conf.conductor.save_interval, self._conf.conductor.periodic_interval)
         if self.placement is not None:
             period = min(period, self._conf.placement.sync_interval)
         last_redrive = last_sync = time.monotonic()
@@ -138,7 +136,7 @@ class ConductorManager:
     # -- agent -> conductor ------------------------------------------------------------
     def _is_newest(self, report: reports.InventoryReport) -> bool:
         """False for a report older than one already seen (unchanged ones store no seq)."""
-        with self._latest_lock:
+        with self._lock:
             seen = self._latest.get(report.host)
             if seen is not None and seen[0] == report.epoch and seen[1] >= report.seq:
                 return False
@@ -173,7 +171,7 @@ class ConductorManager:
             LOG.info("operation %s on %s %s", op_id, device_uuid,
                      "succeeded" if ok else "failed")
             self._placement_changed(device_uuid)
-        with self._waiters_lock:
+        with self._lock:
             event = self._waiters.pop(op_id, None)
         if event is not None:
             event.set()
@@ -192,11 +190,11 @@ class ConductorManager:
             return _jsonable(record)
         self._placement_changed(uuid)  # installing/uninstalling: reserved at once
         event = threading.Event()
-        with self._waiters_lock:
+        with self._lock:
             self._waiters[op.op_id] = event
         self._cast(self._agents.run_operation, dataclasses.asdict(op))
         event.wait(self._conf.conductor.operation_wait)
-        with self._waiters_lock:
+        with self._lock:
             self._waiters.pop(op.op_id, None)
         return _jsonable(accelerators.get_accelerator(self._db, uuid))
 

@@ -46,19 +46,17 @@ class _HostSync:
         self.conflicts: list[dict[str, Any]] = []
 
     def read(self, compute: str, full: bool) -> dict[str, pp.ActualProvider]:
-        owned = self._c.tree_owned(compute, pp.OWNER_TRAIT)
         actual = {}
-        for rp in owned:
+        for rp in self._c.tree_owned(compute, pp.OWNER_TRAIT):
             if rp.uuid == compute:
                 continue
-            self.generations[rp.uuid] = rp.generation
             if full:
                 _gen, inv = self._c.get_inventories(rp.uuid)
                 gen, traits = self._c.get_traits(rp.uuid)
-                self.generations[rp.uuid] = gen
                 actual[rp.uuid] = pp.ActualProvider(rp.uuid, gen, inv, frozenset(traits))
             else:
                 actual[rp.uuid] = pp.ActualProvider(rp.uuid, rp.generation)
+        self.generations.update((u, a.generation) for u, a in actual.items())
         return actual
 
     def _ensure_names(self, plan: pp.Plan) -> None:
@@ -277,13 +275,13 @@ class PlacementSyncer:
         try:
             if compute is None:
                 found = self.client.find_provider(inputs.provider_name)
-                compute = None if found is None else found.uuid
-                if compute is None:
+                if found is None:
                     LOG.warning("compute node provider %r of host %s is not in Placement "
                                 "yet", inputs.provider_name, host)
                     return self._record(host, None, {}, [], [], "compute node provider "
                                         f"{inputs.provider_name!r} not found", dry_run,
                                         self._conf.placement.compute_node_retry_max)
+                compute = found.uuid
             actual = work.read(compute, full)
             plan = pp.plan(desired, actual, None if full else
                            (state.provider_digests if state else {}))
