@@ -1,11 +1,9 @@
 """Binding and unbinding accelerator requests: orchestration over ``objects.arqs`` (no SQL).
 
-A bind is ``arqs.bind`` (Bound at once when the handle needs no host work, asked inside
-its transaction) -> host work or programming (contract 6.3, :class:`Programmer`) ->
-``finish_bind``; a failure makes it BindFailed and frees the handle. Each ARQ is tried and
-the first error raised. Once every ARQ of an instance is resolved, Nova gets one
-``accelerator-request-bound`` request (contract 3.2) from a sender thread; binds not
-resolved within ``bind_timeout`` are failed and reported. Notifying never raises.
+A bind is ``arqs.bind`` -> host work or programming (contract 6.3) -> ``finish_bind``; a
+failure makes it BindFailed and frees the handle. Once every ARQ of an instance is
+resolved, Nova gets one ``accelerator-request-bound`` request (contract 3.2); binds not
+resolved within ``bind_timeout`` are failed and reported.
 """
 
 from __future__ import annotations
@@ -14,7 +12,8 @@ import logging
 import queue
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from acceld import exception
 from acceld import states as st
@@ -29,20 +28,11 @@ if TYPE_CHECKING:
 LOG = logging.getLogger(__name__)
 
 
-class HostWork(Protocol):
-    """Host-side work of a bind (``prepare``) or an unbind (``release``) of a handle dict."""
-
-    def prepare(self, handle: dict[str, Any]) -> None: ...
-
-    def release(self, handle: dict[str, Any]) -> None: ...
-
-    # Optional: ``needs(handle, conn) -> bool``, asked inside the bind's or unbind's
-    # transaction (``conn``; on MySQL the Database). False lets the bind go to Bound in
-    # one transaction and the unbind skip ``release``; without it every handle gets both.
-
-
-class NoHostWork:
-    """Nothing on the host (a Binder without agents: tests of the binding itself)."""
+class HostWork:
+    """Host-side work of a bind (``prepare``) or an unbind (``release``) of a handle dict.
+    ``needs(handle, conn)``, asked inside the bind's or unbind's transaction, lets a handle
+    without host work skip both; an implementation without it does both for every handle.
+    This one does nothing (a Binder without agents: tests of the binding itself)."""
 
     def needs(self, handle: dict[str, Any], conn: Any = None) -> bool:
         return False
@@ -54,7 +44,7 @@ class NoHostWork:
         return None
 
 
-class AgentHostWork:
+class AgentHostWork(HostWork):
     """:class:`HostWork` through the agents: the driver's ``prepare``/``release`` (create
     the mdev, bind the VF to vfio-pci, ...) on the handle's host, for the handles that
     need it (``objects.hostwork``); a failure is an ``AccelDError``."""
@@ -63,10 +53,12 @@ class AgentHostWork:
         self._db = db
         self._agents = agents
 
-    def _target(self, handle: dict[str, Any]) -> hostwork.HandleTarget | None:
-        """Where ``handle``'s host work runs; None when it needs none. A handle that needs
-        it (an MDEV one always does) but whose host is not known is OperationFailed, never
-        a bind finished without its host work."""
+    def needs(self, handle: dict[str, Any], conn: Connection | None = None) -> bool:
+        return hostwork.needs_host_work(self._db if conn is None else conn, handle)
+
+    def _run(self, verb: str, handle: dict[str, Any]) -> dict[str, Any] | None:
+        """``verb`` of ``handle`` on its host's agent (None: none needed), or
+        OperationFailed, also for a handle that needs host work on an unknown host."""
         target = hostwork.target_for(handle, self._db)
         if not hostwork.requires_host_work(handle, target):
             return None
@@ -74,17 +66,6 @@ class AgentHostWork:
             raise exception.OperationFailed(
                 f"attach handle {handle['uuid']} needs host work, but its device's host is "
                 f"not known")
-        return target
-
-    def needs(self, handle: dict[str, Any], conn: Connection | None = None) -> bool:
-        """Whether ``handle``'s prepare/release goes to the agent (``binding.HostWork``)."""
-        return hostwork.needs_host_work(self._db if conn is None else conn, handle)
-
-    def _run(self, verb: str, handle: dict[str, Any]) -> dict[str, Any] | None:
-        """``verb`` of ``handle`` on its host's agent (None: none needed), or OperationFailed."""
-        target = self._target(handle)
-        if target is None:
-            return None
         call = self._agents.prepare_handle if verb == "prepare" else \
             self._agents.release_handle
         result = call(target.host, target.driver, target.identity, handle["attach_info"],
@@ -107,28 +88,18 @@ class AgentHostWork:
         self._run("release", handle)
 
 
-class Programmer(Protocol):
-    """Queues a bind's program operation; its outcome comes to :meth:`Binder.program_done`."""
-
-    def program_for_bind(self, arq_uuid: str, request: dict[str, str]) -> None: ...
-
-
-class Notifier(Protocol):
-    """Nova's external-events API (``clients.nova.NovaClient``)."""
-
-    def send_external_events(self, events: list[nova.BoundEvent]) -> None: ...
-
-
 class Binder:
     def __init__(self, db: Database, host_work: HostWork | None = None,
-                 notifier: Notifier | None = None, bind_timeout: float = 60.0,
-                 programmer: Programmer | None = None,
+                 notifier: nova.NovaClient | None = None, bind_timeout: float = 60.0,
+                 program: Callable[[str, dict[str, str]], None] | None = None,
                  program_timeout: float = 0.0) -> None:
+        """``program(arq_uuid, request)`` queues a bind's program operation; its outcome
+        comes to :meth:`program_done`."""
         self._db = db
-        self._host = host_work or NoHostWork()
+        self._host = host_work or HostWork()
         self._notifier = notifier
         self._bind_timeout = bind_timeout
-        self._programmer = programmer
+        self._program = program
         self._program_timeout = program_timeout
         # instance uuid -> (deadline, its ARQ uuids): binds Nova still waits to hear about
         self._pending: dict[str, tuple[float, list[str]]] = {}
@@ -150,7 +121,7 @@ class Binder:
         try:
             for uuid, fields in patch.items():
                 try:
-                    self._bind_one(uuid, fields, project_id, unbound)
+                    self.bind_one(uuid, fields, project_id, unbound)
                 except exception.AccelDError as exc:
                     if isinstance(exc, exception.InstanceHasARQs):
                         self._forget(expected)      # refused: nothing changed
@@ -164,18 +135,7 @@ class Binder:
         if errors:
             raise errors[0]
 
-    def bind_live(self, uuid: str, fields: dict[str, str],
-                  project_id: str | None) -> dict[str, Any]:
-        """One ARQ bound for a hot plug (conductor/hotplug.py): as Nova's binds, but the
-        running instance may hold ARQs already, and no event goes to Nova (none waits).
-        Returns the attach handle it holds (uuid, attach_type, attach_info)."""
-        return self._bind_one(uuid, fields, project_id, [])
-
     # -- Nova notification --------------------------------------------------------------
-    def _states(self, uuids: list[str]) -> dict[str, str | None]:
-        """Each ARQ's state now; None for one that is gone (deleted)."""
-        return arqs.states_of(self._db, uuids)
-
     def _expect(self, by_instance: dict[str, list[str]],
                 ) -> dict[str, tuple[float, list[str]]]:
         """Nova now waits to hear about these instances' ARQs; the entries made."""
@@ -207,7 +167,7 @@ class Binder:
         if entry is None:
             return
         try:
-            states = self._states(entry[1])
+            states = arqs.states_of(self._db, entry[1])
         except Exception:  # the timeout will tell Nova
             LOG.exception("could not read the ARQs of instance %s", instance)
             return
@@ -228,12 +188,12 @@ class Binder:
             LOG.warning("binding of the ARQs of instance %s did not finish within %.1f s",
                         instance, self._bind_timeout)
             try:
-                for uuid, state in self._states(uuids).items():
+                for uuid, state in arqs.states_of(self._db, uuids).items():
                     if state in (st.ARQ_INITIAL, st.ARQ_BIND_STARTED):
                         # a late claim or finish of the bind then fails its CAS (and
                         # frees the handle): the ARQ stays as Nova was told, failed
                         arqs.fail_bind(self._db, uuid)
-                states = self._states(uuids)
+                states = arqs.states_of(self._db, uuids)
             except Exception:
                 LOG.exception("could not fail the binds of instance %s", instance)
                 states = {}
@@ -312,7 +272,7 @@ class Binder:
 
     def _needs_host_work(self, conn: Any, handle: dict[str, Any]) -> bool:
         """Whether a bind is more than its claim: host work, or programming (``program``)."""
-        programs = self._programmer is not None and handle.get("deployable_id") is not None \
+        programs = self._program is not None and handle.get("deployable_id") is not None \
             and (handle.get("target") or {}).get("program")
         handle["program"] = arqs.program_request(
             conn, handle["arq_uuid"], handle["deployable_id"]) if programs else None
@@ -323,9 +283,11 @@ class Binder:
         needs = getattr(self._host, "needs", None)
         return True if needs is None else bool(needs(handle, conn=conn))
 
-    def _bind_one(self, uuid: str, fields: dict[str, str], project_id: str | None,
-                  unbound_instances: list[str]) -> dict[str, Any]:
-        """Binds one ARQ; the handle it holds (its programming may still run)."""
+    def bind_one(self, uuid: str, fields: dict[str, str], project_id: str | None,
+                 unbound_instances: list[str]) -> dict[str, Any]:
+        """Binds one ARQ; the handle it holds (its programming may still run). A hot plug
+        (conductor/hotplug.py) calls it with no ``unbound_instances``: the running instance
+        may hold ARQs already, and no event goes to Nova (none waits)."""
         handle, bound = arqs.bind(self._db, uuid, hostname=fields["hostname"],
                                   device_rp_uuid=fields["device_rp_uuid"],
                                   instance_uuid=fields["instance_uuid"],
@@ -358,8 +320,8 @@ class Binder:
             return False
         if "error" in request:
             raise exception.InvalidInput(f"ARQ {uuid}: {request['error']}.")
-        assert self._programmer is not None
-        self._programmer.program_for_bind(uuid, request)
+        assert self._program is not None
+        self._program(uuid, request)
         self._extend(instance, self._program_timeout)
         LOG.info("ARQ %s waits for %s to be loaded into deployable %s", uuid,
                  request["image_ref"], request["deployable_uuid"])

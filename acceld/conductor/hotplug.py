@@ -1,17 +1,8 @@
-"""Hot plug: an ARQ's device attached to, and detached from, a running instance (an acceld
-extension Nova does not know; docs/hot-plug.md).
-
-Attach: the instance is found (Nova's record where ``[nova]`` is configured, and the
-host's hypervisor through its agent), a deployable of that host whose provider fits the
-ARQ's device-profile group and has a free handle is chosen, the device's allocation is
-added to the instance's Placement consumer (with its consumer generation), the ARQ is
-bound as Nova's binds are (no event: Nova waits for none), then the host's agent attaches
-the device live and persistently. A failure undoes the steps taken, newest first.
-Detach: the agent asks the guest to release the device; only when libvirt's
-device-removed event came is the ARQ unbound and the allocation removed. A guest that has
-not answered leaves the ARQ ``Detaching`` (the device in place); asking again waits again.
-A whole v1 accelerator attached to an instance (the seed's v1 routes) goes the same way,
-one device per attach handle, and the reconcile keeps both kinds equal to the hosts.
+"""Hot plug: an ARQ's device, or a whole v1 accelerator's handles, attached to and
+detached from a running instance (an acceld extension Nova does not know; the steps are
+in docs/hot-plug.md). A failed attach undoes its steps, newest first; a detach is done
+only once the guest released the device, and the reconcile keeps the records equal to
+what the hosts' guests hold.
 """
 
 from __future__ import annotations
@@ -43,20 +34,27 @@ ALLOCATION_TRIES = 4
 OWNER_UNKNOWN = "acceld"
 
 
-class GuestLocator:
-    """Finds the host that runs an instance: Nova's record where ``[nova]`` is
-    configured, else the agents' hypervisors; the host's hypervisor must run it."""
+class HotPlug:
+    def __init__(self, db: Database, agents: AgentClient, binder: Binder,
+                 placement: pc.PlacementClient | None = None,
+                 nova: nova_client.NovaClient | None = None,
+                 attach_grace: float = 120.0) -> None:
+        """``attach_grace``: how long an attach may stay ``Attaching`` before the
+        reconcile settles it from what the guest holds (longer than an agent call)."""
+        self._db, self._agents, self._binder = db, agents, binder
+        self._placement, self._nova = placement, nova
+        self._grace = datetime.timedelta(seconds=attach_grace)
+        self._running: set[str] = set()         # ARQs this conductor is attaching now
+        self._running_lock = threading.Lock()
 
-    def __init__(self, db: Database, agents: AgentClient,
-                 nova: nova_client.NovaClient | None = None) -> None:
-        self._db, self._agents, self._nova = db, agents, nova
-
-    def locate(self, instance: str, owner: str | None, project_id: str | None,
-               first: str | None = None) -> str:
-        """The host running ``instance``, which must be ``owner``'s (Nova says whose;
-        None: anyone's). ``project_id``: the caller's (None: an admin); without Nova only
-        an admin may name an instance. ``first``: the host asked first. GuestNotFound
-        when no host has it; Conflict when it is there but not running."""
+    # -- the instance's host ---------------------------------------------------------------
+    def _locate(self, instance: str, owner: str | None, project_id: str | None,
+                first: str | None = None) -> str:
+        """The host running ``instance`` (Nova's record where ``[nova]`` is configured,
+        else the agents' hypervisors), which must be ``owner``'s (None: anyone's).
+        ``project_id``: the caller's (None: an admin); without Nova only an admin may name
+        an instance. ``first``: the host asked first. GuestNotFound when no host has it;
+        Conflict when it is there but not running."""
         hosts = services.agent_hosts(self._db)
         if self._nova is not None:
             server = self._server(instance)
@@ -105,21 +103,6 @@ class GuestLocator:
                 return True
         return False
 
-
-class HotPlug:
-    def __init__(self, db: Database, agents: AgentClient, binder: Binder,
-                 placement: pc.PlacementClient | None = None,
-                 nova: nova_client.NovaClient | None = None,
-                 attach_grace: float = 120.0) -> None:
-        """``attach_grace``: how long an attach may stay ``Attaching`` before the
-        reconcile settles it from what the guest holds (longer than an agent call)."""
-        self._db, self._agents, self._binder = db, agents, binder
-        self._placement = placement
-        self.locator = GuestLocator(db, agents, nova)
-        self._grace = datetime.timedelta(seconds=attach_grace)
-        self._running: set[str] = set()         # ARQs this conductor is attaching now
-        self._running_lock = threading.Lock()
-
     # -- attach ----------------------------------------------------------------------------
     def attach(self, uuid: str, instance: str, project_id: str | None) -> dict[str, Any]:
         """Attaches ARQ ``uuid`` (Initial or Unbound) to running ``instance``; the ARQ."""
@@ -129,7 +112,7 @@ class HotPlug:
                 f"ARQ {uuid} is {arq['state']}: only an Initial or Unbound ARQ can be "
                 "attached to an instance.")
         group = self._group(arq)
-        host = self.locator.locate(instance, arq["project_id"], project_id)
+        host = self._locate(instance, arq["project_id"], project_id)
         rp_uuid, rc = self._choose(host, group, uuid)
         if not arqs.set_hot_plug_state(self._db, uuid, st.HOT_ATTACHING,
                                        expect={st.ARQ_INITIAL}):
@@ -141,9 +124,9 @@ class HotPlug:
         try:
             self._allocate(instance, rp_uuid, rc, arq["project_id"], +1)
             undo.append(lambda: self._allocate(instance, rp_uuid, rc, arq["project_id"], -1))
-            handle = self._binder.bind_live(
+            handle = self._binder.bind_one(
                 uuid, {"hostname": host, "device_rp_uuid": rp_uuid, "instance_uuid": instance,
-                       "project_id": arq["project_id"]}, project_id)
+                       "project_id": arq["project_id"]}, project_id, [])
             undo.append(lambda: self._binder.unbind([uuid], project_id, hot_plugged=True))
             try:
                 self._agents.attach_to_guest(
@@ -156,15 +139,14 @@ class HotPlug:
                     "it stays Attaching until acceld sees whether the instance holds the "
                     "device (then Attached, else released).") from exc
         except Exception:
-            for step in reversed(undo):
-                _best_effort(step, f"undoing the attach of ARQ {uuid}")
+            _undo(undo, f"the attach of ARQ {uuid}")
             raise
         finally:
             with self._running_lock:
                 self._running.discard(uuid)
         arqs.set_hot_plug_state(self._db, uuid, st.HOT_ATTACHED, expect={st.HOT_ATTACHING})
         LOG.info("ARQ %s attached live to instance %s on %s", uuid, instance, host)
-        return self.view(uuid, project_id)
+        return arqs.get_hot_plug(self._db, uuid, project_id=project_id)
 
     def _group(self, arq: dict[str, Any]) -> dict[str, str]:
         profile = device_profiles.get(self._db, name=arq["device_profile_name"])
@@ -198,14 +180,34 @@ class HotPlug:
     def _allocate(self, instance: str, rp_uuid: str, rc: str | None, project: str | None,
                   delta: int) -> None:
         """Adds (``delta`` 1) or takes back (-1) one ``rc`` (None: the class the device's
-        provider holds) of ``rp_uuid`` in the instance's allocations, with its consumer
-        generation; no Placement: nothing."""
+        provider holds) of ``rp_uuid`` in the instance's allocations, written with the
+        consumer generation read (read again when it moved); no Placement: nothing."""
         if self._placement is None:
             return
         try:
             for _ in range(ALLOCATION_TRIES):
-                if self._change_allocation(instance, rp_uuid, rc, project, delta):
+                now = self._placement.get_allocations(instance)
+                allocations = {rp: dict(a["resources"])
+                               for rp, a in now.get("allocations", {}).items()}
+                held = allocations.setdefault(rp_uuid, {})
+                cls = rc or next(iter(held), None)
+                if cls is None:
+                    return              # nothing held there: already taken back
+                held[cls] = held.get(cls, 0) + delta
+                if held[cls] <= 0:
+                    del held[cls]
+                # a consumer Placement did not know is the ARQ's project's (ids required)
+                owner = project or OWNER_UNKNOWN
+                body = {"allocations": {rp: {"resources": r}
+                                        for rp, r in allocations.items() if r},
+                        "consumer_generation": now.get("consumer_generation"),
+                        "project_id": now.get("project_id") or owner,
+                        "user_id": now.get("user_id") or owner}
+                try:
+                    self._placement.put_allocations(instance, body)
                     return
+                except pc.GenerationConflict:
+                    continue
         except pc.ServerError as exc:
             raise exception.Unavailable(f"Placement did not take the allocation change of "
                                         f"instance {instance}: {exc}") from exc
@@ -216,34 +218,6 @@ class HotPlug:
         raise exception.Conflict(f"The allocations of instance {instance} changed at each of "
                                  f"{ALLOCATION_TRIES} tries; try again.")
 
-    def _change_allocation(self, instance: str, rp_uuid: str, rc: str | None,
-                           project: str | None, delta: int) -> bool:
-        """One read and write of :meth:`_allocate`; False when the consumer changed in
-        between (its generation)."""
-        assert self._placement is not None
-        now = self._placement.get_allocations(instance)
-        allocations = {rp: dict(a["resources"])
-                       for rp, a in now.get("allocations", {}).items()}
-        held = allocations.setdefault(rp_uuid, {})
-        rc = rc or next(iter(held), None)
-        if rc is None:
-            return True             # nothing held there: already taken back
-        held[rc] = held.get(rc, 0) + delta
-        if held[rc] <= 0:
-            del held[rc]
-        # a consumer Placement did not know is the ARQ's project's (the ids are required)
-        owner = project or OWNER_UNKNOWN
-        body = {"allocations": {rp: {"resources": r} for rp, r in allocations.items()
-                                if r},
-                "consumer_generation": now.get("consumer_generation"),
-                "project_id": now.get("project_id") or owner,
-                "user_id": now.get("user_id") or owner}
-        try:
-            self._placement.put_allocations(instance, body)
-        except pc.GenerationConflict:
-            return False
-        return True
-
     # -- detach ----------------------------------------------------------------------------
     def detach(self, uuid: str, project_id: str | None) -> dict[str, Any]:
         """Asks the guest to release ARQ ``uuid``'s device; unbinds once it did. The view
@@ -253,18 +227,14 @@ class HotPlug:
                                        expect={st.HOT_ATTACHED, st.HOT_DETACHING}):
             raise exception.ARQBadState(f"ARQ {uuid} is not attached to a running "
                                         "instance by acceld (or is being attached).")
-        try:
-            outcome = self._agents.detach_from_guest(arq["hostname"], arq["instance_uuid"],
-                                                     uuid)
-        except exception.GuestNotFound:
-            outcome = "absent"              # the guest is gone, and the device with it
+        outcome = self._unplug(arq["hostname"], arq["instance_uuid"], uuid)
         if outcome == "pending":
             LOG.info("instance %s has not released ARQ %s's device yet", arq["instance_uuid"],
                      uuid)
-            return self.view(uuid, project_id)
+            return arqs.get_hot_plug(self._db, uuid, project_id=project_id)
         self._release(uuid)
         LOG.info("ARQ %s detached from instance %s (%s)", uuid, arq["instance_uuid"], outcome)
-        return self.view(uuid, project_id)
+        return arqs.get_hot_plug(self._db, uuid, project_id=project_id)
 
     # -- a whole v1 accelerator on an instance (PUT/DELETE /v1/accelerators/{uuid}) -------
     def attach_device(self, uuid: str, instance: str, project_id: str | None) -> None:
@@ -274,17 +244,18 @@ class HotPlug:
         host = accelerators.check_attachable(self._db, uuid, "instance")
         if host is None:
             raise exception.NotReady(f"Accelerator {uuid} is not on any host.")
-        found = self.locator.locate(instance, project_id, project_id, first=host)
+        found = self._locate(instance, project_id, project_id, first=host)
         if found != host:
             raise exception.Conflict(
                 f"Instance {instance} runs on host {found}, accelerator {uuid} is on host "
                 f"{host}: a device is attached only to an instance of its own host.")
         accelerators.attach(self._db, uuid, "instance", instance, project_id)
-        done: list[str] = []
+        undo: list[Any] = [lambda: accelerators.detach(self._db, uuid)]
         try:
             for handle in accelerators.guest_handles(self._db, uuid):
                 self._put_handle(host, instance, handle)
-                done.append(handle["uuid"])
+                undo.append(lambda h=handle["uuid"]: self._agents.detach_from_guest(
+                    host, instance, h))
         except exception.Unavailable as exc:
             # the guest may hold devices now: the records stay as asked, and the
             # reconcile attaches what the guest lacks once the agent answers
@@ -293,32 +264,28 @@ class HotPlug:
                 f"instance {instance} ({exc}); it stays attached, and acceld attaches the "
                 "devices the guest lacks when the agent answers again.") from exc
         except Exception:
-            for handle_uuid in reversed(done):
-                _best_effort(
-                    lambda h=handle_uuid: self._agents.detach_from_guest(host, instance, h),
-                    f"undoing the attach of handle {handle_uuid} to instance {instance}")
-            _best_effort(lambda: accelerators.detach(self._db, uuid),
-                        f"undoing the attach of accelerator {uuid}")
+            _undo(undo, f"the attach of accelerator {uuid} to instance {instance}")
             raise
         LOG.info("accelerator %s attached live to instance %s on %s (%d handles)", uuid,
-                 instance, host, len(done))
+                 instance, host, len(undo) - 1)
 
     def detach_device(self, uuid: str, instance: str, host: str) -> None:
         """Asks the guest to release each of the device's handles; Conflict while it has
         not released one (asking again waits again)."""
-        pending = []
-        for handle in accelerators.guest_handles(self._db, uuid):
-            try:
-                outcome = self._agents.detach_from_guest(host, instance, handle["uuid"])
-            except exception.GuestNotFound:
-                outcome = "absent"          # the guest is gone, and its devices with it
-            if outcome == "pending":
-                pending.append(handle["uuid"])
+        pending = [handle["uuid"] for handle in accelerators.guest_handles(self._db, uuid)
+                   if self._unplug(host, instance, handle["uuid"]) == "pending"]
         if pending:
             raise exception.Conflict(
                 f"Detach of accelerator {uuid} from instance {instance} is pending: the "
                 f"guest has not released {len(pending)} of its devices yet; it stays "
                 "attached. Ask again to wait again.")
+
+    def _unplug(self, host: str, instance: str, alias: str) -> str:
+        """The guest's answer to releasing the device of ``alias``."""
+        try:
+            return self._agents.detach_from_guest(host, instance, alias)
+        except exception.GuestNotFound:
+            return "absent"                 # the guest is gone, and its devices with it
 
     def _put_handle(self, host: str, instance: str, handle: dict[str, Any]) -> None:
         """One v1 handle into the guest, under the alias of the handle's own UUID."""
@@ -328,15 +295,10 @@ class HotPlug:
     # -- reconcile -------------------------------------------------------------------------
     def reconcile(self, host: str | None = None,
                   agent_restarted: bool = False) -> dict[str, list[str]]:
-        """Hot-plugged ARQs against what their hosts' hypervisors hold: a device missing
-        from a guest that still is there (Nova redefined it: hard reboot, stop/start) is
-        attached again; an ARQ whose guest is gone from its host (deleted, moved) is
-        released; a detach whose device is gone is finished; an attach whose outcome
-        nobody saw is settled from what the guest holds; v1 instance attachments likewise
-        (:meth:`_reconcile_device`). A host that cannot be asked
-        is left for the next pass. ``host``: that host only; ``agent_restarted``: its agent
-        started again, so an attach it was running is over (no grace). Returns the ARQs by
-        what was done."""
+        """Hot-plugged ARQs and v1 instance attachments against what their hosts' guests
+        hold (docs/hot-plug.md); a host that cannot be asked is left for the next pass.
+        ``host``: that host only; ``agent_restarted``: its agent started again, so an
+        attach it was running is over (no grace). Returns the ARQs by what was done."""
         done: dict[str, list[str]] = {"reattached": [], "released": [], "detached": [],
                                       "adopted": [], "v1_detached": []}
         # host -> (its hot-plugged ARQs, its v1 instance attachments): one guest list each
@@ -439,14 +401,12 @@ class HotPlug:
         self._allocate(arq["instance_uuid"], arq["device_rp_uuid"], None, arq["project_id"],
                        -1)
 
-    def view(self, uuid: str, project_id: str | None) -> dict[str, Any]:
-        """The ARQ as the v2 API shows it, with its ``hot_plug`` state."""
-        return arqs.get_hot_plug(self._db, uuid, project_id=project_id)
 
-
-def _best_effort(step: Any, what: str) -> None:
-    """Runs an undo step; a failure of it is logged, not raised."""
-    try:
-        step()
-    except Exception:  # the first failure is the one raised; this one is logged
-        LOG.exception("%s failed", what)
+def _undo(steps: list[Any], what: str) -> None:
+    """Runs the undo steps of ``what``, newest first; a failure of one is logged, not
+    raised (the failure that made the undo is the one raised)."""
+    for step in reversed(steps):
+        try:
+            step()
+        except Exception:
+            LOG.exception("undoing %s failed", what)

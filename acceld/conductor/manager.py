@@ -70,23 +70,21 @@ class ConductorManager:
         self.placement = placement
         self._host = conf.host
         self._beats = HeartbeatBuffer()
+        self._lock = threading.Lock()                  # guards _latest and _waiters
         self._latest: dict[str, tuple[str, int]] = {}   # host -> newest (epoch, seq) seen
-        self._latest_lock = threading.Lock()
         self._waiters: dict[str, threading.Event] = {}
-        self._waiters_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.on_inventory_changed: list[Any] = []   # hooks: (host, device uuids) -> None
         # one Binder for every bind: it tracks the binds Nova waits on (None: no events)
         self._binder = binding.Binder(
             db, host_work=binding.AgentHostWork(db, agents), notifier=nova,
-            bind_timeout=conf.nova.bind_timeout, programmer=self,
+            bind_timeout=conf.nova.bind_timeout,
+            program=lambda arq, req: self._program(req["deployable_uuid"], req["image_ref"],
+                                                   "", arq),   # a bind has no digest
             program_timeout=conf.fpga_driver.program_timeout + PROGRAM_GRACE)
         self._hot = hotplug.HotPlug(db, agents, self._binder,
                                     placement=None if placement is None else placement.client,
                                     nova=nova, attach_grace=2 * conf.rpc_timeout)
-        if placement is not None:
-            self.on_inventory_changed.append(lambda host, _uuids: placement.schedule(host))
 
     # -- life cycle ------------------------------------------------------------------
     def start(self) -> None:
@@ -109,8 +107,7 @@ class ConductorManager:
             self.placement.close()
 
     def _periodic(self) -> None:
-        save = self._conf.conductor.save_interval
-        period = min(save, self._conf.conductor.periodic_interval)
+        period = min(self._conf.conductor.save_interval, self._conf.conductor.periodic_interval)
         if self.placement is not None:
             period = min(period, self._conf.placement.sync_interval)
         last_redrive = last_sync = time.monotonic()
@@ -139,7 +136,7 @@ class ConductorManager:
     # -- agent -> conductor ------------------------------------------------------------
     def _is_newest(self, report: reports.InventoryReport) -> bool:
         """False for a report older than one already seen (unchanged ones store no seq)."""
-        with self._latest_lock:
+        with self._lock:
             seen = self._latest.get(report.host)
             if seen is not None and seen[0] == report.epoch and seen[1] >= report.seq:
                 return False
@@ -155,8 +152,7 @@ class ConductorManager:
         if result.changed:
             LOG.info("inventory of %s changed: %d device(s)", parsed.host,
                      len(result.changed_devices))
-            for hook in self.on_inventory_changed:
-                hook(parsed.host, result.changed_devices)
+            self.host_changed(parsed.host)
         return {"seq": parsed.seq, "changed": result.changed, "stale": result.stale}
 
     def heartbeat(self, host: str, binary: str, version: str,
@@ -175,7 +171,7 @@ class ConductorManager:
             LOG.info("operation %s on %s %s", op_id, device_uuid,
                      "succeeded" if ok else "failed")
             self._placement_changed(device_uuid)
-        with self._waiters_lock:
+        with self._lock:
             event = self._waiters.pop(op_id, None)
         if event is not None:
             event.set()
@@ -194,11 +190,11 @@ class ConductorManager:
             return _jsonable(record)
         self._placement_changed(uuid)  # installing/uninstalling: reserved at once
         event = threading.Event()
-        with self._waiters_lock:
+        with self._lock:
             self._waiters[op.op_id] = event
-        self._dispatch(op)
+        self._cast(self._agents.run_operation, dataclasses.asdict(op))
         event.wait(self._conf.conductor.operation_wait)
-        with self._waiters_lock:
+        with self._lock:
             self._waiters.pop(op.op_id, None)
         return _jsonable(accelerators.get_accelerator(self._db, uuid))
 
@@ -223,9 +219,6 @@ class ConductorManager:
                                                                         dry_run=dry_run)))
                 for h in hosts]
 
-    def _dispatch(self, op: accelerators.Operation) -> None:
-        self._cast(self._agents.run_operation, dataclasses.asdict(op))
-
     def _cast(self, run: Any, op: dict[str, Any]) -> None:
         """Sends ``op`` to its host's agent; one unreachable gets it again later."""
         try:
@@ -241,7 +234,7 @@ class ConductorManager:
             LOG.info("sending operation %s (%s %s) again", op.op_id, op.operation,
                      op.device_uuid)
             accelerators.touch_operation(self._db, op.op_id)
-            self._dispatch(op)
+            self._cast(self._agents.run_operation, dataclasses.asdict(op))
         for prog in program_objects.stalled(self._db, cutoff):
             LOG.info("sending program operation %s (%s) again", prog["op_id"],
                      prog["deployable_uuid"])
@@ -253,10 +246,6 @@ class ConductorManager:
                            image_sha256: str) -> dict[str, Any]:
         """Queue a program operation and send it to the device's agent; the queued one."""
         return _jsonable(self._program(deployable_uuid, image_ref, image_sha256))
-
-    def program_for_bind(self, arq_uuid: str, request: dict[str, str]) -> None:
-        """binding.Programmer: queue the programming a bind needs (no caller digest)."""
-        self._program(request["deployable_uuid"], request["image_ref"], "", arq_uuid)
 
     def _program(self, deployable_uuid: str, image_ref: str, image_sha256: str,
                  arq_uuid: str | None = None) -> dict[str, Any]:

@@ -1,10 +1,8 @@
 """What Placement should hold for a host, and the writes that get it there (pure, no I/O).
 
-``desired_tree``: one child provider of the compute node per deployable (its resource
-class inventory, traits); ``plan``: the writes from what Placement has to that. A
-deployable that is not schedulable keeps its inventory with ``reserved = total``; every
-provider acceld owns carries ``OWNER_CYBORG``, how it tells its own from Nova's or
-Neutron's; a trait that is neither standard nor ``CUSTOM_`` becomes ``CUSTOM_<NAME>``.
+One child provider of the compute node per deployable; one that is not schedulable keeps
+its inventory with ``reserved = total``. Every provider acceld owns carries
+``OWNER_CYBORG``: how it tells its own from Nova's or Neutron's.
 """
 
 from __future__ import annotations
@@ -13,7 +11,7 @@ import dataclasses
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from typing import Any
 
 import os_resource_classes as orc
@@ -82,27 +80,26 @@ class Plan:
         return steps
 
 
+def _custom(name: str, standard: Container[str]) -> str:
+    """A standard name as it is; any other one ``CUSTOM_``."""
+    return name if name in standard or name.startswith("CUSTOM_") else "CUSTOM_" + name
+
+
 def normalize_trait(name: str) -> str | None:
     value = _INVALID.sub("_", name.strip().upper())
-    if not value:
-        return None
-    if value in _STANDARD_TRAITS:
-        return value
-    if not value.startswith("CUSTOM_"):
-        value = "CUSTOM_" + value
-    return value[:255]
+    return _custom(value, _STANDARD_TRAITS)[:255] if value else None
 
 
 _STANDARD_TRAITS = frozenset(os_traits.get_traits())
 
 
 def _resource_class(value: str | None) -> str | None:
-    if not value:
-        return None
-    rc = _INVALID.sub("_", value.strip().upper())
-    if rc in orc.STANDARDS:
-        return rc
-    return rc if rc.startswith("CUSTOM_") else "CUSTOM_" + rc
+    return _custom(_INVALID.sub("_", value.strip().upper()), orc.STANDARDS) if value else None
+
+
+def _inventory(total: int, reserved: int) -> dict[str, Any]:
+    return {"total": total, "reserved": reserved, "min_unit": 1, "max_unit": total,
+            "step_size": 1, "allocation_ratio": 1.0}
 
 
 def desired_provider(row: DeployableRow) -> DesiredProvider:
@@ -111,9 +108,7 @@ def desired_provider(row: DeployableRow) -> DesiredProvider:
     inventories: dict[str, dict[str, Any]] = {}
     if rc and row.num_accelerators > 0:
         total = row.num_accelerators
-        inventories[rc] = {"total": total, "reserved": 0 if row.schedulable else total,
-                           "min_unit": 1, "max_unit": total, "step_size": 1,
-                           "allocation_ratio": 1.0}
+        inventories[rc] = _inventory(total, 0 if row.schedulable else total)
     traits = {OWNER_TRAIT}
     traits.update(t for key, value in attrs.items() if key.startswith("trait")
                   for t in [normalize_trait(value)] if t)
@@ -141,8 +136,7 @@ def clamp_to_usage(inventories: Mapping[str, Mapping[str, Any]],
         want = result.get(rc)
         if want is None or want["total"] < used:
             offered = want["total"] if want else 0
-            result[rc] = {"total": used, "reserved": used, "min_unit": 1, "max_unit": used,
-                          "step_size": 1, "allocation_ratio": 1.0}
+            result[rc] = _inventory(used, used)
             held.append(f"{rc}: {used} allocated, the device now offers {offered}")
     return result, held
 

@@ -46,19 +46,17 @@ class _HostSync:
         self.conflicts: list[dict[str, Any]] = []
 
     def read(self, compute: str, full: bool) -> dict[str, pp.ActualProvider]:
-        owned = self._c.tree_owned(compute, pp.OWNER_TRAIT)
         actual = {}
-        for rp in owned:
+        for rp in self._c.tree_owned(compute, pp.OWNER_TRAIT):
             if rp.uuid == compute:
                 continue
-            self.generations[rp.uuid] = rp.generation
             if full:
                 _gen, inv = self._c.get_inventories(rp.uuid)
                 gen, traits = self._c.get_traits(rp.uuid)
-                self.generations[rp.uuid] = gen
                 actual[rp.uuid] = pp.ActualProvider(rp.uuid, gen, inv, frozenset(traits))
             else:
                 actual[rp.uuid] = pp.ActualProvider(rp.uuid, rp.generation)
+        self.generations.update((u, a.generation) for u, a in actual.items())
         return actual
 
     def _ensure_names(self, plan: pp.Plan) -> None:
@@ -145,10 +143,8 @@ class PlacementSyncer:
         self._pool = futures.ThreadPoolExecutor(max_workers=conf.placement.sync_workers,
                                                 thread_name_prefix="placement-sync")
         self._lock = threading.Lock()
-        self._queued: dict[str, bool] = {}     # host -> full sync requested
-        self._running: set[str] = set()
-        self._again: dict[str, bool] = {}
-        self._pending: dict[str, futures.Future] = {}
+        self._wanted: dict[str, bool] = {}     # host -> full sync requested, not started
+        self._pending: dict[str, futures.Future] = {}  # host -> its queued or running sync
         self._retries: dict[str, Retry] = {}   # hosts whose last sync failed
         self._wake = threading.Condition(self._lock)
         self._retry_thread: threading.Thread | None = None
@@ -158,21 +154,20 @@ class PlacementSyncer:
     def schedule(self, host: str, full: bool = False) -> None:
         """Queue a sync of ``host`` (merged with a queued or running one; not while retrying)."""
         with self._lock:
-            retry = self._retries.get(host)
-            if self._closed or (retry is not None and retry.due is not None):
-                return
-            self._enqueue(host, full)
+            if not self._held(host):
+                self._enqueue(host, full)
+
+    def _held(self, host: str) -> bool:
+        """With ``self._lock`` held: no sync may be queued (closed, or a retry is planned)."""
+        retry = self._retries.get(host)
+        return self._closed or (retry is not None and retry.due is not None)
 
     def _enqueue(self, host: str, full: bool) -> None:
-        """``schedule`` with ``self._lock`` held."""
-        if host in self._running:
-            self._again[host] = self._again.get(host, False) or full
-            return
-        if host in self._queued:
-            self._queued[host] = self._queued[host] or full
-            return
-        self._queued[host] = full
-        self._pending[host] = self._pool.submit(self._run, host)
+        """``schedule`` with ``self._lock`` held: a request while the host's sync is queued
+        joins it; one while it runs starts the next when it ends."""
+        self._wanted[host] = self._wanted.get(host, False) or full
+        if host not in self._pending:
+            self._pending[host] = self._pool.submit(self._run, host)
 
     def schedule_all(self) -> None:
         """The periodic safety net: a full sync of every host, on the pool."""
@@ -187,8 +182,7 @@ class PlacementSyncer:
 
     def _run(self, host: str) -> None:
         with self._lock:
-            full = self._queued.pop(host, False)
-            self._running.add(host)
+            full = self._wanted.pop(host, False)
         try:
             self.sync_host(host, full=full)
         except Exception:  # e.g. the database: the retry tries again
@@ -196,11 +190,9 @@ class PlacementSyncer:
             self._settle(host, failed=True)
         finally:
             with self._lock:
-                self._running.discard(host)
-                again = self._again.pop(host, None)
-                self._pending.pop(host, None)
-            if again is not None:
-                self.schedule(host, full=again)
+                del self._pending[host]
+                if host in self._wanted and not self._held(host):
+                    self._pending[host] = self._pool.submit(self._run, host)
 
     def retries(self) -> dict[str, Retry]:
         """The hosts whose last sync failed, with when they are tried again."""
@@ -283,13 +275,13 @@ class PlacementSyncer:
         try:
             if compute is None:
                 found = self.client.find_provider(inputs.provider_name)
-                compute = None if found is None else found.uuid
-                if compute is None:
+                if found is None:
                     LOG.warning("compute node provider %r of host %s is not in Placement "
                                 "yet", inputs.provider_name, host)
                     return self._record(host, None, {}, [], [], "compute node provider "
                                         f"{inputs.provider_name!r} not found", dry_run,
                                         self._conf.placement.compute_node_retry_max)
+                compute = found.uuid
             actual = work.read(compute, full)
             plan = pp.plan(desired, actual, None if full else
                            (state.provider_digests if state else {}))

@@ -1,17 +1,12 @@
 """What acceld says to a hypervisor: the device XML of an attach handle and the live
-attach/detach of it (issue 22). :func:`load` builds the agent's hypervisor from
-``[hypervisor]``."""
+attach/detach of it. :func:`load` builds the agent's hypervisor from ``[hypervisor]``."""
 
 from __future__ import annotations
-
-import importlib
 
 from oslo_config import cfg
 
 from acceld.conf import hypervisor as hv_conf
 from acceld.virt.hypervisor import Hypervisor
-
-LIBVIRT_MODULE = "acceld.virt.libvirt_driver"   # imported only when configured
 
 
 def driver_name(conf: cfg.ConfigOpts) -> str:
@@ -33,6 +28,7 @@ def load(conf: cfg.ConfigOpts) -> Hypervisor | None:
         return fake.FakeHypervisor(fake.parse_instances(conf.hypervisor.fake_instances),
                                    ignore_unplug=conf.hypervisor.fake_ignore_unplug)
     if name == hv_conf.LIBVIRT:
-        module = importlib.import_module(LIBVIRT_MODULE)
-        return module.LibvirtHypervisor(conf.hypervisor.connection_uri)
+        from acceld.virt import libvirt_driver
+
+        return libvirt_driver.LibvirtHypervisor(conf.hypervisor.connection_uri)
     return None

@@ -1,8 +1,7 @@
 """An in-memory hypervisor for the all-in-one demo and tests: a few running guests that
-take and release acceld's ``<hostdev>`` devices. It checks what libvirt would check of
-the device (a hostdev named by an acceld alias, one guest per host device) and keeps
-nothing across a restart. A guest marked as ignoring unplugs keeps its devices: its
-detach answers PENDING at once (nothing would change by waiting)."""
+take and release acceld's ``<hostdev>`` devices, checked as libvirt would (a hostdev named
+by an acceld alias, one guest per host device). A guest marked as ignoring unplugs keeps
+its devices: its detach answers PENDING at once."""
 
 from __future__ import annotations
 
@@ -19,7 +18,6 @@ from acceld.virt.hypervisor import ABSENT, PENDING, REMOVED, Guest
 @dataclasses.dataclass
 class _Domain:
     name: str
-    running: bool
     ignores_unplug: bool
     devices: dict[str, str] = dataclasses.field(default_factory=dict)  # alias -> source
 
@@ -62,16 +60,12 @@ class FakeHypervisor:
         self._lock = threading.Lock()
         self._domains: dict[str, _Domain] = {}
         for uuid, name in instances:
-            self.add_guest(uuid, name)
+            key = uuids.canonical(uuid)
+            if key is None:
+                raise ValueError(f"not a UUID: {uuid[:40]!r}")
+            self._domains[key] = _Domain(name, ignores_unplug=False)
         for uuid in ignore_unplug:
             self.set_ignores_unplug(uuid)
-
-    def add_guest(self, uuid: str, name: str, running: bool = True) -> None:
-        key = uuids.canonical(uuid)
-        if key is None:
-            raise ValueError(f"not a UUID: {uuid[:40]!r}")
-        with self._lock:
-            self._domains[key] = _Domain(name, running, ignores_unplug=False)
 
     def remove_guest(self, uuid: str) -> None:
         """The guest is deleted (or moved away), its devices with it."""
@@ -131,5 +125,4 @@ class FakeHypervisor:
 
 
 def _guest(uuid: str, domain: _Domain) -> Guest:
-    return Guest(uuid=uuid, name=domain.name, running=domain.running,
-                 aliases=tuple(domain.devices))
+    return Guest(uuid=uuid, name=domain.name, running=True, aliases=tuple(domain.devices))

@@ -1,9 +1,7 @@
 """The hypervisor seam of the agent: the guests of this host, and live attach/detach of
-an ARQ's device (issue 22). ``libvirt_driver.LibvirtHypervisor`` speaks to libvirtd;
-``fake.FakeHypervisor`` is the all-in-one demo's. The device XML comes from
-:mod:`acceld.virt.devicexml`; a hypervisor only carries it to the guest and finds it
-again by its alias. Its errors are ``exception.GuestNotFound`` and
-``exception.HypervisorError`` (rebuilt across RPC like every acceld error)."""
+an ARQ's device. A hypervisor only carries the device XML (:mod:`acceld.virt.devicexml`)
+to the guest and finds it again by its alias; its errors are ``exception.GuestNotFound``
+and ``exception.HypervisorError``."""
 
 from __future__ import annotations
 
@@ -31,22 +29,18 @@ class Guest:
 class Hypervisor(Protocol):
     def guests(self) -> list[Guest]:
         """Every domain of this host, running or defined."""
-        ...
 
     def guest(self, instance_uuid: str) -> Guest:
         """One domain, or GuestNotFound."""
-        ...
 
     def attach(self, instance_uuid: str, device_xml: str) -> None:
         """Adds the device to the live definition (when the guest runs) and to the
         persistent one; GuestNotFound, or HypervisorError with the hypervisor's reason.
         Attaching an alias that is already there is a no-op (idempotent re-send)."""
-        ...
 
     def detach(self, instance_uuid: str, alias: str, timeout: float) -> str:
         """Asks the guest to release the device named ``alias`` from both definitions;
         waits up to ``timeout`` s for the device-removed event. Returns REMOVED,
         PENDING (asked, not yet released: call again to wait more) or ABSENT."""
-        ...
 
     def close(self) -> None: ...

@@ -1,16 +1,11 @@
-"""The :class:`~acceld.virt.hypervisor.Hypervisor` of a host that runs libvirtd.
-
-Guests are libvirt domains found by UUID (Nova's instance UUID). A device goes into the
-live definition when the guest runs and into the persistent one when it has one; a
-detach is done only when libvirt's device-removed event names the device's alias, which
-needs libvirt's event loop: :func:`start_event_loop` runs it in a daemon thread, once per
-process, before the first connection opens. libvirt's errors become
-``exception.HypervisorError`` with libvirt's message; a missing domain
-``exception.GuestNotFound``.
-"""
+"""The :class:`~acceld.virt.hypervisor.Hypervisor` of a host that runs libvirtd: guests
+are domains found by Nova's instance UUID. A detach is done only when libvirt's
+device-removed event names the device's alias, hence libvirt's event loop
+(:func:`start_event_loop`)."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import xml.etree.ElementTree as ET
 
@@ -28,13 +23,13 @@ _loop_started = False
 
 
 def start_event_loop() -> None:
-    """Registers libvirt's default event loop and runs it in a daemon thread (once per
-    process; a connection opened before it gets no events). libvirt's own printing of
-    errors to stderr is turned off: they come back as exceptions."""
+    """Runs libvirt's default event loop in a daemon thread, once per process and before
+    the first connection opens (one opened before gets no events)."""
     global _loop_started
     with _loop_lock:
         if _loop_started:
             return
+        # libvirt's errors come back as exceptions: no printing to stderr too
         libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
         libvirt.virEventRegisterDefaultImpl()
         threading.Thread(target=_run_event_loop, args=(libvirt.virEventRunDefaultImpl,),
@@ -77,9 +72,9 @@ class LibvirtHypervisor:
         start_event_loop()
         self._uri = uri
         self._events = threading.Condition()
-        self._asked: set[tuple[str, str]] = set()    # (domain, alias) unplugs not yet done
-        self._removed: set[tuple[str, str]] = set()  # device-removed events not yet taken
-        self._failed: set[tuple[str, str]] = set()   # removal-failed events not yet taken
+        # (domain, alias) of the unplugs not yet done -> libvirt's event ("removed",
+        # "failed"; None: none yet)
+        self._asked: dict[tuple[str, str], str | None] = {}
         self._conn = None
         self._callbacks: list[int] = []
         self._conn_lock = threading.Lock()
@@ -106,7 +101,7 @@ class LibvirtHypervisor:
         key = (dom.UUIDString(), alias)
         with self._events:
             if key in self._asked:
-                (self._removed if which == "removed" else self._failed).add(key)
+                self._asked[key] = which
                 self._events.notify_all()
 
     # -- guests --------------------------------------------------------------------------
@@ -120,14 +115,14 @@ class LibvirtHypervisor:
                 raise exception.HypervisorError(e.get_error_message()) from None
         raise exception.GuestNotFound(f"no guest {str(instance_uuid)[:40]!r} on {self._uri}")
 
-    def _present(self, dom, alias: str) -> int:
-        """The AFFECT flags of the definitions that hold ``alias``: the live one (the
-        guest runs) and the persistent one (it has one)."""
+    def _definitions(self, dom, alias: str | None = None) -> int:
+        """The AFFECT flags of the domain's definitions, the live one (the guest runs) and
+        the persistent one (it has one); with ``alias``, of those that hold it."""
         flags = 0
-        if _call(dom.isActive) and alias in _aliases(_call(dom.XMLDesc, 0)):
+        if _call(dom.isActive) and (alias is None or alias in _aliases(_call(dom.XMLDesc, 0))):
             flags |= libvirt.VIR_DOMAIN_AFFECT_LIVE
-        if _call(dom.isPersistent) and alias in _aliases(
-                _call(dom.XMLDesc, libvirt.VIR_DOMAIN_XML_INACTIVE)):
+        if _call(dom.isPersistent) and (alias is None or alias in _aliases(
+                _call(dom.XMLDesc, libvirt.VIR_DOMAIN_XML_INACTIVE))):
             flags |= libvirt.VIR_DOMAIN_AFFECT_CONFIG
         return flags
 
@@ -148,36 +143,25 @@ class LibvirtHypervisor:
         return found
 
     def guest(self, instance_uuid: str) -> Guest:
-        dom = self._domain(instance_uuid)
-        try:
-            return self._guest(dom)
-        except libvirt.libvirtError as e:
-            raise exception.HypervisorError(e.get_error_message()) from None
+        return _call(self._guest, self._domain(instance_uuid))
 
     # -- attach and detach ---------------------------------------------------------------
-    def _wanted(self, dom) -> int:
-        """AFFECT flags of every definition the domain has."""
-        flags = libvirt.VIR_DOMAIN_AFFECT_LIVE if _call(dom.isActive) else 0
-        return flags | (libvirt.VIR_DOMAIN_AFFECT_CONFIG if _call(dom.isPersistent) else 0)
-
     def attach(self, instance_uuid: str, device_xml: str) -> None:
         dom = self._domain(instance_uuid)
         alias = _alias_of(device_xml)
-        missing = self._wanted(dom) & ~self._present(dom, alias)
+        missing = self._definitions(dom) & ~self._definitions(dom, alias)
         if missing:
             _call(dom.attachDeviceFlags, device_xml, missing)
 
     def detach(self, instance_uuid: str, alias: str, timeout: float) -> str:
         dom = self._domain(instance_uuid)
         key = (dom.UUIDString(), alias)
-        present = self._present(dom, alias)
+        present = self._definitions(dom, alias)
         live = bool(present & libvirt.VIR_DOMAIN_AFFECT_LIVE)
         with self._events:
             waiting = key in self._asked
             if live and not waiting:         # before asking: the event may come first
-                self._asked.add(key)
-                self._removed.discard(key)
-                self._failed.discard(key)
+                self._asked[key] = None
         ask = present & ~libvirt.VIR_DOMAIN_AFFECT_LIVE if waiting else present
         try:
             if ask:
@@ -193,33 +177,26 @@ class LibvirtHypervisor:
 
     def _wait(self, key: tuple[str, str], alias: str, timeout: float) -> str:
         with self._events:
-            self._events.wait_for(lambda: key in self._removed or key in self._failed,
-                                  timeout)
-            removed, failed = key in self._removed, key in self._failed
-        if not (removed or failed):
+            event = self._events.wait_for(lambda: self._asked.get(key), timeout)
+        if event is None:
             return PENDING
         self._forget(key)
-        if removed:
+        if event == "removed":
             return REMOVED
         raise exception.HypervisorError(f"the guest refused to release device {alias}")
 
     def _forget(self, key: tuple[str, str]) -> None:
         with self._events:
-            self._asked.discard(key)
-            self._removed.discard(key)
-            self._failed.discard(key)
+            self._asked.pop(key, None)
 
     def close(self) -> None:
         if self._conn is None:
             return
         for callback in self._callbacks:
-            try:
+            # a connection that broke has no callbacks left
+            with contextlib.suppress(libvirt.libvirtError):
                 self._conn.domainEventDeregisterAny(callback)
-            except libvirt.libvirtError:  # a connection that broke has no callbacks left
-                pass
         self._callbacks = []
-        try:
+        with contextlib.suppress(libvirt.libvirtError):
             self._conn.close()
-        except libvirt.libvirtError:
-            pass
         self._conn = None
