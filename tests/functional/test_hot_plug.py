@@ -6,6 +6,7 @@ host runs, and a failed attach leaves nothing behind."""
 from __future__ import annotations
 
 import contextlib
+import datetime
 import uuid as uuidlib
 from collections.abc import Iterator
 from typing import Any
@@ -326,7 +327,13 @@ def test_an_attach_nobody_saw_end_is_settled_from_the_guest_after_the_grace(
     assert _hot(stack.db, uuid) == st.HOT_ATTACHING
     assert arqs.get(stack.db, uuid, project_id=None)["state"] == st.ARQ_BOUND
     assert stack.conductor.reconcile_hot_plug() == NOTHING_DONE      # within the grace
-    timeutils.advance_time_seconds(2 * stack.conf.rpc_timeout + 1)
+    # past the grace from the ARQ's own last write (taken from the real clock, however
+    # long the set-up took on a loaded machine)
+    with stack.db.rows() as conn:
+        written = conn.execute(select(m.ExtendedAcceleratorRequest.updated_at).where(
+            m.ExtendedAcceleratorRequest.uuid == uuid)).scalar_one()
+    timeutils.set_time_override(
+        written + datetime.timedelta(seconds=2 * stack.conf.rpc_timeout + 1))
     done = stack.conductor.reconcile_hot_plug()
     if attached:        # the guest holds it: the records follow the host
         assert done == {**NOTHING_DONE, "adopted": [uuid]}
