@@ -136,13 +136,12 @@ _ROWS = (select(_arq.c.uuid, _arq.c.state, _arq.c.device_profile_group_id,
                       .outerjoin(_ah, _ah.c.id == _arq.c.attach_handle_id))
          .order_by(_arq.c.id))
 _GET = _scoped(_ROWS.where(_arq.c.uuid == bindparam("arq_uuid")))
-# One batch of a list (``acceld.db.paging``), by (scoped, one instance, resolved only).
-_PAGE = {(scoped, instance, done): paging.keyset(
-             _ROWS.where(*([_arq.c.project_id == bindparam("scope")] if scoped else []),
-                         *([_arq.c.instance_uuid == bindparam("instance")] if instance
+# One batch of a list (``acceld.db.paging``), by (one instance, resolved only).
+_PAGE = {(instance, done): _scoped(paging.keyset(
+             _ROWS.where(*([_arq.c.instance_uuid == bindparam("instance")] if instance
                            else []),
-                         *([_state_in(st.ARQ_RESOLVED)] if done else [])), _arq.c.id)
-         for scoped in (False, True) for instance in (False, True) for done in (False, True)}
+                         *([_state_in(st.ARQ_RESOLVED)] if done else [])), _arq.c.id))
+         for instance in (False, True) for done in (False, True)}
 _UNRESOLVED = _scoped(select(_arq.c.id).where(
     _arq.c.instance_uuid == bindparam("instance"), ~_state_in(st.ARQ_RESOLVED)).limit(1))
 _STATE = _scoped(select(_arq.c.state).where(_arq.c.uuid == bindparam("arq_uuid")))
@@ -302,15 +301,12 @@ def _write(db: Connection | Database, stmt: Executable, params: dict[str, Any]) 
         return conn.execute(stmt, params).rowcount
 
 
-def _run(conn: Connection, stmts: dict[bool, Executable], project_id: str | None,
-         **params: Any) -> Any:
-    return conn.execute(stmts[project_id is not None], _params(project_id, **params))
-
-
-def _params(project_id: str | None, **params: Any) -> dict[str, Any]:
+def _scope(stmts: dict[bool, Any], project_id: str | None,
+           **params: Any) -> tuple[Executable, dict[str, Any]]:
+    """The one of :func:`_scoped` ``stmts`` that fits ``project_id``, with its parameters."""
     if project_id is not None:
         params["scope"] = project_id
-    return params
+    return stmts[project_id is not None], params
 
 
 # -- reads ------------------------------------------------------------------------------------
@@ -319,11 +315,11 @@ def page_arqs(db: Database, *, project_id: str | None, instance_uuid: str | None
               resolved_only: bool = False, after: int = 0,
               n: int = paging.BATCH) -> tuple[list[dict[str, Any]], int | None]:
     """One batch (``acceld.db.paging``) of the ARQs the scope sees; one statement."""
-    params = _params(project_id, after=after, n=n)
+    params: dict[str, Any] = {"after": after, "n": n}
     if instance_uuid is not None:
         params["instance"] = instance_uuid
-    rows = _read(db, _PAGE[project_id is not None, instance_uuid is not None, resolved_only],
-                 params)
+    rows = _read(db, *_scope(_PAGE[instance_uuid is not None, resolved_only], project_id,
+                             **params))
     return [_to_dict(row) for row in rows], paging.last_id(rows)
 
 
@@ -351,8 +347,7 @@ def list_arqs(db: Database, *, project_id: str | None, instance_uuid: str | None
     if by_instance:
         require_resolved(found.items)
         if (marker is not None or not found.complete) and _read(
-                db, _UNRESOLVED[project_id is not None],
-                _params(project_id, instance=instance_uuid)):
+                db, *_scope(_UNRESOLVED, project_id, instance=instance_uuid)):
             raise _not_resolved()
     return found
 
@@ -363,7 +358,7 @@ def _not_found(uuid: str) -> exception.ARQNotFound:
 
 def get(db: Database, uuid: str, *, project_id: str | None) -> dict[str, Any]:
     """One ARQ; another project's is NotFound, as a missing one."""
-    rows = _read(db, _GET[project_id is not None], _params(project_id, arq_uuid=uuid))
+    rows = _read(db, *_scope(_GET, project_id, arq_uuid=uuid))
     if not rows:
         raise _not_found(uuid)
     return _to_dict(rows[0])
@@ -414,7 +409,7 @@ def free_handles_by_provider(db: Database, host: str) -> dict[str, int]:
 def get_hot_plug(db: Database, uuid: str, *, project_id: str | None) -> dict[str, Any]:
     """:func:`get` with the ARQ's hot-plug ``substate`` as ``hot_plug`` (``Initial`` when
     it is not hot-plugged), in the same statement."""
-    rows = _read(db, _GET_HOT[project_id is not None], _params(project_id, arq_uuid=uuid))
+    rows = _read(db, *_scope(_GET_HOT, project_id, arq_uuid=uuid))
     if not rows:
         raise _not_found(uuid)
     return {**_to_dict(rows[0]), "hot_plug": rows[0].substate}
@@ -508,7 +503,7 @@ def _state_error(uuid: str, state: str | None, target: str) -> Exception:
 
 
 def _state_now(db: Connection | Database, uuid: str, project_id: str | None) -> str | None:
-    rows = _read(db, _STATE[project_id is not None], _params(project_id, arq_uuid=uuid))
+    rows = _read(db, *_scope(_STATE, project_id, arq_uuid=uuid))
     return rows[0].state if rows else None
 
 
@@ -539,15 +534,14 @@ def _candidates(read: Reader, rp_uuid: str, uuid: str, unbound_instances: Collec
     deployable, an unusable device or handles Nova cannot attach: :class:`_ClaimFailed`.
     ``unbound_instances`` are checked by the same statement (see :func:`bind`).
     ``lock(device_id)``, if given, re-reads the device under a shared lock, which decides."""
-    scoped = project_id is not None
     params = {"rp_uuid": rp_uuid, "after": 0}
     if unbound_instances:
         instances = sorted(unbound_instances)
-        rows = read(_FREE_UNBOUND[scoped], _params(project_id, instances=instances, **params))
+        rows = read(*_scope(_FREE_UNBOUND, project_id, instances=instances, **params))
         if rows and rows[0].taken is not None:
             raise _hot_add(rows[0].taken)
         if not rows:            # no deployable: no row to carry the answer, so ask alone
-            taken = read(_TAKEN[scoped], _params(project_id, instances=instances))
+            taken = read(*_scope(_TAKEN, project_id, instances=instances))
             if taken:
                 raise _hot_add(taken[0].instance_uuid)
     else:
@@ -602,8 +596,8 @@ class _ClaimFailed(Exception):
 def _begin(db: Connection | Database, project_id: str | None, binding: dict[str, Any],
            state: str, handle: Row[Any] | None) -> None:
     """CAS Initial/Unbound -> ``state`` with ``binding`` and ``handle``; else ARQBadState."""
-    if _write(db, _BEGIN[project_id is not None], _params(
-            project_id, **binding, to_state=state,
+    if _write(db, *_scope(
+            _BEGIN, project_id, **binding, to_state=state,
             to_handle_id=None if handle is None else handle.id,
             to_deployable_id=None if handle is None else handle.deployable_id)) != 1:
         uuid = binding["arq_uuid"]
@@ -648,17 +642,16 @@ def _bind_by_one_statement(db: Database, binding: dict[str, Any], project_id: st
                            unbound_instances: Collection[str]) -> tuple[dict[str, Any], bool]:
     """:func:`bind` on MySQL/MariaDB: read the candidates, then :data:`_TAKE_AND_BEGIN` each."""
     uuid, rp_uuid = binding["arq_uuid"], binding["to_rp_uuid"]
-    take = _TAKE_AND_BEGIN[project_id is not None]
     try:
         for row in _candidates(functools.partial(_read, db), rp_uuid, uuid,
                                unbound_instances, project_id):
             info = _handle_dict(row, uuid, binding["to_hostname"])
             bound = not needs_host_work(db, info)
-            if _write(db, take, _params(project_id, **binding, handle_id=row.id,
-                                        to_deployable_id=row.deployable_id,
-                                        device_id=row.device_id,
-                                        to_state=st.ARQ_BOUND if bound
-                                        else st.ARQ_BIND_STARTED, now=m.utcnow())):
+            if _write(db, *_scope(_TAKE_AND_BEGIN, project_id, **binding, handle_id=row.id,
+                                  to_deployable_id=row.deployable_id,
+                                  device_id=row.device_id,
+                                  to_state=st.ARQ_BOUND if bound
+                                  else st.ARQ_BIND_STARTED, now=m.utcnow())):
                 return info, bound
             state = _state_now(db, uuid, project_id)
             if state not in st.ARQ_TRANSITIONS[st.ARQ_BIND_STARTED]:
@@ -807,14 +800,14 @@ def _unbind(db: Database, uuid: str, project_id: str | None,
 
     if not db.updates_tables_together:
         with db.write_rows() as conn:
-            arq = _run(conn, _LOCK_ONE, project_id, arq_uuid=uuid).first()
+            arq = conn.execute(*_scope(_LOCK_ONE, project_id, arq_uuid=uuid)).first()
             if not _unbindable(arq, uuid, hot_plugged):
                 return []
             freed = needing_work(conn, _free_handles(conn, [arq]))
             conn.execute(_UNBIND, {"arq_id": arq.id, "now": m.utcnow()})
             return freed
     for _ in range(_UNBIND_TRIES):
-        rows = _read(db, _HOLDING[project_id is not None], _params(project_id, arq_uuid=uuid))
+        rows = _read(db, *_scope(_HOLDING, project_id, arq_uuid=uuid))
         arq = rows[0] if rows else None
         if not _unbindable(arq, uuid, hot_plugged):
             return []
@@ -870,11 +863,10 @@ def delete_by_uuids(db: Database, uuids: list[str], *, project_id: str | None,
     """Unbind and delete, all or nothing (NotFound; Forbidden without ``service``); freed."""
     wanted = sorted(set(uuids))
     if len(wanted) == 1:
-        if _write(db, _DELETE_FREE[project_id is not None],
-                      _params(project_id, arq_uuid=wanted[0])) == 1:
+        if _write(db, *_scope(_DELETE_FREE, project_id, arq_uuid=wanted[0])) == 1:
             return []
     with db.write_rows() as conn:
-        arqs = _run(conn, _LOCK_MANY, project_id, uuids=wanted).all()
+        arqs = conn.execute(*_scope(_LOCK_MANY, project_id, uuids=wanted)).all()
         found = {a.uuid for a in arqs}
         for uuid in uuids:
             if uuid not in found:
@@ -894,5 +886,5 @@ def delete_by_instance(db: Database, instance_uuid: str, *,
                        project_id: str | None) -> list[dict[str, Any]]:
     """Unbind and delete every visible ARQ of the instance (none is fine)."""
     with db.write_rows() as conn:
-        return _delete_locked(conn, _run(conn, _LOCK_INSTANCE, project_id,
-                                         instance=instance_uuid).all())
+        return _delete_locked(conn, conn.execute(
+            *_scope(_LOCK_INSTANCE, project_id, instance=instance_uuid)).all())
