@@ -263,11 +263,9 @@ class Database:
             yield session
             session.flush()
 
-    @contextlib.contextmanager
-    def rows(self) -> Iterator[sqlalchemy.engine.Connection]:
-        """A Core connection for reads; ends with a rollback."""
-        with self.engine.connect() as conn:
-            yield conn
+    def rows(self) -> sqlalchemy.engine.Connection:
+        """A Core connection for reads (``with``: ends with a rollback)."""
+        return self.engine.connect()
 
     @contextlib.contextmanager
     def reader(self) -> Iterator[Session]:
