@@ -516,14 +516,13 @@ def _hot_add(instance_uuid: str) -> exception.InstanceHasARQs:
                                      "requests. Cannot bind additional ARQs.")
 
 
-def _unusable(row: Any, rp_uuid: str, uuid: str) -> _ClaimFailed | None:
-    """Why a candidate's device (:data:`_DEVICE_COLUMNS`) may not go to a guest now."""
+def _refuse_unusable(row: Any, rp_uuid: str, uuid: str) -> None:
+    """_ClaimFailed when a candidate's device (:data:`_DEVICE_COLUMNS`) may not go to a guest."""
     why = st.unusable_reasons(row.device_state, row.device_status, row.device_health)
-    if not why:
-        return None
-    return _ClaimFailed(exception.DeviceNotUsable(
-        f"Device {row.device_uuid} of resource provider {rp_uuid} {' and '.join(why)}: "
-        f"ARQ {uuid} cannot be bound to it."))
+    if why:
+        raise _ClaimFailed(exception.DeviceNotUsable(
+            f"Device {row.device_uuid} of resource provider {rp_uuid} {' and '.join(why)}: "
+            f"ARQ {uuid} cannot be bound to it."))
 
 
 def _candidates(read: Reader, rp_uuid: str, uuid: str, unbound_instances: Collection[str],
@@ -549,9 +548,7 @@ def _candidates(read: Reader, rp_uuid: str, uuid: str, unbound_instances: Collec
     if len({row.deployable_id for row in rows}) != 1:
         raise _ClaimFailed(exception.NotFound(
             f"No deployable with rp_uuid {rp_uuid} for ARQ {uuid}."))
-    refusal = _unusable(lock(rows[0].device_id) if lock else rows[0], rp_uuid, uuid)
-    if refusal is not None:
-        raise refusal
+    _refuse_unusable(lock(rows[0].device_id) if lock else rows[0], rp_uuid, uuid)
     if rows[0].id is not None and rows[0].attach_type not in st.GUEST_ATTACH_TYPES:
         raise _ClaimFailed(exception.DeviceNotUsable(
             f"The attach handles of resource provider {rp_uuid} are of type "
@@ -656,10 +653,9 @@ def _bind_by_one_statement(db: Database, binding: dict[str, Any], project_id: st
             state = _state_now(db, uuid, project_id)
             if state not in st.ARQ_TRANSITIONS[st.ARQ_BIND_STARTED]:
                 raise _state_error(uuid, state, st.ARQ_BIND_STARTED)
-            refusal = _unusable(_read(db, _DEVICE_NOW, {"device_id": row.device_id})[0],
-                                rp_uuid, uuid)
-            if refusal is not None:     # taken out of service since the read
-                raise refusal
+            # taken out of service since the read?
+            _refuse_unusable(_read(db, _DEVICE_NOW, {"device_id": row.device_id})[0],
+                             rp_uuid, uuid)
         raise _no_free_handle(rp_uuid, uuid)
     except _ClaimFailed as failed:
         _begin(db, project_id, binding, st.ARQ_BIND_FAILED, None)
