@@ -59,23 +59,21 @@ def _make_engine(url: str, pool: dict[str, Any], *, autocommit: bool = False
     """An engine of ``url`` with acceld's settings (``autocommit``: no rollback on return)."""
     parsed = sqlalchemy.engine.make_url(url)
     name = parsed.get_backend_name()
+    sqlite = name == "sqlite"
     options: dict[str, Any] = {"pool_pre_ping": False}   # _check_connections_on_checkout
-    if name == "sqlite":
-        options["connect_args"] = {"check_same_thread": False}
-        if _in_memory(parsed):      # every connection would be a database of its own
-            options["poolclass"] = sqlalchemy.pool.StaticPool
-        else:
-            options.update(poolclass=sqlalchemy.pool.QueuePool,
-                           pool_size=pool.get("max_pool_size") or 8,
-                           max_overflow=pool.get("max_overflow", 32),
-                           pool_timeout=pool.get("pool_timeout") or _POOL_TIMEOUT)
-        if autocommit:
-            options.update(isolation_level="AUTOCOMMIT", skip_autocommit_rollback=True)
+    if sqlite and _in_memory(parsed):   # every connection would be a database of its own
+        options["poolclass"] = sqlalchemy.pool.StaticPool
     else:
-        options.update(pool_size=pool.get("max_pool_size") or _POOL_SIZE,
-                       max_overflow=pool.get("max_overflow", _MAX_OVERFLOW),
-                       pool_timeout=pool.get("pool_timeout") or _POOL_TIMEOUT,
-                       pool_recycle=_RECYCLE)
+        options.update(poolclass=sqlalchemy.pool.QueuePool,
+                       pool_size=pool.get("max_pool_size") or (8 if sqlite else _POOL_SIZE),
+                       max_overflow=pool.get("max_overflow", 32 if sqlite else _MAX_OVERFLOW),
+                       pool_timeout=pool.get("pool_timeout") or _POOL_TIMEOUT)
+    if autocommit:
+        options.update(isolation_level="AUTOCOMMIT", skip_autocommit_rollback=True)
+    if sqlite:
+        options["connect_args"] = {"check_same_thread": False}
+    else:
+        options["pool_recycle"] = _RECYCLE
         if name in _MYSQL_DIALECTS:
             options["connect_args"] = {"sql_mode": "TRADITIONAL"}
             # the reset listener of _rollback_only_open_transactions decides
@@ -86,8 +84,7 @@ def _make_engine(url: str, pool: dict[str, Any], *, autocommit: bool = False
             # enable_from_linting: the two-table compare-and-swap UPDATEs of
             # acceld.objects.arqs restrict each table by its key, with no join between
             # them, on purpose
-            options.update(isolation_level="AUTOCOMMIT", skip_autocommit_rollback=True,
-                           pool_reset_on_return=None, enable_from_linting=False)
+            options.update(pool_reset_on_return=None, enable_from_linting=False)
     engine = sqlalchemy.create_engine(parsed, **options)
     _connect_errors_as_connection_errors(engine)    # first: oslo.db's filters re-raise
     exc_filters.register_engine(engine)
@@ -266,11 +263,9 @@ class Database:
             yield session
             session.flush()
 
-    @contextlib.contextmanager
-    def rows(self) -> Iterator[sqlalchemy.engine.Connection]:
-        """A Core connection for reads; ends with a rollback."""
-        with self.engine.connect() as conn:
-            yield conn
+    def rows(self) -> sqlalchemy.engine.Connection:
+        """A Core connection for reads (``with``: ends with a rollback)."""
+        return self.engine.connect()
 
     @contextlib.contextmanager
     def reader(self) -> Iterator[Session]:

@@ -96,7 +96,8 @@ def _to_dict(row: Any) -> dict[str, Any]:
 
 
 def _handle_dict(handle: Row[Any], arq_uuid: str, hostname: str | None) -> dict[str, Any]:
-    """A handle as host work needs it, with the ``target`` read by its query."""
+    """A handle as host work needs it, from a row with :data:`_HANDLE` (and its
+    ``deployable_id``, where read)."""
     target = hostwork.target_of(handle)
     return {"uuid": handle.uuid, "attach_type": handle.attach_type,
             "attach_info": json.loads(handle.attach_info), "hostname": hostname,
@@ -105,6 +106,10 @@ def _handle_dict(handle: Row[Any], arq_uuid: str, hostname: str | None) -> dict[
 
 
 # -- statements -------------------------------------------------------------------------------
+
+# What :func:`_handle_dict` reads of a handle (from ``hostwork.HANDLES_WITH_TARGET``).
+_HANDLE = (_ah.c.id, _ah.c.uuid, _ah.c.attach_type, _ah.c.attach_info, *hostwork.TARGET_COLUMNS)
+
 
 def _scoped(stmt: Any) -> dict[bool, Any]:
     """``stmt`` unscoped (False) and limited to the ``scope`` project (True)."""
@@ -131,16 +136,14 @@ _ROWS = (select(_arq.c.uuid, _arq.c.state, _arq.c.device_profile_group_id,
                       .outerjoin(_ah, _ah.c.id == _arq.c.attach_handle_id))
          .order_by(_arq.c.id))
 _GET = _scoped(_ROWS.where(_arq.c.uuid == bindparam("arq_uuid")))
-# One batch of a list (``acceld.db.paging``), by (scoped, one instance, resolved only).
-_PAGE = {(scoped, instance, done): paging.keyset(
-             _ROWS.where(*([_arq.c.project_id == bindparam("scope")] if scoped else []),
-                         *([_arq.c.instance_uuid == bindparam("instance")] if instance
+# One batch of a list (``acceld.db.paging``), by (one instance, resolved only).
+_PAGE = {(instance, done): _scoped(paging.keyset(
+             _ROWS.where(*([_arq.c.instance_uuid == bindparam("instance")] if instance
                            else []),
-                         *([_state_in(st.ARQ_RESOLVED)] if done else [])), _arq.c.id)
-         for scoped in (False, True) for instance in (False, True) for done in (False, True)}
+                         *([_state_in(st.ARQ_RESOLVED)] if done else [])), _arq.c.id))
+         for instance in (False, True) for done in (False, True)}
 _UNRESOLVED = _scoped(select(_arq.c.id).where(
     _arq.c.instance_uuid == bindparam("instance"), ~_state_in(st.ARQ_RESOLVED)).limit(1))
-_MARKER = _scoped(select(_arq.c.id).where(_arq.c.uuid == bindparam("marker")))
 _STATE = _scoped(select(_arq.c.state).where(_arq.c.uuid == bindparam("arq_uuid")))
 _TAKEN = _scoped(select(_arq.c.instance_uuid)
                  .where(_arq.c.instance_uuid.in_(bindparam("instances", expanding=True)))
@@ -180,9 +183,7 @@ _LOCK_DEVICE = _DEVICE_NOW.with_for_update(read=True)
 # ``after`` (none: one NULL row) and the handles' target. A claim needs one handle; reading
 # every free one cost more than the rest of the bind.
 _CANDIDATES = 4
-_FREE_ROWS = (select(_dep.c.id.label("deployable_id"), _ah.c.id, _ah.c.uuid,
-                     _ah.c.attach_type, _ah.c.attach_info, *hostwork.TARGET_COLUMNS,
-                     *_DEVICE_COLUMNS)
+_FREE_ROWS = (select(_dep.c.id.label("deployable_id"), *_HANDLE, *_DEVICE_COLUMNS)
               .select_from(hostwork.with_target(
                   _dep.outerjoin(_ah, and_(_ah.c.deployable_id == _dep.c.id,
                                            _ah.c.in_use.is_(False),
@@ -235,8 +236,7 @@ _TAKE_AND_BEGIN = _scoped(
 # statement.
 _HOLDING = _scoped(
     select(_arq.c.id.label("arq_id"), _arq.c.state, _arq.c.substate, _arq.c.hostname,
-           _arq.c.attach_handle_id, _ah.c.uuid, _ah.c.attach_type, _ah.c.attach_info,
-           *hostwork.TARGET_COLUMNS)
+           _arq.c.attach_handle_id, *_HANDLE)
     .select_from(_arq.outerjoin(hostwork.HANDLES_WITH_TARGET,
                                 _ah.c.id == _arq.c.attach_handle_id))
     .where(_arq.c.uuid == bindparam("arq_uuid")))
@@ -244,16 +244,11 @@ _UNBIND_VALUES = {_arq.c.state: st.ARQ_UNBOUND, _arq.c.hostname: None,
                   _arq.c.device_rp_uuid: None, _arq.c.instance_uuid: None,
                   _arq.c.attach_handle_id: None, _arq.c.deployable_id: None,
                   _arq.c.substate: st.ARQ_INITIAL, _arq.c.updated_at: bindparam("now")}
-_UNBIND_AS_READ = (update(_arq)
-                   .where(_arq.c.id == bindparam("arq_id"),
-                          _arq.c.state == bindparam("seen_state"),
-                          _arq.c.attach_handle_id.is_(None))
-                   .values(_UNBIND_VALUES))
-_UNBIND_AND_FREE = (update(_arq)
-                    .where(_arq.c.id == bindparam("arq_id"),
-                           _arq.c.state == bindparam("seen_state"),
-                           _ah.c.id == bindparam("handle_id"),
-                           _arq.c.attach_handle_id == _ah.c.id)
+_AS_READ = update(_arq).where(_arq.c.id == bindparam("arq_id"),
+                              _arq.c.state == bindparam("seen_state"))
+_UNBIND_AS_READ = _AS_READ.where(_arq.c.attach_handle_id.is_(None)).values(_UNBIND_VALUES)
+_UNBIND_AND_FREE = (_AS_READ.where(_ah.c.id == bindparam("handle_id"),
+                                   _arq.c.attach_handle_id == _ah.c.id)
                     .values({**_UNBIND_VALUES, _ah.c.in_use: False,
                              _ah.c.updated_at: bindparam("now")}))
 # An unbind that finds its ARQ changed at every try gives up after this many reads.
@@ -269,9 +264,7 @@ _LOCK_BINDING = _LOCKED.where(_arq.c.uuid == bindparam("arq_uuid"),
 _LOCK_MANY = _scoped(_LOCKED.where(_arq.c.uuid.in_(bindparam("uuids", expanding=True))))
 _LOCK_INSTANCE = _scoped(_LOCKED.where(_arq.c.instance_uuid == bindparam("instance")))
 
-_HELD = (select(_ah.c.id, _ah.c.uuid, _ah.c.attach_type, _ah.c.attach_info,
-                *hostwork.TARGET_COLUMNS)
-         .select_from(hostwork.HANDLES_WITH_TARGET)
+_HELD = (select(*_HANDLE).select_from(hostwork.HANDLES_WITH_TARGET)
          .where(_ah.c.id.in_(bindparam("handle_ids", expanding=True))))
 _RELEASE = update(_ah).where(_ah.c.id.in_(bindparam("handle_ids", expanding=True))) \
     .values(in_use=False)
@@ -300,23 +293,20 @@ def _read(db: Connection | Database, stmt: Executable,
         return conn.execute(stmt, params).all()
 
 
-def _write_one(db: Database, stmt: Executable, params: dict[str, Any]) -> int:
-    """Runs one writing statement as a transaction of its own; its rowcount."""
+def _write(db: Connection | Database, stmt: Executable, params: dict[str, Any]) -> int:
+    """One writing statement's rowcount: in a Connection's transaction, or self-committing."""
+    if isinstance(db, Connection):
+        return db.execute(stmt, params).rowcount
     with db.autocommit(write=True) as conn:
         return conn.execute(stmt, params).rowcount
 
 
-def _run(conn: Connection, stmts: dict[bool, Executable], project_id: str | None,
-         **params: Any) -> Any:
-    """Executes the scoped statement that fits ``project_id``."""
-    return conn.execute(stmts[project_id is not None], _params(project_id, **params))
-
-
-def _params(project_id: str | None, **params: Any) -> dict[str, Any]:
-    """``params`` for a scoped statement (with ``scope`` where it is limited)."""
+def _scope(stmts: dict[bool, Any], project_id: str | None,
+           **params: Any) -> tuple[Executable, dict[str, Any]]:
+    """The one of :func:`_scoped` ``stmts`` that fits ``project_id``, with its parameters."""
     if project_id is not None:
         params["scope"] = project_id
-    return params
+    return stmts[project_id is not None], params
 
 
 # -- reads ------------------------------------------------------------------------------------
@@ -325,21 +315,12 @@ def page_arqs(db: Database, *, project_id: str | None, instance_uuid: str | None
               resolved_only: bool = False, after: int = 0,
               n: int = paging.BATCH) -> tuple[list[dict[str, Any]], int | None]:
     """One batch (``acceld.db.paging``) of the ARQs the scope sees; one statement."""
-    params = _params(project_id, after=after, n=n)
+    params: dict[str, Any] = {"after": after, "n": n}
     if instance_uuid is not None:
         params["instance"] = instance_uuid
-    rows = _read(db, _PAGE[project_id is not None, instance_uuid is not None, resolved_only],
-                 params)
+    rows = _read(db, *_scope(_PAGE[instance_uuid is not None, resolved_only], project_id,
+                             **params))
     return [_to_dict(row) for row in rows], paging.last_id(rows)
-
-
-def marker_id(db: Database, uuid: str, *, project_id: str | None) -> int:
-    """The id of the ARQ a page starts after; InvalidInput when the scope sees none."""
-    rows = _read(db, _MARKER[project_id is not None], _params(project_id, marker=uuid))
-    if not rows:
-        raise exception.InvalidInput(f"marker {uuid} is not an accelerator request "
-                                     "(of this project).")
-    return rows[0].id
 
 
 def list_arqs(db: Database, *, project_id: str | None, instance_uuid: str | None = None,
@@ -349,7 +330,12 @@ def list_arqs(db: Database, *, project_id: str | None, instance_uuid: str | None
     ``marker``. ``resolved_only`` for one instance is all of them or NotResolved (423),
     decided before anything is sent: from the first batch, or, when that is not all of
     them, by one more query for an unresolved one. Later batches read resolved ones only."""
-    after = 0 if marker is None else marker_id(db, marker, project_id=project_id)
+    after = 0
+    if marker is not None:
+        mine = [] if project_id is None else [_arq.c.project_id == project_id]
+        with db.autocommit(write=False) as conn:
+            after = paging.marker_id(conn, _arq, marker,
+                                     "an accelerator request (of this project)", *mine)
     by_instance = resolved_only and instance_uuid is not None
 
     def read(done: bool) -> paging.Read:
@@ -361,8 +347,7 @@ def list_arqs(db: Database, *, project_id: str | None, instance_uuid: str | None
     if by_instance:
         require_resolved(found.items)
         if (marker is not None or not found.complete) and _read(
-                db, _UNRESOLVED[project_id is not None],
-                _params(project_id, instance=instance_uuid)):
+                db, *_scope(_UNRESOLVED, project_id, instance=instance_uuid)):
             raise _not_resolved()
     return found
 
@@ -373,7 +358,7 @@ def _not_found(uuid: str) -> exception.ARQNotFound:
 
 def get(db: Database, uuid: str, *, project_id: str | None) -> dict[str, Any]:
     """One ARQ; another project's is NotFound, as a missing one."""
-    rows = _read(db, _GET[project_id is not None], _params(project_id, arq_uuid=uuid))
+    rows = _read(db, *_scope(_GET, project_id, arq_uuid=uuid))
     if not rows:
         raise _not_found(uuid)
     return _to_dict(rows[0])
@@ -413,9 +398,7 @@ def states_of(db: Database, uuids: Collection[str]) -> dict[str, str | None]:
 def hot_plugged(db: Database) -> list[dict[str, Any]]:
     """Every Bound ARQ attached live (or being attached or detached): uuid, substate,
     hostname, instance_uuid, updated_at (naive UTC); by host."""
-    return [{"uuid": r.uuid, "substate": r.substate, "hostname": r.hostname,
-             "instance_uuid": r.instance_uuid, "updated_at": r.updated_at}
-            for r in _read(db, _HOT_PLUGGED, {})]
+    return [row._asdict() for row in _read(db, _HOT_PLUGGED, {})]
 
 
 def free_handles_by_provider(db: Database, host: str) -> dict[str, int]:
@@ -426,7 +409,7 @@ def free_handles_by_provider(db: Database, host: str) -> dict[str, int]:
 def get_hot_plug(db: Database, uuid: str, *, project_id: str | None) -> dict[str, Any]:
     """:func:`get` with the ARQ's hot-plug ``substate`` as ``hot_plug`` (``Initial`` when
     it is not hot-plugged), in the same statement."""
-    rows = _read(db, _GET_HOT[project_id is not None], _params(project_id, arq_uuid=uuid))
+    rows = _read(db, *_scope(_GET_HOT, project_id, arq_uuid=uuid))
     if not rows:
         raise _not_found(uuid)
     return {**_to_dict(rows[0]), "hot_plug": rows[0].substate}
@@ -434,8 +417,8 @@ def get_hot_plug(db: Database, uuid: str, *, project_id: str | None) -> dict[str
 
 def set_hot_plug_state(db: Database, uuid: str, to: str, *, expect: Collection[str]) -> bool:
     """Substate ``expect`` -> ``to`` in one compare-and-swap; False when it was not."""
-    return _write_one(db, _SET_SUBSTATE, {"arq_uuid": uuid, "to": to, "now": m.utcnow(),
-                                          "expect": sorted(expect)}) == 1
+    return _write(db, _SET_SUBSTATE, {"arq_uuid": uuid, "to": to, "now": m.utcnow(),
+                                      "expect": sorted(expect)}) == 1
 
 
 # -- create -----------------------------------------------------------------------------------
@@ -481,8 +464,7 @@ def create(db: Database, profile_name: str, project_id: str | None,
         params = {"uuid": row["uuid"], "project_id": project_id, "group": profile.groups[0],
                   "created_at": row["created_at"], "dp_id": profile.id, "dp_uuid": profile.uuid}
         try:
-            inserted = _write_one(db, _INSERT_ONE if db.ids_reused else _INSERT_ONE_BY_ID,
-                                  params)
+            inserted = _write(db, _INSERT_ONE if db.ids_reused else _INSERT_ONE_BY_ID, params)
         except db_exc.DBReferenceError:
             inserted = 0
         if inserted == 1:
@@ -521,14 +503,8 @@ def _state_error(uuid: str, state: str | None, target: str) -> Exception:
 
 
 def _state_now(db: Connection | Database, uuid: str, project_id: str | None) -> str | None:
-    rows = _read(db, _STATE[project_id is not None], _params(project_id, arq_uuid=uuid))
+    rows = _read(db, *_scope(_STATE, project_id, arq_uuid=uuid))
     return rows[0].state if rows else None
-
-
-def _bad_state(db: Connection | Database, uuid: str, project_id: str | None,
-               target: str) -> Exception:
-    """:func:`_state_error` with the state read now (in ``db``'s transaction, if any)."""
-    return _state_error(uuid, _state_now(db, uuid, project_id), target)
 
 
 Reader = Callable[[Executable, dict[str, Any]], Sequence[Any]]
@@ -540,14 +516,13 @@ def _hot_add(instance_uuid: str) -> exception.InstanceHasARQs:
                                      "requests. Cannot bind additional ARQs.")
 
 
-def _unusable(row: Any, rp_uuid: str, uuid: str) -> _ClaimFailed | None:
-    """Why a candidate's device (:data:`_DEVICE_COLUMNS`) may not go to a guest now."""
+def _refuse_unusable(row: Any, rp_uuid: str, uuid: str) -> None:
+    """_ClaimFailed when a candidate's device (:data:`_DEVICE_COLUMNS`) may not go to a guest."""
     why = st.unusable_reasons(row.device_state, row.device_status, row.device_health)
-    if not why:
-        return None
-    return _ClaimFailed(exception.DeviceNotUsable(
-        f"Device {row.device_uuid} of resource provider {rp_uuid} {' and '.join(why)}: "
-        f"ARQ {uuid} cannot be bound to it."))
+    if why:
+        raise _ClaimFailed(exception.DeviceNotUsable(
+            f"Device {row.device_uuid} of resource provider {rp_uuid} {' and '.join(why)}: "
+            f"ARQ {uuid} cannot be bound to it."))
 
 
 def _candidates(read: Reader, rp_uuid: str, uuid: str, unbound_instances: Collection[str],
@@ -558,15 +533,14 @@ def _candidates(read: Reader, rp_uuid: str, uuid: str, unbound_instances: Collec
     deployable, an unusable device or handles Nova cannot attach: :class:`_ClaimFailed`.
     ``unbound_instances`` are checked by the same statement (see :func:`bind`).
     ``lock(device_id)``, if given, re-reads the device under a shared lock, which decides."""
-    scoped = project_id is not None
     params = {"rp_uuid": rp_uuid, "after": 0}
     if unbound_instances:
         instances = sorted(unbound_instances)
-        rows = read(_FREE_UNBOUND[scoped], _params(project_id, instances=instances, **params))
+        rows = read(*_scope(_FREE_UNBOUND, project_id, instances=instances, **params))
         if rows and rows[0].taken is not None:
             raise _hot_add(rows[0].taken)
         if not rows:            # no deployable: no row to carry the answer, so ask alone
-            taken = read(_TAKEN[scoped], _params(project_id, instances=instances))
+            taken = read(*_scope(_TAKEN, project_id, instances=instances))
             if taken:
                 raise _hot_add(taken[0].instance_uuid)
     else:
@@ -574,9 +548,7 @@ def _candidates(read: Reader, rp_uuid: str, uuid: str, unbound_instances: Collec
     if len({row.deployable_id for row in rows}) != 1:
         raise _ClaimFailed(exception.NotFound(
             f"No deployable with rp_uuid {rp_uuid} for ARQ {uuid}."))
-    refusal = _unusable(lock(rows[0].device_id) if lock else rows[0], rp_uuid, uuid)
-    if refusal is not None:
-        raise refusal
+    _refuse_unusable(lock(rows[0].device_id) if lock else rows[0], rp_uuid, uuid)
     if rows[0].id is not None and rows[0].attach_type not in st.GUEST_ATTACH_TYPES:
         raise _ClaimFailed(exception.DeviceNotUsable(
             f"The attach handles of resource provider {rp_uuid} are of type "
@@ -618,14 +590,15 @@ class _ClaimFailed(Exception):
         self.error = error
 
 
-def _begin(conn: Connection, project_id: str | None, binding: dict[str, Any], state: str,
-           handle: Row[Any] | None) -> None:
+def _begin(db: Connection | Database, project_id: str | None, binding: dict[str, Any],
+           state: str, handle: Row[Any] | None) -> None:
     """CAS Initial/Unbound -> ``state`` with ``binding`` and ``handle``; else ARQBadState."""
-    done = _run(conn, _BEGIN, project_id, **binding, to_state=state,
-                to_handle_id=None if handle is None else handle.id,
-                to_deployable_id=None if handle is None else handle.deployable_id).rowcount
-    if done != 1:
-        raise _bad_state(conn, binding["arq_uuid"], project_id, st.ARQ_BIND_STARTED)
+    if _write(db, *_scope(
+            _BEGIN, project_id, **binding, to_state=state,
+            to_handle_id=None if handle is None else handle.id,
+            to_deployable_id=None if handle is None else handle.deployable_id)) != 1:
+        uuid = binding["arq_uuid"]
+        raise _state_error(uuid, _state_now(db, uuid, project_id), st.ARQ_BIND_STARTED)
 
 
 @_retry_on_deadlock
@@ -666,33 +639,27 @@ def _bind_by_one_statement(db: Database, binding: dict[str, Any], project_id: st
                            unbound_instances: Collection[str]) -> tuple[dict[str, Any], bool]:
     """:func:`bind` on MySQL/MariaDB: read the candidates, then :data:`_TAKE_AND_BEGIN` each."""
     uuid, rp_uuid = binding["arq_uuid"], binding["to_rp_uuid"]
-    take = _TAKE_AND_BEGIN[project_id is not None]
     try:
         for row in _candidates(functools.partial(_read, db), rp_uuid, uuid,
                                unbound_instances, project_id):
             info = _handle_dict(row, uuid, binding["to_hostname"])
             bound = not needs_host_work(db, info)
-            if _write_one(db, take, _params(project_id, **binding, handle_id=row.id,
-                                          to_deployable_id=row.deployable_id,
-                                          device_id=row.device_id,
-                                          to_state=st.ARQ_BOUND if bound
-                                          else st.ARQ_BIND_STARTED, now=m.utcnow())):
+            if _write(db, *_scope(_TAKE_AND_BEGIN, project_id, **binding, handle_id=row.id,
+                                  to_deployable_id=row.deployable_id,
+                                  device_id=row.device_id,
+                                  to_state=st.ARQ_BOUND if bound
+                                  else st.ARQ_BIND_STARTED, now=m.utcnow())):
                 return info, bound
             state = _state_now(db, uuid, project_id)
             if state not in st.ARQ_TRANSITIONS[st.ARQ_BIND_STARTED]:
                 raise _state_error(uuid, state, st.ARQ_BIND_STARTED)
-            refusal = _unusable(_read(db, _DEVICE_NOW, {"device_id": row.device_id})[0],
-                                rp_uuid, uuid)
-            if refusal is not None:     # taken out of service since the read
-                raise refusal
+            # taken out of service since the read?
+            _refuse_unusable(_read(db, _DEVICE_NOW, {"device_id": row.device_id})[0],
+                             rp_uuid, uuid)
         raise _no_free_handle(rp_uuid, uuid)
     except _ClaimFailed as failed:
-        failure = failed.error
-    if _write_one(db, _BEGIN[project_id is not None],
-                  _params(project_id, **binding, to_state=st.ARQ_BIND_FAILED,
-                          to_handle_id=None, to_deployable_id=None)) != 1:
-        raise _bad_state(db, uuid, project_id, st.ARQ_BIND_STARTED)
-    raise failure
+        _begin(db, project_id, binding, st.ARQ_BIND_FAILED, None)
+        raise failed.error from None
 
 
 # -- programming at bind (accel:bitstream_id / accel:function_id) ------------------------------
@@ -741,9 +708,8 @@ def program_request(conn: Connection | Database, arq_uuid: str,
             "image_ref": reports.FUNCTION_IMAGE_PREFIX + function}
 
 
-_BOUND_HANDLE = (select(_arq.c.instance_uuid, _arq.c.hostname, _ah.c.id, _ah.c.uuid,
-                        _ah.c.attach_type, _ah.c.attach_info,
-                        _ah.c.deployable_id.label("deployable_id"), *hostwork.TARGET_COLUMNS)
+_BOUND_HANDLE = (select(_arq.c.instance_uuid, _arq.c.hostname, *_HANDLE,
+                        _ah.c.deployable_id.label("deployable_id"))
                  .select_from(_arq.join(hostwork.HANDLES_WITH_TARGET,
                                         _ah.c.id == _arq.c.attach_handle_id))
                  .where(_arq.c.uuid == bindparam("arq_uuid")))
@@ -762,7 +728,7 @@ def finish_bind(db: Database, uuid: str) -> None:
     """CAS BindStarted -> Bound; ARQBadState or NotFound when an unbind or delete won."""
     with db.write_rows() as conn:
         if conn.execute(_FINISH, {"arq_uuid": uuid}).rowcount != 1:
-            raise _bad_state(conn, uuid, None, st.ARQ_BOUND)
+            raise _state_error(uuid, _state_now(conn, uuid, None), st.ARQ_BOUND)
 
 
 def _free_handles(conn: Connection, arqs: list[Row[Any]]) -> list[dict[str, Any]]:
@@ -830,24 +796,24 @@ def _unbind(db: Database, uuid: str, project_id: str | None,
 
     if not db.updates_tables_together:
         with db.write_rows() as conn:
-            arq = _run(conn, _LOCK_ONE, project_id, arq_uuid=uuid).first()
+            arq = conn.execute(*_scope(_LOCK_ONE, project_id, arq_uuid=uuid)).first()
             if not _unbindable(arq, uuid, hot_plugged):
                 return []
             freed = needing_work(conn, _free_handles(conn, [arq]))
             conn.execute(_UNBIND, {"arq_id": arq.id, "now": m.utcnow()})
             return freed
     for _ in range(_UNBIND_TRIES):
-        rows = _read(db, _HOLDING[project_id is not None], _params(project_id, arq_uuid=uuid))
+        rows = _read(db, *_scope(_HOLDING, project_id, arq_uuid=uuid))
         arq = rows[0] if rows else None
         if not _unbindable(arq, uuid, hot_plugged):
             return []
         params = {"arq_id": arq.arq_id, "seen_state": arq.state, "now": m.utcnow()}
         if arq.attach_handle_id is None:
             freed: list[dict[str, Any]] = []
-            done = _write_one(db, _UNBIND_AS_READ, params)
+            done = _write(db, _UNBIND_AS_READ, params)
         else:
             freed = needing_work(db, [_handle_dict(arq, uuid, arq.hostname)])
-            done = _write_one(db, _UNBIND_AND_FREE,
+            done = _write(db, _UNBIND_AND_FREE,
                               dict(params, handle_id=arq.attach_handle_id))
         if done:
             return freed
@@ -893,11 +859,10 @@ def delete_by_uuids(db: Database, uuids: list[str], *, project_id: str | None,
     """Unbind and delete, all or nothing (NotFound; Forbidden without ``service``); freed."""
     wanted = sorted(set(uuids))
     if len(wanted) == 1:
-        if _write_one(db, _DELETE_FREE[project_id is not None],
-                      _params(project_id, arq_uuid=wanted[0])) == 1:
+        if _write(db, *_scope(_DELETE_FREE, project_id, arq_uuid=wanted[0])) == 1:
             return []
     with db.write_rows() as conn:
-        arqs = _run(conn, _LOCK_MANY, project_id, uuids=wanted).all()
+        arqs = conn.execute(*_scope(_LOCK_MANY, project_id, uuids=wanted)).all()
         found = {a.uuid for a in arqs}
         for uuid in uuids:
             if uuid not in found:
@@ -917,5 +882,5 @@ def delete_by_instance(db: Database, instance_uuid: str, *,
                        project_id: str | None) -> list[dict[str, Any]]:
     """Unbind and delete every visible ARQ of the instance (none is fine)."""
     with db.write_rows() as conn:
-        return _delete_locked(conn, _run(conn, _LOCK_INSTANCE, project_id,
-                                         instance=instance_uuid).all())
+        return _delete_locked(conn, conn.execute(
+            *_scope(_LOCK_INSTANCE, project_id, instance=instance_uuid)).all())

@@ -6,6 +6,7 @@ deleting several is all-or-nothing and deleting one in use is a Conflict (not a 
 from __future__ import annotations
 
 import json
+import types
 from typing import Any
 
 from oslo_db import exception as db_exc
@@ -88,17 +89,11 @@ def normalise_groups(groups: list[dict[str, Any]],
     return out
 
 
-def _view(uuid: str, name: str, description: str | None, groups: list[dict[str, str]],
-          created_at: Any, updated_at: Any) -> dict[str, Any]:
-    """The API view of a profile."""
-    return {"uuid": uuid, "name": name, "description": description, "groups": groups,
-            "created_at": created_at, "updated_at": updated_at}
-
-
-def _to_dict(dp: Any) -> dict[str, Any]:
-    """The API view of a profile (an ORM object or a row with the same columns)."""
-    return _view(dp.uuid, dp.name, dp.description, json.loads(dp.profile_json)["groups"],
-                 dp.created_at, dp.updated_at)
+def _to_dict(dp: Any, groups: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    """The API view of a profile (a row of ``_COLUMNS``; ``groups``: its groups, if known)."""
+    return {"uuid": dp.uuid, "name": dp.name, "description": dp.description,
+            "groups": json.loads(dp.profile_json)["groups"] if groups is None else groups,
+            "created_at": dp.created_at, "updated_at": dp.updated_at}
 
 
 _DP = m.DeviceProfile.__table__
@@ -130,7 +125,7 @@ def create(db: Database, name: str, groups: list[dict[str, Any]],
                                      f"{row['uuid']} already exists.") from exc
         raise exception.Conflict(f"A device_profile with {column} {row[column]} already "
                                  "exists.") from exc
-    return _view(row["uuid"], name, description, normal, row["created_at"], None)
+    return _to_dict(types.SimpleNamespace(**row), normal)
 
 
 _COLUMNS = (_DP.c.uuid, _DP.c.name, _DP.c.description, _DP.c.profile_json, _DP.c.created_at,

@@ -84,9 +84,7 @@ def begin(db: Database, deployable_uuid: str, image_ref: str, image_sha256: str,
                      progress=0, active_key=dep.uuid, arq_uuid=arq_uuid)
             s.add(op)
             s.flush()
-            record = to_dict(op)
-            return dict(record, agent_op=agent_op(
-                dict(record, driver=op.driver_name, identity=op.identity)))
+            return dict(to_dict(op), agent_op=agent_op(op))
     except db_exc.DBDuplicateEntry as exc:
         with db.reader() as s:
             other = s.execute(select(_OP.uuid, _OP.state)

@@ -11,7 +11,7 @@ import uuid as uuidlib
 from typing import Any
 
 from oslo_db import exception as db_exc
-from sqlalchemy import Connection, delete, select, update
+from sqlalchemy import Connection, Row, Select, delete, select, update
 from sqlalchemy.orm import Session
 
 from acceld import exception, states
@@ -27,49 +27,45 @@ GENERATION = generations.INVENTORY
 
 # -- devices ----------------------------------------------------------------------------------
 
-_DEVICE_COLUMNS = (m.Device.uuid, m.Device.type, m.Device.vendor, m.Device.model,
-                   m.Device.std_board_info, m.Device.vendor_board_info, m.Device.hostname,
-                   m.Device.status, m.Device.created_at, m.Device.updated_at)
-
-
-def _device(dev: Any) -> dict[str, Any]:
-    """The API view of a device row (an ORM object or a row of ``_DEVICE_COLUMNS``)."""
-    return {"uuid": dev.uuid, "type": dev.type, "vendor": dev.vendor, "model": dev.model,
-            "std_board_info": dev.std_board_info,
-            "vendor_board_info": dev.vendor_board_info, "hostname": dev.hostname,
-            "status": dev.status, "created_at": dev.created_at,
-            "updated_at": dev.updated_at}
-
-
 _REPORTED = m.Device.hostname.is_not(None)
+# A device as the API shows it: the row's columns (Core rows: lists are the hot read path).
+_DEVICES = select(m.Device.uuid, m.Device.type, m.Device.vendor, m.Device.model,
+                  m.Device.std_board_info, m.Device.vendor_board_info, m.Device.hostname,
+                  m.Device.status, m.Device.created_at, m.Device.updated_at).where(_REPORTED)
+
+
+def _as_dict(row: Row[Any]) -> dict[str, Any]:
+    """A row as the API shows it: its columns, less the ``row_id`` of :func:`paging.keyset`."""
+    item = row._asdict()
+    item.pop("row_id", None)
+    return item
 
 
 def list_devices(db: Database, *, type: str | None = None, vendor: str | None = None,
                  hostname: str | None = None, limit: int | None = None,
                  marker: str | None = None) -> paging.Listing:
     """Reported devices, with exact-match filters; a page of ``limit`` after ``marker``."""
-    q = select(*_DEVICE_COLUMNS).where(_REPORTED)
+    q = _DEVICES
     for column, value in ((m.Device.type, type), (m.Device.vendor, vendor),
                           (m.Device.hostname, hostname)):
         if value is not None:
             q = q.where(column == value)
-    # Plain columns on a Core connection, no ORM: lists are the hot read path.
     return paging.listing(db.rows, paging.keyset(q.order_by(m.Device.id), m.Device.id),
-                          paging.each(_device), table=m.Device.__table__, what="a device",
+                          paging.each(_as_dict), table=m.Device.__table__, what="a device",
                           where=[_REPORTED], limit=limit, marker=marker)
 
 
-def _one(s: Session, model: Any, uuid: str, label: str, *where: Any) -> Any:
-    """The row of ``model`` with ``uuid`` (and ``where``), or NotFound naming it."""
-    row = s.execute(select(model).where(model.uuid == uuid, *where)).scalar_one_or_none()
+def _one(conn: Connection, stmt: Select[Any], uuid: str, label: str) -> Row[Any]:
+    """The row ``stmt`` reads of ``uuid``, or NotFound naming it."""
+    row = conn.execute(stmt.where(stmt.selected_columns.uuid == uuid)).first()
     if row is None:
         raise exception.NotFound(f"{label} {uuid} could not be found.")
     return row
 
 
 def get_device(db: Database, uuid: str) -> dict[str, Any]:
-    with db.reader() as s:
-        return _device(_one(s, m.Device, uuid, "Device", _REPORTED))
+    with db.rows() as conn:
+        return _one(conn, _DEVICES, uuid, "Device")._asdict()
 
 
 def set_device_status(db: Database, uuid: str, status: str) -> str:
@@ -109,8 +105,8 @@ def _with_attributes(s: Session | Connection, deps: list[Any]) -> list[dict[str,
     return [_deployable(d, attrs[d.id]) for d in deps]
 
 
-_DEPLOYABLES = paging.keyset(select(m.Deployable.__table__).order_by(m.Deployable.id),
-                             m.Deployable.id)
+_DEPLOYABLE = select(m.Deployable.__table__)
+_DEPLOYABLES = paging.keyset(_DEPLOYABLE.order_by(m.Deployable.id), m.Deployable.id)
 
 
 def list_deployables(db: Database, *, limit: int | None = None,
@@ -123,40 +119,33 @@ def list_deployables(db: Database, *, limit: int | None = None,
 
 
 def get_deployable(db: Database, uuid: str) -> dict[str, Any]:
-    with db.reader() as s:
-        return _with_attributes(s, [_one(s, m.Deployable, uuid, "Deployable")])[0]
+    with db.rows() as conn:
+        return _with_attributes(conn, [_one(conn, _DEPLOYABLE, uuid, "Deployable")])[0]
 
 
 # -- attributes -------------------------------------------------------------------------------
 
-def _attribute(attr: Any) -> dict[str, Any]:
-    """The API view of an attribute (an ORM object or a row of ``_ATTRIBUTE_COLUMNS``)."""
-    return {"uuid": attr.uuid, "deployable_id": attr.deployable_id, "key": attr.key,
-            "value": attr.value, "created_at": attr.created_at,
-            "updated_at": attr.updated_at}
-
-
-_ATTRIBUTE_COLUMNS = (m.Attribute.uuid, m.Attribute.deployable_id, m.Attribute.key,
-                      m.Attribute.value, m.Attribute.created_at, m.Attribute.updated_at)
+_ATTRIBUTES = select(m.Attribute.uuid, m.Attribute.deployable_id, m.Attribute.key,
+                     m.Attribute.value, m.Attribute.created_at, m.Attribute.updated_at)
 
 
 def list_attributes(db: Database, *, deployable_id: int | None = None,
                     key: str | None = None, limit: int | None = None,
                     marker: str | None = None) -> paging.Listing:
     """Attributes, with exact-match filters; a page of ``limit`` after ``marker``."""
-    q = select(*_ATTRIBUTE_COLUMNS)
+    q = _ATTRIBUTES
     if deployable_id is not None:
         q = q.where(m.Attribute.deployable_id == deployable_id)
     if key is not None:
         q = q.where(m.Attribute.key == key)
     return paging.listing(db.rows, paging.keyset(q.order_by(m.Attribute.id), m.Attribute.id),
-                          paging.each(_attribute), table=m.Attribute.__table__,
+                          paging.each(_as_dict), table=m.Attribute.__table__,
                           what="an attribute", limit=limit, marker=marker)
 
 
 def get_attribute(db: Database, uuid: str) -> dict[str, Any]:
-    with db.reader() as s:
-        return _attribute(_one(s, m.Attribute, uuid, "Attribute"))
+    with db.rows() as conn:
+        return _one(conn, _ATTRIBUTES, uuid, "Attribute")._asdict()
 
 
 def create_attribute(db: Database, deployable_id: int, key: str,
@@ -176,7 +165,7 @@ def create_attribute(db: Database, deployable_id: int, key: str,
         except db_exc.DBReferenceError as exc:  # the deployable vanished meanwhile
             raise exception.InvalidInput(f"deployable_id {deployable_id} is not a "
                                          "deployable.") from exc
-        return _attribute(attr)
+        return {column.key: getattr(attr, column.key) for column in _ATTRIBUTES.selected_columns}
 
 
 def delete_attribute(db: Database, uuid: str) -> None:
