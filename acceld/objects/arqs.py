@@ -398,7 +398,8 @@ def states_of(db: Database, uuids: Collection[str]) -> dict[str, str | None]:
 def hot_plugged(db: Database) -> list[dict[str, Any]]:
     """Every Bound ARQ attached live (or being attached or detached): uuid, substate,
     hostname, instance_uuid, updated_at (naive UTC); by host."""
-    return [row._asdict() for row in _read(db, _HOT_PLUGGED, {})]
+    keys = _HOT_PLUGGED.selected_columns.keys()
+    return [dict(zip(keys, row, strict=True)) for row in _read(db, _HOT_PLUGGED, {})]
 
 
 def free_handles_by_provider(db: Database, host: str) -> dict[str, int]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid as uuidlib
+from collections.abc import Callable
 from typing import Any
 
 from oslo_db import exception as db_exc
@@ -34,11 +35,14 @@ _DEVICES = select(m.Device.uuid, m.Device.type, m.Device.vendor, m.Device.model,
                   m.Device.status, m.Device.created_at, m.Device.updated_at).where(_REPORTED)
 
 
-def _as_dict(row: Row[Any]) -> dict[str, Any]:
-    """A row as the API shows it: its columns, less the ``row_id`` of :func:`paging.keyset`."""
-    item = row._asdict()
-    item.pop("row_id", None)
-    return item
+def _as_dict(stmt: Select[Any]) -> Callable[[Row[Any]], dict[str, Any]]:
+    """A row of ``stmt`` as the API shows it: its selected columns by name (the ``row_id``
+    that :func:`paging.keyset` adds after them left out)."""
+    keys = tuple(stmt.selected_columns.keys())
+    return lambda row: dict(zip(keys, row, strict=False))
+
+
+_device = _as_dict(_DEVICES)
 
 
 def list_devices(db: Database, *, type: str | None = None, vendor: str | None = None,
@@ -51,7 +55,7 @@ def list_devices(db: Database, *, type: str | None = None, vendor: str | None = 
         if value is not None:
             q = q.where(column == value)
     return paging.listing(db.rows, paging.keyset(q.order_by(m.Device.id), m.Device.id),
-                          paging.each(_as_dict), table=m.Device.__table__, what="a device",
+                          paging.each(_device), table=m.Device.__table__, what="a device",
                           where=[_REPORTED], limit=limit, marker=marker)
 
 
@@ -65,7 +69,7 @@ def _one(conn: Connection, stmt: Select[Any], uuid: str, label: str) -> Row[Any]
 
 def get_device(db: Database, uuid: str) -> dict[str, Any]:
     with db.rows() as conn:
-        return _one(conn, _DEVICES, uuid, "Device")._asdict()
+        return _device(_one(conn, _DEVICES, uuid, "Device"))
 
 
 def set_device_status(db: Database, uuid: str, status: str) -> str:
@@ -127,6 +131,7 @@ def get_deployable(db: Database, uuid: str) -> dict[str, Any]:
 
 _ATTRIBUTES = select(m.Attribute.uuid, m.Attribute.deployable_id, m.Attribute.key,
                      m.Attribute.value, m.Attribute.created_at, m.Attribute.updated_at)
+_attribute = _as_dict(_ATTRIBUTES)
 
 
 def list_attributes(db: Database, *, deployable_id: int | None = None,
@@ -139,13 +144,13 @@ def list_attributes(db: Database, *, deployable_id: int | None = None,
     if key is not None:
         q = q.where(m.Attribute.key == key)
     return paging.listing(db.rows, paging.keyset(q.order_by(m.Attribute.id), m.Attribute.id),
-                          paging.each(_as_dict), table=m.Attribute.__table__,
+                          paging.each(_attribute), table=m.Attribute.__table__,
                           what="an attribute", limit=limit, marker=marker)
 
 
 def get_attribute(db: Database, uuid: str) -> dict[str, Any]:
     with db.rows() as conn:
-        return _one(conn, _ATTRIBUTES, uuid, "Attribute")._asdict()
+        return _attribute(_one(conn, _ATTRIBUTES, uuid, "Attribute"))
 
 
 def create_attribute(db: Database, deployable_id: int, key: str,
