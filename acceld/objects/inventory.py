@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import defaultdict
+from typing import Any
 
 from oslo_db import api as oslo_db_api
 from sqlalchemy import delete, insert, select, update
@@ -241,28 +242,36 @@ def _add_deployables(s: Session, added: list[tuple[int, int, reports.Deployable]
         dep_id = dep_ids[row["uuid"]]
         attrs.extend((dep_id, k, v) for k, v in dep.attributes)
         handles.extend((dep_id, cpid_id, h) for h in dep.attach_handles)
-    _add_attributes(s, attrs)
-    _add_handles(s, handles)
+    uuids = {dep_id: dep_uuid for dep_uuid, dep_id in dep_ids.items()}
+    _add_attributes(s, attrs, uuids)
+    _add_handles(s, handles, uuids)
 
 
-def _dep_uuids(s: Session, dep_ids: set[int]) -> dict[int, str]:
+def _dep_uuids(s: Session, added: list[tuple[Any, ...]],
+               known: dict[int, str] | None) -> dict[int, str]:
+    """The uuids of the deployables ``added`` names: ``known`` (those just inserted), else
+    read."""
+    if known is not None:
+        return known
     return dict(s.execute(select(m.Deployable.id, m.Deployable.uuid)
-                          .where(m.Deployable.id.in_(dep_ids))).all())
+                          .where(m.Deployable.id.in_({a[0] for a in added}))).all())
 
 
-def _add_attributes(s: Session, added: list[tuple[int, str, str]]) -> None:
+def _add_attributes(s: Session, added: list[tuple[int, str, str]],
+                    known: dict[int, str] | None = None) -> None:
     if not added:
         return
-    uuids = _dep_uuids(s, {a[0] for a in added})
+    uuids = _dep_uuids(s, added, known)
     s.execute(insert(m.Attribute), [
         dict(uuid=identity.attribute_uuid(uuids[dep_id], key), deployable_id=dep_id,
              key=key, value=value, created_at=m.utcnow()) for dep_id, key, value in added])
 
 
-def _add_handles(s: Session, added: list[tuple[int, int, reports.AttachHandle]]) -> None:
+def _add_handles(s: Session, added: list[tuple[int, int, reports.AttachHandle]],
+                 known: dict[int, str] | None = None) -> None:
     if not added:
         return
-    uuids = _dep_uuids(s, {a[0] for a in added})
+    uuids = _dep_uuids(s, added, known)
     s.execute(insert(m.AttachHandle), [
         dict(uuid=h.uuid or identity.attach_handle_uuid(uuids[dep_id], h.info_key),
              deployable_id=dep_id, cpid_id=cpid_id, in_use=False,

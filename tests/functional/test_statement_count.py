@@ -103,6 +103,19 @@ def test_counter_sees_the_writes_of_a_first_report(db, tmp_path):
     assert counter.writes()[("INSERT", "services")] == 1
 
 
+def test_a_first_report_reads_its_new_deployables_once(db, tmp_path):
+    """The attributes and handles of deployables a report adds take the deployables' ids
+    and uuids from the one read after their INSERT, not from reads of their own."""
+    with StatementCounter(db) as counter:
+        inventory.apply_report(db, fake_report(1, tmp_path=tmp_path))
+    inserted = next(i for i, stmt in enumerate(counter.statements)
+                    if _WRITE.match(stmt) and "deployables" in stmt.split("(")[0].lower())
+    reads = [stmt for stmt in counter.statements[inserted:]
+             if stmt.lstrip().upper().startswith("SELECT")
+             and re.search(r"\bFROM\s+[`\"]?deployables\b", stmt, re.IGNORECASE)]
+    assert len(reads) == 1, reads
+
+
 def test_unchanged_report_writes_nothing_at_all(db, applied):
     again = dataclasses.replace(applied, seq=2)
     with StatementCounter(db) as counter:
