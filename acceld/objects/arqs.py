@@ -244,8 +244,11 @@ _UNBIND_VALUES = {_arq.c.state: st.ARQ_UNBOUND, _arq.c.hostname: None,
                   _arq.c.device_rp_uuid: None, _arq.c.instance_uuid: None,
                   _arq.c.attach_handle_id: None, _arq.c.deployable_id: None,
                   _arq.c.substate: st.ARQ_INITIAL, _arq.c.updated_at: bindparam("now")}
+# as read: the same state and hot-plug substate (a hot attach that began since the read
+# makes the unbind read again, and refuse)
 _AS_READ = update(_arq).where(_arq.c.id == bindparam("arq_id"),
-                              _arq.c.state == bindparam("seen_state"))
+                              _arq.c.state == bindparam("seen_state"),
+                              _arq.c.substate == bindparam("seen_substate"))
 _UNBIND_AS_READ = _AS_READ.where(_arq.c.attach_handle_id.is_(None)).values(_UNBIND_VALUES)
 _UNBIND_AND_FREE = (_AS_READ.where(_ah.c.id == bindparam("handle_id"),
                                    _arq.c.attach_handle_id == _ah.c.id)
@@ -281,6 +284,7 @@ _DELETE = delete(_arq).where(_arq.c.id.in_(bindparam("arq_ids", expanding=True))
 _DELETE_FREE = _scoped(delete(_arq).where(_arq.c.uuid == bindparam("arq_uuid"),
                                           _arq.c.instance_uuid.is_(None),
                                           _arq.c.attach_handle_id.is_(None),
+                                          _arq.c.substate.not_in(sorted(st.HOT_PLUGGED)),
                                           _state_in(st.ARQ_TRANSITIONS[st.ARQ_DELETING])))
 
 
@@ -808,7 +812,8 @@ def _unbind(db: Database, uuid: str, project_id: str | None,
         arq = rows[0] if rows else None
         if not _unbindable(arq, uuid, hot_plugged):
             return []
-        params = {"arq_id": arq.arq_id, "seen_state": arq.state, "now": m.utcnow()}
+        params = {"arq_id": arq.arq_id, "seen_state": arq.state,
+                  "seen_substate": arq.substate, "now": m.utcnow()}
         if arq.attach_handle_id is None:
             freed: list[dict[str, Any]] = []
             done = _write(db, _UNBIND_AS_READ, params)

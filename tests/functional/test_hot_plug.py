@@ -25,6 +25,7 @@ from acceld.objects import arqs
 from acceld.objects import device_profiles as dps
 from acceld.objects import placement as placement_objects
 from acceld.virt import devicexml, fake
+from tests.conftest import BACKENDS
 from tests.placement_server import PlacementServer
 from tests.stack import Stack, wait_for
 
@@ -470,6 +471,39 @@ def test_an_arq_attached_live_is_not_unbound_or_deleted_from_under_its_guest(
     stack.conductor.hot_detach(uuid)                # the detach, then the delete
     assert stack.call("DELETE", f"/v2/accelerator_requests/{uuid}",
                       headers=SERVICE).status_int == 204
+
+
+def test_a_hot_attach_begun_keeps_its_arq_from_a_delete_by_uuid(stack: Stack) -> None:
+    """A hot attach marks its ARQ Attaching before it binds: a delete of that one ARQ
+    (no lock taken: it holds nothing yet) refuses it as a locked delete does."""
+    uuid = _arq(stack)
+    assert arqs.set_hot_plug_state(stack.db, uuid, st.HOT_ATTACHING, expect={st.ARQ_INITIAL})
+    with pytest.raises(exception.ARQBadState, match="detach it first"):
+        arqs.delete_by_uuids(stack.db, [uuid], project_id=None, service=True)
+    assert _hot(stack.db, uuid) == st.HOT_ATTACHING
+
+
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b.values[0] == "mysql"])
+def test_an_unbind_that_read_before_a_hot_attach_began_does_not_undo_it(
+        stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The unbind that reads, then writes as read (MySQL and MariaDB; elsewhere it reads
+    under a row lock, so no attach can begin between) writes only if the
+    hot-plug state is still as it read it: a hot attach marked since makes it read again,
+    and refuse."""
+    uuid = _arq(stack)
+    read = arqs._read
+
+    def read_then_attach_begins(db: Any, stmt: Any, params: dict[str, Any]) -> Any:
+        rows = read(db, stmt, params)
+        if any(stmt is holding for holding in arqs._HOLDING.values()):
+            arqs.set_hot_plug_state(stack.db, uuid, st.HOT_ATTACHING,
+                                    expect={st.ARQ_INITIAL})
+        return rows
+
+    monkeypatch.setattr(arqs, "_read", read_then_attach_begins)
+    with pytest.raises(exception.ARQBadState, match="detach it first"):
+        arqs.unbind(stack.db, uuid, project_id=None)
+    assert _hot(stack.db, uuid) == st.HOT_ATTACHING
 
 
 def test_novas_delete_of_the_instance_takes_its_hot_plugged_arqs(stack: Stack) -> None:
