@@ -149,6 +149,8 @@ class LibvirtHypervisor:
     def attach(self, instance_uuid: str, device_xml: str) -> None:
         dom = self._domain(instance_uuid)
         alias = _alias_of(device_xml)
+        # an unplug answer kept from an earlier detach of this alias is not this device's
+        self._forget((dom.UUIDString(), alias))
         missing = self._definitions(dom) & ~self._definitions(dom, alias)
         if missing:
             _call(dom.attachDeviceFlags, device_xml, missing)
