@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import defaultdict
-from typing import Any
 
 from oslo_db import api as oslo_db_api
 from sqlalchemy import delete, insert, select, update
@@ -146,8 +145,7 @@ def _apply_plan(s: Session, host: str, plan: inv.Plan) -> list[str]:
             s.execute(delete(model).where(model.id.in_(deletes)))
     added = _add_devices(s, host, plan.add_devices)
     _add_deployables(s, plan.add_deployables)
-    _add_attributes(s, plan.add_attributes)
-    _add_handles(s, plan.add_handles)
+    _add_to_deployables(s, plan.add_attributes, plan.add_handles)
     _write_drivers(s, host, plan)
     uuids = set(s.execute(select(m.Device.uuid).where(m.Device.id.in_(changed))).scalars()) \
         if changed else set()
@@ -247,36 +245,34 @@ def _add_deployables(s: Session, added: list[tuple[int, int, reports.Deployable]
     _add_handles(s, handles, uuids)
 
 
-def _dep_uuids(s: Session, added: list[tuple[Any, ...]],
-               known: dict[int, str] | None) -> dict[int, str]:
-    """The uuids of the deployables ``added`` names: ``known`` (those just inserted), else
-    read."""
-    if known is not None:
-        return known
-    return dict(s.execute(select(m.Deployable.id, m.Deployable.uuid)
-                          .where(m.Deployable.id.in_({a[0] for a in added}))).all())
+def _add_to_deployables(s: Session, attrs: list[tuple[int, str, str]],
+                        handles: list[tuple[int, int, reports.AttachHandle]]) -> None:
+    """New attributes and handles of deployables that were there: their uuids in one read."""
+    ids = {a[0] for a in attrs} | {h[0] for h in handles}
+    if not ids:
+        return
+    uuids = dict(s.execute(select(m.Deployable.id, m.Deployable.uuid)
+                           .where(m.Deployable.id.in_(ids))).all())
+    _add_attributes(s, attrs, uuids)
+    _add_handles(s, handles, uuids)
 
 
 def _add_attributes(s: Session, added: list[tuple[int, str, str]],
-                    known: dict[int, str] | None = None) -> None:
-    if not added:
-        return
-    uuids = _dep_uuids(s, added, known)
-    s.execute(insert(m.Attribute), [
-        dict(uuid=identity.attribute_uuid(uuids[dep_id], key), deployable_id=dep_id,
-             key=key, value=value, created_at=m.utcnow()) for dep_id, key, value in added])
+                    uuids: dict[int, str]) -> None:
+    if added:
+        s.execute(insert(m.Attribute), [
+            dict(uuid=identity.attribute_uuid(uuids[dep_id], key), deployable_id=dep_id,
+                 key=key, value=value, created_at=m.utcnow()) for dep_id, key, value in added])
 
 
 def _add_handles(s: Session, added: list[tuple[int, int, reports.AttachHandle]],
-                 known: dict[int, str] | None = None) -> None:
-    if not added:
-        return
-    uuids = _dep_uuids(s, added, known)
-    s.execute(insert(m.AttachHandle), [
-        dict(uuid=h.uuid or identity.attach_handle_uuid(uuids[dep_id], h.info_key),
-             deployable_id=dep_id, cpid_id=cpid_id, in_use=False,
-             attach_type=h.attach_type, attach_info=h.info_key, created_at=m.utcnow())
-        for dep_id, cpid_id, h in added])
+                 uuids: dict[int, str]) -> None:
+    if added:
+        s.execute(insert(m.AttachHandle), [
+            dict(uuid=h.uuid or identity.attach_handle_uuid(uuids[dep_id], h.info_key),
+                 deployable_id=dep_id, cpid_id=cpid_id, in_use=False,
+                 attach_type=h.attach_type, attach_info=h.info_key, created_at=m.utcnow())
+            for dep_id, cpid_id, h in added])
 
 
 def _write_drivers(s: Session, host: str, plan: inv.Plan) -> None:
