@@ -303,9 +303,8 @@ class HotPlug:
                                       "adopted": [], "v1_detached": []}
         # host -> (its hot-plugged ARQs, its v1 instance attachments): one guest list each
         by_host: dict[str, tuple[list[dict[str, Any]], list[dict[str, str]]]] = {}
-        for arq in arqs.hot_plugged(self._db):
-            if host is None or arq["hostname"] == host:
-                by_host.setdefault(arq["hostname"], ([], []))[0].append(arq)
+        for arq in arqs.hot_plugged(self._db, host):
+            by_host.setdefault(arq["hostname"], ([], []))[0].append(arq)
         for att in accelerators.instance_attachments(self._db, host):
             by_host.setdefault(att["host"], ([], []))[1].append(att)
         for where, (held, attached) in by_host.items():

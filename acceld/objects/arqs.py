@@ -387,6 +387,7 @@ _HOT_PLUGGED = (select(_arq.c.uuid, _arq.c.substate, _arq.c.hostname, _arq.c.ins
                 .where(_arq.c.substate.in_(sorted(st.HOT_PLUGGED)),
                        _arq.c.state == st.ARQ_BOUND)
                 .order_by(_arq.c.hostname, _arq.c.id))
+_HOT_PLUGGED_KEYS = tuple(_HOT_PLUGGED.selected_columns.keys())
 
 
 _STATES = select(_arq.c.uuid, _arq.c.state).where(
@@ -399,11 +400,11 @@ def states_of(db: Database, uuids: Collection[str]) -> dict[str, str | None]:
     return {uuid: found.get(uuid) for uuid in uuids}
 
 
-def hot_plugged(db: Database) -> list[dict[str, Any]]:
-    """Every Bound ARQ attached live (or being attached or detached): uuid, substate,
-    hostname, instance_uuid, updated_at (naive UTC); by host."""
-    keys = _HOT_PLUGGED.selected_columns.keys()
-    return [dict(zip(keys, row, strict=True)) for row in _read(db, _HOT_PLUGGED, {})]
+def hot_plugged(db: Database, host: str | None = None) -> list[dict[str, Any]]:
+    """Every Bound ARQ attached live (or being attached or detached), of ``host`` when
+    given: uuid, substate, hostname, instance_uuid, updated_at (naive UTC); by host."""
+    stmt = _HOT_PLUGGED if host is None else _HOT_PLUGGED.where(_arq.c.hostname == host)
+    return [dict(zip(_HOT_PLUGGED_KEYS, row, strict=True)) for row in _read(db, stmt, {})]
 
 
 def free_handles_by_provider(db: Database, host: str) -> dict[str, int]:
