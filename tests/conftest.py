@@ -6,6 +6,7 @@ skipping it, so CI can never go green without having exercised them.
 
 from __future__ import annotations
 
+import importlib
 import os
 import socket
 import uuid
@@ -40,6 +41,19 @@ def require_service(name: str, host: str, port: int) -> None:
     if IN_CI:
         pytest.fail(f"{message}, and CI=true requires it (.ci/run starts it)")
     pytest.skip(f"{message}; start it to run this test (CI=true makes this a failure)")
+
+
+def require_module(name: str) -> None:
+    """Skip the calling test module (or, under CI=true, fail its collection) when ``name``,
+    a test dependency the ``[test]`` extra installs, cannot be imported."""
+    try:
+        importlib.import_module(name)
+    except ImportError as exc:
+        if IN_CI:
+            raise RuntimeError(f"{name} cannot be imported ({exc}), and CI=true requires it "
+                               "(pip install -e '.[test]')") from exc
+        pytest.skip(f"{name} cannot be imported: {exc} (CI=true makes this a failure)",
+                    allow_module_level=True)
 
 
 @pytest.fixture

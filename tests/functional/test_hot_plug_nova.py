@@ -15,9 +15,10 @@ from acceld.hw import pci
 from acceld.objects import arqs
 from acceld.objects import device_profiles as dps
 from acceld.virt import fake
+from tests.conftest import require_module
 from tests.stack import Stack
 
-pytest.importorskip("nova.virt.libvirt.driver")
+require_module("nova.virt.libvirt.driver")
 
 from tests import nova_libvirt  # noqa: E402  (after the skip: it imports Nova)
 from tests.libvirt_schema import require_domain_schema  # noqa: E402

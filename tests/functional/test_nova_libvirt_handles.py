@@ -52,13 +52,14 @@ from acceld.agent.drivers import registry
 from acceld.db.api import Database
 from acceld.hw import pci
 from acceld.hw.nvml import NvmlBackend
+from tests.conftest import require_module
 from tests.fakes.fpga import FakeFpgaTools, FpgaTree
 from tests.fakes.kernel import FakeKernel, FakeSysfsBuilder
 from tests.fakes.nvml import GIB, FakeNvmlLib, NvmlSandbox, h100, mig
 from tests.fakes.runner import RecordingRunner
 from tests.stack import Stack
 
-pytest.importorskip("nova.virt.libvirt.driver")
+require_module("nova.virt.libvirt.driver")
 
 from tests import nova_libvirt  # noqa: E402  (after the skip: it imports Nova)
 from tests.libvirt_schema import require_domain_schema  # noqa: E402
