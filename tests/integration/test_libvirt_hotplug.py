@@ -10,7 +10,6 @@ from inside the guest (its console lists its PCI devices every second).
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 
@@ -21,6 +20,7 @@ from acceld.virt import devicexml, libvirt_driver
 from acceld.virt.hypervisor import ABSENT, PENDING, REMOVED
 from tests import libvirt_host
 from tests.libvirt_host import libvirt_conn, libvirt_daemon, libvirt_guest  # noqa: F401
+from tests.stack import wait_for
 
 VIRTIO_RNG = "0x1af4:0x1005"     # the transitional virtio-rng of an i440fx guest
 
@@ -125,10 +125,7 @@ def test_attach_and_detach_on_a_running_guest(hv, conn, guest, removed_events) -
     assert definitions(conn, guest.uuid, alias) == (1, 1)
 
     assert hv.detach(guest.uuid, alias, timeout=60) == REMOVED
-    deadline = time.monotonic() + 5           # the test's own connection hears it too
-    while alias not in removed_events and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert alias in removed_events
+    wait_for(lambda: alias in removed_events, timeout=30)  # the test's own connection too
     assert definitions(conn, guest.uuid, alias) == (0, 0)
     assert hv.guest(guest.uuid).aliases == ()
     assert not rngs(guest.wait_pci(lambda devs: not rngs(devs) & added)) & added
