@@ -115,16 +115,19 @@ class LibvirtHypervisor:
                 raise exception.HypervisorError(e.get_error_message()) from None
         raise exception.GuestNotFound(f"no guest {str(instance_uuid)[:40]!r} on {self._uri}")
 
-    def _definitions(self, dom, alias: str | None = None) -> int:
-        """The AFFECT flags of the domain's definitions, the live one (the guest runs) and
-        the persistent one (it has one); with ``alias``, of those that hold it."""
-        flags = 0
-        if _call(dom.isActive) and (alias is None or alias in _aliases(_call(dom.XMLDesc, 0))):
-            flags |= libvirt.VIR_DOMAIN_AFFECT_LIVE
-        if _call(dom.isPersistent) and (alias is None or alias in _aliases(
-                _call(dom.XMLDesc, libvirt.VIR_DOMAIN_XML_INACTIVE))):
-            flags |= libvirt.VIR_DOMAIN_AFFECT_CONFIG
-        return flags
+    def _definitions(self, dom, alias: str) -> tuple[int, int]:
+        """The AFFECT flags of the domain's definitions (the live one while the guest runs,
+        the persistent one when it has one), and of those among them holding ``alias``."""
+        present = holding = 0
+        for flag, exists, xml_flags in (
+                (libvirt.VIR_DOMAIN_AFFECT_LIVE, dom.isActive, 0),
+                (libvirt.VIR_DOMAIN_AFFECT_CONFIG, dom.isPersistent,
+                 libvirt.VIR_DOMAIN_XML_INACTIVE)):
+            if _call(exists):
+                present |= flag
+                if alias in _aliases(_call(dom.XMLDesc, xml_flags)):
+                    holding |= flag
+        return present, holding
 
     def _guest(self, dom) -> Guest:
         running = bool(dom.isActive())
@@ -151,14 +154,15 @@ class LibvirtHypervisor:
         alias = _alias_of(device_xml)
         # an unplug answer kept from an earlier detach of this alias is not this device's
         self._forget((dom.UUIDString(), alias))
-        missing = self._definitions(dom) & ~self._definitions(dom, alias)
+        present, holding = self._definitions(dom, alias)
+        missing = present & ~holding
         if missing:
             _call(dom.attachDeviceFlags, device_xml, missing)
 
     def detach(self, instance_uuid: str, alias: str, timeout: float) -> str:
         dom = self._domain(instance_uuid)
         key = (dom.UUIDString(), alias)
-        present = self._definitions(dom, alias)
+        present = self._definitions(dom, alias)[1]    # the definitions holding it
         live = bool(present & libvirt.VIR_DOMAIN_AFFECT_LIVE)
         with self._events:
             waiting = key in self._asked
