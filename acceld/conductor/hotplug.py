@@ -144,7 +144,10 @@ class HotPlug:
         finally:
             with self._running_lock:
                 self._running.discard(uuid)
-        arqs.set_hot_plug_state(self._db, uuid, st.HOT_ATTACHED, expect={st.HOT_ATTACHING})
+        if not arqs.set_hot_plug_state(self._db, uuid, st.HOT_ATTACHED,
+                                       expect={st.HOT_ATTACHING}):
+            LOG.warning("ARQ %s: its hot-plug state changed while it was attached to %s; "
+                        "the reconcile settles it from what the guest holds", uuid, instance)
         LOG.info("ARQ %s attached live to instance %s on %s", uuid, instance, host)
         return arqs.get_hot_plug(self._db, uuid, project_id=project_id)
 
