@@ -57,6 +57,8 @@ class Service(_Row, Base):
     report_seq: Mapped[int | None] = mapped_column(Integer)
     report_digest: Mapped[str | None] = mapped_column(String(64))
     provider_name: Mapped[str | None] = mapped_column(String(255))
+    # an agent's: the conductor that owns its host (it recorded the last heartbeat)
+    conductor: Mapped[str | None] = mapped_column(String(255))
 
 
 class PlacementSync(_Row, Base):
@@ -254,6 +256,23 @@ class ProgramOperation(_Row, Base):
     arq_uuid: Mapped[str | None] = mapped_column(String(36))
     started_at: Mapped[datetime.datetime | None] = mapped_column(DateTime)
     finished_at: Mapped[datetime.datetime | None] = mapped_column(DateTime)
+
+
+class BindWait(_Row, Base):
+    """An instance whose ARQ binds Nova waits to hear about, until ``deadline``: whoever
+    deletes the row (matching ``token``) tells Nova, once."""
+
+    __tablename__ = "bind_waits"
+    __table_args__ = (
+        UniqueConstraint("instance_uuid", name="uniq_bind_waits0instance_uuid"),
+        Index("bind_waits_deadline_idx", "deadline"),
+    )
+
+    instance_uuid: Mapped[str] = mapped_column(String(36))
+    token: Mapped[str] = mapped_column(String(36))       # one per bind request
+    host: Mapped[str] = mapped_column(String(255))       # its conductor owns the wait
+    arq_uuids: Mapped[str] = mapped_column(Text)         # JSON list
+    deadline: Mapped[datetime.datetime] = mapped_column(DateTime)
 
 
 class Generation(Base):
