@@ -23,7 +23,7 @@ from acceld.cli.output import (
 
 ACC_COLUMNS = ("uuid", "name", "host", "device_type", "state", "health", "attached_to")
 DRIVER_COLUMNS = ("host", "name", "version", "state", "device_count")
-SERVICE_COLUMNS = ("host", "binary", "version", "last_seen_at", "alive")
+SERVICE_COLUMNS = ("host", "binary", "version", "last_seen_at", "alive", "conductor", "hosts")
 RESULT_COLUMNS = ("host", "driver", "ok", "error")
 PLACEMENT_COLUMNS = ("host", "in_sync", "last_synced_at", "compute_rp_uuid")
 BACKEND_COLUMNS = ("host", "driver", "backend", "services", "devices")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import json
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -12,43 +13,64 @@ from sqlalchemy import insert, select, update
 
 from acceld.db import models as m
 from acceld.db.api import Database
+from acceld.objects.inventory import AGENT_BINARY
+
+# the binary of a conductor's own row (acceld.conductor.manager writes it)
+CONDUCTOR_BINARY = "acceld-conductor"
 
 
 @oslo_db_api.wrap_db_retry(max_retries=5, retry_interval=0.05, inc_retry_interval=True,
                            retry_on_deadlock=True)
 def record_heartbeats(db: Database,
-                      beats: Iterable[tuple[str, str, str, datetime.datetime]]) -> None:
-    """Write coalesced heartbeats ``(host, binary, version, seen_at)`` in one transaction."""
+                      beats: Iterable[tuple[str, str, str, datetime.datetime]],
+                      conductor: str | None = None) -> None:
+    """Write coalesced heartbeats ``(host, binary, version, seen_at)`` in one transaction.
+
+    ``conductor``, the recording conductor's host, goes into each agent row it writes, in
+    the same statements: with several conductors, the one that records an agent's
+    heartbeats owns its host. A conductor's own row names none."""
     beats = list(beats)
     if not beats:
         return
     with db.writer() as s:
         existing = {(r.host, r.binary): r for r in s.execute(
-            select(m.Service.host, m.Service.binary, m.Service.version, m.Service.last_seen_at)
+            select(m.Service.host, m.Service.binary, m.Service.version, m.Service.last_seen_at,
+                   m.Service.conductor)
             .where(m.Service.host.in_({b[0] for b in beats})))}
         new = []
         for host, binary, version, seen in beats:
+            owner = conductor if binary == AGENT_BINARY else None
             row = existing.get((host, binary))
             if row is None:
                 new.append(dict(host=host, binary=binary, version=version, last_seen_at=seen,
-                                created_at=m.utcnow()))
-            elif row.last_seen_at < seen or row.version != version:
+                                conductor=owner, created_at=m.utcnow()))
+            elif row.last_seen_at < seen or row.version != version or row.conductor != owner:
                 s.execute(update(m.Service).where(m.Service.host == host,
                                                   m.Service.binary == binary,
                                                   m.Service.last_seen_at <= seen)
-                          .values(last_seen_at=seen, version=version))
+                          .values(last_seen_at=seen, version=version, conductor=owner))
         if new:
-            s.execute(insert(m.Service), new)
+            # NULL owners rendered: the ORM otherwise splits rows with and without an
+            # owner (agents, conductors) into an INSERT each
+            s.execute(insert(m.Service).execution_options(render_nulls=True), new)
 
 
 def list_services(db: Database, down_time: int) -> list[dict[str, Any]]:
+    """Every service with its liveness; an agent's row names the conductor that owns its
+    host (``conductor``), a conductor's row counts the alive agents it owns (``hosts``),
+    so an operator sees how the hosts are shared and whether each owner is alive."""
     now = m.utcnow()
     with db.reader() as s:
         rows = s.execute(select(m.Service).order_by(m.Service.host, m.Service.binary)).scalars()
-        return [{"host": r.host, "binary": r.binary, "version": r.version,
-                 "last_seen_at": r.last_seen_at,
-                 "alive": (now - r.last_seen_at).total_seconds() <= down_time}
-                for r in rows]
+        out = [{"host": r.host, "binary": r.binary, "version": r.version,
+                "last_seen_at": r.last_seen_at,
+                "alive": (now - r.last_seen_at).total_seconds() <= down_time,
+                "conductor": r.conductor}
+               for r in rows]
+    owned = Counter(r["conductor"] for r in out if r["binary"] == AGENT_BINARY and r["alive"])
+    for r in out:
+        r["hosts"] = owned[r["host"]] if r["binary"] == CONDUCTOR_BINARY else None
+    return out
 
 
 def list_driver_states(db: Database, host: str | None = None,

@@ -184,6 +184,12 @@ class Api:
     def put(self, path: str, body: dict[str, Any]) -> requests.Response:
         return self.session.put(self.base + path, json=body, timeout=HTTP_TIMEOUT)
 
+    def send(self, method: str, path: str, body: Any = None,
+             headers: dict[str, str] | None = None) -> requests.Response:
+        """Any request, with a JSON ``body`` when one is given."""
+        return self.session.request(method, self.base + path, json=body, headers=headers,
+                                    timeout=HTTP_TIMEOUT)
+
     def ok_json(self, path: str, **params: Any) -> Any:
         resp = self.get(path, **params)
         assert resp.status_code == 200, f"GET {path}: {resp.status_code} {resp.text}"
@@ -295,6 +301,14 @@ def start_three_process(procs: Processes, *, db_url: str, transport_url: str, ho
                                   transport_url=transport_url, port=free_port(),
                                   device_count=device_count, **overrides)
     dep = Deployment(procs, "3p", groups, groups["api"]["port"])
+    _start_conductor_and_agent(procs, dep, device_count)
+    dep.start("api")
+    dep.wait_api()
+    return dep
+
+
+def _start_conductor_and_agent(procs: Processes, dep: Deployment, device_count: int) -> None:
+    """The schema, then ``acceld conductor`` and ``acceld agent`` of ``dep``."""
     write_control(dep.control_file, device_count=device_count)
     db_upgrade(dep.config, procs.workdir)
     conductor = dep.start("conductor")
@@ -302,9 +316,26 @@ def start_three_process(procs: Processes, *, db_url: str, transport_url: str, ho
     # before the conductor's queue exists is lost and costs an rpc_timeout.
     conductor.wait_for_log("running", 15)
     dep.start("agent")
-    dep.start("api")
-    dep.wait_api()
-    return dep
+
+
+def start_two_apis(procs: Processes, *, db_url: str, transport_url: str, host: str,
+                   device_count: int = 4) -> tuple[Deployment, Deployment]:
+    """``acceld conductor`` + ``acceld agent`` + two ``acceld api`` processes, A and B,
+    each on a port of its own with caches of its own (``[api] processes = 1``: every
+    request to a port reaches the one process behind it), on one database and bus. The
+    conductor and the agent belong to A's deployment."""
+    groups = three_process_groups(procs.workdir, host=host, db_url=db_url,
+                                  transport_url=transport_url, port=free_port(),
+                                  device_count=device_count, api={"processes": 1})
+    a = Deployment(procs, "a", groups, groups["api"]["port"])
+    b_groups = {**groups, "api": {**groups["api"], "port": free_port()}}
+    b = Deployment(procs, "b", b_groups, b_groups["api"]["port"])
+    _start_conductor_and_agent(procs, a, device_count)
+    a.start("api")
+    b.start("api")
+    a.wait_api()
+    b.wait_api()
+    return a, b
 
 
 def start_serve(procs: Processes, *, host: str, device_count: int = 4,

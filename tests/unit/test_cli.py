@@ -60,8 +60,12 @@ class FakeApi:
              "device_count": 0, "error": "nvidia-smi not found"},
         ]
         self.services = [
+            {"host": "cond1", "binary": "acceld-conductor", "version": "0.1.0",
+             "last_seen_at": "2026-11-22T10:00:01+00:00", "alive": True,
+             "conductor": None, "hosts": 1},
             {"host": "host1", "binary": "acceld-agent", "version": "0.1.0",
-             "last_seen_at": "2026-11-22T10:00:00+00:00", "alive": True},
+             "last_seen_at": "2026-11-22T10:00:00+00:00", "alive": True,
+             "conductor": "cond1", "hosts": None},
         ]
         self.explanations = {
             "host1": {"checks": [{"name": "vfio-pci loaded", "ok": True, "detail": ""},
@@ -586,11 +590,25 @@ def test_driver_list_long_explains_discovery(fake, capsys):
 
 
 def test_service_list_json(fake, capsys):
-    url, _ = fake
+    url, api = fake
     assert run(url, "service-list", "-f", "json") == 0
     data = json.loads(capsys.readouterr().out)
-    assert data == [{"host": "host1", "binary": "acceld-agent", "version": "0.1.0",
-                     "last_seen_at": "2026-11-22T10:00:00+00:00", "alive": True}]
+    assert data == api.services
+
+
+def test_service_list_table_shows_each_hosts_conductor(fake, capsys):
+    """The owner of an agent's host and a conductor's count of hosts are columns; a
+    field that does not apply to the row (null) is an empty cell."""
+    url, _ = fake
+    assert run(url, "service-list") == 0
+    lines = capsys.readouterr().out.splitlines()
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines
+             if line.startswith("|")]
+    assert cells == [
+        ["host", "binary", "version", "last_seen_at", "alive", "conductor", "hosts"],
+        ["cond1", "acceld-conductor", "0.1.0", "2026-11-22T10:00:01+00:00", "True", "", "1"],
+        ["host1", "acceld-agent", "0.1.0", "2026-11-22T10:00:00+00:00", "True", "cond1", ""],
+    ]
 
 
 def test_discover_services(fake, capsys):

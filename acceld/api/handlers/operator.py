@@ -18,7 +18,8 @@ from acceld.objects import services
 
 
 def list_services(req: webob.Request) -> util.Reply:
-    """GET /v1/services -> 200 {"services": [...]} with liveness."""
+    """GET /v1/services -> 200 {"services": [...]} with liveness, each agent's owning
+    ``conductor`` and each conductor's count of alive agents it owns (``hosts``)."""
     st = util.state(req)
     return util.json_response({
         "services": services.list_services(st.db, st.conf.conductor.service_down_time),

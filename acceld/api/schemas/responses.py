@@ -76,7 +76,12 @@ ACCELERATORS = _list_of("accelerator", ACCELERATOR, paged=True)
 SERVICES = _obj({
     "services": {"type": "array", "items": _obj({
         "host": _STR, "binary": _STR, "version": _STR_OR_NULL, "last_seen_at": _TIME_OR_NULL,
-        "alive": _BOOL})},
+        "alive": _BOOL,
+        # an agent's: the conductor that owns its host (null for a conductor, and for an
+        # agent whose heartbeats no conductor named itself for)
+        "conductor": _STR_OR_NULL,
+        # a conductor's: how many alive agents it owns (null for an agent)
+        "hosts": _INT_OR_NULL})},
     "placement": {"type": "array", "items": _OBJECT},
 })
 _PLACEMENT_HOST = _obj({"host": _STR, "in_sync": _BOOL, "last_error": _STR_OR_NULL,
