@@ -10,11 +10,12 @@ statements that reach the database (transaction control aside).
 
 from __future__ import annotations
 
-import time
+import datetime
 import uuid as uuidlib
 from typing import Any
 
 import pytest
+from oslo_utils import timeutils
 from sqlalchemy import event, literal_column, select
 
 from acceld import exception
@@ -218,7 +219,7 @@ def test_a_refused_bind_changes_nothing_and_leaves_nova_nothing_to_wait_on(
         ["Initial", "Initial"]
     assert _in_use(db) == 1
     assert sent == []
-    assert binder.expire_overdue(now=time.monotonic() + 3600) == []
+    assert binder.expire_overdue(now=timeutils.utcnow() + datetime.timedelta(hours=1)) == []
     # a request whose first ARQ fails for its own reason still binds the others
     other = _fields(rp_uuid)
     with pytest.raises(exception.ARQBadState):
