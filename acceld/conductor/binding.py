@@ -16,7 +16,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from oslo_utils import timeutils
@@ -143,7 +143,7 @@ class Binder:
                 unbound = []
         finally:
             for instance in by_instance:
-                self._notify_if_resolved(instance)
+                self._notify_if_resolved(instance, look_up=False)
         if errors:
             raise errors[0]
 
@@ -186,22 +186,28 @@ class Binder:
         if not waits:
             return
         self._drop_mine(waits.values())
-        bind_waits.forget(self._db, next(iter(waits.values())).token)
+        try:
+            bind_waits.forget(self._db, next(iter(waits.values())).token)
+        except Exception:  # the refusal is the answer; the rows end at their deadline
+            LOG.exception("could not drop the waits of a refused bind request")
 
-    def _drop_mine(self, waits: Any) -> None:
+    def _drop_mine(self, waits: Iterable[bind_waits.Wait]) -> None:
         """Forgets this Binder's copies of ``waits`` (not newer ones of their instances)."""
         with self._mine_lock:
             for wait in waits:
                 if self._mine.get(wait.instance) is wait:
                     del self._mine[wait.instance]
 
-    def _notify_if_resolved(self, instance: str) -> None:
-        """Tells Nova when every ARQ of ``instance``'s wait is resolved; the wait is this
-        Binder's (known without a read) or one another conductor began."""
+    def _notify_if_resolved(self, instance: str, look_up: bool = True) -> None:
+        """Tells Nova when every ARQ of ``instance``'s wait is resolved. The wait is this
+        Binder's (known without a read) or, ``look_up``, one another conductor began
+        (a bind's own call has none to look up: its wait was refused, or has ended)."""
         if self._notifier is None:
             return
         with self._mine_lock:
             wait = self._mine.get(instance)
+        if wait is None and not look_up:
+            return
         try:
             if wait is None:
                 wait = bind_waits.find(self._db, instance)
