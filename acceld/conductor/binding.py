@@ -3,23 +3,29 @@
 A bind is ``arqs.bind`` -> host work or programming (contract 6.3) -> ``finish_bind``; a
 failure makes it BindFailed and frees the handle. Once every ARQ of an instance is
 resolved, Nova gets one ``accelerator-request-bound`` request (contract 3.2); binds not
-resolved within ``bind_timeout`` are failed and reported.
+resolved within ``bind_timeout`` are failed and reported. What Nova waits on is kept in
+the database (``objects.bind_waits``), so that when a conductor dies another one that
+owns the ARQs' host finishes its waits at their deadline; whoever takes a wait's row
+tells Nova, so no event is sent twice.
 """
 
 from __future__ import annotations
 
+import datetime
 import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from acceld import exception
+from oslo_utils import timeutils
+
+from acceld import exception, uuids
 from acceld import states as st
 from acceld.clients import nova
 from acceld.db.api import Database
-from acceld.objects import arqs, hostwork
+from acceld.objects import arqs, bind_waits, hostwork
 from acceld.rpc import AgentClient
 
 if TYPE_CHECKING:
@@ -92,18 +98,22 @@ class Binder:
     def __init__(self, db: Database, host_work: HostWork | None = None,
                  notifier: nova.NovaClient | None = None, bind_timeout: float = 60.0,
                  program: Callable[[str, dict[str, str]], None] | None = None,
-                 program_timeout: float = 0.0) -> None:
+                 program_timeout: float = 0.0,
+                 owns: Callable[[str], bool] | None = None) -> None:
         """``program(arq_uuid, request)`` queues a bind's program operation; its outcome
-        comes to :meth:`program_done`."""
+        comes to :meth:`program_done`. ``owns(host)``: whether this conductor finishes
+        the overdue waits of binds on ``host`` (None: every host's)."""
         self._db = db
         self._host = host_work or HostWork()
         self._notifier = notifier
         self._bind_timeout = bind_timeout
         self._program = program
         self._program_timeout = program_timeout
-        # instance uuid -> (deadline, its ARQ uuids): binds Nova still waits to hear about
-        self._pending: dict[str, tuple[float, list[str]]] = {}
-        self._pending_lock = threading.Lock()
+        self._owns = owns or (lambda host: True)
+        # instance uuid -> the wait this Binder wrote for it (its row in bind_waits), so
+        # that the bind that resolves it needs no read of the row
+        self._mine: dict[str, bind_waits.Wait] = {}
+        self._mine_lock = threading.Lock()
         self._watch_stop = threading.Event()
         self._watch: threading.Thread | None = None
         # (instance, events) for Nova, sent by the sender thread; None ends it
@@ -113,9 +123,11 @@ class Binder:
     def bind(self, patch: dict[str, dict[str, str]], project_id: str | None) -> None:
         """``patch``: ARQ uuid -> bind fields; InstanceHasARQs (no hot add) refuses it all."""
         by_instance: dict[str, list[str]] = {}
+        hosts: dict[str, str] = {}
         for uuid, fields in patch.items():
             by_instance.setdefault(fields["instance_uuid"], []).append(uuid)
-        expected = self._expect(by_instance)
+            hosts.setdefault(fields["instance_uuid"], fields["hostname"])
+        expected = self._expect(by_instance, hosts)
         unbound = sorted(by_instance)
         errors: list[exception.AccelDError] = []
         try:
@@ -131,74 +143,134 @@ class Binder:
                 unbound = []
         finally:
             for instance in by_instance:
-                self._notify_if_resolved(instance)
+                self._notify_if_resolved(instance, look_up=False)
         if errors:
             raise errors[0]
 
     # -- Nova notification --------------------------------------------------------------
+    @staticmethod
+    def _deadline(seconds: float) -> datetime.datetime:
+        """``seconds`` from now, as the database keeps a deadline (naive UTC)."""
+        return bind_waits.stored_deadline(
+            timeutils.utcnow() + datetime.timedelta(seconds=seconds))
+
     def _expect(self, by_instance: dict[str, list[str]],
-                ) -> dict[str, tuple[float, list[str]]]:
-        """Nova now waits to hear about these instances' ARQs; the entries made."""
+                hosts: dict[str, str]) -> dict[str, bind_waits.Wait]:
+        """Nova now waits to hear about these instances' ARQs (on ``hosts``): their
+        waits, written as one request's (a newer request's replace them)."""
         if self._notifier is None:
             return {}
-        deadline = time.monotonic() + self._bind_timeout
-        entries = {instance: (deadline, uuids) for instance, uuids in by_instance.items()}
-        with self._pending_lock:
-            self._pending.update(entries)
-        return entries
+        token, deadline = uuids.random_uuid(), self._deadline(self._bind_timeout)
+        waits = {instance: bind_waits.Wait(instance, token, hosts[instance], arq_uuids,
+                                           deadline)
+                 for instance, arq_uuids in by_instance.items()}
+        bind_waits.expect(self._db, waits.values())
+        with self._mine_lock:
+            self._mine.update(waits)
+        return waits
 
     def _extend(self, instance: str, seconds: float) -> None:
         """``instance``'s binds may take ``seconds`` more from now (an FPGA programs)."""
-        with self._pending_lock:
-            entry = self._pending.get(instance)
-            if entry is not None:
-                self._pending[instance] = (time.monotonic() + seconds, entry[1])
+        with self._mine_lock:
+            wait = self._mine.get(instance)
+        if wait is None:
+            return
+        deadline = self._deadline(seconds)
+        if bind_waits.extend(self._db, instance, wait.token, deadline):
+            with self._mine_lock:
+                if self._mine.get(instance) is wait:
+                    self._mine[instance] = wait._replace(deadline=deadline)
 
-    def _forget(self, entries: dict[str, tuple[float, list[str]]]) -> None:
-        """Drops ``entries`` (a refused request), not another request's newer ones."""
-        with self._pending_lock:
-            for instance, entry in entries.items():
-                if self._pending.get(instance) is entry:
-                    del self._pending[instance]
+    def _forget(self, waits: dict[str, bind_waits.Wait]) -> None:
+        """Drops ``waits`` (a refused request), not another request's newer ones."""
+        if not waits:
+            return
+        self._drop_mine(waits.values())
+        try:
+            bind_waits.forget(self._db, next(iter(waits.values())).token)
+        except Exception:  # the refusal is the answer; the rows end at their deadline
+            LOG.exception("could not drop the waits of a refused bind request")
 
-    def _notify_if_resolved(self, instance: str) -> None:
-        with self._pending_lock:
-            entry = self._pending.get(instance)
-        if entry is None:
+    def _drop_mine(self, waits: Iterable[bind_waits.Wait]) -> None:
+        """Forgets this Binder's copies of ``waits`` (not newer ones of their instances)."""
+        with self._mine_lock:
+            for wait in waits:
+                if self._mine.get(wait.instance) is wait:
+                    del self._mine[wait.instance]
+
+    def _notify_if_resolved(self, instance: str, look_up: bool = True) -> None:
+        """Tells Nova when every ARQ of ``instance``'s wait is resolved. The wait is this
+        Binder's (known without a read) or, ``look_up``, one another conductor began
+        (a bind's own call has none to look up: its wait was refused, or has ended)."""
+        if self._notifier is None:
+            return
+        with self._mine_lock:
+            wait = self._mine.get(instance)
+        if wait is None and not look_up:
             return
         try:
-            states = arqs.states_of(self._db, entry[1])
+            if wait is None:
+                wait = bind_waits.find(self._db, instance)
+                if wait is None:
+                    return                  # Nova waits on nothing: a hot plug, or told
+            states = arqs.states_of(self._db, wait.arq_uuids)
         except Exception:  # the timeout will tell Nova
             LOG.exception("could not read the ARQs of instance %s", instance)
             return
         if any(s is not None and s not in st.ARQ_RESOLVED for s in states.values()):
             return  # still binding (or unbound meanwhile): left to the timeout
-        with self._pending_lock:
-            taken = self._pending.pop(instance, None)
-        if taken is not None:
+        if self._take(wait):
             self._send(instance, states)
 
-    def expire_overdue(self, now: float | None = None) -> list[str]:
-        """Fails the binds past their deadline and tells Nova; returns those instances."""
-        now = time.monotonic() if now is None else now
-        with self._pending_lock:
-            overdue = [i for i, (deadline, _u) in self._pending.items() if deadline <= now]
-            entries = {i: self._pending.pop(i)[1] for i in overdue}
-        for instance, uuids in entries.items():
-            LOG.warning("binding of the ARQs of instance %s did not finish within %.1f s",
-                        instance, self._bind_timeout)
-            try:
-                for uuid, state in arqs.states_of(self._db, uuids).items():
-                    if state in (st.ARQ_INITIAL, st.ARQ_BIND_STARTED):
-                        # a late claim or finish of the bind then fails its CAS (and
-                        # frees the handle): the ARQ stays as Nova was told, failed
-                        arqs.fail_bind(self._db, uuid)
-                states = arqs.states_of(self._db, uuids)
-            except Exception:
-                LOG.exception("could not fail the binds of instance %s", instance)
-                states = {}
-            self._send(instance, {u: states.get(u) for u in uuids})
-        return overdue
+    def _take(self, wait: bind_waits.Wait) -> bool:
+        """Ends ``wait``: True when this caller removed its row (it alone tells Nova)."""
+        self._drop_mine([wait])
+        try:
+            return bind_waits.take(self._db, wait.instance, wait.token)
+        except Exception:  # the row stays: the timeout, here or elsewhere, ends it
+            LOG.exception("could not end the wait of instance %s", wait.instance)
+            return False
+
+    def expire_overdue(self, now: datetime.datetime | None = None) -> list[str]:
+        """Fails the binds past their deadline (naive UTC ``now``) on the hosts this
+        conductor owns, whichever conductor began them, and tells Nova; returns the
+        instances it told. Without a notifier there is no one to tell: none."""
+        if self._notifier is None:
+            return []
+        now = timeutils.utcnow() if now is None else now
+        told = []
+        for wait in bind_waits.overdue(self._db, now):
+            if not self._owns(wait.host):
+                continue
+            LOG.warning("binding of the ARQs of instance %s did not finish by %s (UTC)",
+                        wait.instance, wait.deadline)
+            states = self._fail_unresolved(wait)
+            if self._take(wait):
+                self._send(wait.instance, states)
+                told.append(wait.instance)
+        self._drop_overdue(now)
+        return told
+
+    def _fail_unresolved(self, wait: bind_waits.Wait) -> dict[str, str | None]:
+        """Fails ``wait``'s ARQs still binding; every ARQ's state then (None: failed)."""
+        try:
+            for uuid, state in arqs.states_of(self._db, wait.arq_uuids).items():
+                if state in (st.ARQ_INITIAL, st.ARQ_BIND_STARTED):
+                    # a late claim or finish of the bind then fails its CAS (and frees
+                    # the handle): the ARQ stays as Nova was told, failed
+                    arqs.fail_bind(self._db, uuid)
+            states = arqs.states_of(self._db, wait.arq_uuids)
+        except Exception:
+            LOG.exception("could not fail the binds of instance %s", wait.instance)
+            states = {}
+        return {uuid: states.get(uuid) for uuid in wait.arq_uuids}
+
+    def _drop_overdue(self, now: datetime.datetime) -> None:
+        """Forgets this Binder's copies of waits past their deadline: another conductor
+        may have ended them; a late resolution reads the row instead."""
+        with self._mine_lock:
+            for instance in [i for i, w in self._mine.items() if w.deadline <= now]:
+                del self._mine[instance]
 
     def _send(self, instance: str, states: dict[str, str | None]) -> None:
         """Tells Nova, from the sender thread once :meth:`start_watch` started it."""

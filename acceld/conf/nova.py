@@ -15,7 +15,9 @@ OPTS = [
     cfg.FloatOpt("bind_timeout", default=60.0, min=0.1,
                  help="Seconds a bind may take before acceld gives up on it and tells Nova "
                       "the accelerator request failed (event status 'failed'), instead of "
-                      "leaving Nova waiting for its own timeout."),
+                      "leaving Nova waiting for its own timeout. The deadline is kept in "
+                      "the database as a UTC time, and any conductor owning the host "
+                      "ends the bind there: the conductors' clocks must agree (NTP)."),
 ]
 
 CLIENT_DEFAULTS = {"connect_retries": 3, "status_code_retries": 3}

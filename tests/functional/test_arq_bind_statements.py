@@ -10,11 +10,12 @@ statements that reach the database (transaction control aside).
 
 from __future__ import annotations
 
-import time
+import datetime
 import uuid as uuidlib
 from typing import Any
 
 import pytest
+from oslo_utils import timeutils
 from sqlalchemy import event, literal_column, select
 
 from acceld import exception
@@ -136,6 +137,35 @@ def test_a_bind_and_an_unbind_without_host_work_cost_few_statements(
     assert _in_use(db) == 0
 
 
+def test_a_bind_nova_waits_on_costs_the_wait_row_and_a_read_of_the_states(
+        db: Database) -> None:
+    """With Nova to tell, a bind writes what Nova waits on (``bind_waits``, so that
+    another conductor finishes it if this one dies) before the claim, and once the ARQs
+    are resolved reads their states and takes the wait (the taker alone tells Nova):
+    two writes and a read more than the bind itself, none in its transaction."""
+    rp_uuid, profile = helpers.make_qat_inventory(db, handles=2)
+    sent: list[Any] = []
+
+    class Notifier:
+        def send_external_events(self, events: list[Any]) -> None:
+            sent.append(events)
+
+    binder = Binder(db, notifier=Notifier())
+    uuid = arqs.create(db, profile, PROJECT)[0]["uuid"]
+    with StatementCounter(db) as counter, Transactions(db.engine) as tx:
+        binder.bind({uuid: _fields(rp_uuid)}, PROJECT)
+    statements = _data_statements(counter)
+    # the claim as in the test above: 2 statements on MySQL, 4 on PostgreSQL, 3 on SQLite
+    claim = 2 if db.updates_tables_together else 4 if db.dialect == "postgresql" else 3
+    assert len(statements) == claim + 3, statements
+    assert statements[0].startswith("INSERT INTO bind_waits"), statements
+    assert statements[-2].startswith("SELECT extended_accelerator_requests.uuid, "
+                                     "extended_accelerator_requests.state"), statements
+    assert statements[-1].startswith("DELETE FROM bind_waits"), statements
+    assert tx.count == (0 if db.updates_tables_together else 1)
+    assert len(sent) == 1 and sent[0][0].status == "completed"
+
+
 @pytest.mark.parametrize("need", [False, True])
 def test_host_work_runs_only_for_handles_that_need_it(db: Database, need: bool) -> None:
     rp_uuid, profile = helpers.make_qat_inventory(db, handles=1)
@@ -218,7 +248,7 @@ def test_a_refused_bind_changes_nothing_and_leaves_nova_nothing_to_wait_on(
         ["Initial", "Initial"]
     assert _in_use(db) == 1
     assert sent == []
-    assert binder.expire_overdue(now=time.monotonic() + 3600) == []
+    assert binder.expire_overdue(now=timeutils.utcnow() + datetime.timedelta(hours=1)) == []
     # a request whose first ARQ fails for its own reason still binds the others
     other = _fields(rp_uuid)
     with pytest.raises(exception.ARQBadState):
