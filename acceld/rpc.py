@@ -13,7 +13,9 @@ RPC API versions (one line of history each; a test guards the list):
   device_stats; conductor program_deployable, program_progress, program_done, device_stats.
 * 1.2: conductor release_handles (host clean-up of the handles an ARQ delete freed).
 * 1.3: hot plug: agent guests, attach_to_guest, detach_from_guest; conductor hot_attach,
-  hot_detach, guests, agent_restarted."""
+  hot_detach, guests, agent_restarted.
+* 1.4: conductors share the hosts: conductor forwarded; report_inventory answers the
+  host's owner ("conductor"), to which the agent then sends its calls."""
 
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ from acceld import exception
 
 LOG = logging.getLogger(__name__)
 
-RPC_API_VERSIONS = ("1.0", "1.1", "1.2", "1.3")
+RPC_API_VERSIONS = ("1.0", "1.1", "1.2", "1.3", "1.4")
 RPC_API_VERSION = RPC_API_VERSIONS[-1]
 CONDUCTOR_TOPIC = "acceld-conductor"
 AGENT_TOPIC = "acceld-agent"
@@ -359,16 +361,42 @@ def make_transport(conf: cfg.ConfigOpts) -> Transport:
 
 
 class ConductorClient:
-    """What the API and the agents may ask of the conductor."""
+    """What the API and the agents may ask of the conductors. Calls go to the shared
+    topic, where any conductor takes them (and forwards one about a host it does not own
+    to the owner), or, once a report's answer named the owner of the agent's host, to that
+    conductor's own topic; one it does not answer goes to the shared topic again (every
+    agent call is idempotent: the journal re-delivers them anyway). Casts always go to the
+    shared topic: a cast to a dead owner would wait in its queue."""
 
     def __init__(self, transport: Transport) -> None:
         self._t = transport
+        self._owner: str | None = None   # the owner of the host this agent reports for
 
     def _call(self, method: str, timeout: float | None = None, **kwargs: Any) -> Any:
+        owner = self._owner
+        if owner is not None:
+            try:
+                return self._t.call(CONDUCTOR_TOPIC, owner, method, kwargs, timeout)
+            except exception.HostUnreachable as exc:
+                LOG.info("conductor %s did not take %s (%s); asking any conductor", owner,
+                         method, exc)
+                self._owner = None
         return self._t.call(CONDUCTOR_TOPIC, None, method, kwargs, timeout)
 
     def report_inventory(self, report: dict[str, Any]) -> dict[str, Any]:
-        return self._call("report_inventory", report=report)
+        answer = self._call("report_inventory", report=report)
+        if answer.get("conductor"):
+            self._owner = answer["conductor"]
+        return answer
+
+    def forward(self, conductor: str, method: str, kwargs: dict[str, Any],
+                cast: bool = False) -> Any:
+        """A conductor hands ``method`` about a host it does not own to the owner, which
+        runs it whatever its own view of the ring (one hop, never a loop)."""
+        ask = {"method": method, "kwargs": kwargs}
+        if cast:
+            return self._t.cast(CONDUCTOR_TOPIC, conductor, "forwarded", ask)
+        return self._t.call(CONDUCTOR_TOPIC, conductor, "forwarded", ask)
 
     def _cast_or_log(self, method: str, kwargs: dict[str, Any], level: int,
                      lost: str, *args: Any) -> None:

@@ -25,6 +25,7 @@ from acceld.clients import nova as nova_client
 from acceld.clients import placement as placement_client
 from acceld.conductor.manager import ConductorManager
 from acceld.conductor.placement_syncer import PlacementSyncer
+from acceld.conductor.ring import HostRing
 from acceld.conf import nova as nova_conf
 from acceld.conf import placement as placement_conf
 from acceld.db.api import Database, default_sqlite_url
@@ -61,13 +62,15 @@ def start_conductor(conf: cfg.ConfigOpts, db: Database,
     """The conductor with its RPC server, its Placement sync when [placement] is
     configured and its Nova notifier when [nova] is."""
     placement = nova = None
+    ring = HostRing(conf, conf.host)
     if placement_conf.enabled(conf):
         placement = PlacementSyncer(conf, db, placement_client.PlacementClient(
-            clients.make_adapter(conf, "placement")))
+            clients.make_adapter(conf, "placement")), owns=ring.owns)
     if nova_conf.enabled(conf):
         nova = nova_client.NovaClient(clients.make_adapter(conf, "nova"))
     manager = ConductorManager(conf, db, rpc.AgentClient(transport, timeout=conf.rpc_timeout),
-                               placement=placement, nova=nova)
+                               placement=placement, nova=nova, ring=ring,
+                               peers=rpc.ConductorClient(transport))
     server = transport.serve(rpc.CONDUCTOR_TOPIC, conf.host, manager)
     manager.start()
     server.start()

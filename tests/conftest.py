@@ -115,6 +115,14 @@ def rabbit_url() -> str:
     return RABBIT_URL
 
 
+@pytest.fixture
+def redis_url() -> str:
+    """The coordination backend of conductors that share hosts: the local Redis, in a
+    namespace of this test's own (tooz keeps every key under it)."""
+    require_service("Redis", "127.0.0.1", 6379)
+    return f"redis://127.0.0.1:6379?namespace=acceld-test-{uuid.uuid4().hex[:12]}"
+
+
 
 _GABBI_MODULE = "tests/functional/test_gabbi.py"
 

@@ -106,6 +106,7 @@ class RecordingApp:
         self.app = app
         self._lock = threading.Lock()
         self._records: list[Record] = []
+        self._callers: list[tuple[str, str, str]] = []   # (User-Agent, method, path)
         self._down = False
 
     # -- recorder ---------------------------------------------------------------------
@@ -113,13 +114,20 @@ class RecordingApp:
         with self._lock:
             return list(self._records)
 
+    def callers(self) -> list[tuple[str, str, str]]:
+        """``(User-Agent, method, path)`` of each request, in the order of ``requests``."""
+        with self._lock:
+            return list(self._callers)
+
     def reset_counts(self) -> None:
         with self._lock:
             self._records.clear()
+            self._callers.clear()
 
-    def _record(self, method: str, path: str, status: int) -> None:
+    def _record(self, method: str, path: str, status: int, agent: str = "") -> None:
         with self._lock:
             self._records.append((method, path, status))
+            self._callers.append((agent, method, path))
 
     # -- outage switch ----------------------------------------------------------------
     @property
@@ -132,13 +140,14 @@ class RecordingApp:
     # -- WSGI -------------------------------------------------------------------------
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]):
         method = environ.get("REQUEST_METHOD", "GET")
+        agent = environ.get("HTTP_USER_AGENT", "")
         path = environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")
         query = environ.get("QUERY_STRING", "")
         if query:
             path = f"{path}?{query}"
 
         if self._down:
-            self._record(method, path, 503)
+            self._record(method, path, 503, agent)
             body = json.dumps({"errors": [{
                 "status": 503,
                 "title": "Service Unavailable",
@@ -159,10 +168,10 @@ class RecordingApp:
         try:
             result = self.app(environ, recording_start_response)
         except BaseException:
-            self._record(method, path, 500)
+            self._record(method, path, 500, agent)
             raise
         # WebOb-based apps (Placement) call start_response before returning.
-        self._record(method, path, status_holder[0] if status_holder else 500)
+        self._record(method, path, status_holder[0] if status_holder else 500, agent)
         return result
 
 
@@ -510,6 +519,10 @@ class PlacementServer(PlacementEndpoint):
     def writes(self) -> list[Record]:
         """The recorded requests whose method is not GET (nor HEAD)."""
         return [r for r in self.requests() if r[0] not in ("GET", "HEAD")]
+
+    def callers(self) -> list[tuple[str, str, str]]:
+        """``(User-Agent, method, path_with_query)`` of every request served so far."""
+        return self._rec().callers()
 
     def reset_counts(self) -> None:
         self._rec().reset_counts()

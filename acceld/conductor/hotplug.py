@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from oslo_utils import timeutils
@@ -38,10 +39,13 @@ class HotPlug:
     def __init__(self, db: Database, agents: AgentClient, binder: Binder,
                  placement: pc.PlacementClient | None = None,
                  nova: nova_client.NovaClient | None = None,
-                 attach_grace: float = 120.0) -> None:
+                 attach_grace: float = 120.0,
+                 owns: Callable[[str], bool] | None = None) -> None:
         """``attach_grace``: how long an attach may stay ``Attaching`` before the
-        reconcile settles it from what the guest holds (longer than an agent call)."""
+        reconcile settles it from what the guest holds (longer than an agent call);
+        ``owns(host)``: whether this conductor reconciles ``host`` (None: every host)."""
         self._db, self._agents, self._binder = db, agents, binder
+        self._owns = owns or (lambda host: True)
         self._placement, self._nova = placement, nova
         self._grace = datetime.timedelta(seconds=attach_grace)
         self._running: set[str] = set()         # ARQs this conductor is attaching now
@@ -311,6 +315,8 @@ class HotPlug:
         for att in accelerators.instance_attachments(self._db, host):
             by_host.setdefault(att["host"], ([], []))[1].append(att)
         for where, (held, attached) in by_host.items():
+            if not self._owns(where):
+                continue                  # its owner reconciles it
             try:
                 guests = {g["uuid"]: g for g in self._agents.guests(where)}
             except exception.AccelDError as exc:

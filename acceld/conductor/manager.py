@@ -23,11 +23,12 @@ from acceld import exception, reports
 from acceld.clients.nova import NovaClient
 from acceld.conductor import binding, hotplug
 from acceld.conductor.placement_syncer import PlacementSyncer
+from acceld.conductor.ring import HostRing, make_ring, owner_on
 from acceld.db.api import Database
 from acceld.objects import accelerators, holders, inventory, services
 from acceld.objects import placement as placement_objects
 from acceld.objects import program as program_objects
-from acceld.rpc import AgentClient
+from acceld.rpc import AgentClient, ConductorClient
 
 LOG = logging.getLogger(__name__)
 
@@ -35,6 +36,10 @@ CONDUCTOR_BINARY = "acceld-conductor"
 # A bind that programs an FPGA waits for the agent's outcome up to [fpga_driver]
 # program_timeout plus this (the agent's own watchdog fires 30 s past the timeout).
 PROGRAM_GRACE = 60.0
+# What a conductor hands to the owner of the host it concerns (``forwarded``): the
+# owner's memory (newest report, waiters) or periodic work is involved.
+FORWARDED = ("report_inventory", "host_changed", "agent_restarted", "set_state",
+             "placement_sync")
 
 
 class HeartbeatBuffer:
@@ -54,6 +59,7 @@ class HeartbeatBuffer:
             return new
 
     def drain(self) -> list[tuple[str, str, str, datetime.datetime]]:
+        """The beats noted since the last drain: (host, binary, version, seen at)."""
         with self._lock:
             beats = [(h, b, v, t) for (h, b), (v, t) in self._pending.items()]
             self._pending.clear()
@@ -63,12 +69,17 @@ class HeartbeatBuffer:
 class ConductorManager:
     def __init__(self, conf: cfg.ConfigOpts, db: Database, agents: AgentClient,
                  placement: PlacementSyncer | None = None,
-                 nova: NovaClient | None = None) -> None:
+                 nova: NovaClient | None = None, ring: HostRing | None = None,
+                 peers: ConductorClient | None = None) -> None:
+        """``ring``: which conductor owns each host (None: this one owns every host);
+        ``peers``: the other conductors, to forward what concerns their hosts."""
         self._conf = conf
         self._db = db
         self._agents = agents
         self.placement = placement
         self._host = conf.host
+        self.ring = ring or HostRing(conf, conf.host)
+        self._peers = peers
         self._beats = HeartbeatBuffer()
         self._lock = threading.Lock()                  # guards _latest and _waiters
         self._latest: dict[str, tuple[str, int]] = {}   # host -> newest (epoch, seq) seen
@@ -81,13 +92,16 @@ class ConductorManager:
             bind_timeout=conf.nova.bind_timeout,
             program=lambda arq, req: self._program(req["deployable_uuid"], req["image_ref"],
                                                    "", arq),   # a bind has no digest
-            program_timeout=conf.fpga_driver.program_timeout + PROGRAM_GRACE)
+            program_timeout=conf.fpga_driver.program_timeout + PROGRAM_GRACE,
+            owns=self.ring.owns)
         self._hot = hotplug.HotPlug(db, agents, self._binder,
                                     placement=None if placement is None else placement.client,
-                                    nova=nova, attach_grace=2 * conf.rpc_timeout)
+                                    nova=nova, attach_grace=2 * conf.rpc_timeout,
+                                    owns=self.ring.owns)
 
     # -- life cycle ------------------------------------------------------------------
     def start(self) -> None:
+        self.ring.start(on_change=self._ring_changed)
         self._beats.note(self._host, CONDUCTOR_BINARY, acceld.__version__)
         self.flush_heartbeats()
         if self.placement is not None:
@@ -105,6 +119,7 @@ class ConductorManager:
         self.flush_heartbeats()
         if self.placement is not None:
             self.placement.close()
+        self.ring.stop()
 
     def _periodic(self) -> None:
         period = min(self._conf.conductor.save_interval, self._conf.conductor.periodic_interval)
@@ -127,11 +142,45 @@ class ConductorManager:
                 LOG.exception("conductor periodic task failed")
 
     def flush_heartbeats(self) -> None:
-        services.record_heartbeats(self._db, self._beats.drain())
+        """Write the coalesced beats, each agent's with the conductor owning its host."""
+        by_owner: dict[str | None, list[tuple[str, str, str, datetime.datetime]]] = {}
+        for beat in self._beats.drain():
+            owner = None if beat[1] == CONDUCTOR_BINARY else self.ring.owner(beat[0])
+            by_owner.setdefault(owner, []).append(beat)
+        for owner, beats in by_owner.items():
+            services.record_heartbeats(self._db, beats, conductor=owner)
 
     def _beat(self, host: str, binary: str, version: str) -> None:
         if self._beats.note(host, binary, version):
             self.flush_heartbeats()
+
+    # -- hosts shared with other conductors -------------------------------------------
+    def _elsewhere(self, host: str) -> str | None:
+        """The conductor owning ``host`` when it is not this one (None: this one)."""
+        if self._peers is None or not self.ring.shared:
+            return None
+        owner = self.ring.owner(host)
+        return None if owner == self._host else owner
+
+    def forwarded(self, method: str, kwargs: dict[str, Any]) -> Any:
+        """Another conductor found that ``method`` concerns a host of this one: run it
+        here, whatever this conductor's own view of the ring."""
+        if method not in FORWARDED:
+            raise exception.InvalidInput(f"{method} is not forwarded between conductors.")
+        return getattr(self, f"_{method}")(**kwargs)
+
+    def _ring_changed(self, before: tuple[str, ...], after: tuple[str, ...]) -> None:
+        """Members came or went: a full Placement sync of each host this conductor gained
+        (its earlier owner may have died mid-sync); the periodic pass re-sends their
+        operations and checks their binds and guests."""
+        if self.placement is None:
+            return
+        earlier = make_ring(before)
+        gained = [h for h in placement_objects.hosts(self._db)
+                  if self.ring.owns(h) and owner_on(earlier, h) != self._host]
+        LOG.info("conductor %s now owns %d more host(s)", self._host, len(gained))
+        for host in gained:
+            self.placement.schedule(host, full=True)
 
     # -- agent -> conductor ------------------------------------------------------------
     def _is_newest(self, report: reports.InventoryReport) -> bool:
@@ -144,16 +193,28 @@ class ConductorManager:
             return True
 
     def report_inventory(self, report: dict[str, Any]) -> dict[str, Any]:
+        """A report, taken by the owner of its host; the answer names that owner."""
+        owner = self._elsewhere(str(report.get("host", "")))
+        if owner is not None:
+            return self._peers.forward(owner, "report_inventory", {"report": report})
+        return self._report_inventory(report)
+
+    def _report_inventory(self, report: dict[str, Any]) -> dict[str, Any]:
         parsed = reports.InventoryReport.from_dict(report)
-        self._beat(parsed.host, inventory.AGENT_BINARY, parsed.agent_version)
         if not self._is_newest(parsed):
-            return {"seq": parsed.seq, "changed": False, "stale": True}
+            self._beat(parsed.host, inventory.AGENT_BINARY, parsed.agent_version)
+            return {"seq": parsed.seq, "changed": False, "stale": True,
+                    "conductor": self._host}
         result = inventory.apply_report(self._db, parsed)
+        # after the report's own write of the service row: a first sighting's beat is
+        # written at once, and must not be older than that write (it would be dropped)
+        self._beat(parsed.host, inventory.AGENT_BINARY, parsed.agent_version)
         if result.changed:
             LOG.info("inventory of %s changed: %d device(s)", parsed.host,
                      len(result.changed_devices))
             self.host_changed(parsed.host)
-        return {"seq": parsed.seq, "changed": result.changed, "stale": result.stale}
+        return {"seq": parsed.seq, "changed": result.changed, "stale": result.stale,
+                "conductor": self._host}
 
     def heartbeat(self, host: str, binary: str, version: str,
                   sent_at: float | None = None) -> None:
@@ -185,6 +246,14 @@ class ConductorManager:
         return _jsonable(record)
 
     def set_state(self, uuid: str, state: str) -> dict[str, Any]:
+        """Run by the owner of the device's host: its agent answers there."""
+        if self._peers is not None and self.ring.shared:
+            owner = self._elsewhere(accelerators.attachment(self._db, uuid)[2] or "")
+            if owner is not None:
+                return self._peers.forward(owner, "set_state", {"uuid": uuid, "state": state})
+        return self._set_state(uuid, state)
+
+    def _set_state(self, uuid: str, state: str) -> dict[str, Any]:
         record, op = accelerators.begin_transition(self._db, uuid, state)
         if op is None:
             return _jsonable(record)
@@ -206,6 +275,13 @@ class ConductorManager:
                 self.placement.schedule(host)
 
     def host_changed(self, host: str) -> None:
+        owner = self._elsewhere(host)
+        if owner is not None:
+            self._peers.forward(owner, "host_changed", {"host": host}, cast=True)
+        else:
+            self._host_changed(host)
+
+    def _host_changed(self, host: str) -> None:
         if self.placement is not None:
             self.placement.schedule(host)
 
@@ -214,7 +290,17 @@ class ConductorManager:
         if self.placement is None:
             raise exception.InvalidInput("Placement is not configured ([placement] "
                                          "auth_type is unset).")
-        hosts = [host] if host else placement_objects.hosts(self._db)
+        by_owner: dict[str | None, list[str]] = {}
+        for h in [host] if host else placement_objects.hosts(self._db):
+            by_owner.setdefault(self._elsewhere(h), []).append(h)
+        results = self._placement_sync(by_owner.pop(None, []), dry_run)
+        for owner, hosts in by_owner.items():
+            results += self._peers.forward(owner, "placement_sync",
+                                           {"hosts": hosts, "dry_run": dry_run})
+        return results
+
+    def _placement_sync(self, hosts: list[str], dry_run: bool) -> list[dict[str, Any]]:
+        assert self.placement is not None
         return [_jsonable(dataclasses.asdict(self.placement.sync_host(h, full=True,
                                                                         dry_run=dry_run)))
                 for h in hosts]
@@ -231,11 +317,15 @@ class ConductorManager:
         timeout = datetime.timedelta(seconds=self._conf.conductor.operation_timeout)
         cutoff = timeutils.utcnow() - timeout
         for op in accelerators.stalled_operations(self._db, cutoff):
+            if not self.ring.owns(op.host):
+                continue
             LOG.info("sending operation %s (%s %s) again", op.op_id, op.operation,
                      op.device_uuid)
             accelerators.touch_operation(self._db, op.op_id)
             self._cast(self._agents.run_operation, dataclasses.asdict(op))
         for prog in program_objects.stalled(self._db, cutoff):
+            if not self.ring.owns(prog["host"]):
+                continue
             LOG.info("sending program operation %s (%s) again", prog["op_id"],
                      prog["deployable_uuid"])
             program_objects.touch(self._db, prog["op_id"])
@@ -341,9 +431,17 @@ class ConductorManager:
         run by the periodic task)."""
         return self._hot.reconcile()
 
-    def agent_restarted(self, host: str) -> dict[str, list[str]]:
+    def agent_restarted(self, host: str) -> dict[str, list[str]] | None:
         """An agent started: its host's hot-plugged ARQs are compared with its guests now,
-        and an attach it was running when it stopped is settled without waiting."""
+        and an attach it was running when it stopped is settled without waiting (by the
+        owner of the host)."""
+        owner = self._elsewhere(host)
+        if owner is not None:
+            self._peers.forward(owner, "agent_restarted", {"host": host}, cast=True)
+            return None
+        return self._agent_restarted(host)
+
+    def _agent_restarted(self, host: str) -> dict[str, list[str]]:
         return self._hot.reconcile(host, agent_restarted=True)
 
     def discover(self, host: str | None) -> list[str]:

@@ -13,6 +13,7 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Callable
 from concurrent import futures
 from typing import Any
 
@@ -135,9 +136,12 @@ class _HostSync:
 
 
 class PlacementSyncer:
-    def __init__(self, conf: cfg.ConfigOpts, db: Database,
-                 client: pc.PlacementClient) -> None:
+    def __init__(self, conf: cfg.ConfigOpts, db: Database, client: pc.PlacementClient,
+                 owns: Callable[[str], bool] | None = None) -> None:
+        """``owns(host)``: whether this conductor syncs ``host`` now (None: every host);
+        a sync of a host it does not own is never queued, nor a retry of one."""
         self._conf, self._db, self.client = conf, db, client
+        self._owns = owns or (lambda host: True)
         self._known: set[str] = set()          # custom classes/traits known to exist
         self._known_lock = threading.Lock()
         self._pool = futures.ThreadPoolExecutor(max_workers=conf.placement.sync_workers,
@@ -165,6 +169,9 @@ class PlacementSyncer:
     def _enqueue(self, host: str, full: bool) -> None:
         """``schedule`` with ``self._lock`` held: a request while the host's sync is queued
         joins it; one while it runs starts the next when it ends."""
+        if not self._owns(host):
+            self._retries.pop(host, None)       # its owner syncs it
+            return
         self._wanted[host] = self._wanted.get(host, False) or full
         if host not in self._pending:
             self._pending[host] = self._pool.submit(self._run, host)

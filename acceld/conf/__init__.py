@@ -18,6 +18,7 @@ from acceld.conf import (
     agent,
     api,
     conductor,
+    coordination,
     default,
     glance,
     hypervisor,
@@ -28,7 +29,7 @@ from acceld.conf import (
 
 # Groups of plain options (GROUP, OPTS), then those of keystoneauth clients (registered
 # by acceld.conf.service_client), in the sample config's order.
-PLAIN_MODULES = (default, api, agent, conductor, hypervisor)
+PLAIN_MODULES = (default, api, agent, conductor, coordination, hypervisor)
 CLIENT_MODULES = (glance, placement, nova)
 DRIVER_NAMESPACE = "acceld.drivers"
 # oslo.log's library levels, with oslo.messaging at WARNING (it logs every connection

@@ -161,13 +161,14 @@ def test_acceld_placement_config(placement: PlacementServer, tmp_path) -> None:
     from oslo_config import cfg
 
     from acceld.clients import make_adapter
+    from acceld.conf import default, service_client
     from acceld.conf import placement as placement_conf
-    from acceld.conf import service_client
 
     conf_file = tmp_path / "acceld.conf"
     conf_file.write_text(
         f"[placement]\nauth_type = admin_token\nendpoint = {placement.url}\ntoken = admin\n")
     conf = cfg.ConfigOpts()
+    conf.register_opts(default.OPTS)      # [DEFAULT] host names the caller (User-Agent)
     service_client.register(conf, placement_conf)
     conf([], default_config_files=[str(conf_file)])
     resp = make_adapter(conf, "placement").get("/resource_providers", microversion="1.14",
@@ -175,8 +176,10 @@ def test_acceld_placement_config(placement: PlacementServer, tmp_path) -> None:
     assert resp.status_code == 200
     assert resp.request.headers["X-Auth-Token"] == "admin"
     assert resp.request.headers["OpenStack-API-Version"] == "placement 1.14"
+    assert resp.request.headers["User-Agent"].startswith(f"acceld/0.1.0 ({conf.host})")
 
     conf2 = cfg.ConfigOpts()
+    conf2.register_opts(default.OPTS)
     service_client.register(conf2, placement_conf)
     conf2([], default_config_files=[])
     placement.configure_client(conf2)

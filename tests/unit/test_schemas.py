@@ -55,7 +55,7 @@ def test_list_query_rejects_unknown_and_bad_limit():
 
 
 def test_rpc_versions_are_guarded():
-    assert rpc.RPC_API_VERSIONS == ("1.0", "1.1", "1.2", "1.3")
+    assert rpc.RPC_API_VERSIONS == ("1.0", "1.1", "1.2", "1.3", "1.4")
     for version in rpc.RPC_API_VERSIONS:
         assert f"* {version}:" in rpc.__doc__
 
