@@ -126,16 +126,19 @@ def _run(fleet: Fleet, args: argparse.Namespace) -> bool:
     signal.signal(signal.SIGINT, handler)
     fleet.start()
     limit = args.duration if args.duration is not None else args.timeout
+    next_progress = args.progress
     while not stop.is_set():
         left = limit - fleet.elapsed
         if left <= 0:
             break
-        step = min(args.progress, left)
+        step = min(1.0, left)          # short steps: a signal is heard within a second
         if args.duration is not None:
             stop.wait(step)
         elif fleet.wait_converged(step):
             return True
-        _log_progress(fleet)
+        if fleet.elapsed >= next_progress:
+            _log_progress(fleet)
+            next_progress += args.progress
     return fleet.synced()
 
 
