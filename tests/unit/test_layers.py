@@ -22,6 +22,7 @@ ALLOWED = {
     "conductor": {"objects", "db.api", "clients"},
     "agent": {"hw", "clients", "virt"},
     "virt": {"hw"},
+    "sim": {"hw", "virt"},
     "objects": {"db"},
     "db": set(),
     "hw": set(),
