@@ -298,5 +298,12 @@ class Database:
             self._engine.dispose()
 
 
+def duplicate_entry(exc: Exception) -> bool:
+    """For ``wrap_db_retry(exception_checker=...)``: a write that lost an insert race on
+    a unique key (two processes creating the same row) is run again whole, and then finds
+    the row."""
+    return isinstance(exc, db_exc.DBDuplicateEntry)
+
+
 def default_sqlite_url(state_path: str) -> str:
     return "sqlite:///" + os.path.join(state_path, "acceld.sqlite")

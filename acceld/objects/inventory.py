@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from acceld import diff as inv
 from acceld import reports, states
 from acceld.db import models as m
-from acceld.db.api import Database
+from acceld.db.api import Database, duplicate_entry
 from acceld.objects import identity
 
 AGENT_BINARY = "acceld-agent"
@@ -27,7 +27,8 @@ class ApplyResult:
 
 
 @oslo_db_api.wrap_db_retry(max_retries=10, retry_interval=0.05, inc_retry_interval=True,
-                           retry_on_deadlock=True)
+                           retry_on_deadlock=True,
+                           exception_checker=duplicate_entry)
 def apply_report(db: Database, report: reports.InventoryReport) -> ApplyResult:
     """Reconcile the host's rows with ``report`` in one transaction (retried whole on a
     deadlock). A report not newer than the last applied (same epoch, seq not above) is

@@ -12,7 +12,7 @@ from oslo_db import api as oslo_db_api
 from sqlalchemy import insert, select, update
 
 from acceld.db import models as m
-from acceld.db.api import Database
+from acceld.db.api import Database, duplicate_entry
 from acceld.objects.inventory import AGENT_BINARY
 
 # the binary of a conductor's own row (acceld.conductor.manager writes it)
@@ -20,7 +20,8 @@ CONDUCTOR_BINARY = "acceld-conductor"
 
 
 @oslo_db_api.wrap_db_retry(max_retries=5, retry_interval=0.05, inc_retry_interval=True,
-                           retry_on_deadlock=True)
+                           retry_on_deadlock=True,
+                           exception_checker=duplicate_entry)
 def record_heartbeats(db: Database,
                       beats: Iterable[tuple[str, str, str, datetime.datetime]],
                       conductor: str | None = None) -> None:

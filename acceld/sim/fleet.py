@@ -89,9 +89,11 @@ class Fleet:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config or FleetConfig()
         self._transport = transport
-        self._conductor = rpc.ConductorClient(transport)
         self._clock = clock
         self._names = host_names(self.config.host_prefix, self.config.hosts)
+        # one client per host, as each agent has: it learns its host's owning conductor
+        # from the answers and sends there
+        self._conductors = {name: rpc.ConductorClient(transport) for name in self._names}
         self._scenario = scenario or scen.Scenario()
         self._scenario.check_hosts(self._names)
         self.hosts = {name: SimHost(name, devmod.host_devices(name, self.config.mix))
@@ -259,7 +261,7 @@ class Fleet:
         """Serve the host's agent topic (over the same hypervisor: its guests outlive
         the agent); a failure leaves the host reporting, not answering."""
         endpoint = agentmod.AgentEndpoint(
-            self.hosts[name], self._conductor, self._hypervisors[name],
+            self.hosts[name], self._conductors[name], self._hypervisors[name],
             wake=functools.partial(self.wake, name), served=self._stats.served)
         try:
             server = self._transport.serve(rpc.AGENT_TOPIC, name, endpoint)
@@ -307,7 +309,7 @@ class Fleet:
             if announce and name in self._hypervisors:
                 self._serve(name)          # before the conductor hears of the agent
             if announce and not delivery.lost:
-                self._conductor.agent_restarted(name)
+                self._conductors[name].agent_restarted(name)
                 self._stats.add("agent_restarted")
             report, version = host.build_report()
             if delivery.lost:
@@ -327,7 +329,7 @@ class Fleet:
         started = self._clock()
         self._stats.add("reports_sent")
         try:
-            reply = self._conductor.report_inventory(report)
+            reply = self._conductors[name].report_inventory(report)
         except Exception as exc:   # HostUnreachable, RemoteFailure, ...: tried again later
             self._stats.failure(type(exc).__name__)
             LOG.debug("report %d of %s failed: %s", report["seq"], name, exc)
@@ -388,7 +390,7 @@ class Fleet:
     def _beat(self, name: str, life: int) -> None:
         try:
             if self.hosts[name].alive(life):
-                self._conductor.heartbeat(name, AGENT_BINARY, acceld.__version__)
+                self._conductors[name].heartbeat(name, AGENT_BINARY, acceld.__version__)
                 self._stats.add("heartbeats_sent")
         except Exception as exc:
             self._stats.add("heartbeats_failed")

@@ -145,3 +145,36 @@ def test_the_api_refuses_a_non_admin_before_reading(db):
     resp = _get(_services_app(db), "user1:project1")
     assert resp.status_int == 403, resp.text
     assert resp.json["errors"][0]["code"] == "acceld.forbidden"
+
+
+def test_a_first_report_and_a_first_heartbeat_of_a_host_both_land(db):
+    """The report's insert of a new host's row and a heartbeat flush's insert of the same
+    row race; the loser is run again whole and finds the row (neither fails)."""
+    import threading
+
+    from acceld import reports
+    from acceld.objects import inventory
+
+    failures = []
+    for round_ in range(12):
+        host = f"racer-{round_}"
+        report = reports.InventoryReport(host=host, epoch="e", seq=1, drivers=())
+        start = threading.Barrier(2)
+
+        def run(write, failures=failures, start=start):
+            start.wait()
+            try:
+                write()
+            except Exception as exc:  # noqa: BLE001 - the assertion below reports it
+                failures.append(repr(exc))
+
+        threads = [threading.Thread(target=run, args=(lambda r=report: inventory.apply_report(
+                       db, r),)),
+                   threading.Thread(target=run, args=(lambda h=host: services.record_heartbeats(
+                       db, [(h, AGENT, "1", _now())], conductor="cond1"),))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert _owners(db)[(host, AGENT)] in ("cond1", None)
+    assert failures == []
