@@ -393,7 +393,7 @@ class ConductorClient:
                 cast: bool = False) -> Any:
         """A conductor hands ``method`` about a host it does not own to the owner, which
         runs it whatever its own view of the ring (one hop, never a loop)."""
-        ask = {"method": method, "kwargs": kwargs}
+        ask = {"operation": method, "arguments": kwargs}   # "method" is oslo.messaging's
         if cast:
             return self._t.cast(CONDUCTOR_TOPIC, conductor, "forwarded", ask)
         return self._t.call(CONDUCTOR_TOPIC, conductor, "forwarded", ask)

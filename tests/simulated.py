@@ -57,3 +57,25 @@ def mismatches(db: Database, expected: dict[str, list[dict[str, Any]]]) -> list[
             for uuid in sorted(set(want_deployables) | set(have_deployables))
             if want_deployables.get(uuid) != have_deployables.get(uuid)]
     return out
+
+
+def placement_mismatches(placement: Any, computes: dict[str, str],
+                         expected: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Per compute node (host -> compute provider uuid) of ``placement`` (a
+    ``tests.placement_server.PlacementEndpoint``): its acceld providers against the
+    deployables ``expected``, by total (empty: they match)."""
+    from acceld.conductor import placement_plan as pp
+
+    admin = placement.admin_session()
+    _devices, deployables = expected_rows(expected)
+    want = {identity.rp_uuid(dep): size for dep, (size, _handles) in deployables.items()}
+    have: dict[str, int] = {}
+    for compute in computes.values():
+        owned = admin.get(f"/resource_providers?in_tree={compute}"
+                          f"&required={pp.OWNER_TRAIT}", microversion="1.18").json()
+        for rp in owned["resource_providers"]:
+            inventories = admin.get(f"/resource_providers/{rp['uuid']}/inventories")
+            totals = [inv["total"] for inv in inventories.json()["inventories"].values()]
+            have[rp["uuid"]] = totals[0] if len(totals) == 1 else -1
+    return [f"provider {rp}: expected {want.get(rp)}, Placement {have.get(rp)}"
+            for rp in sorted(set(want) | set(have)) if want.get(rp) != have.get(rp)]

@@ -162,12 +162,12 @@ class ConductorManager:
         owner = self.ring.owner(host)
         return None if owner == self._host else owner
 
-    def forwarded(self, method: str, kwargs: dict[str, Any]) -> Any:
-        """Another conductor found that ``method`` concerns a host of this one: run it
+    def forwarded(self, operation: str, arguments: dict[str, Any]) -> Any:
+        """Another conductor found that ``operation`` concerns a host of this one: run it
         here, whatever this conductor's own view of the ring."""
-        if method not in FORWARDED:
-            raise exception.InvalidInput(f"{method} is not forwarded between conductors.")
-        return getattr(self, f"_{method}")(**kwargs)
+        if operation not in FORWARDED:
+            raise exception.InvalidInput(f"{operation} is not forwarded between conductors.")
+        return getattr(self, f"_{operation}")(**arguments)
 
     def _ring_changed(self, before: tuple[str, ...], after: tuple[str, ...]) -> None:
         """Members came or went: a full Placement sync of each host this conductor gained

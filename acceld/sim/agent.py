@@ -38,11 +38,15 @@ def guest_instances(host: str, count: int) -> list[tuple[str, str]]:
 
 class AgentEndpoint:
     """``wake``: have the host report soon (its hardware changed or the conductor asked);
-    ``served``: counts each call by method name."""
+    ``served``: counts each call by method name; ``work_delay``: seconds each prepare or
+    release of a handle takes (a slow driver: a bind in flight long enough to kill its
+    conductor under it)."""
 
     def __init__(self, host: SimHost, conductor: ConductorClient, hypervisor: FakeHypervisor,
-                 wake: Callable[[], None], served: Callable[[str], None]) -> None:
+                 wake: Callable[[], None], served: Callable[[str], None],
+                 work_delay: float = 0.0) -> None:
         self._host = host
+        self._work_delay = work_delay
         self._conductor = conductor
         self._hv = hypervisor
         self._wake = wake
@@ -100,12 +104,14 @@ class AgentEndpoint:
     def prepare_handle(self, driver: str, identity: str, attach_info: dict[str, str],
                        handle_uuid: str) -> dict[str, Any]:
         self._served("prepare_handle")
+        time.sleep(self._work_delay)
         error = self._gone(driver, identity)
         return {"ok": error is None, "error": error, "attach_info": dict(attach_info)}
 
     def release_handle(self, driver: str, identity: str, attach_info: dict[str, str],
                        handle_uuid: str) -> dict[str, Any]:
         self._served("release_handle")
+        time.sleep(self._work_delay)
         return {"ok": True, "error": None, "attach_info": dict(attach_info)}
 
     def device_stats(self, driver: str, identity: str) -> dict[str, float]:

@@ -55,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--serve-rpc", type=int, default=0, metavar="K",
                    help="The first K hosts serve the agent RPC topic (default 0: one RPC "
                         "server per host is heavy).")
+    p.add_argument("--work-delay", type=float, default=0.0,
+                   help="Seconds each prepare or release of a handle takes on a served host "
+                        "(a slow driver; default 0).")
     p.add_argument("--guests", type=int, default=2,
                    help="Simulated guests of each served host (default 2).")
     p.add_argument("--ramp", type=float, default=0.0,
@@ -81,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
             hosts=args.hosts, host_prefix=args.host_prefix, mix=args.mix,
             report_interval=args.report_interval, heartbeat_interval=args.heartbeat_interval,
             retry_interval=args.retry_interval, workers=args.workers,
-            serve_rpc=args.serve_rpc, guests=args.guests, ramp=args.ramp)
+            serve_rpc=args.serve_rpc, guests=args.guests, ramp=args.ramp,
+            work_delay=args.work_delay)
         scenario = scen.load(args.scenario) if args.scenario else None
     except (ValueError, OSError) as exc:
         print(f"acceld-sim: {exc}", file=sys.stderr)

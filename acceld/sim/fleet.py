@@ -51,10 +51,13 @@ class FleetConfig:
     serve_rpc: int = 0                           # the first K hosts serve the agent topic
     guests: int = 2                              # simulated guests per served host
     ramp: float = 0.0                            # first reports spread over this long
+    work_delay: float = 0.0                      # a served host's prepare/release takes this
 
     def __post_init__(self) -> None:
-        if self.hosts < 1 or self.workers < 1 or self.serve_rpc < 0 or self.guests < 0:
-            raise ValueError("hosts and workers must be >= 1, serve_rpc and guests >= 0")
+        if self.hosts < 1 or self.workers < 1 or self.serve_rpc < 0 or self.guests < 0 \
+                or self.work_delay < 0:
+            raise ValueError("hosts and workers must be >= 1, serve_rpc, guests and "
+                             "work_delay >= 0")
         if min(self.report_interval, self.retry_interval,
                self.heartbeat_interval or self.report_interval) <= 0 or self.ramp < 0:
             raise ValueError("intervals must be > 0 and ramp >= 0")
@@ -262,7 +265,8 @@ class Fleet:
         the agent); a failure leaves the host reporting, not answering."""
         endpoint = agentmod.AgentEndpoint(
             self.hosts[name], self._conductors[name], self._hypervisors[name],
-            wake=functools.partial(self.wake, name), served=self._stats.served)
+            wake=functools.partial(self.wake, name), served=self._stats.served,
+            work_delay=self.config.work_delay)
         try:
             server = self._transport.serve(rpc.AGENT_TOPIC, name, endpoint)
             server.start()

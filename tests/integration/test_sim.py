@@ -17,19 +17,17 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from acceld import conf as config
 from acceld import rpc, states
-from acceld.conductor import placement_plan as pp
 from acceld.db.api import Database
 from acceld.objects import identity
 from acceld.sim.fleet import Fleet, FleetConfig, host_names
 from tests.integration import procs as p
 from tests.placement_server import PlacementServer
-from tests.simulated import expected_rows, mismatches
+from tests.simulated import expected_rows, mismatches, placement_mismatches
 
 HOSTS = 20
 CONVERGE_TIMEOUT = 120.0
@@ -65,21 +63,6 @@ class Deployment:
         assert self.conductor.wait_for_log("running", 30), self.conductor.log_tail()
         self.db = Database(db_url)
 
-    def placement_mismatches(self, expected: dict[str, list[dict[str, Any]]]) -> list[str]:
-        """Per compute node: its acceld providers against the deployables expected."""
-        admin = self.placement.admin_session()
-        _devices, deployables = expected_rows(expected)
-        want = {identity.rp_uuid(dep): size for dep, (size, _handles) in deployables.items()}
-        have: dict[str, int] = {}
-        for compute in self.computes.values():
-            owned = admin.get(f"/resource_providers?in_tree={compute}"
-                              f"&required={pp.OWNER_TRAIT}", microversion="1.18").json()
-            for rp in owned["resource_providers"]:
-                inventories = admin.get(f"/resource_providers/{rp['uuid']}/inventories")
-                totals = [inv["total"] for inv in inventories.json()["inventories"].values()]
-                have[rp["uuid"]] = totals[0] if len(totals) == 1 else -1
-        return [f"provider {rp}: expected {want.get(rp)}, Placement {have.get(rp)}"
-                for rp in sorted(set(want) | set(have)) if want.get(rp) != have.get(rp)]
 
 
 @pytest.fixture
@@ -119,9 +102,9 @@ def test_twenty_hosts_reach_the_database_and_placement(deployment):
         assert sum(handles for _size, handles in deployables.values()) == HOSTS * 59
 
         def in_placement() -> bool:
-            return not deployment.placement_mismatches(expected)
+            return not placement_mismatches(deployment.placement, deployment.computes, expected)
         assert fleet.wait_converged(CONVERGE_TIMEOUT, in_placement, interval=1.0), \
-            deployment.placement_mismatches(expected)[:5]
+            placement_mismatches(deployment.placement, deployment.computes, expected)[:5]
 
         served = deployment.hosts[0]
         gpu = next(d for d in expected[served] if d["kind"] == "gpu_mig")
