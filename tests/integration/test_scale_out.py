@@ -12,24 +12,21 @@ and the simulated hosts agree, with no host's providers written by two conductor
 
 from __future__ import annotations
 
-import collections
-import re
 import threading
 import time
 import uuid
 from typing import Any
 
 import pytest
-from sqlalchemy import select
 
 from acceld import conf as config
 from acceld import rpc, states
 from acceld.conductor.ring import make_ring, owner_on
-from acceld.db import models as m
 from acceld.db.api import Database
 from acceld.objects import arqs, device_profiles, identity
-from acceld.sim.fleet import Fleet, FleetConfig, host_names
+from acceld.sim.fleet import Fleet, FleetConfig
 from tests.integration import procs as p
+from tests.integration.cluster import Cluster, provider_hosts, writers
 from tests.placement_server import PlacementServer
 from tests.simulated import mismatches, placement_mismatches
 
@@ -43,82 +40,12 @@ HEARTBEAT = 0.5
 SAVE_INTERVAL = 0.5
 CONVERGE_TIMEOUT = 240.0
 MIX = (("gpu", 1), ("qat_vf", 1))
-UA_HOST = re.compile(r"^acceld/\S+ \(([^)]+)\)")
 
 
 def needs_services(test):
     """PostgreSQL and RabbitMQ (skipped without them, failed under CI=true); Redis is
     required by its fixture the same way."""
     return pytest.mark.rabbitmq(pytest.mark.postgresql(test))
-
-
-class Cluster:
-    def __init__(self, procs: p.Processes, db_url: str, transport_url: str, redis_url: str,
-                 placement: PlacementServer, nova: Any) -> None:
-        self.prefix = f"so{uuid.uuid4().hex[:6]}"
-        self.hosts = host_names(self.prefix, HOSTS)
-        self.placement = placement
-        self.computes = {h: placement.create_compute_node(h) for h in self.hosts}
-        self.configs = {}
-        for name in CONDUCTORS:
-            state = procs.workdir / f"state-{name}"
-            state.mkdir()
-            self.configs[name] = p.write_config(procs.workdir / f"{name}.conf", {
-                "DEFAULT": {"host": name, "state_path": state, "transport_url": transport_url,
-                            "rpc_timeout": 10},
-                "conductor": {"save_interval": SAVE_INTERVAL, "periodic_interval": 1.0,
-                              "operation_wait": 5.0},
-                "coordination": {"backend_url": redis_url,
-                                 "membership_timeout": MEMBERSHIP_TIMEOUT,
-                                 "refresh_interval": 0.2},
-                "placement": {**placement.acceld_config(), "sync_interval": 3600.0},
-                "nova": {**nova.acceld_config(), "bind_timeout": BIND_TIMEOUT},
-                "database": {"connection": db_url}})
-        p.db_upgrade(self.configs[CONDUCTORS[0]], procs.workdir)
-        self.procs = {name: procs.start(name, "conductor", self.configs[name])
-                      for name in CONDUCTORS}
-        for proc in self.procs.values():
-            assert proc.wait_for_log("running", 30), proc.log_tail()
-        self.db = Database(db_url)
-
-    def owners(self) -> dict[str, str | None]:
-        """Each simulated host's owning conductor, as the services rows name it."""
-        with self.db.reader() as s:
-            return {r.host: r.conductor for r in s.execute(
-                select(m.Service.host, m.Service.conductor).where(
-                    m.Service.binary == "acceld-agent", m.Service.host.in_(self.hosts)))}
-
-    def unsynced(self) -> list[str]:
-        with self.db.reader() as s:
-            synced = {r.host for r in s.execute(select(m.PlacementSync.host).where(
-                m.PlacementSync.in_sync.is_(True), m.PlacementSync.host.in_(self.hosts)))}
-        return sorted(set(self.hosts) - synced)
-
-
-def provider_hosts(expected: dict[str, list[dict[str, Any]]]) -> dict[str, str]:
-    """Placement provider uuid -> the simulated host it belongs to."""
-    out = {}
-    for host, devices in expected.items():
-        for dev in devices:
-            dev_uuid = identity.device_uuid(host, dev["driver"], dev["identity"])
-            for name in dev["deployables"]:
-                out[identity.rp_uuid(identity.deployable_uuid(dev_uuid, name))] = host
-    return out
-
-
-def writers(placement: PlacementServer, providers: dict[str, str],
-            since: int = 0) -> dict[str, set[str]]:
-    """Host -> the conductors that wrote its providers (PUT/POST/DELETE on a provider
-    path) in the requests recorded from index ``since`` on."""
-    out: dict[str, set[str]] = collections.defaultdict(set)
-    for agent, method, path in placement.callers()[since:]:
-        if method in ("GET", "HEAD"):
-            continue
-        found = re.match(r"^/resource_providers/([0-9a-f-]{36})", path)
-        caller = UA_HOST.match(agent)
-        if found and found.group(1) in providers and caller:
-            out[providers[found.group(1)]].add(caller.group(1))
-    return out
 
 
 def qat_provider(expected: dict[str, list[dict[str, Any]]], host: str) -> str:
@@ -145,15 +72,18 @@ def placement():
 
 @pytest.fixture
 def cluster(acceld_procs, make_db_url, isolated_rabbit_url, redis_url, placement, receiver):
-    cluster = Cluster(acceld_procs, make_db_url("postgresql"), isolated_rabbit_url,
-                      redis_url, placement, receiver)
+    cluster = Cluster(acceld_procs, conductors=CONDUCTORS, hosts=HOSTS,
+                      db_url=make_db_url("postgresql"), transport_url=isolated_rabbit_url,
+                      redis_url=redis_url, placement=placement, nova=receiver,
+                      membership_timeout=MEMBERSHIP_TIMEOUT, save_interval=SAVE_INTERVAL,
+                      bind_timeout=BIND_TIMEOUT)
     yield cluster
     cluster.db.dispose()
 
 
 @needs_services
 def test_three_conductors_share_200_hosts_and_survive_a_kill(cluster, receiver):
-    conf = config.load([], config_files=[str(cluster.configs[CONDUCTORS[0]])])
+    conf = config.load([], config_files=[cluster.config])
     transport = rpc.MessagingTransport(conf)
     fleet = Fleet(transport, FleetConfig(
         hosts=HOSTS, host_prefix=cluster.prefix, mix=MIX, report_interval=2.0,
