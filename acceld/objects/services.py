@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from oslo_db import api as oslo_db_api
-from sqlalchemy import insert, select, update
+from sqlalchemy import bindparam, insert, select, update
 
 from acceld.db import models as m
 from acceld.db.api import Database, duplicate_entry
@@ -17,6 +17,16 @@ from acceld.objects.inventory import AGENT_BINARY
 
 # the binary of a conductor's own row (acceld.conductor.manager writes it)
 CONDUCTOR_BINARY = "acceld-conductor"
+
+
+_SERVICES = m.Service.__table__
+# one newer beat of one service (a beat older than the row's changes nothing)
+_BEAT = (update(_SERVICES)
+         .where(_SERVICES.c.host == bindparam("b_host"),
+                _SERVICES.c.binary == bindparam("b_binary"),
+                _SERVICES.c.last_seen_at <= bindparam("b_seen"))
+         .values(last_seen_at=bindparam("b_seen"), version=bindparam("b_version"),
+                 conductor=bindparam("b_conductor")))
 
 
 @oslo_db_api.wrap_db_retry(max_retries=5, retry_interval=0.05, inc_retry_interval=True,
@@ -38,7 +48,7 @@ def record_heartbeats(db: Database,
             select(m.Service.host, m.Service.binary, m.Service.version, m.Service.last_seen_at,
                    m.Service.conductor)
             .where(m.Service.host.in_({b[0] for b in beats})))}
-        new = []
+        new, changed = [], []
         for host, binary, version, seen in beats:
             owner = conductor if binary == AGENT_BINARY else None
             row = existing.get((host, binary))
@@ -46,10 +56,10 @@ def record_heartbeats(db: Database,
                 new.append(dict(host=host, binary=binary, version=version, last_seen_at=seen,
                                 conductor=owner, created_at=m.utcnow()))
             elif row.last_seen_at < seen or row.version != version or row.conductor != owner:
-                s.execute(update(m.Service).where(m.Service.host == host,
-                                                  m.Service.binary == binary,
-                                                  m.Service.last_seen_at <= seen)
-                          .values(last_seen_at=seen, version=version, conductor=owner))
+                changed.append({"b_host": host, "b_binary": binary, "b_seen": seen,
+                                "b_version": version, "b_conductor": owner})
+        if changed:       # one executemany: the driver batches the rows' UPDATEs
+            s.execute(_BEAT, changed)
         if new:
             # NULL owners rendered: the ORM otherwise splits rows with and without an
             # owner (agents, conductors) into an INSERT each
