@@ -268,11 +268,12 @@ class ConductorManager:
         return _jsonable(accelerators.get_accelerator(self._db, uuid))
 
     def _placement_changed(self, device_uuid: str) -> None:
-        """A device's schedulability changed: its host's providers need a sync."""
+        """A device's schedulability changed: its host's providers need a sync (by the
+        host's owner)."""
         if self.placement is not None:
             host = accelerators.attachment(self._db, device_uuid)[2]
             if host:
-                self.placement.schedule(host)
+                self.host_changed(host)
 
     def host_changed(self, host: str) -> None:
         owner = self._elsewhere(host)
