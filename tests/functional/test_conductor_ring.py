@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from acceld import rpc, wiring
+from acceld import rpc, states, wiring
 from acceld.conductor.manager import ConductorManager
 from acceld.db.api import Database
-from acceld.objects import services
+from acceld.objects import accelerators, services
 from tests import helpers
 from tests.stack import wait_for
 
@@ -132,3 +132,18 @@ def test_a_dead_conductor_s_hosts_move_to_the_others(fleet):
     assert set(after.values()) == survivors
     moved = {h for h in HOSTS if before[h] != after[h]}
     assert moved == {h for h in HOSTS if before[h] == victim}      # only its hosts moved
+
+
+def test_a_state_change_runs_on_the_owner_of_the_device_s_host(fleet):
+    names = set(fleet.conductors)
+    wait_for(lambda: all(set(fleet.manager(n).ring.members()) == names for n in names))
+    for agent in fleet.agents.values():
+        assert agent.report_once()
+    owners = fleet.owners("cond-a")
+    host = next(h for h in HOSTS if owners[h] != "cond-a")
+    device = next(iter(accelerators.list_accelerators(fleet.db, host=host)))
+    # asked of a conductor that does not own the host: the owner runs it, and its agent's
+    # answer reaches the owner's waiter (the change is done when the call returns)
+    record = fleet.manager("cond-a").set_state(device["uuid"], states.READY)
+    assert record["state"] == states.READY
+    assert accelerators.get_accelerator(fleet.db, device["uuid"])["state"] == states.READY
