@@ -70,12 +70,14 @@ def placement_mismatches(placement: Any, computes: dict[str, str],
     _devices, deployables = expected_rows(expected)
     want = {identity.rp_uuid(dep): size for dep, (size, _handles) in deployables.items()}
     have: dict[str, int] = {}
-    for compute in computes.values():
-        owned = admin.get(f"/resource_providers?in_tree={compute}"
-                          f"&required={pp.OWNER_TRAIT}", microversion="1.18").json()
-        for rp in owned["resource_providers"]:
-            inventories = admin.get(f"/resource_providers/{rp['uuid']}/inventories")
-            totals = [inv["total"] for inv in inventories.json()["inventories"].values()]
-            have[rp["uuid"]] = totals[0] if len(totals) == 1 else -1
+    roots = set(computes.values())
+    owned = admin.get(f"/resource_providers?required={pp.OWNER_TRAIT}",
+                      microversion="1.18").json()
+    for rp in owned["resource_providers"]:
+        if rp["root_provider_uuid"] not in roots:
+            continue                      # another test's or fleet's provider
+        inventories = admin.get(f"/resource_providers/{rp['uuid']}/inventories")
+        totals = [inv["total"] for inv in inventories.json()["inventories"].values()]
+        have[rp["uuid"]] = totals[0] if len(totals) == 1 else -1
     return [f"provider {rp}: expected {want.get(rp)}, Placement {have.get(rp)}"
             for rp in sorted(set(want) | set(have)) if want.get(rp) != have.get(rp)]
