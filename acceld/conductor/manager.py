@@ -201,14 +201,12 @@ class ConductorManager:
 
     def _report_inventory(self, report: dict[str, Any]) -> dict[str, Any]:
         parsed = reports.InventoryReport.from_dict(report)
+        # Liveness is the heartbeats' (the agent beats apart from its reports): an
+        # unchanged report writes nothing; a changed one stamps its service row itself.
         if not self._is_newest(parsed):
-            self._beat(parsed.host, inventory.AGENT_BINARY, parsed.agent_version)
             return {"seq": parsed.seq, "changed": False, "stale": True,
                     "conductor": self._host}
         result = inventory.apply_report(self._db, parsed)
-        # after the report's own write of the service row: a first sighting's beat is
-        # written at once, and must not be older than that write (it would be dropped)
-        self._beat(parsed.host, inventory.AGENT_BINARY, parsed.agent_version)
         if result.changed:
             LOG.info("inventory of %s changed: %d device(s)", parsed.host,
                      len(result.changed_devices))

@@ -76,13 +76,18 @@ def test_every_host_has_one_owner_that_takes_its_reports(fleet):
         owning = [n for n in names if fleet.manager(n).ring.owns(host)]
         assert owning == [owner]
 
-    for agent in fleet.agents.values():
+    beats = rpc.ConductorClient(fleet.transport)
+    for host, agent in fleet.agents.items():
         assert agent.report_once()
-    for manager, _server in fleet.conductors.values():
-        manager.flush_heartbeats()
-    rows = {r["host"]: r for r in services.list_services(fleet.db, 90)
-            if r["binary"] == "acceld-agent"}
-    assert {h: rows[h]["conductor"] for h in HOSTS} == owners
+        beats.heartbeat(host, "acceld-agent", "1")     # whichever conductor takes it
+
+    def recorded() -> dict[str, str | None]:
+        for manager, _server in fleet.conductors.values():
+            manager.flush_heartbeats()
+        rows = {r["host"]: r["conductor"] for r in services.list_services(fleet.db, 90)
+                if r["binary"] == "acceld-agent"}
+        return {h: rows.get(h) for h in HOSTS}
+    wait_for(lambda: recorded() == owners)      # each row names the host's owner
 
     # every report reached its owner's memory, whichever conductor took it first: a
     # report replayed to any conductor is found stale there
