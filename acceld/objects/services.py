@@ -37,9 +37,9 @@ def record_heartbeats(db: Database,
                       conductor: str | None = None) -> None:
     """Write coalesced heartbeats ``(host, binary, version, seen_at)`` in one transaction.
 
-    ``conductor``, the recording conductor's host, goes into each agent row it writes, in
-    the same statements: with several conductors, the one that records an agent's
-    heartbeats owns its host. A conductor's own row names none."""
+    ``conductor``, the conductor owning the beats' hosts (the recording conductor's ring
+    says which), goes into each agent row it writes, in the same statements. A
+    conductor's own row names none."""
     beats = list(beats)
     if not beats:
         return
