@@ -252,17 +252,23 @@ class Binder:
         return told
 
     def _fail_unresolved(self, wait: bind_waits.Wait) -> dict[str, str | None]:
-        """Fails ``wait``'s ARQs still binding; every ARQ's state then (None: failed)."""
+        """Fails ``wait``'s ARQs still binding; every ARQ's state then (None: failed).
+        The host side of each freed handle is released here: the conductor that began
+        the bind may be dead (a live one whose late finish fails its CAS releases it too;
+        release is idempotent)."""
+        freed: list[dict[str, Any]] = []
         try:
             for uuid, state in arqs.states_of(self._db, wait.arq_uuids).items():
                 if state in (st.ARQ_INITIAL, st.ARQ_BIND_STARTED):
                     # a late claim or finish of the bind then fails its CAS (and frees
                     # the handle): the ARQ stays as Nova was told, failed
-                    arqs.fail_bind(self._db, uuid)
+                    freed += arqs.fail_bind(self._db, uuid)
             states = arqs.states_of(self._db, wait.arq_uuids)
         except Exception:
             LOG.exception("could not fail the binds of instance %s", wait.instance)
             states = {}
+        for handle in freed:
+            self._release(handle)
         return {uuid: states.get(uuid) for uuid in wait.arq_uuids}
 
     def _drop_overdue(self, now: datetime.datetime) -> None:

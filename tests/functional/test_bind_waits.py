@@ -76,6 +76,16 @@ class StuckWork:
         return None
 
 
+class ReleasingWork(binding.HostWork):
+    """Host work that records the handles it releases."""
+
+    def __init__(self) -> None:
+        self.released: list[str] = []
+
+    def release(self, handle: dict[str, Any]) -> None:
+        self.released.append(handle["uuid"])
+
+
 class BindThread:
     """``binder.bind(patch)`` on a thread of its own; what ends it in ``error``."""
 
@@ -181,7 +191,9 @@ def test_another_binder_fails_a_dead_binders_bind_at_its_deadline(
         db: Database, receiver: Receiver) -> None:
     dead, work, thread, uuid, instance = _dying_bind(db, receiver)
     deadline = _wait_of(db, instance).deadline
-    other = Binder(db, notifier=_nova(receiver), bind_timeout=1.0)
+    handle = arqs.held_handle(db, uuid)[1]["uuid"]
+    host = ReleasingWork()
+    other = Binder(db, host_work=host, notifier=_nova(receiver), bind_timeout=1.0)
     assert other.expire_overdue(now=deadline - SECOND) == []
     assert receiver.requests == []
     other.start_watch()
@@ -191,6 +203,7 @@ def test_another_binder_fails_a_dead_binders_bind_at_its_deadline(
         assert receiver.events() == [[_event(instance, uuid, "failed")]]
         assert _state(db, uuid) == "BindFailed"
         assert bind_waits.find(db, instance) is None
+        assert host.released == [handle]      # the dead one's host work is undone here
     finally:
         other.stop_watch()
         work.let_go.set()
