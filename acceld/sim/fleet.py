@@ -346,6 +346,8 @@ class Fleet:
                 self._stats.add("reports_accepted")
                 self._stats.add("reports_changed" if reply.get("changed")
                                 else "reports_unchanged")
+                if reply.get("conductor"):
+                    self._stats.accepted_by(reply["conductor"])
                 if self.hosts[name].accepted(life, report["epoch"], version):
                     self._count_first_accepted()
         finally:
