@@ -30,6 +30,12 @@ class Stats:
         with self._lock:
             self._counts[key] += n
 
+    def count(self, key: str) -> int:
+        """One counter (``reports_accepted``, ``heartbeats_sent``, ...) without the
+        snapshot's sort of the latencies: cheap enough to poll."""
+        with self._lock:
+            return self._counts[key]
+
     def failure(self, name: str) -> None:
         with self._lock:
             self._counts["reports_failed"] += 1

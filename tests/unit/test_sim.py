@@ -195,7 +195,8 @@ def test_accepted_reports_are_counted_by_the_conductor_that_answered():
     stats.add("reports_accepted")              # an answer that named no conductor
     out = stats.snapshot(2.0)
     assert out["reports_by_conductor"] == {"cond-a": 2, "cond-b": 1}
-    assert out["reports"]["accepted"] == 4
+    assert out["reports"]["accepted"] == stats.count("reports_accepted") == 4
+    assert stats.count("reports_failed") == 0
     out["reports_by_conductor"]["cond-a"] = 0   # a copy: the counters are not shared
     assert stats.snapshot(2.0)["reports_by_conductor"]["cond-a"] == 2
 
