@@ -358,18 +358,23 @@ def boot_floor(placement: Placement, trees: dict[str, list[Any]], computes: dict
     names = sorted(trees)
     shares = [{name: trees[name] for name in names[i::conductors]} for i in range(conductors)]
     before = placement.requests()
+    cpu = cpu_seconds(placement.proc.pid), time.process_time()
     started = time.perf_counter()
     boot_storm.ensure_names(own[0], trees)
     with futures.ThreadPoolExecutor(conductors) as pool:
         list(pool.map(lambda i: boot_storm.create_hosts(own[i], shares[i], computes, workers),
                       range(conductors)))
     return {"seconds": time.perf_counter() - started,
-            "requests": placement.requests() - before}
+            "requests": placement.requests() - before,
+            "placement_cpu_s": cpu_seconds(placement.proc.pid) - cpu[0],
+            "client_cpu_s": time.process_time() - cpu[1]}
 
 
 def boot_acceld(placement: Placement, sim: Sim, db: Database, prefix: str, hosts: int,
-                timeout: float) -> dict[str, Any]:
+                conductors: dict[str, subprocess.Popen], timeout: float) -> dict[str, Any]:
     before = placement.requests()
+    pids = [proc.pid for proc in conductors.values()]
+    cpu = cpu_seconds(placement.proc.pid), sum(map(cpu_seconds, pids))
     started = time.perf_counter()
     sim.ask("start")
     deadline = time.monotonic() + timeout
@@ -379,9 +384,12 @@ def boot_acceld(placement: Placement, sim: Sim, db: Database, prefix: str, hosts
                                f"{timeout:.0f} s")
         time.sleep(POLL)
     seconds = time.perf_counter() - started
+    placement_cpu = cpu_seconds(placement.proc.pid) - cpu[0]
+    conductor_cpu = sum(map(cpu_seconds, pids)) - cpu[1]
     requests = placement.requests() - before
     stats = sim.ask("stats")
-    return {"seconds": seconds, "requests": requests,
+    return {"seconds": seconds, "requests": requests, "placement_cpu_s": placement_cpu,
+            "conductor_cpu_s": conductor_cpu,
             "first_reports_accepted_s": stats["first_reports_accepted_s"],
             "reports_failed": stats["reports"]["failed"]}
 
@@ -447,7 +455,7 @@ def measure(hosts: int, conductors: int, acceld_first: bool, args: argparse.Name
         stack.callback(db.dispose)
         if not acceld_first:
             floor = boot_floor(placement, trees, computes, conductors, args.sync_workers)
-        acceld = boot_acceld(placement, sim, db, prefix, hosts, args.boot_timeout)
+        acceld = boot_acceld(placement, sim, db, prefix, hosts, procs, args.boot_timeout)
         if acceld_first:
             floor = boot_floor(placement, trees, computes, conductors, args.sync_workers)
         rss = {name: round(rss_mib(proc.pid), 1) for name, proc in procs.items()}
@@ -473,6 +481,10 @@ def summarize(hosts: int, conductors: int, acceld_first: bool, floor: dict[str, 
         "boot_ratio": round(acceld["seconds"] / floor["seconds"], 3),
         "boot_acceld_requests_per_host": round(acceld["requests"] / hosts, 2),
         "boot_floor_requests_per_host": round(floor["requests"] / hosts, 2),
+        "boot_acceld_placement_cpu_s": round(acceld["placement_cpu_s"], 2),
+        "boot_floor_placement_cpu_s": round(floor["placement_cpu_s"], 2),
+        "boot_conductor_cpu_s": round(acceld["conductor_cpu_s"], 2),
+        "boot_floor_client_cpu_s": round(floor["client_cpu_s"], 2),
         "boot_first_reports_accepted_s": acceld["first_reports_accepted_s"],
         "boot_reports_failed": acceld["reports_failed"],
         "storm_rounds": s["rounds"], "storm_reports": reports_done,
@@ -502,7 +514,7 @@ def summarize(hosts: int, conductors: int, acceld_first: bool, floor: dict[str, 
 def medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {"runs": len(runs)}
     for key, value in runs[0].items():
-        if isinstance(value, int | float) and not isinstance(value, bool):
+        if isinstance(value, int | float) and not isinstance(value, bool) and key != "run":
             out[key] = statistics.median(r[key] for r in runs)
     return out
 
