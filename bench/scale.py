@@ -536,6 +536,9 @@ def main() -> int:
                              "reports).")
     parser.add_argument("--boot-timeout", type=float, default=1800.0)
     parser.add_argument("--storm-timeout", type=float, default=600.0)
+    parser.add_argument("--first", choices=("floor", "acceld"), default="floor",
+                        help="The side of the boot storm that goes first in the first run "
+                             "(then they alternate; default floor).")
     parser.add_argument("--json-out", help="Also append every line printed to this file.")
     args = parser.parse_args()
     counts = [int(c) for c in args.conductors.split(",")]
@@ -550,7 +553,8 @@ def main() -> int:
     runs: dict[int, list[dict[str, Any]]] = {c: [] for c in counts}
     for i in range(args.runs):
         for count in counts:
-            run = one_run(args.hosts, count, acceld_first=bool(i % 2), args=args)
+            acceld_first = bool(i % 2) != (args.first == "acceld")
+            run = one_run(args.hosts, count, acceld_first=acceld_first, args=args)
             run["run"] = i
             emit(json.dumps(run))
             runs[count].append(run)
