@@ -93,39 +93,49 @@ def host_reports(hosts: list[str], devices: int, seq: int) -> list[reports.Inven
     return out
 
 
-def create_compute_nodes(client: pc.PlacementClient, names: list[str], workers: int) -> None:
+def create_compute_nodes(client: pc.PlacementClient, names: list[str],
+                         workers: int) -> dict[str, str]:
+    """Root providers named as the hosts (what Nova makes); name -> uuid."""
+    made = {name: str(uuid.uuid4()) for name in names}
+
     def one(name):
         client._request("POST", "/resource_providers", pc.WRITE_VERSION,
-                        {"name": name, "uuid": str(uuid.uuid4())})
+                        {"name": name, "uuid": made[name]})
     with futures.ThreadPoolExecutor(workers) as pool:
         list(pool.map(one, names))
+    return made
 
 
 def floor_tree(report: reports.InventoryReport) -> list[pp.DesiredProvider]:
-    """The providers acceld would publish for this report (same names, same shape)."""
+    """The providers acceld would publish for this report (same names, same shape): new
+    devices are inactive, so not schedulable (inventory reserved = total)."""
     rows = []
-    for dev in report.drivers[0].devices:
-        dev_uuid = identity.device_uuid(report.host, "fake", dev.identity)
-        for dep in dev.deployables:
-            rows.append(pp.DeployableRow(
-                rp_uuid=identity.rp_uuid(identity.deployable_uuid(dev_uuid, dep.name)),
-                name=dep.name, num_accelerators=dep.num_accelerators,
-                attributes=dep.attributes, vendor=dev.vendor, model=dev.model,
-                schedulable=False))
+    for driver in report.drivers:
+        for dev in driver.devices:
+            dev_uuid = identity.device_uuid(report.host, driver.name, dev.identity)
+            for dep in dev.deployables:
+                rows.append(pp.DeployableRow(
+                    rp_uuid=identity.rp_uuid(identity.deployable_uuid(dev_uuid, dep.name)),
+                    name=dep.name, num_accelerators=dep.num_accelerators,
+                    attributes=dep.attributes, vendor=dev.vendor, model=dev.model,
+                    schedulable=False))
     return list(pp.desired_tree(rows).values())
 
 
-def run_floor(client: CountingClient, storm: list[reports.InventoryReport],
-              computes: dict[str, str], workers: int) -> tuple[float, int]:
-    trees = {r.host: floor_tree(r) for r in storm}
+def ensure_names(client: pc.PlacementClient,
+                 trees: dict[str, list[pp.DesiredProvider]]) -> None:
+    """The custom resource classes and traits of ``trees``, each once."""
     names = pp.plan({p.uuid: p for t in trees.values() for p in t}, {})
-    client.count = 0
-    started = time.perf_counter()
     for rc in sorted(names.custom_classes):
         client.ensure_resource_class(rc)
     for trait in sorted(names.custom_traits):
         client.ensure_trait(trait)
 
+
+def create_hosts(client: pc.PlacementClient, trees: dict[str, list[pp.DesiredProvider]],
+                 computes: dict[str, str], workers: int) -> None:
+    """Each host's providers under its compute node with the fewest requests (per
+    provider: create, inventories, traits), ``workers`` hosts at a time."""
     def host(name):
         for p in trees[name]:
             gen = client.create_provider(p.uuid, p.name, computes[name]).generation
@@ -133,7 +143,23 @@ def run_floor(client: CountingClient, storm: list[reports.InventoryReport],
             client.set_traits(p.uuid, gen, set(p.traits))
     with futures.ThreadPoolExecutor(workers) as pool:
         list(pool.map(host, trees))
-    return time.perf_counter() - started, client.count
+
+
+def create_trees(client: pc.PlacementClient, trees: dict[str, list[pp.DesiredProvider]],
+                 computes: dict[str, str], workers: int) -> float:
+    """The floor: ``trees`` (host -> providers) made with the fewest requests; returns
+    the seconds taken."""
+    started = time.perf_counter()
+    ensure_names(client, trees)
+    create_hosts(client, trees, computes, workers)
+    return time.perf_counter() - started
+
+
+def run_floor(client: CountingClient, storm: list[reports.InventoryReport],
+              computes: dict[str, str], workers: int) -> tuple[float, int]:
+    trees = {r.host: floor_tree(r) for r in storm}
+    client.count = 0
+    return create_trees(client, trees, computes, workers), client.count
 
 
 def run_acceld(url: str, storm: list[reports.InventoryReport], workers: int,
@@ -178,8 +204,8 @@ def one_run(n: int, devices: int, workers: int, acceld_first: bool) -> dict[str,
         admin = CountingClient(clients.make_adapter(conf, "placement"))
         acceld_hosts = [f"storm-{i:04d}" for i in range(n)]
         floor_hosts = [f"floor-{i:04d}" for i in range(n)]
-        create_compute_nodes(admin, acceld_hosts + floor_hosts, workers)
-        computes = {h: admin.find_provider(h).uuid for h in floor_hosts}
+        made = create_compute_nodes(admin, acceld_hosts + floor_hosts, workers)
+        computes = {h: made[h] for h in floor_hosts}
         floor_storm = host_reports(floor_hosts, devices, 1)
         storm = host_reports(acceld_hosts, devices, 1)
         # Alternate which side goes first: the machine is shared and its load drifts.

@@ -705,6 +705,9 @@ def main(argv: list[str] | None = None) -> int:
 
     Prints ``PLACEMENT_URL=<url>`` once it serves, then runs until SIGTERM/SIGINT. Used by
     end-to-end tests and by ``bench/`` (so Placement's CPU is not in the measured process).
+    With ``--stats``, also ``PLACEMENT_STATS_URL=<url>``: a second loopback server whose
+    GET answers the recorder's counts (:func:`request_counts`), for a benchmark that
+    counts the requests a run sent from outside this process.
     """
     import argparse
     import signal
@@ -712,15 +715,48 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.placement_server")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--db-url")
+    parser.add_argument("--stats", action="store_true")
     args = parser.parse_args(argv)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     with PlacementServer(args.db_url, port=args.port) as server:
+        stats = _serve_counts(server) if args.stats else None
         print(f"PLACEMENT_URL={server.url}", flush=True)
+        if stats is not None:
+            host, port = stats.server_address[:2]
+            print(f"PLACEMENT_STATS_URL=http://{host}:{port}/", flush=True)
         while not stop.wait(0.5):
             pass
+        if stats is not None:
+            stats.shutdown()
+            stats.server_close()
     return 0
+
+
+def request_counts(records: list[Record]) -> dict[str, Any]:
+    """``requests`` (all), ``writes`` (not GET or HEAD) and ``by_method``."""
+    by_method: dict[str, int] = {}
+    for method, _path, _status in records:
+        by_method[method] = by_method.get(method, 0) + 1
+    return {"requests": len(records),
+            "writes": sum(n for m, n in by_method.items() if m not in ("GET", "HEAD")),
+            "by_method": by_method}
+
+
+def _serve_counts(placement: PlacementServer) -> LoopbackWSGIServer:
+    """A loopback server (free port, a thread of its own) answering every GET with
+    :func:`request_counts` of what ``placement`` has served so far."""
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        body = json.dumps(request_counts(placement.requests())).encode()
+        start_response("200 OK", [("Content-Type", "application/json"),
+                                  ("Content-Length", str(len(body)))])
+        return [body]
+
+    server = simple_server.make_server("127.0.0.1", 0, app, server_class=LoopbackWSGIServer,
+                                       handler_class=QuietHandler)
+    threading.Thread(target=server.serve_forever, name="placement-stats", daemon=True).start()
+    return server
 
 
 if __name__ == "__main__":

@@ -194,6 +194,12 @@ class Fleet:
         out["devices_per_host"] = sum(count for _kind, count in self.config.mix)
         return out
 
+    def count(self, key: str) -> int:
+        """One of the counters behind :meth:`stats`, named as there with its group:
+        ``reports_accepted``, ``reports_unchanged``, ``heartbeats_sent``, ... (cheap: a
+        caller may poll it)."""
+        return self._stats.count(key)
+
     # -- scheduling ----------------------------------------------------------------------------
     def _at(self, due: float, event: Callable[[], None]) -> None:
         with self._cond:
@@ -346,6 +352,8 @@ class Fleet:
                 self._stats.add("reports_accepted")
                 self._stats.add("reports_changed" if reply.get("changed")
                                 else "reports_unchanged")
+                if reply.get("conductor"):
+                    self._stats.accepted_by(reply["conductor"])
                 if self.hosts[name].accepted(life, report["epoch"], version):
                     self._count_first_accepted()
         finally:

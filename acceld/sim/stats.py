@@ -1,5 +1,6 @@
-"""What a fleet counts: reports by outcome, heartbeats, RPC calls served, report
-latencies, the faults played, and when the fleet converged."""
+"""What a fleet counts: reports by outcome (and the accepted ones by the conductor that
+answered), heartbeats, RPC calls served, report latencies, the faults played, and when
+the fleet converged."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ class Stats:
         self._counts: collections.Counter[str] = collections.Counter()
         self._failures: collections.Counter[str] = collections.Counter()
         self._served: collections.Counter[str] = collections.Counter()
+        self._by_conductor: collections.Counter[str] = collections.Counter()
         self._latencies: collections.deque[float] = collections.deque(maxlen=LATENCIES_KEPT)
         self._faults: list[dict[str, Any]] = []
         self.first_reports_accepted_s: float | None = None
@@ -28,10 +30,22 @@ class Stats:
         with self._lock:
             self._counts[key] += n
 
+    def count(self, key: str) -> int:
+        """One counter (``reports_accepted``, ``heartbeats_sent``, ...) without the
+        snapshot's sort of the latencies: cheap enough to poll."""
+        with self._lock:
+            return self._counts[key]
+
     def failure(self, name: str) -> None:
         with self._lock:
             self._counts["reports_failed"] += 1
             self._failures[name] += 1
+
+    def accepted_by(self, conductor: str) -> None:
+        """An accepted report whose answer named ``conductor`` (the host's owner): how
+        conductors that share the hosts split the reports."""
+        with self._lock:
+            self._by_conductor[conductor] += 1
 
     def served(self, method: str) -> None:
         with self._lock:
@@ -56,6 +70,7 @@ class Stats:
                        "sent", "accepted", "changed", "unchanged", "stale", "failed",
                        "dropped")},
                    "reports_failed_by_error": dict(self._failures),
+                   "reports_by_conductor": dict(self._by_conductor),
                    "heartbeats": {key: counts.get(f"heartbeats_{key}", 0) for key in (
                        "sent", "failed", "dropped", "skipped")},
                    "agent_restarted_sent": counts.get("agent_restarted", 0),

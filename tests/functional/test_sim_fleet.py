@@ -39,6 +39,7 @@ class Conductor:
                                             "operation_wait": 5.0})
         self.transport = rpc.LocalTransport(workers=8)
         self.manager, self._server = wiring.start_conductor(conf, self.db, self.transport)
+        self.host = conf.host
 
     def stop(self) -> None:
         self._server.stop()
@@ -87,6 +88,8 @@ def test_a_fleet_converges_to_its_inventory(conductor, fleet_of):
     assert stats["reports"]["failed"] == stats["reports"]["stale"] == 0
     assert stats["reports"]["changed"] == 8            # the first of each; then unchanged
     assert stats["agent_restarted_sent"] == 8
+    # the answers name the conductor that owns each host: this one, for all of them
+    assert stats["reports_by_conductor"] == {conductor.host: stats["reports"]["accepted"]}
     assert stats["hosts"] == {"total": 8, "up": 8, "synced": 8, "served": 0}
     expected = fleet.expected_inventory()
     assert [len(devices) for devices in expected.values()] == [8] * 8

@@ -10,6 +10,7 @@ from acceld.sim import devices as devmod
 from acceld.sim import scenario as scen
 from acceld.sim.fleet import FleetConfig, host_names
 from acceld.sim.host import SimHost
+from acceld.sim.stats import Stats
 
 
 def _host(name: str = "sim-00000", mix: str = "gpu_mig=2,vgpu=2,fpga=1,qat_vf=2,nic_vf=1",
@@ -184,6 +185,20 @@ def test_synced_follows_what_was_accepted():
     host.start_agent()
     assert not host.accepted(stale_life, report["epoch"], version)
     assert not host.synced()
+
+
+def test_accepted_reports_are_counted_by_the_conductor_that_answered():
+    stats = Stats()
+    for conductor in ("cond-a", "cond-b", "cond-a"):
+        stats.add("reports_accepted")
+        stats.accepted_by(conductor)
+    stats.add("reports_accepted")              # an answer that named no conductor
+    out = stats.snapshot(2.0)
+    assert out["reports_by_conductor"] == {"cond-a": 2, "cond-b": 1}
+    assert out["reports"]["accepted"] == stats.count("reports_accepted") == 4
+    assert stats.count("reports_failed") == 0
+    out["reports_by_conductor"]["cond-a"] = 0   # a copy: the counters are not shared
+    assert stats.snapshot(2.0)["reports_by_conductor"]["cond-a"] == 2
 
 
 # -- scenarios ------------------------------------------------------------------------------

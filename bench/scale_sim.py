@@ -1,0 +1,123 @@
+"""The simulator's process for ``bench/scale.py``: an acceld-sim fleet driven by lines on
+stdin.
+
+The ``acceld-sim`` command runs a fleet for a duration or until it has converged;
+scale.py needs more from another process (so that the simulator's CPU is in neither the
+conductors' nor Placement's): start the fleet at a moment of its choosing, read its
+counters at the edges of a measured window, and have every host report at once. One
+command a line, each answered by one line ``SIM <json>`` on stdout (the log goes to
+stderr):
+
+* ``start``: the fleet starts (every host's agent boots and reports at once);
+* ``stats``: the fleet's ``stats()``;
+* ``rounds K TIMEOUT``: K rounds of one report from every host (each round starts when
+  the previous one is all answered): the reports accepted, unchanged and by conductor
+  in them, and each round's seconds;
+* ``stop``, or the end of stdin (scale.py went away): the fleet stops, the process exits.
+
+Usage: python bench/scale_sim.py --transport-url URL --hosts N --host-prefix P
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from acceld import conf as config  # noqa: E402
+from acceld import rpc  # noqa: E402
+from acceld.sim.fleet import Fleet, FleetConfig  # noqa: E402
+
+PREFIX = "SIM "
+POLL = 0.01          # seconds between two looks at the accepted counter during a round
+
+
+def answer(value: dict[str, Any]) -> None:
+    sys.stdout.write(PREFIX + json.dumps(value) + "\n")
+    sys.stdout.flush()
+
+
+def rounds(fleet: Fleet, count: int, timeout: float) -> dict[str, Any]:
+    """``count`` rounds of one report per host; stops at ``timeout`` s in all."""
+    hosts = len(fleet.hosts)
+    before = fleet.stats()
+    deadline = time.monotonic() + timeout
+    seconds = []
+    done = True
+    for _ in range(count):
+        target = fleet.count("reports_accepted") + hosts
+        started = time.monotonic()
+        for name in fleet.hosts:
+            fleet.wake(name)
+        while fleet.count("reports_accepted") < target:
+            if time.monotonic() >= deadline:
+                done = False
+                break
+            time.sleep(POLL)
+        seconds.append(time.monotonic() - started)
+        if not done:
+            break
+    after = fleet.stats()
+    by = {c: n - before["reports_by_conductor"].get(c, 0)
+          for c, n in after["reports_by_conductor"].items()}
+    return {"done": done, "rounds": len(seconds), "seconds": seconds,
+            "reports": {k: after["reports"][k] - before["reports"][k]
+                        for k in after["reports"]},
+            "reports_by_conductor": {c: n for c, n in by.items() if n},
+            "heartbeats_sent": after["heartbeats"]["sent"] - before["heartbeats"]["sent"]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--transport-url", required=True)
+    parser.add_argument("--hosts", type=int, required=True)
+    parser.add_argument("--host-prefix", required=True)
+    parser.add_argument("--workers", type=int, default=16)
+    parser.add_argument("--report-interval", type=float, default=3600.0)
+    parser.add_argument("--heartbeat-interval", type=float, default=30.0)
+    parser.add_argument("--rpc-timeout", type=int, default=60)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    conf = config.load([], config_files=[], overrides={"DEFAULT": {
+        "transport_url": args.transport_url, "rpc_timeout": args.rpc_timeout}})
+    transport = rpc.MessagingTransport(conf)
+    fleet = Fleet(transport, FleetConfig(
+        hosts=args.hosts, host_prefix=args.host_prefix, report_interval=args.report_interval,
+        heartbeat_interval=args.heartbeat_interval, workers=args.workers))
+    started = False
+    try:
+        answer({"ready": True})
+        for line in sys.stdin:
+            words = line.split()
+            if not words:
+                continue
+            if words[0] == "start":
+                fleet.start()
+                started = True
+                answer({"started": True})
+            elif words[0] == "stats":
+                answer(fleet.stats())
+            elif words[0] == "rounds":
+                answer(rounds(fleet, int(words[1]), float(words[2])))
+            elif words[0] == "stop":
+                break
+            else:
+                answer({"error": f"unknown command {words[0]!r}"})
+    finally:
+        if started:
+            fleet.stop()
+        transport.close()
+    answer({"stopped": True})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
