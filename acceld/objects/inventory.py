@@ -49,12 +49,14 @@ def apply_report(db: Database, report: reports.InventoryReport) -> ApplyResult:
         provider = report.provider_name or report.host
         if svc is None:
             s.add(m.Service(host=report.host, binary=AGENT_BINARY, last_seen_at=now,
-                            report_epoch=report.epoch, report_seq=report.seq,
-                            report_digest=digest, provider_name=provider))
+                            version=report.agent_version, report_epoch=report.epoch,
+                            report_seq=report.seq, report_digest=digest,
+                            provider_name=provider))
         else:
             svc.report_epoch, svc.report_seq, svc.report_digest = (
                 report.epoch, report.seq, digest)
             svc.last_seen_at, svc.provider_name = now, provider
+            svc.version = report.agent_version
         return ApplyResult(changed=not plan.is_empty() or svc is None
                            or svc.provider_name != provider,
                            changed_devices=tuple(changed))

@@ -179,3 +179,15 @@ def test_a_first_report_and_a_first_heartbeat_of_a_host_both_land(db):
             thread.join(30)
         assert _owners(db)[(host, AGENT)] in ("cond1", None)
     assert failures == []
+
+
+def test_a_report_stamps_its_service_row_with_the_agent_version(db):
+    """Liveness is the heartbeats', but the row a changed report writes shows the agent's
+    version already (before its first heartbeat is recorded)."""
+    from acceld import reports
+    from acceld.objects import inventory
+
+    inventory.apply_report(db, reports.InventoryReport(host="fresh", epoch="e", seq=1,
+                                                       drivers=(), agent_version="9.9"))
+    (row,) = [r for r in services.list_services(db, DOWN_TIME) if r["host"] == "fresh"]
+    assert (row["binary"], row["version"], row["alive"]) == (AGENT, "9.9", True)
