@@ -12,6 +12,7 @@ import ctypes
 import time
 
 import pytest
+from oslo_config import cfg
 
 from acceld import reports
 from acceld.agent.drivers.base import HEALTH_STATES, DriverContext
@@ -19,7 +20,6 @@ from acceld.agent.drivers.nvidia import NvidiaDriver
 from acceld.hw import pci
 from acceld.hw.nvml import NvmlBackend
 from acceld.hw.sysfs import Sysfs
-from tests.helpers import make_conf
 
 pytestmark = pytest.mark.gpu
 
@@ -46,9 +46,18 @@ def backend():
     nvml.close()
 
 
+def _driver_conf() -> cfg.ConfigOpts:
+    """The driver's own option group with its defaults: all it reads (and little to carry
+    to a GPU host, where these tests run without the rest of acceld's dependencies)."""
+    conf = cfg.ConfigOpts()
+    conf.register_opts(NvidiaDriver.conf_opts, group=NvidiaDriver.conf_group)
+    conf([], default_config_files=[])
+    return conf
+
+
 @pytest.fixture
 def driver(backend, tmp_path):
-    ctx = DriverContext(conf=make_conf(), host="gpu-host", state_dir=str(tmp_path),
+    ctx = DriverContext(conf=_driver_conf(), host="gpu-host", state_dir=str(tmp_path),
                         sysfs=Sysfs("/"), nvml=backend)
     return NvidiaDriver(ctx)
 
