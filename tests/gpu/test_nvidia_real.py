@@ -4,6 +4,11 @@ Runs only where ``libnvidia-ml.so.1`` loads and NVML initialises (a GPU host wit
 NVIDIA driver); everywhere else each test skips and says why. What it proves that the
 fakes cannot: the binding's structs and our address normalisation match the real
 library, NVML's view and sysfs agree, and the driver reports what is really there.
+
+It needs only pytest, oslo.config and the packages acceld.reports imports (jsonschema and
+its own), not acceld's whole configuration: on a bare GPU host, copy those into a folder
+(built for that host's Python) and run
+``PYTHONPATH=.:FOLDER python3 -m pytest -o addopts= --noconftest tests/gpu``.
 """
 
 from __future__ import annotations
