@@ -6,7 +6,7 @@ envelope ``{"acceld_object.name", "acceld_object.namespace": "acceld",
 ``MAJOR.MINOR``: a new optional field bumps the minor version, a renamed or removed one
 the major (consumers check the major). :data:`EVENTS` lists every event type with its
 payload class, priority and when it is sent: docs/notifications.md describes them, and
-``python -m acceld.notify.payloads`` writes docs/notification-schemas.json (the schema of
+``python -m acceld.notify`` writes docs/notification-schemas.json (the schema of
 every payload, which the tests validate every notification they receive against).
 
 Payload versions (one line of history each; a test guards the list):
@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
-import sys
 from collections.abc import Mapping
 from typing import Any, ClassVar, NamedTuple
 
@@ -360,7 +359,3 @@ def schemas() -> dict[str, Any]:
 
 def render_schemas() -> str:
     return json.dumps(schemas(), indent=2, sort_keys=True) + "\n"
-
-
-if __name__ == "__main__":
-    sys.stdout.write(render_schemas())
