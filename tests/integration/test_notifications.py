@@ -1,15 +1,19 @@
 """Versioned notifications and the usage broadcast, end to end on a real RabbitMQ.
 
-``acceld conductor`` + ``agent`` + ``api`` (PostgreSQL, RabbitMQ) run with the fake
-driver; an oslo.messaging notification listener on the ``notifications`` topic takes
-everything they send while the test walks a device and an ARQ through their life
-cycles, and every payload is validated against its schema (acceld.notify.payloads, as
-docs/notification-schemas.json publishes it).
+acceld's conductor, agent (fake driver) and API run as ``acceld conductor|agent|api``
+build them (``acceld.wiring``: each with its own notifier, publisher ``<service>:<host>``)
+on oslo.messaging over RabbitMQ, in this process (three processes would add tens of
+seconds of start-up on a loaded machine and test nothing more here). An oslo.messaging
+notification listener on the ``notifications`` topic takes everything they send while
+the test walks a device and an ARQ through their life cycles, and every payload is
+validated against its schema (acceld.notify.payloads, as docs/notification-schemas.json
+publishes it).
 """
 
 from __future__ import annotations
 
-import queue
+import json
+import os
 import threading
 import uuid
 from collections.abc import Iterator
@@ -18,12 +22,15 @@ from typing import Any
 import jsonschema
 import oslo_messaging
 import pytest
+import webob
 
+from acceld import rpc, wiring
+from acceld.db import migration
 from acceld.notify import payloads
 from tests import helpers
-from tests.integration import procs as p
+from tests.stack import wait_for
 
-pytestmark = [pytest.mark.rabbitmq, pytest.mark.postgresql]
+pytestmark = pytest.mark.rabbitmq
 
 V2 = {"OpenStack-API-Version": "accelerator 2.3"}
 NOVA = {**V2, "X-Service-Token": "nova"}     # noauth: a service token's "service" role
@@ -36,7 +43,6 @@ class Received:
     def __init__(self) -> None:
         self.all: list[dict[str, Any]] = []
         self._lock = threading.Lock()
-        self.arrived: queue.Queue[str] = queue.Queue()
         for priority in PRIORITIES:
             setattr(self, priority, self._taker(priority))
 
@@ -71,49 +77,101 @@ def listener(isolated_rabbit_url: str) -> Iterator[Received]:
         transport.cleanup()
 
 
-def _call(api: p.Api, method: str, path: str, body: Any = None, status: int = 200,
+class Acceld:
+    """Conductor + agent + API of one host on the bus at ``url``, as ``acceld conductor``,
+    ``acceld agent`` and ``acceld api`` build them."""
+
+    def __init__(self, url: str, db_url: str) -> None:
+        self.host = f"itest-{uuid.uuid4().hex[:10]}"
+        self.conf = helpers.make_conf(
+            DEFAULT={"transport_url": url, "host": self.host, "rpc_timeout": 5},
+            agent={"report_interval": 0.5, "retry_interval": 0.2},
+            conductor={"operation_wait": 5.0},
+            fake_driver={"device_count": 4},
+            notifications={"usage_period": 0.5},
+            database={"connection": db_url})
+        self.control_file = os.path.join(self.conf.state_path, "fake-control.json")
+        self.conf.set_override("control_file", self.control_file, group="fake_driver")
+        self.db = wiring.database(self.conf, services=True)
+        migration.upgrade(self.db)
+        self.transport = rpc.MessagingTransport(self.conf)
+        self.conductor, self._cond_server = wiring.start_conductor(self.conf, self.db,
+                                                                   self.transport)
+        self.agent, self._agent_server = wiring.start_agent(self.conf, self.transport)
+        self.app = wiring.api_app(self.conf, self.db, self.transport)
+
+    def fail_driver(self) -> None:
+        with open(self.control_file, "w", encoding="utf-8") as f:
+            json.dump({"device_count": 4, "fail": True}, f)
+
+    def stop(self) -> None:
+        for stop in (self.agent.stop, self._agent_server.stop, self._cond_server.stop,
+                     self.conductor.stop, self.transport.close):
+            stop()
+
+
+@pytest.fixture
+def acceld(isolated_rabbit_url: str, make_db_url: Any, listener: Received) -> Iterator[Acceld]:
+    """Started after the listener: the topic's queues exist before the first send."""
+    running = Acceld(isolated_rabbit_url, make_db_url("sqlite"))
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def _call(app: Any, method: str, path: str, body: Any = None, status: int = 200,
           headers: dict[str, str] = V2) -> Any:
-    resp = api.send(method, path, body, headers=headers)
-    assert resp.status_code == status, f"{method} {path}: {resp.status_code} {resp.text}"
-    return resp.json() if resp.content else None
+    req = webob.Request.blank(path, method=method, headers=headers)
+    if body is not None:
+        req.content_type = "application/json"
+        req.body = json.dumps(body).encode()
+    resp = req.get_response(app)
+    assert resp.status_int == status, f"{method} {path}: {resp.status} {resp.text}"
+    return resp.json if resp.body else None
 
 
-def test_notifications_on_rabbitmq_match_their_schemas(acceld_procs, make_db_url,
-                                                       isolated_rabbit_url, listener):
-    dep = p.start_three_process(acceld_procs, db_url=make_db_url("postgresql"),
-                                transport_url=isolated_rabbit_url, host=p.unique_host(),
-                                device_count=4, notifications={"usage_period": 0.5})
-    inventory = p.wait_inventory(dep, 4)
+def _inventory(app: Any) -> list[dict[str, Any]] | None:
+    found = _call(app, "GET", "/v1/accelerators")["accelerator"]
+    return found if len(found) == 4 else None
+
+
+def test_notifications_on_rabbitmq_match_their_schemas(acceld: Acceld,
+                                                       listener: Received) -> None:
+    app = acceld.app
+    inventory = wait_for(lambda: _inventory(app), timeout=20)
     gpu = next(r for r in inventory if r["device_type"] == "GPU")
-    assert dep.api.set_state(gpu["uuid"], "ready").json()["state"] == "ready"
-    rp = next(d["rp_uuid"] for d in _call(dep.api, "GET", "/v2/deployables")["deployables"]
-              if d["device_id"] == _device_id(dep.api, gpu["uuid"]))
+    assert _call(app, "PUT", f"/v1/accelerators/{gpu['uuid']}/state",
+                 {"state": "ready"})["state"] == "ready"
+    # the fake driver's first device is its GPU, deployable <host>_fake_3b
+    rp = next(d["rp_uuid"] for d in _call(app, "GET", "/v2/deployables")["deployables"]
+              if d["name"] == f"{acceld.host}_fake_3b")
 
-    _call(dep.api, "POST", "/v2/device_profiles",
+    _call(app, "POST", "/v2/device_profiles",
           [{"name": "notified", "groups": [{"resources:PGPU": "1"}]}], status=201)
-    (arq,) = _call(dep.api, "POST", "/v2/accelerator_requests",
+    (arq,) = _call(app, "POST", "/v2/accelerator_requests",
                    {"device_profile_name": "notified"}, status=201)["arqs"]
     instance = str(uuid.uuid4())
-    _call(dep.api, "PATCH", "/v2/accelerator_requests",
-          helpers.bind_patch(arq["uuid"], dep.host, rp, instance), status=202, headers=NOVA)
-    _call(dep.api, "PATCH", "/v2/accelerator_requests",
-          {arq["uuid"]: [{"op": "remove", "path": "/hostname"}]}, status=202, headers=NOVA)
-    _call(dep.api, "DELETE", f"/v2/accelerator_requests/{arq['uuid']}", status=204,
+    _call(app, "PATCH", "/v2/accelerator_requests",
+          helpers.bind_patch(arq["uuid"], acceld.host, rp, instance), status=202,
           headers=NOVA)
-    p.write_control(dep.control_file, device_count=4, fail=True)   # the driver fails
+    _call(app, "PATCH", "/v2/accelerator_requests",
+          {arq["uuid"]: [{"op": "remove", "path": "/hostname"}]}, status=202, headers=NOVA)
+    _call(app, "DELETE", f"/v2/accelerator_requests/{arq['uuid']}", status=204,
+          headers=NOVA)
+    acceld.fail_driver()
 
     wanted = {"acceld.device.discovered": 4, "acceld.device.state_change": 2,
               "acceld.arq.created": 1, "acceld.arq.bound": 1, "acceld.arq.unbound": 1,
               "acceld.arq.deleted": 1, "acceld.driver.failure": 1, "acceld.device.usage": 2}
-    p.wait_until(lambda: all(len(listener.of(e)) >= n for e, n in wanted.items()), 20,
-                 f"the notifications {wanted}")
+    wait_for(lambda: all(len(listener.of(e)) >= n for e, n in wanted.items()), timeout=20)
 
     for note in listener.all:
         event = payloads.EVENTS[note["event_type"]]
         jsonschema.validate(note["payload"], event.payload.schema())
         assert note["priority"] == event.priority
         assert note["publisher_id"].split(":")[0] in event.publisher
-        assert note["publisher_id"].endswith(f":{dep.host}")
+        assert note["publisher_id"].endswith(f":{acceld.host}")
 
     data = [n["payload"]["acceld_object.data"] for n in listener.of("acceld.device.discovered")]
     assert sorted(d["uuid"] for d in data) == sorted(r["uuid"] for r in inventory)
@@ -127,16 +185,12 @@ def test_notifications_on_rabbitmq_match_their_schemas(acceld_procs, make_db_url
     assert arq_notes["acceld.arq.bound"]["instance_uuid"] == instance
     assert arq_notes["acceld.arq.bound"]["device_rp_uuid"] == rp
     assert arq_notes["acceld.arq.unbound"]["state"] == "Unbound"
-    assert listener.of("acceld.driver.failure")[0]["publisher_id"] == f"acceld-agent:{dep.host}"
+    assert listener.of("acceld.driver.failure")[0]["publisher_id"] == f"acceld-agent:{acceld.host}"
 
     usage = [n["payload"]["acceld_object.data"] for n in listener.of("acceld.device.usage")]
     first = usage[0]
-    assert (first["host"], first["period_s"]) == (dep.host, 0.5)
+    assert (first["host"], first["period_s"]) == (acceld.host, 0.5)
     assert sorted(d["type"] for d in first["devices"]) == ["FPGA", "GPU", "NIC", "QAT"]
     gpu_metrics = next(d["metrics"] for d in first["devices"] if d["type"] == "GPU")
     assert set(gpu_metrics) == set(payloads.METRICS)
 
-
-def _device_id(api: p.Api, device_uuid: str) -> int:
-    """The v2 device's id (what its deployables point at)."""
-    return int(_call(api, "GET", f"/v2/devices/{device_uuid}")["id"])
