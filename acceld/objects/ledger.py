@@ -128,7 +128,7 @@ def list_entries(db: Database, *, project_id: str | None = None,
 _HOLDING_ROWS = (select(_led.c.id, _led.c.at, _led.c.event, _led.c.device_uuid,
                         _led.c.arq_uuid, _led.c.project_id, _led.c.host,
                         _led.c.instance_uuid,
-                        func.lead(_led.c.at).over(
+                        func.lead(_led.c.at, type_=_led.c.at.type).over(
                             partition_by=(_led.c.device_uuid, _led.c.arq_uuid),
                             order_by=_led.c.id).label("ended_at"))
                  .where(_led.c.event.in_(sorted(STARTS | ENDS)),
