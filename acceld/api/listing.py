@@ -46,15 +46,16 @@ def page_params(req: webob.Request, q: dict[str, str]) -> tuple[int | None, str 
     return limit, marker
 
 
-def respond(req: webob.Request, key: str, found: Listing, present: Present) -> util.Reply:
+def respond(req: webob.Request, key: str, found: Listing, present: Present,
+            marker_key: str = "uuid") -> util.Reply:
     """The answer ``{key: [...]}`` for ``found`` (see the module's doc), each item as
-    ``present`` shows it."""
+    ``present`` shows it; the next page's marker is the last item's ``marker_key``."""
     items = [present(req, item) for item in found.items]
     if found.limit is not None:
         body: dict[str, Any] = {key: items}
         if not found.complete:      # the request's URL with the next page's marker
             params = [(k, v) for k, v in req.GET.items() if k != "marker"]
-            query = urllib.parse.urlencode([*params, ("marker", found.items[-1]["uuid"])])
+            query = urllib.parse.urlencode([*params, ("marker", found.items[-1][marker_key])])
             href = f"{util.base_url(req)}{req.environ.get('PATH_INFO', '')}?{query}"
             body[f"{key}_links"] = [{"rel": "next", "href": href}]
         return util.json_response(body)

@@ -21,6 +21,7 @@ from acceld.api.handlers import (
     arqs,
     device_profiles,
     hot_plug,
+    ledger,
     operator,
     program,
     root,
@@ -101,6 +102,8 @@ OPERATIONS: dict[str, dict[str, Op]] = {
     "/v1/placement/sync": {
         "POST": Op(operator.placement_sync, 200, r.PLACEMENT_SYNC, body=v1.PLACEMENT_SYNC,
                    body_optional=True, errors=(503,))},
+    "/v1/ledger": {"GET": Op(ledger.list_ledger, 200, r.LEDGER, query=v1.LEDGER_QUERY)},
+    "/v1/usage": {"GET": Op(ledger.usage, 200, r.USAGE, query=v1.USAGE_QUERY)},
     "/v2": {"GET": Op(root.v2, 200, r.V2_VERSION, query=v2.NO_QUERY)},
     "/v2/devices": {
         "GET": Op(v2_inventory.list_devices, 200, r.DEVICES, query=v2.DEVICE_LIST_QUERY)},

@@ -463,3 +463,34 @@ def arq_detach(client: Client, args: argparse.Namespace) -> int:
                        "the detach again to keep waiting")
     return 0
 
+
+
+# --- allocation ledger ---------------------------------------------------------------
+
+LEDGER_COLUMNS = ("id", "at", "event", "kind", "device_uuid", "deployable_uuid",
+                  "attach_handle_uuid", "arq_uuid", "instance_uuid", "host", "project_id",
+                  "user_id", "from_state", "to_state")
+
+
+def usage(client: Client, args: argparse.Namespace) -> int:
+    """GET /v1/usage: device-hours per ``--group-by`` value (table, JSON or CSV)."""
+    body = client.get("/v1/usage", {"project_id": args.project, "since": args.since,
+                                    "until": args.until, "group_by": args.group_by})
+    rows = _list_key(body, "usage")
+    print_list(rows, (args.group_by, "device_hours", "holdings"), args.format)
+    if args.format == "table":
+        print_line(f"from {body.get('since')} to {body.get('until')} (UTC)")
+    return 0
+
+
+def ledger_list(client: Client, args: argparse.Namespace) -> int:
+    """GET /v1/ledger; with --limit, stderr says where a next page starts."""
+    body = client.get("/v1/ledger", {
+        "project_id": args.project, "device_uuid": args.device, "arq_uuid": args.arq,
+        "since": args.since, "until": args.until, "limit": args.limit,
+        "marker": args.marker})
+    rows = _list_key(body, "ledger")
+    print_list(rows, LEDGER_COLUMNS, args.format)
+    if rows and body.get("ledger_links"):
+        print_progress(f"more rows follow: --marker {rows[-1].get('id')}")
+    return 0

@@ -4,6 +4,7 @@ cursor, recolour the screen or reorder what follows it; JSON output is exact JSO
 
 from __future__ import annotations
 
+import csv
 import json
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -63,8 +64,19 @@ def print_list(rows: Iterable[dict[str, Any]], columns: Sequence[str], fmt: str,
     items = list(rows)
     if fmt == "json":
         return print_json(items)
+    if fmt == "csv":
+        return print_csv(items, columns)
     render = {col: (formatters or {}).get(col, render_value) for col in columns}
     _print_table(list(columns), ([render[col](item.get(col)) for col in columns] for item in items))
+
+
+def print_csv(rows: Iterable[dict[str, Any]], columns: Sequence[str]) -> None:
+    """Print objects as CSV (RFC 4180, a header line of ``columns``): for spreadsheets and
+    scripts, so the values are exact (quoted, not escaped)."""
+    writer = csv.writer(sys.stdout, lineterminator="\r\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([render_value(row.get(col)) for col in columns])
 
 
 def print_object(obj: dict[str, Any], fmt: str) -> None:

@@ -72,12 +72,14 @@ def _positive_seconds(text: str) -> float:
 
 
 def _verb(subparsers: Any, name: str, handler: Handler, help_text: str,
-          description: str | None = None, uuid: str | None = None) -> argparse.ArgumentParser:
-    """A verb: its line in the list of commands, its --help's head, its UUID argument."""
+          description: str | None = None, uuid: str | None = None,
+          formats: tuple[str, ...] = FORMATS) -> argparse.ArgumentParser:
+    """A verb: its line in the list of commands, its --help's head, its UUID argument,
+    the output ``formats`` it offers."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         name, help=help_text, description=description or help_text, epilog=VERB_EPILOG)
     # SUPPRESS keeps a sub-command from overwriting a -f given before the verb.
-    parser.add_argument("-f", "--format", choices=FORMATS, default=argparse.SUPPRESS,
+    parser.add_argument("-f", "--format", choices=formats, default=argparse.SUPPRESS,
                         help="output format (default: table)")
     parser.set_defaults(handler=handler)
     if uuid:
@@ -217,6 +219,28 @@ def _add_hot_plug_verbs(subparsers: Any) -> None:
                         "device, with progress on stderr (default %(default)s)")
 
 
+def _add_ledger_verbs(subparsers: Any) -> None:
+    when = ("an ISO 8601 date or UTC date and time (2026-01-31, 2026-01-31T08:00:00Z, "
+            "or with an offset)")
+    p = _verb(subparsers, "usage", commands.usage,
+              "device-hours per project (or device, host, instance) from the ledger",
+              "device-hours held in [--since, --until) from the allocation ledger, per "
+              "project or --group-by; a holding still open counts up to --until (default: "
+              "now). Administrators only.", formats=(*FORMATS, "csv"))
+    p.add_argument("--project", help="only this project's holdings")
+    p.add_argument("--since", required=True, help=when)
+    p.add_argument("--until", help=f"{when}; default: now")
+    p.add_argument("--group-by", choices=("project", "device", "host", "instance"),
+                   default="project")
+    p = _verb(subparsers, "ledger-list", commands.ledger_list,
+              "list allocation ledger rows (bind, unbind, attach, detach)",
+              formats=(*FORMATS, "csv"))
+    for option in ("--project", "--device", "--arq", "--since", "--until"):
+        p.add_argument(option)
+    p.add_argument("--limit", type=_number(int, 1, "an integer", "must be >= 1"))
+    p.add_argument("--marker", help="the id of the row after which the page starts")
+
+
 def _add_placement_verbs(subparsers: Any) -> None:
     placement = subparsers.add_parser("placement", help="Placement: sync, status",
                                       description="Placement sync", epilog=VERB_EPILOG)
@@ -258,6 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_placement_verbs(subparsers)
     _add_seed_verbs(subparsers)
     _add_hot_plug_verbs(subparsers)
+    _add_ledger_verbs(subparsers)
     p = subparsers.add_parser("help", help="show the help of acceld or of one command",
                               description="show the help of acceld or of one command",
                               epilog=VERB_EPILOG)

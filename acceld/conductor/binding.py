@@ -399,7 +399,8 @@ class Binder:
                                   instance_uuid=fields["instance_uuid"],
                                   owner=fields["project_id"], project_id=project_id,
                                   needs_host_work=self._needs_host_work,
-                                  unbound_instances=unbound_instances)
+                                  unbound_instances=unbound_instances,
+                                  user_id=fields.get("user_id"))
         if bound:
             LOG.info("ARQ %s bound to %s on %s", uuid, handle["uuid"], fields["hostname"])
             self._announce("acceld.arq.bound", uuid, st.ARQ_BOUND)

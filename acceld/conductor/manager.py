@@ -26,7 +26,7 @@ from acceld.conductor.placement_syncer import PlacementSyncer
 from acceld.conductor.ring import HostRing, make_ring, owner_on
 from acceld.db.api import Database
 from acceld.notify import payloads
-from acceld.objects import accelerators, holders, inventory, services
+from acceld.objects import accelerators, holders, inventory, ledger, services
 from acceld.objects import placement as placement_objects
 from acceld.objects import program as program_objects
 from acceld.rpc import AgentClient, ConductorClient
@@ -39,6 +39,8 @@ CONDUCTOR_BINARY = "acceld-conductor"
 PROGRAM_GRACE = 60.0
 # What a conductor hands to the owner of the host it concerns (``forwarded``): the
 # owner's memory (newest report, waiters) or periodic work is involved.
+# The ring key whose owner purges the ledger (one conductor of several; any one will do).
+LEDGER_PURGER = "acceld-ledger-purge"
 FORWARDED = ("report_inventory", "host_changed", "agent_restarted", "set_state",
              "placement_sync")
 
@@ -139,12 +141,26 @@ class ConductorManager:
                     last_redrive = time.monotonic()
                     self.redrive_operations()
                     self.reconcile_hot_plug()
+                    self.purge_ledger()
                 if self.placement is not None and \
                         time.monotonic() - last_sync >= self._conf.placement.sync_interval:
                     last_sync = time.monotonic()
                     self.placement.schedule_all()
             except Exception:  # the loop must survive a database outage
                 LOG.exception("conductor periodic task failed")
+
+    def purge_ledger(self, now: datetime.datetime | None = None) -> int:
+        """Deletes one bounded batch of ledger rows past ``[ledger] retention_days``
+        (naive UTC ``now``); the count. Only the conductor owning :data:`LEDGER_PURGER` on
+        the ring purges (the purge is idempotent anyway); 0 days keeps every row."""
+        days = self._conf.ledger.retention_days
+        if not days or not self.ring.owns(LEDGER_PURGER):
+            return 0
+        before = (now or timeutils.utcnow()) - datetime.timedelta(days=days)
+        purged = ledger.purge(self._db, before, self._conf.ledger.purge_batch)
+        if purged:
+            LOG.info("purged %d ledger rows older than %s (UTC)", purged, before)
+        return purged
 
     def flush_heartbeats(self) -> None:
         """Write the coalesced beats, each agent's with the conductor owning its host."""

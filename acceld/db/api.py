@@ -76,15 +76,16 @@ def _make_engine(url: str, pool: dict[str, Any], *, autocommit: bool = False
         options["pool_recycle"] = _RECYCLE
         if name in _MYSQL_DIALECTS:
             options["connect_args"] = {"sql_mode": "TRADITIONAL"}
+            # the two-table compare-and-swap UPDATEs of acceld.objects.arqs restrict each
+            # table by its key, with no join between them, on purpose (they run in a
+            # transaction with their ledger line, and on the autocommit engine)
+            options["enable_from_linting"] = False
             # the reset listener of _rollback_only_open_transactions decides
             options["pool_reset_on_return"] = None
         elif name == "postgresql":
             options["client_encoding"] = "utf8"
         if autocommit:
-            # enable_from_linting: the two-table compare-and-swap UPDATEs of
-            # acceld.objects.arqs restrict each table by its key, with no join between
-            # them, on purpose
-            options.update(pool_reset_on_return=None, enable_from_linting=False)
+            options.update(pool_reset_on_return=None)
     engine = sqlalchemy.create_engine(parsed, **options)
     _connect_errors_as_connection_errors(engine)    # first: oslo.db's filters re-raise
     exc_filters.register_engine(engine)

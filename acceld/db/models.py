@@ -275,6 +275,34 @@ class BindWait(_Row, Base):
     deadline: Mapped[datetime.datetime] = mapped_column(DateTime)
 
 
+class LedgerEntry(Base):
+    """One line of the allocation ledger (``acceld.objects.ledger``): append-only, never
+    updated; no foreign key, so it outlives the ARQ, device and instance it names."""
+
+    __tablename__ = "ledger"
+    __table_args__ = (
+        Index("ledger_at_idx", "at"),
+        Index("ledger_project_id_at_idx", "project_id", "at"),
+        Index("ledger_device_uuid_idx", "device_uuid"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    at: Mapped[datetime.datetime] = mapped_column(DateTime)            # naive UTC
+    event: Mapped[str] = mapped_column(String(16))       # bind | unbind | attach | detach
+    kind: Mapped[str] = mapped_column(String(32))        # arq | hot_plug | accelerator | ...
+    device_uuid: Mapped[str] = mapped_column(String(36))
+    deployable_uuid: Mapped[str | None] = mapped_column(String(36))
+    attach_handle_uuid: Mapped[str | None] = mapped_column(String(36))
+    arq_uuid: Mapped[str | None] = mapped_column(String(36))
+    instance_uuid: Mapped[str | None] = mapped_column(String(36))
+    host: Mapped[str | None] = mapped_column(String(255))
+    project_id: Mapped[str | None] = mapped_column(String(255))
+    user_id: Mapped[str | None] = mapped_column(String(255))
+    from_state: Mapped[str | None] = mapped_column(String(32))
+    to_state: Mapped[str | None] = mapped_column(String(32))
+    detail: Mapped[str | None] = mapped_column(Text)
+
+
 class Generation(Base):
     """A counter per cached view (``acceld.db.generations``)."""
 

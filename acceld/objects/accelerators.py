@@ -22,7 +22,7 @@ from acceld import exception, states
 from acceld.db import models as m
 from acceld.db import paging
 from acceld.db.api import Database
-from acceld.objects import holders, inventory
+from acceld.objects import holders, inventory, ledger
 
 
 @dataclasses.dataclass(frozen=True)
@@ -273,7 +273,20 @@ def attach(db: Database, uuid: str, attach_type: str, target: str,
             raise exception.AlreadyAttached(
                 f"Accelerator {uuid} is held by accelerator requests ({total - claimed} of "
                 f"its {total} attach handles are in use).")
+        ledger.record(s.connection(), _attachment_entry(dev, ledger.ATTACH))
         return _with_allocations(s, [dev], project_id)[0]
+
+
+def _attachment_entry(dev: m.Device, event: str) -> ledger.Entry:
+    """The ledger line of ``dev``'s v1 attachment (as it is, attached) starting or ending."""
+    instance = dev.attach_type == "instance"
+    return ledger.Entry(
+        event=event, kind=ledger.KIND_ACCELERATOR, device_uuid=dev.uuid,
+        instance_uuid=dev.attached_to if instance else None,
+        host=dev.hostname if instance else dev.attached_to,
+        project_id=dev.attached_project_id,
+        from_state="detached" if event == ledger.ATTACH else f"attached:{dev.attach_type}",
+        to_state=f"attached:{dev.attach_type}" if event == ledger.ATTACH else "detached")
 
 
 def instance_attachments(db: Database, host: str | None = None) -> list[dict[str, str]]:
@@ -353,6 +366,7 @@ def detach(db: Database, uuid: str, project_id: str | None = None) -> None:
         _check_no_allocations(s, dev)
         if dev.attached_to is None:
             return
+        ledger.record(s.connection(), _attachment_entry(dev, ledger.DETACH))
         s.execute(update(m.Device).where(m.Device.id == dev.id)
                   .values(_changed(attach_type=None, attached_to=None,
                                    attached_project_id=None)))

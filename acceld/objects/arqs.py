@@ -29,9 +29,11 @@ from sqlalchemy import (
     Row,
     and_,
     bindparam,
+    case,
     delete,
     func,
     insert,
+    literal,
     literal_column,
     select,
     update,
@@ -42,7 +44,7 @@ from acceld import states as st
 from acceld.db import models as m
 from acceld.db import paging
 from acceld.db.api import Database
-from acceld.objects import hostwork
+from acceld.objects import hostwork, ledger
 
 _arq = m.ExtendedAcceleratorRequest.__table__
 _ah = m.AttachHandle.__table__
@@ -183,11 +185,18 @@ _LOCK_DEVICE = _DEVICE_NOW.with_for_update(read=True)
 # ``after`` (none: one NULL row) and the handles' target. A claim needs one handle; reading
 # every free one cost more than the rest of the bind.
 _CANDIDATES = 4
-_FREE_ROWS = (select(_dep.c.id.label("deployable_id"), *_HANDLE, *_DEVICE_COLUMNS)
+# The ARQ being bound, joined to its candidates (at most one row): what its ledger line
+# says it was bound from, read by the same statement.
+_me = _arq.alias("me")
+_FREE_ROWS = (select(_dep.c.id.label("deployable_id"), _dep.c.uuid.label("deployable_uuid"),
+                     *_HANDLE, *_DEVICE_COLUMNS, _me.c.state.label("arq_state"),
+                     _me.c.substate.label("arq_substate"),
+                     _me.c.project_id.label("arq_project"))
               .select_from(hostwork.with_target(
                   _dep.outerjoin(_ah, and_(_ah.c.deployable_id == _dep.c.id,
                                            _ah.c.in_use.is_(False),
-                                           _ah.c.id > bindparam("after")))))
+                                           _ah.c.id > bindparam("after"))))
+                  .outerjoin(_me, _me.c.uuid == bindparam("arq_uuid")))
               .where(_dep.c.rp_uuid == bindparam("rp_uuid"))
               .order_by(_dep.c.id, _ah.c.id)
               .limit(_CANDIDATES))
@@ -236,7 +245,8 @@ _TAKE_AND_BEGIN = _scoped(
 # statement.
 _HOLDING = _scoped(
     select(_arq.c.id.label("arq_id"), _arq.c.state, _arq.c.substate, _arq.c.hostname,
-           _arq.c.attach_handle_id, *_HANDLE)
+           _arq.c.attach_handle_id, _arq.c.instance_uuid, _arq.c.project_id,
+           _dep.c.uuid.label("deployable_uuid"), _dev.c.uuid.label("device_uuid"), *_HANDLE)
     .select_from(_arq.outerjoin(hostwork.HANDLES_WITH_TARGET,
                                 _ah.c.id == _arq.c.attach_handle_id))
     .where(_arq.c.uuid == bindparam("arq_uuid")))
@@ -271,6 +281,25 @@ _HELD = (select(*_HANDLE).select_from(hostwork.HANDLES_WITH_TARGET)
          .where(_ah.c.id.in_(bindparam("handle_ids", expanding=True))))
 _RELEASE = update(_ah).where(_ah.c.id.in_(bindparam("handle_ids", expanding=True))) \
     .values(in_use=False)
+# The ledger line of each ARQ whose handle is freed (before the ARQ's own UPDATE clears
+# it): one INSERT ... SELECT for all of them, costing no read.
+_HOT = _arq.c.substate.in_(sorted(st.HOT_PLUGGED))
+_LEDGER_FREED = ledger.insert_from(
+    select(bindparam("at", type_=m.LedgerEntry.at.type).label("at"),
+           case((_HOT, literal(ledger.DETACH)), else_=literal(ledger.UNBIND)).label("event"),
+           case((_HOT, literal(ledger.KIND_HOT_PLUG)),
+                else_=literal(ledger.KIND_ARQ)).label("kind"),
+           _dev.c.uuid.label("device_uuid"), _dep.c.uuid.label("deployable_uuid"),
+           _ah.c.uuid.label("attach_handle_uuid"), _arq.c.uuid.label("arq_uuid"),
+           _arq.c.instance_uuid.label("instance_uuid"), _arq.c.hostname.label("host"),
+           _arq.c.project_id.label("project_id"),
+           bindparam("user_id", type_=m.LedgerEntry.user_id.type).label("user_id"),
+           _arq.c.state.label("from_state"),
+           bindparam("to_state", type_=m.LedgerEntry.to_state.type).label("to_state"))
+    .select_from(_arq.join(_ah, _ah.c.id == _arq.c.attach_handle_id)
+                 .join(_dep, _dep.c.id == _ah.c.deployable_id)
+                 .join(_dev, _dev.c.id == _dep.c.device_id))
+    .where(_arq.c.id.in_(bindparam("arq_ids", expanding=True))))
 _FAIL = update(_arq).where(_arq.c.id == bindparam("arq_id"),
                            _state_in(st.ARQ_TRANSITIONS[st.ARQ_BIND_FAILED])) \
     .values(state=st.ARQ_BIND_FAILED, attach_handle_id=None, deployable_id=None)
@@ -539,7 +568,7 @@ def _candidates(read: Reader, rp_uuid: str, uuid: str, unbound_instances: Collec
     deployable, an unusable device or handles Nova cannot attach: :class:`_ClaimFailed`.
     ``unbound_instances`` are checked by the same statement (see :func:`bind`).
     ``lock(device_id)``, if given, re-reads the device under a shared lock, which decides."""
-    params = {"rp_uuid": rp_uuid, "after": 0}
+    params = {"rp_uuid": rp_uuid, "after": 0, "arq_uuid": uuid}
     if unbound_instances:
         instances = sorted(unbound_instances)
         rows = read(*_scope(_FREE_UNBOUND, project_id, instances=instances, **params))
@@ -611,7 +640,7 @@ def _begin(db: Connection | Database, project_id: str | None, binding: dict[str,
 def bind(db: Database, uuid: str, *, hostname: str, device_rp_uuid: str, instance_uuid: str,
          owner: str | None, project_id: str | None,
          needs_host_work: HostWorkQuestion,
-         unbound_instances: Collection[str] = (),
+         unbound_instances: Collection[str] = (), user_id: str | None = None,
          ) -> tuple[dict[str, Any], bool]:
     """Claims a free handle for the Initial/Unbound ARQ and records it in one transaction:
     Bound when ``needs_host_work(conn, handle)`` is false (it must read through ``conn``),
@@ -619,12 +648,13 @@ def bind(db: Database, uuid: str, *, hostname: str, device_rp_uuid: str, instanc
     then :func:`finish_bind` or :func:`fail_bind`. No deployable or no free handle:
     BindFailed is committed and the error raised; an ARQ in another state (or missing) is
     ARQBadState (NotFound), nothing changed. ``unbound_instances`` (given with a request's
-    first ARQ) already having ARQs is InstanceHasARQs, nothing changed."""
+    first ARQ) already having ARQs is InstanceHasARQs, nothing changed. A claim writes its
+    ledger line (``user_id``: who asked) in its transaction; a failed bind writes none."""
     binding = {"arq_uuid": uuid, "to_hostname": hostname, "to_rp_uuid": device_rp_uuid,
                "to_instance": instance_uuid, "owner": owner}
     if db.updates_tables_together:
         return _bind_by_one_statement(db, binding, project_id, needs_host_work,
-                                      unbound_instances)
+                                      unbound_instances, user_id)
     with db.write_rows() as conn:
         try:
             handle = _claim(conn, device_rp_uuid, uuid, unbound_instances, project_id)
@@ -633,28 +663,49 @@ def bind(db: Database, uuid: str, *, hostname: str, device_rp_uuid: str, instanc
         else:
             info = _handle_dict(handle, uuid, hostname)
             bound = not needs_host_work(conn, info)
-            _begin(conn, project_id, binding,
-                   st.ARQ_BOUND if bound else st.ARQ_BIND_STARTED, handle)
+            state = st.ARQ_BOUND if bound else st.ARQ_BIND_STARTED
+            _begin(conn, project_id, binding, state, handle)
+            ledger.record(conn, _bind_entry(handle, binding, state, user_id))
             return info, bound
         _begin(conn, project_id, binding, st.ARQ_BIND_FAILED, None)
     raise failure                   # after the block: BindFailed has committed
 
 
+def _bind_entry(row: Any, binding: dict[str, Any], state: str,
+                user_id: str | None) -> ledger.Entry:
+    """The ledger line of a claim, from its candidate row (:data:`_FREE_ROWS`)."""
+    hot = row.arq_substate in st.HOT_PLUGGED        # a hot plug's attach (Attaching)
+    return ledger.Entry(
+        event=ledger.ATTACH if hot else ledger.BIND,
+        kind=ledger.KIND_HOT_PLUG if hot else ledger.KIND_ARQ,
+        device_uuid=row.device_uuid, deployable_uuid=row.deployable_uuid,
+        attach_handle_uuid=row.uuid, arq_uuid=binding["arq_uuid"],
+        instance_uuid=binding["to_instance"], host=binding["to_hostname"],
+        project_id=row.arq_project or binding["owner"], user_id=user_id,
+        from_state=row.arq_state, to_state=state)
+
+
 def _bind_by_one_statement(db: Database, binding: dict[str, Any], project_id: str | None,
                            needs_host_work: HostWorkQuestion,
-                           unbound_instances: Collection[str]) -> tuple[dict[str, Any], bool]:
-    """:func:`bind` on MySQL/MariaDB: read the candidates, then :data:`_TAKE_AND_BEGIN` each."""
+                           unbound_instances: Collection[str],
+                           user_id: str | None) -> tuple[dict[str, Any], bool]:
+    """:func:`bind` on MySQL/MariaDB: read the candidates, then :data:`_TAKE_AND_BEGIN` each
+    with the claim's ledger line, in a transaction of the two."""
     uuid, rp_uuid = binding["arq_uuid"], binding["to_rp_uuid"]
     try:
         for row in _candidates(functools.partial(_read, db), rp_uuid, uuid,
                                unbound_instances, project_id):
             info = _handle_dict(row, uuid, binding["to_hostname"])
             bound = not needs_host_work(db, info)
-            if _write(db, *_scope(_TAKE_AND_BEGIN, project_id, **binding, handle_id=row.id,
-                                  to_deployable_id=row.deployable_id,
-                                  device_id=row.device_id,
-                                  to_state=st.ARQ_BOUND if bound
-                                  else st.ARQ_BIND_STARTED, now=m.utcnow())):
+            state = st.ARQ_BOUND if bound else st.ARQ_BIND_STARTED
+            with db.write_rows() as conn:
+                taken = conn.execute(*_scope(
+                    _TAKE_AND_BEGIN, project_id, **binding, handle_id=row.id,
+                    to_deployable_id=row.deployable_id, device_id=row.device_id,
+                    to_state=state, now=m.utcnow())).rowcount
+                if taken:
+                    ledger.record(conn, _bind_entry(row, binding, state, user_id))
+            if taken:
                 return info, bound
             state = _state_now(db, uuid, project_id)
             if state not in st.ARQ_TRANSITIONS[st.ARQ_BIND_STARTED]:
@@ -737,12 +788,16 @@ def finish_bind(db: Database, uuid: str) -> None:
             raise _state_error(uuid, _state_now(conn, uuid, None), st.ARQ_BOUND)
 
 
-def _free_handles(conn: Connection, arqs: list[Row[Any]]) -> list[dict[str, Any]]:
-    """Frees the handles the locked ``arqs`` hold; returns them for host clean-up."""
+def _free_handles(conn: Connection, arqs: list[Row[Any]], to_state: str,
+                  user_id: str | None = None) -> list[dict[str, Any]]:
+    """Frees the handles the locked ``arqs`` hold, writing their ledger lines (the ARQs
+    go ``to_state``); returns them for host clean-up."""
     held = {a.attach_handle_id: a for a in arqs if a.attach_handle_id is not None}
     if not held:
         return []
     ids = sorted(held)
+    conn.execute(_LEDGER_FREED, {"at": m.utcnow(), "user_id": user_id, "to_state": to_state,
+                                 "arq_ids": sorted(a.id for a in held.values())})
     handles = conn.execute(_HELD, {"handle_ids": ids}).all()
     conn.execute(_RELEASE, {"handle_ids": ids})
     return [_handle_dict(h, held[h.id].uuid, held[h.id].hostname) for h in handles]
@@ -753,7 +808,7 @@ def fail_bind(db: Database, uuid: str) -> list[dict[str, Any]]:
     """Initial/BindStarted/Bound -> BindFailed, freeing its handle (returned); else a no-op."""
     with db.write_rows() as conn:
         arqs = conn.execute(_LOCK_BINDING, {"arq_uuid": uuid}).all()
-        freed = _free_handles(conn, arqs)
+        freed = _free_handles(conn, arqs, st.ARQ_BIND_FAILED)
         for arq in arqs:
             conn.execute(_FAIL, {"arq_id": arq.id})
         return freed
@@ -768,19 +823,22 @@ class _HostWorkAhead(Exception):
 @_retry_on_deadlock
 def unbind(db: Database, uuid: str, *, project_id: str | None,
            needs_host_work: HostWorkQuestion | None = None, hot_plugged: bool = False,
-           ) -> list[dict[str, Any]]:
+           user_id: str | None = None) -> list[dict[str, Any]]:
     """-> Unbound, freeing its handle (idempotent); the freed ones needing ``needs_host_work``.
-    An ARQ attached live (hot plug) is refused unless ``hot_plugged`` (its detach)."""
+    An ARQ attached live (hot plug) is refused unless ``hot_plugged`` (its detach). A freed
+    handle's ledger line (``user_id``: who asked) is written with the unbind."""
     return _unbind(db, uuid, project_id, needs_host_work, refuse_host_work=False,
-                   hot_plugged=hot_plugged)
+                   hot_plugged=hot_plugged, user_id=user_id)
 
 
 @_retry_on_deadlock
 def unbind_unless_host_work(db: Database, uuid: str, *, project_id: str | None,
-                            needs_host_work: HostWorkQuestion) -> bool:
+                            needs_host_work: HostWorkQuestion,
+                            user_id: str | None = None) -> bool:
     """:func:`unbind` unless a freed handle needs host work (False, nothing changed)."""
     try:
-        _unbind(db, uuid, project_id, needs_host_work, refuse_host_work=True)
+        _unbind(db, uuid, project_id, needs_host_work, refuse_host_work=True,
+                user_id=user_id)
     except _HostWorkAhead:
         return False
     return True
@@ -788,7 +846,8 @@ def unbind_unless_host_work(db: Database, uuid: str, *, project_id: str | None,
 
 def _unbind(db: Database, uuid: str, project_id: str | None,
             needs_host_work: HostWorkQuestion | None,
-            refuse_host_work: bool, hot_plugged: bool = False) -> list[dict[str, Any]]:
+            refuse_host_work: bool, hot_plugged: bool = False,
+            user_id: str | None = None) -> list[dict[str, Any]]:
     """The unbind: on MySQL and MariaDB the ARQ and its handle are read (no lock), then one
     UPDATE, committing by itself, moves the ARQ to Unbound and frees the handle if the ARQ
     is still as read (else it is read again); elsewhere one transaction that locks it."""
@@ -805,7 +864,7 @@ def _unbind(db: Database, uuid: str, project_id: str | None,
             arq = conn.execute(*_scope(_LOCK_ONE, project_id, arq_uuid=uuid)).first()
             if not _unbindable(arq, uuid, hot_plugged):
                 return []
-            freed = needing_work(conn, _free_handles(conn, [arq]))
+            freed = needing_work(conn, _free_handles(conn, [arq], st.ARQ_UNBOUND, user_id))
             conn.execute(_UNBIND, {"arq_id": arq.id, "now": m.utcnow()})
             return freed
     for _ in range(_UNBIND_TRIES):
@@ -820,12 +879,27 @@ def _unbind(db: Database, uuid: str, project_id: str | None,
             done = _write(db, _UNBIND_AS_READ, params)
         else:
             freed = needing_work(db, [_handle_dict(arq, uuid, arq.hostname)])
-            done = _write(db, _UNBIND_AND_FREE,
-                              dict(params, handle_id=arq.attach_handle_id))
+            with db.write_rows() as conn:
+                done = conn.execute(_UNBIND_AND_FREE,
+                                    dict(params, handle_id=arq.attach_handle_id)).rowcount
+                if done:
+                    ledger.record(conn, _unbind_entry(arq, uuid, user_id))
         if done:
             return freed
     raise exception.Conflict(f"ARQ {uuid} changed at each of {_UNBIND_TRIES} tries to "
                              "unbind it; try again.")
+
+
+def _unbind_entry(arq: Any, uuid: str, user_id: str | None) -> ledger.Entry:
+    """The ledger line of an unbind on MySQL, from its read (:data:`_HOLDING`)."""
+    hot = arq.substate in st.HOT_PLUGGED            # a hot plug's detach
+    return ledger.Entry(
+        event=ledger.DETACH if hot else ledger.UNBIND,
+        kind=ledger.KIND_HOT_PLUG if hot else ledger.KIND_ARQ,
+        device_uuid=arq.device_uuid, deployable_uuid=arq.deployable_uuid,
+        attach_handle_uuid=arq.uuid, arq_uuid=uuid, instance_uuid=arq.instance_uuid,
+        host=arq.hostname, project_id=arq.project_id, user_id=user_id,
+        from_state=arq.state, to_state=st.ARQ_UNBOUND)
 
 
 def _unbindable(arq: Any, uuid: str, hot_plugged: bool) -> bool:
@@ -851,8 +925,9 @@ def _refuse_hot_plugged(uuid: str, substate: str) -> None:
             f"it first (DELETE /v2/accelerator_requests/{uuid}/hot_plug).")
 
 
-def _delete_locked(conn: Connection, arqs: list[Row[Any]]) -> list[dict[str, Any]]:
-    freed = _free_handles(conn, arqs)
+def _delete_locked(conn: Connection, arqs: list[Row[Any]],
+                   user_id: str | None) -> list[dict[str, Any]]:
+    freed = _free_handles(conn, arqs, ledger.DELETED, user_id)
     ids = [a.id for a in arqs]
     if ids and conn.execute(_DELETE, {"arq_ids": ids}).rowcount != len(ids):
         # cannot happen while the rows are locked; never half-delete
@@ -862,8 +937,9 @@ def _delete_locked(conn: Connection, arqs: list[Row[Any]]) -> list[dict[str, Any
 
 @_retry_on_deadlock
 def delete_by_uuids(db: Database, uuids: list[str], *, project_id: str | None,
-                    service: bool) -> list[dict[str, Any]]:
-    """Unbind and delete, all or nothing (NotFound; Forbidden without ``service``); freed."""
+                    service: bool, user_id: str | None = None) -> list[dict[str, Any]]:
+    """Unbind and delete, all or nothing (NotFound; Forbidden without ``service``); freed.
+    The ledger keeps the lines of deleted ARQs; a freed handle writes one more."""
     wanted = sorted(set(uuids))
     if len(wanted) == 1:
         if _write(db, *_scope(_DELETE_FREE, project_id, arq_uuid=wanted[0])) == 1:
@@ -881,17 +957,18 @@ def delete_by_uuids(db: Database, uuids: list[str], *, project_id: str | None,
             raise exception.Forbidden(f"Deleting ARQ {bound[0]}, which belongs to an "
                                       "instance, requires a service token. Use the Compute "
                                       "API to manage instance accelerators.")
-        return _delete_locked(conn, arqs)
+        return _delete_locked(conn, arqs, user_id)
 
 
 @_retry_on_deadlock
 def delete_by_instance(db: Database, instance_uuid: str, *, project_id: str | None,
-                       deleted: list[str] | None = None) -> list[dict[str, Any]]:
+                       deleted: list[str] | None = None,
+                       user_id: str | None = None) -> list[dict[str, Any]]:
     """Unbind and delete every visible ARQ of the instance (none is fine); the freed
     handles. ``deleted``, when given, receives the uuids of the ARQs deleted."""
     with db.write_rows() as conn:
         arqs = conn.execute(*_scope(_LOCK_INSTANCE, project_id, instance=instance_uuid)).all()
-        freed = _delete_locked(conn, arqs)
+        freed = _delete_locked(conn, arqs, user_id)
     if deleted is not None:
         deleted[:] = sorted(a.uuid for a in arqs)
     return freed

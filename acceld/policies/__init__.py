@@ -100,6 +100,10 @@ V1_RULES = _rules(
      "GET /v1/placement"),
     ("acceld:placement:sync", _ADMIN, "Plan (dry run) or run a Placement reconciliation.",
      "POST /v1/placement/sync"),
+    ("acceld:ledger:get_all", _ADMIN,
+     "List the allocation ledger (who held which device, when).", "GET /v1/ledger"),
+    ("acceld:usage:get", _ADMIN, "Device-hours per project (or device, host, instance).",
+     "GET /v1/usage"),
 )
 
 V2_RULES = _rules(

@@ -4,8 +4,11 @@ bind leaves behind when it fails (objects/arqs.py, conductor/binding.py), on eac
 Bind and unbind run for every instance boot and delete, through the conductor: a bind of
 a handle that needs no host work is one transaction (the no-hot-add check included), an
 unbind one too, and whether a claimed or a freed handle needs host work is read with the
-handle, so a handle without host work costs no further statement or transaction. The counts are of
-statements that reach the database (transaction control aside).
+handle, so a handle without host work costs no further statement or transaction. Each
+bind and unbind also writes its allocation ledger line (objects/ledger.py) in the same
+transaction: one INSERT more (on MySQL/MariaDB the claim or unbind UPDATE and that INSERT
+make the one transaction). The counts are of statements that reach the database
+(transaction control aside).
 """
 
 from __future__ import annotations
@@ -101,19 +104,21 @@ def test_a_bind_and_an_unbind_without_host_work_cost_few_statements(
         binder.bind({uuid: _fields(rp_uuid)}, PROJECT)
     statements = _data_statements(counter)
     if db.updates_tables_together:
-        # free handles with the no-hot-add answer; one UPDATE of both rows, committing
-        # by itself: the claim and the ARQ's CAS straight to Bound
-        assert len(statements) == 2, statements
+        # free handles with the no-hot-add answer; one UPDATE of both rows (the claim and
+        # the ARQ's CAS straight to Bound) and the ledger line, one transaction
+        assert len(statements) == 3, statements
         assert statements[1].startswith(
             "UPDATE attach_handles, extended_accelerator_requests, devices SET"), statements
-        assert tx.count == 0
+        assert statements[2].startswith("INSERT INTO ledger"), statements
+        assert tx.count == 1
     else:
         # free handles with the no-hot-add answer, (PostgreSQL: the device's row read
-        # again under a shared lock), claim one, the ARQ's CAS to Bound
-        assert len(statements) == (4 if db.dialect == "postgresql" else 3), statements
+        # again under a shared lock), claim one, the ARQ's CAS to Bound, the ledger line
+        assert len(statements) == (5 if db.dialect == "postgresql" else 4), statements
         assert tx.count == 1
         assert counter.writes() == {("UPDATE", "attach_handles"): 1,
-                                    ("UPDATE", "extended_accelerator_requests"): 1}
+                                    ("UPDATE", "extended_accelerator_requests"): 1,
+                                    ("INSERT", "ledger"): 1}
     assert arqs.get(db, uuid, project_id=PROJECT)["state"] == "Bound"
     assert _in_use(db) == 1
 
@@ -122,17 +127,20 @@ def test_a_bind_and_an_unbind_without_host_work_cost_few_statements(
     statements = _data_statements(counter)
     if db.updates_tables_together:
         # the ARQ with its handle and target; one UPDATE of both rows, on condition that
-        # the ARQ is still as read
-        assert len(statements) == 2, statements
+        # the ARQ is still as read, and the ledger line, one transaction
+        assert len(statements) == 3, statements
         assert statements[1].startswith(
             "UPDATE extended_accelerator_requests, attach_handles SET"), statements
-        assert tx.count == 0
+        assert statements[2].startswith("INSERT INTO ledger"), statements
+        assert tx.count == 1
     else:
-        # lock the ARQ, read (with its target) and free its handle, the ARQ's CAS
-        assert len(statements) == 4, statements
+        # lock the ARQ, the ledger line (INSERT ... SELECT), read (with its target) and
+        # free its handle, the ARQ's CAS
+        assert len(statements) == 5, statements
         assert tx.count == 1
         assert counter.writes() == {("UPDATE", "attach_handles"): 1,
-                                    ("UPDATE", "extended_accelerator_requests"): 1}
+                                    ("UPDATE", "extended_accelerator_requests"): 1,
+                                    ("INSERT", "ledger"): 1}
     assert arqs.get(db, uuid, project_id=PROJECT)["state"] == "Unbound"
     assert _in_use(db) == 0
 
@@ -155,14 +163,14 @@ def test_a_bind_nova_waits_on_costs_the_wait_row_and_a_read_of_the_states(
     with StatementCounter(db) as counter, Transactions(db.engine) as tx:
         binder.bind({uuid: _fields(rp_uuid)}, PROJECT)
     statements = _data_statements(counter)
-    # the claim as in the test above: 2 statements on MySQL, 4 on PostgreSQL, 3 on SQLite
-    claim = 2 if db.updates_tables_together else 4 if db.dialect == "postgresql" else 3
+    # the claim as in the test above: 3 statements on MySQL, 5 on PostgreSQL, 4 on SQLite
+    claim = 3 if db.updates_tables_together else 5 if db.dialect == "postgresql" else 4
     assert len(statements) == claim + 3, statements
     assert statements[0].startswith("INSERT INTO bind_waits"), statements
     assert statements[-2].startswith("SELECT extended_accelerator_requests.uuid, "
                                      "extended_accelerator_requests.state"), statements
     assert statements[-1].startswith("DELETE FROM bind_waits"), statements
-    assert tx.count == (0 if db.updates_tables_together else 1)
+    assert tx.count == 1
     assert len(sent) == 1 and sent[0][0].status == "completed"
 
 
@@ -176,8 +184,8 @@ def test_host_work_runs_only_for_handles_that_need_it(db: Database, need: bool) 
     handle = arqs.get(db, uuid, project_id=PROJECT)["attach_handle_uuid"]
     with Transactions(db.engine) as tx:
         binder.unbind([uuid], PROJECT)
-    # the question was asked inside the unbind's transaction (MySQL: it has none)
-    assert tx.count == (0 if db.updates_tables_together else 1)
+    # the question was asked inside the unbind's transaction (MySQL: before it)
+    assert tx.count == 1
     assert work.prepared == work.released == ([handle] if need else [])
     assert _in_use(db) == 0
 

@@ -122,6 +122,8 @@ def update_arqs(req: webob.Request, body: dict[str, Any], uuid: str | None = Non
         raise errors.invalid("One request either binds or unbinds ARQs, not both.")
     _require_service_token(req)
     if binds:
+        for fields in binds.values():       # who asked, for the ledger (a user id or None)
+            fields["user_id"] = ctx.user_id
         util.state(req).conductor.arq_bind(binds, util.project_scope(req))
     else:
         _unbind(req, sorted(patch))
@@ -137,7 +139,8 @@ def _unbind(req: webob.Request, uuids: list[str]) -> None:
     for uuid in uuids:
         try:
             if arq_objects.unbind_unless_host_work(
-                    app.db, uuid, project_id=scope, needs_host_work=hostwork.needs_host_work):
+                    app.db, uuid, project_id=scope, needs_host_work=hostwork.needs_host_work,
+                    user_id=req.environ["acceld.context"].user_id):
                 _notify_unbound(app, uuid)
             else:
                 rest.append(uuid)
@@ -177,7 +180,8 @@ def delete_arqs(req: webob.Request, query: dict[str, str]) -> util.Reply:
         instance, deleted = util.canonical_uuid(query["instance"]), []
         freed = arq_objects.delete_by_instance(util.state(req).db, instance,
                                                project_id=util.project_scope(req),
-                                               deleted=deleted)
+                                               deleted=deleted,
+                                               user_id=req.environ["acceld.context"].user_id)
         return _deleted(req, freed, deleted, instance)
     return _delete_uuids(req, [util.canonical_uuid(u) for u in query["arqs"].split(",")])
 
@@ -192,7 +196,8 @@ def _delete_uuids(req: webob.Request, uuids: list[str]) -> util.Reply:
         raise exception.ARQNotFound(f"ARQ not found with uuids {twice}: each named twice.")
     freed = arq_objects.delete_by_uuids(util.state(req).db, uuids,
                                         project_id=util.project_scope(req),
-                                        service=_has_service_token(req))
+                                        service=_has_service_token(req),
+                                        user_id=req.environ["acceld.context"].user_id)
     return _deleted(req, freed, sorted(set(uuids)), None)
 
 

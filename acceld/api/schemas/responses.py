@@ -167,3 +167,16 @@ ARQS = _list_of("arqs", ARQ, paged=True)
 # acceld's hot-plug extension: an ARQ with where its live attach stands
 HOT_PLUG = _obj({**ARQ["properties"],
                  "hot_plug": {"enum": [states.ARQ_INITIAL, *sorted(states.HOT_PLUGGED)]}})
+
+# -- the allocation ledger (docs/ledger.md) ----------------------------------------------------
+LEDGER_ENTRY = _obj({
+    "id": _INT, "at": _TIME, "event": _STR, "kind": _STR, "device_uuid": _STR,
+    "deployable_uuid": _STR_OR_NULL, "attach_handle_uuid": _STR_OR_NULL,
+    "arq_uuid": _STR_OR_NULL, "instance_uuid": _STR_OR_NULL, "host": _STR_OR_NULL,
+    "project_id": _STR_OR_NULL, "user_id": _STR_OR_NULL, "from_state": _STR_OR_NULL,
+    "to_state": _STR_OR_NULL, "detail": _STR_OR_NULL})
+LEDGER = _list_of("ledger", LEDGER_ENTRY, paged=True)
+USAGE = _obj({
+    "since": _TIME, "until": _TIME, "group_by": _STR,
+    "usage": {"type": "array", "items": _obj({"device_hours": {"type": "number"},
+                                              "holdings": _INT})}})

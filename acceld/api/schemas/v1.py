@@ -33,3 +33,23 @@ DRIVER_ACTION = closed({"action": {"type": "string", "enum": ["install", "uninst
                         "host": _HOST}, ["action"])
 DISCOVER = closed({"host": _HOST})
 PLACEMENT_SYNC = closed({"host": _HOST, "dry_run": {"type": "boolean"}})
+
+# An ISO 8601 date or date and time (UTC unless it names an offset); the handler parses it.
+TIME_QUERY = {"type": "string", "maxLength": 40, "pattern": whole(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?"
+    r"(Z|[+-][0-9]{2}:[0-9]{2})?)?")}
+USAGE_QUERY = closed({
+    "project_id": _HOST,
+    "since": TIME_QUERY,
+    "until": TIME_QUERY,
+    "group_by": {"type": "string", "enum": ["project", "device", "host", "instance"]},
+}, ["since"])
+LEDGER_QUERY = closed({
+    "project_id": _HOST,
+    "device_uuid": UUID,
+    "arq_uuid": UUID,
+    "since": TIME_QUERY,
+    "until": TIME_QUERY,
+    "limit": {"type": "string", "pattern": whole("[1-9][0-9]{0,3}")},
+    "marker": {"type": "string", "pattern": whole("[1-9][0-9]{0,17}")},
+})
