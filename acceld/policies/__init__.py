@@ -100,6 +100,8 @@ V1_RULES = _rules(
      "GET /v1/placement"),
     ("acceld:placement:sync", _ADMIN, "Plan (dry run) or run a Placement reconciliation.",
      "POST /v1/placement/sync"),
+    ("acceld:metrics:get", _ADMIN,
+     "Scrape the Prometheus metrics (fleet gauges, API request counters).", "GET /metrics"),
 )
 
 V2_RULES = _rules(

@@ -66,6 +66,7 @@ ALLOWED: dict[str, set[str]] = {
     "acceld:discover": {"admin"},
     "acceld:placement:get": {"admin"},
     "acceld:placement:sync": {"admin"},
+    "acceld:metrics:get": {"admin"},
     # Cyborg v2, new defaults: inventory reads are for managers, profile reads for readers.
     "cyborg:device:get_all": {"admin", "manager"},
     "cyborg:device:get_one": {"admin", "manager"},
