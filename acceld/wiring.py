@@ -24,6 +24,7 @@ from acceld.agent.manager import AgentManager
 from acceld.api import deploy
 from acceld.clients import nova as nova_client
 from acceld.clients import placement as placement_client
+from acceld.collector import usage
 from acceld.conductor.manager import ConductorManager
 from acceld.conductor.placement_syncer import PlacementSyncer
 from acceld.conductor.ring import HostRing
@@ -92,6 +93,44 @@ def start_agent(conf: cfg.ConfigOpts, transport: rpc.Transport, host: str | None
     server.start()
     manager.start()
     return manager, server
+
+
+class UsageCollector:
+    """`acceld metrics-collector`: an oslo.messaging notification listener (pool ``[metrics]
+    usage_pool`` on ``[metrics] usage_topics``, the notification transport) feeding a
+    :class:`usage.UsageStore`, and prometheus-client's HTTP server serving its registry on
+    ``[metrics] collector_host``/``collector_port`` (port 0: the kernel's)."""
+
+    def __init__(self, conf: cfg.ConfigOpts) -> None:
+        import oslo_messaging
+
+        opts = conf.metrics
+        self.store = usage.UsageStore(opts.max_devices, opts.stale_periods)
+        self._transport = oslo_messaging.get_notification_transport(conf)
+        endpoint = usage.UsageEndpoint(self.store, oslo_messaging.NotificationFilter(
+            event_type=usage.EVENT_TYPE_PATTERN))
+        self._listener = oslo_messaging.get_notification_listener(
+            self._transport, [oslo_messaging.Target(topic=t) for t in opts.usage_topics],
+            [endpoint], executor="threading", pool=opts.usage_pool)
+        self._registry = usage.registry(self.store)
+        self._host, self._port = opts.collector_host, opts.collector_port
+        self._http: Any = None
+        self.port = 0
+
+    def start(self) -> None:
+        from prometheus_client import start_http_server
+
+        self._listener.start()
+        self._http, _thread = start_http_server(self._port, self._host, self._registry)
+        self.port = int(self._http.server_port)
+
+    def stop(self) -> None:
+        if self._http is not None:
+            self._http.shutdown()
+            self._http.server_close()
+        self._listener.stop()
+        self._listener.wait()
+        self._transport.cleanup()
 
 
 class HttpServer:

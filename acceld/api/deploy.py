@@ -12,6 +12,7 @@ from oslo_middleware import http_proxy_to_wsgi
 
 from acceld import notify, policies
 from acceld.api import auth, errors, microversion, request_id, router, util
+from acceld.api.metrics import ApiMetrics
 from acceld.db.api import Database
 from acceld.rpc import ConductorClient
 
@@ -20,7 +21,8 @@ ACCESS_LOG = logging.getLogger("acceld.api.access")
 
 class Front:
     """The head of the pipeline, one call rather than nested middlewares: the request id
-    (and a logging context carrying it), the access log, the 414 and 431 limits, the app's
+    (and a logging context carrying it), the access log and the request metrics
+    (``api.metrics``), the 414 and 431 limits, the app's
     state, then authentication (noauth, or keystonemiddleware's, whose own answers get the
     request id header) for every route but the public ones."""
 
@@ -33,9 +35,8 @@ class Front:
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         req_id = request_id.begin(environ)
         auth.begin_context(environ)
-        if not ACCESS_LOG.isEnabledFor(logging.INFO):
-            return self._serve(environ, start_response, req_id)
-        access = _Access(environ, start_response)
+        access = _Access(environ, start_response, self._state.metrics,
+                         ACCESS_LOG.isEnabledFor(logging.INFO))
         return access.finish(self._serve(environ, access.start_response, req_id))
 
     def _serve(self, environ: dict[str, Any], start_response: Callable[..., Any],
@@ -72,15 +73,20 @@ _LOGGED_TARGET = 512    # characters of the request target an access-log line sh
 
 
 class _Access:
-    """One access-log line per request, as nova's and placement's request log: ``127.0.0.1
-    "GET /v2/devices" status: 200 len: 1234 microversion: 2.0 time: 0.0012345``, written
-    when the app's iterable is done (at once for a list; for a stream, which this then
-    wraps, on ``close()``); ``len`` is the ``Content-Length``, or the bytes sent."""
+    """What is recorded of each request when its answer is done (at once for a list; for
+    a stream, which this then wraps, on ``close()``): its count and latency in the request
+    metrics (method, route template, status), and, when the access log is on, one line as
+    nova's and placement's request log: ``127.0.0.1 "GET /v2/devices" status: 200 len:
+    1234 microversion: 2.0 time: 0.0012345``; ``len`` is the ``Content-Length``, or the
+    bytes sent."""
 
-    __slots__ = ("environ", "started", "status", "length", "_start", "_body", "_sent")
+    __slots__ = ("environ", "started", "status", "length", "_start", "_body", "_sent",
+                 "_metrics", "_log")
 
-    def __init__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> None:
+    def __init__(self, environ: dict[str, Any], start_response: Callable[..., Any],
+                 metrics: ApiMetrics, log: bool) -> None:
         self.environ, self._start, self._sent = environ, start_response, 0
+        self._metrics, self._log = metrics, log
         self.started = time.perf_counter()
         self.status = self.length = None
 
@@ -96,7 +102,7 @@ class _Access:
         if type(body) is list:
             if self.length is None:
                 self.length = sum(map(len, body))
-            self.log()
+            self.done()
             return body
         self._body = body
         return self
@@ -114,9 +120,18 @@ class _Access:
         finally:
             if self.length is None:
                 self.length = self._sent
-            self.log()
+            self.done()
 
-    def log(self) -> None:
+    def done(self) -> None:
+        env = self.environ
+        elapsed = time.perf_counter() - self.started
+        status = self.status[:3] if self.status else "-"
+        self._metrics.observe(env.get("REQUEST_METHOD", ""), env.get(router.ENV_ROUTE),
+                              status, elapsed)
+        if self._log:
+            self.log(status, elapsed)
+
+    def log(self, status: str, elapsed: float) -> None:
         env = self.environ
         query = env.get("QUERY_STRING")
         target = env.get("SCRIPT_NAME", "") + env.get("PATH_INFO", "") + (
@@ -128,15 +143,15 @@ class _Access:
         version = env.get(microversion.ENV_KEY)
         ACCESS_LOG.info(
             '%s "%s %s" status: %s len: %s microversion: %s time: %.7f',
-            env.get("REMOTE_ADDR", "-"), env.get("REQUEST_METHOD"), target,
-            self.status[:3] if self.status else "-", self.length or 0,
-            version if version is not None else "-", time.perf_counter() - self.started)
+            env.get("REMOTE_ADDR", "-"), env.get("REQUEST_METHOD"), target, status,
+            self.length or 0, version if version is not None else "-", elapsed)
 
 
 def make_app(conf: cfg.ConfigOpts, db: Database, conductor: ConductorClient,
              notifier: notify.Notifier = notify.DISABLED) -> Any:
     state = util.AppState(conf=conf, db=db, conductor=conductor,
-                          enforcer=policies.make_enforcer(conf), notifier=notifier)
+                          enforcer=policies.make_enforcer(conf), notifier=notifier,
+                          metrics=ApiMetrics(db, conf.conductor.service_down_time))
     routes = router.Router()
     app: Any = Front(routes, state, auth.keystone(routes, conf))
     # the proxy-header middleware costs a little on every request: only when enabled

@@ -103,7 +103,7 @@ def _responses(path: str, op: Op, components: dict[int, str]) -> dict[str, Any]:
     if op.response is not None:
         name = components.get(id(op.response))
         schema = _ref("schemas", name) if name else op.response
-        success["content"] = {JSON: {"schema": schema}}
+        success["content"] = {op.media_type: {"schema": schema}}
     out = {str(op.status): success}
     error = "V2Error" if router.is_v2(path) else "Error"
     for status in _error_statuses(path, op):

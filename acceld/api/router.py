@@ -15,7 +15,7 @@ from typing import Any
 import webob
 
 from acceld import policies
-from acceld.api import errors, listcache, microversion, request_id, util
+from acceld.api import errors, listcache, metrics, microversion, request_id, util
 from acceld.api.handlers import (
     accelerators,
     arqs,
@@ -50,7 +50,8 @@ class Op:
     ``body_optional``: an empty body is ``{}``; ``wrapper``: the body may come wrapped in
     that one key) after the policy check, and calls the handler with the path parameters,
     ``body`` and, where the query schema names parameters, ``query``. ``errors``: the
-    statuses besides those every route of its kind may answer."""
+    statuses besides those every route of its kind may answer; ``media_type``: the
+    success body's."""
 
     handler: Callable[..., Reply]
     status: int
@@ -61,12 +62,14 @@ class Op:
     wrapper: str | None = None
     errors: tuple[int, ...] = ()
     headers: tuple[str, ...] = ()
+    media_type: str = "application/json"
 
 
 OPERATIONS: dict[str, dict[str, Op]] = {
     "/": {"GET": Op(root.versions, 200, r.VERSIONS)},
     "/openapi.json": {"GET": Op(root.openapi_document, 200, r.OPENAPI)},
     "/v1": {"GET": Op(root.v1, 200, r.V1_VERSION)},
+    "/metrics": {"GET": Op(operator.scrape, 200, r.METRICS, media_type=metrics.CONTENT_TYPE)},
     "/v1/accelerators": {
         "GET": Op(accelerators.list_accelerators, 200, r.ACCELERATORS, query=v1.LIST_QUERY),
         "POST": Op(accelerators.create_accelerator, 201, None, body=v1.CREATE, errors=(409,),
@@ -158,6 +161,8 @@ OPERATIONS: dict[str, dict[str, Op]] = {
 }
 
 MOUNT_PREFIX = "/accelerator"
+# environ key: the route (its template in OPERATIONS) of the request, once routed
+ENV_ROUTE = "acceld.route"
 # the routes anyone may read (version discovery, the API description): no policy rule
 PUBLIC_ROUTES = frozenset({("/", "GET"), ("/v1", "GET"), ("/v2", "GET"),
                            ("/openapi.json", "GET")})
@@ -284,6 +289,7 @@ class Router:
         if key is not None:
             stored = _stored_answer(environ, key)
             if stored is not None:
+                self._note_route(environ)
                 start_response(stored[0], stored[1] + tail)
                 return [stored[2]]
         _normalise_path(environ)
@@ -308,9 +314,20 @@ class Router:
         start_response(resp.status, headers + tail)
         return resp.iterable(environ)
 
+    def _note_route(self, environ: dict[str, Any]) -> None:
+        """Put the route of a stored answer's request in ``environ`` (as dispatching
+        does), for the request metrics."""
+        probe = {"PATH_INFO": environ.get("PATH_INFO", "")}
+        _normalise_path(probe)
+        found = self.match(util.path_text(probe) or "/")
+        if found is not None:
+            environ[ENV_ROUTE] = found[0]
+
     def _dispatch(self, req: webob.Request) -> Reply:
         # PATH_INFO (latin-1 code points) as UTF-8 text; 400 for other bytes or a NUL
         found = self.match(util.path_text(req.environ) or "/")
+        if found is not None:
+            req.environ[ENV_ROUTE] = found[0]
         method = req.environ["REQUEST_METHOD"]
         if method == "HEAD":
             method = "GET"

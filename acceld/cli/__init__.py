@@ -8,5 +8,7 @@ SERVER_COMMANDS = {
     "api": "run the REST API (needs a database and RabbitMQ)",
     "conductor": "run a conductor (needs a database and RabbitMQ)",
     "agent": "run this host's agent (needs RabbitMQ, never the database)",
+    "metrics-collector": "serve the agents' device usage as Prometheus metrics (needs "
+                         "RabbitMQ)",
     "db": "database schema: `db upgrade` or `db version`",
 }

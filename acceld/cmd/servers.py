@@ -24,6 +24,10 @@ DESCRIPTIONS = {
     "agent": "Run the agent of this host ([DEFAULT] host): it discovers devices through "
              "the drivers of [agent] enabled_drivers and reports them to the conductor "
              "over [DEFAULT] transport_url.",
+    "metrics-collector": "Run the usage collector: it consumes the agents' usage "
+                         "notifications over the notification transport ([DEFAULT] "
+                         "transport_url) and serves the latest sample of each device as "
+                         "Prometheus gauges on [metrics] collector_host/collector_port.",
     "db": "Manage the database schema of [database] connection (the embedded SQLite "
           "database under state_path when unset): `upgrade` applies every pending "
           "migration, `version` prints the schema version; both print it.",
@@ -51,7 +55,8 @@ def run(command: str, rest: list[str]) -> int:
     wiring.setup_logging(conf)
     if listens:
         return {"serve": serve, "api": api}[command](conf, rest)
-    return {"conductor": conductor, "agent": agent}[command](conf)
+    return {"conductor": conductor, "agent": agent,
+            "metrics-collector": metrics_collector}[command](conf)
 
 
 def _db(rest: list[str]) -> int:
@@ -118,3 +123,12 @@ def agent(conf: cfg.ConfigOpts) -> int:
                     ", ".join(conf.agent.enabled_drivers))
     return wiring.until_signal([manager.stop, server.stop, transport.close])
 
+
+
+def metrics_collector(conf: cfg.ConfigOpts) -> int:
+    _require_bus(conf, "metrics-collector")
+    collector = wiring.UsageCollector(conf)
+    collector.start()
+    wiring.LOG.info("acceld metrics-collector serving /metrics on http://%s:%d",
+                    conf.metrics.collector_host, collector.port)
+    return wiring.until_signal([collector.stop])

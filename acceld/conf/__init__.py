@@ -23,6 +23,7 @@ from acceld.conf import (
     glance,
     hypervisor,
     ledger,
+    metrics,
     notifications,
     nova,
     placement,
@@ -31,7 +32,7 @@ from acceld.conf import (
 
 # Groups of plain options (GROUP, OPTS), then those of keystoneauth clients (registered
 # by acceld.conf.service_client), in the sample config's order.
-PLAIN_MODULES = (default, api, agent, conductor, coordination, hypervisor, ledger,
+PLAIN_MODULES = (default, api, agent, conductor, coordination, hypervisor, ledger, metrics,
                  notifications)
 CLIENT_MODULES = (glance, placement, nova)
 DRIVER_NAMESPACE = "acceld.drivers"

@@ -104,6 +104,8 @@ V1_RULES = _rules(
      "List the allocation ledger (who held which device, when).", "GET /v1/ledger"),
     ("acceld:usage:get", _ADMIN, "Device-hours per project (or device, host, instance).",
      "GET /v1/usage"),
+    ("acceld:metrics:get", _ADMIN,
+     "Scrape the Prometheus metrics (fleet gauges, API request counters).", "GET /metrics"),
 )
 
 V2_RULES = _rules(

@@ -68,6 +68,7 @@ ALLOWED: dict[str, set[str]] = {
     "acceld:placement:sync": {"admin"},
     "acceld:ledger:get_all": {"admin"},
     "acceld:usage:get": {"admin"},
+    "acceld:metrics:get": {"admin"},
     # Cyborg v2, new defaults: inventory reads are for managers, profile reads for readers.
     "cyborg:device:get_all": {"admin", "manager"},
     "cyborg:device:get_one": {"admin", "manager"},

@@ -117,9 +117,10 @@ def test_the_context_carries_the_request_ids_a_caller_sent_a_good_one_of() -> No
         assert ctx.request_id == own and ctx.global_request_id == expected
         assert ctx.is_admin and ctx.project_id == auth.DEFAULT_PROJECT
     # a token noauth refuses: the pipeline's head sends the 401 with the request id
-    from acceld.api import deploy
+    from acceld.api import deploy, metrics
     limits = types.SimpleNamespace(max_uri_length=8192, max_header_size=65536)
-    state = types.SimpleNamespace(conf=types.SimpleNamespace(api=limits))
+    state = types.SimpleNamespace(conf=types.SimpleNamespace(api=limits),
+                                  metrics=metrics.ApiMetrics(None, 60))
     front = deploy.Front(lambda environ, start: [], state, None)
     refused = {"HTTP_X_AUTH_TOKEN": "nocolon", "PATH_INFO": "/v2/devices",
                "REQUEST_METHOD": "GET"}

@@ -1,5 +1,5 @@
 """Operator endpoints behind the seed's CLI verbs: services, drivers, backends, discovery,
-device stats."""
+device stats; and the Prometheus metrics."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from keystoneauth1 import exceptions as ks_exc
 from oslo_config import cfg
 
 from acceld import clients
-from acceld.api import util
+from acceld.api import metrics, util
 from acceld.clients import placement as placement_client
 from acceld.conf import placement as placement_conf
 from acceld.objects import placement as placement_objects
@@ -108,3 +108,12 @@ def discover(req: webob.Request, body: dict[str, Any]) -> util.Reply:
     """POST /v1/discover {"host"?} -> 202 {"hosts": [...]} (agents asked to rediscover)."""
     hosts = util.state(req).conductor.discover(body.get("host"))
     return util.json_response({"hosts": hosts}, status=202)
+
+
+def scrape(req: webob.Request) -> util.Reply:
+    """GET /metrics -> 200 the Prometheus text exposition (docs/metrics.md): the fleet
+    gauges, read from the database now in a fixed few aggregate statements, and the API's
+    request counters and latency histograms."""
+    body = util.state(req).metrics.exposition()
+    return util.Reply(200, body, [("Content-Type", metrics.CONTENT_TYPE),
+                                  ("Content-Length", str(len(body)))])

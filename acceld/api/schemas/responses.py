@@ -54,6 +54,8 @@ VERSIONS = _obj({"name": _STR, "description": _STR,
                  "default_version": _V2_VERSION})
 V1_VERSION = _obj({"version": _V1_VERSION})
 V2_VERSION = _V2_VERSION
+METRICS = {"type": "string",
+           "description": "The Prometheus text exposition format (docs/metrics.md)."}
 OPENAPI = _obj({"openapi": _STR, "info": _OBJECT, "paths": _OBJECT})
 
 # -- v1 ----------------------------------------------------------------------------------------
