@@ -1,5 +1,6 @@
 """The latest usage sample of each device, from the agents' ``acceld.device.usage``
-notifications (the payload of docs/metrics.md), kept in memory and exported as gauges.
+notifications (acceld.notify.payloads.DeviceUsagePayload), kept in memory and exported
+as gauges.
 
 Nothing is read from or written to the database: a scrape reads this process's memory.
 Each notification carries every device of one host, so a device its host no longer
@@ -24,41 +25,14 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from acceld.notify import payloads
+
 LOG = logging.getLogger(__name__)
 
 EVENT_TYPE = "acceld.device.usage"
 EVENT_TYPE_PATTERN = r"^acceld\.device\.usage$"     # the listener's filter
-PAYLOAD_NAME = "DeviceUsagePayload"
-PAYLOAD_MAJOR = "1"
-
-# The payload's ``acceld_object.data`` (a later minor version may add optional keys).
-_NUMBER = {"type": "number", "minimum": 0}
-_TEXT = {"type": "string", "minLength": 1, "maxLength": 255}
-DATA_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["host", "period_s", "sampled_at", "devices"],
-    "properties": {
-        "host": _TEXT,
-        "period_s": {"type": "number", "exclusiveMinimum": 0},
-        "sampled_at": {"type": "string", "format": "date-time"},
-        "devices": {"type": "array", "maxItems": 4096, "items": {
-            "type": "object", "required": ["driver", "identity", "type", "metrics"],
-            "properties": {
-                "driver": _TEXT, "identity": _TEXT, "type": _TEXT,
-                "metrics": {"type": "object", "additionalProperties": _NUMBER},
-            }}},
-    },
-}
-PAYLOAD_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["acceld_object.name", "acceld_object.version", "acceld_object.data"],
-    "properties": {
-        "acceld_object.name": {"const": PAYLOAD_NAME},
-        "acceld_object.version": {"type": "string", "pattern": rf"^{PAYLOAD_MAJOR}\.[0-9]+$"},
-        "acceld_object.data": DATA_SCHEMA,
-    },
-}
-_validate = fastjsonschema.compile(PAYLOAD_SCHEMA)
+# the publishers' own schema of the payload (one home: acceld.notify.payloads)
+_validate = fastjsonschema.compile(payloads.DeviceUsagePayload.schema())
 
 
 @dataclasses.dataclass(frozen=True)

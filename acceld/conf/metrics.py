@@ -14,9 +14,6 @@ OPTS = [
                             "Prometheus reaches)."),
     cfg.PortOpt("collector_port", default=9666,
                 help="Port `acceld metrics-collector` serves its /metrics on."),
-    cfg.ListOpt("usage_topics", default=["notifications"],
-                help="Notification topics the agents publish their usage on (the "
-                     "agents' notification topics)."),
     cfg.StrOpt("usage_pool", default="acceld-metrics-collector",
                help="The notification listener pool of the collector: its own queue on "
                     "each topic, so that the collector takes no notification from other "

@@ -117,14 +117,15 @@ class DeviceUsagePayload(Payload):
                        r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$"},
         "devices": {"type": "array", "items": _object({
             "driver": _STR, "identity": _STR, "type": _STR,
-            "metrics": _object({
+            # a later minor version may add metrics: consumers keep the ones they know
+            "metrics": dict(_object({
                 "utilization_percent": {"type": "number", "minimum": 0, "maximum": 100},
                 "memory_used_bytes": {"type": "number", "minimum": 0},
                 "memory_total_bytes": {"type": "number", "minimum": 0},
                 "temperature_celsius": _NUMBER,
                 "power_watts": {"type": "number", "minimum": 0},
                 "ecc_corrected_total": _COUNT, "ecc_uncorrected_total": _COUNT,
-            }, optional=tuple(METRICS))})}})
+            }, optional=tuple(METRICS)), additionalProperties=_NUMBER)})}})
 
     host: str
     period_s: float

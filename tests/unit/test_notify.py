@@ -52,10 +52,14 @@ def test_the_usage_payload_is_the_contract() -> None:
 
 
 @pytest.mark.parametrize("metrics", [{"utilization_percent": 101.0}, {"power_watts": -1.0},
-                                     {"ecc_corrected_total": 1.5}, {"fan_rpm": 1000.0}])
+                                     {"ecc_corrected_total": 1.5}, {"fan_rpm": "fast"}])
 def test_the_usage_schema_refuses_what_the_contract_does_not_say(metrics) -> None:
     with pytest.raises(jsonschema.ValidationError):
         _valid(_usage(**metrics))
+
+
+def test_a_metric_a_later_minor_version_adds_still_validates() -> None:
+    _valid(_usage(fan_rpm=1000.0))      # the contract: metrics may be added, not renamed
 
 
 def test_a_newer_minor_version_still_validates_an_older_major_does_not() -> None:

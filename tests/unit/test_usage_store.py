@@ -25,8 +25,9 @@ def _dev(identity: str, util: float = 10.0) -> dict:
 
 def _payload(host: str, *devices: dict, period: float = 10.0) -> dict:
     return {"acceld_object.name": "DeviceUsagePayload", "acceld_object.version": "1.3",
+            "acceld_object.namespace": "acceld",
             "acceld_object.data": {"host": host, "period_s": period,
-                                   "sampled_at": "2026-11-26T14:00:00+00:00",
+                                   "sampled_at": "2026-11-26T14:00:00Z",
                                    "devices": list(devices)}}
 
 
