@@ -55,6 +55,7 @@ VERSIONS = _obj({"name": _STR, "description": _STR,
 V1_VERSION = _obj({"version": _V1_VERSION})
 V2_VERSION = _V2_VERSION
 OPENAPI = _obj({"openapi": _STR, "info": _OBJECT, "paths": _OBJECT})
+TEXT = _STR           # a file of the fleet view (HTML, JavaScript, CSS)
 
 # -- v1 ----------------------------------------------------------------------------------------
 ACCELERATOR = _obj({
