@@ -181,7 +181,8 @@
     return row;
   }
 
-  // One <tbody> per host (its header row, then its devices), all in one fragment.
+  // One box per host holding a table (its header row, then its devices) with the page's
+  // columns, all in one fragment.
   function fleetRows(data, rowText) {
     const frag = document.createDocumentFragment();
     const agents = data.services ? agentsByHost(data.services) : new Map();
@@ -190,50 +191,49 @@
       if (!hosts.has(host)) hosts.set(host, []);   // an agent with no device yet
     }
     const names = Array.from(hosts.keys()).sort();
+    const columns = $("columns");
     for (const host of names) {
       const devs = hosts.get(host).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-      const group = el("tbody");
+      const box = el("div", null, "hostbox");
+      const table = box.appendChild(el("table"));
+      table.appendChild(columns.cloneNode(true)).removeAttribute("id");
+      const group = table.appendChild(el("tbody"));
       group.appendChild(hostRow(host, devs, agents.get(host)));
       for (const dev of devs) {
         const [row, text] = deviceRow(dev);
         rowText.set(row, `${host.toLowerCase()} ${text}`);
         group.appendChild(row);
       }
-      frag.appendChild(group);
+      frag.appendChild(box);
     }
-    return frag;
+    return [frag, names.length];
   }
 
   let rowText = new Map();
 
   function applyFilter() {
     const words = $("filter").value.toLowerCase().split(/\s+/).filter(Boolean);
-    for (const group of $("fleet").tBodies) {
+    for (const box of $("fleet").children) {
       let shown = 0;
-      for (const row of group.rows) {
+      for (const row of box.firstChild.rows) {
         if (!rowText.has(row)) continue;
         const text = rowText.get(row);
         row.hidden = !words.every((w) => text.includes(w));
         if (!row.hidden) shown++;
       }
-      group.hidden = words.length > 0 && shown === 0;
+      box.hidden = words.length > 0 && shown === 0;
     }
   }
 
   function draw(data) {
-    const table = $("fleet");
-    const summaryBox = $("summary");
     const newRows = new Map();
-    const rows = fleetRows(data, newRows);
-    const sums = summary(data);
-    for (const old of Array.from(table.tBodies)) old.remove();
-    summaryBox.replaceChildren(sums);
-    table.appendChild(rows);
+    const [rows, hostCount] = fleetRows(data, newRows);
+    $("summary").replaceChildren(summary(data));
+    $("fleet").replaceChildren(rows);
     rowText = newRows;
     applyFilter();
     $("login").hidden = true;
     $("view").hidden = false;
-    const hostCount = table.tBodies.length;
     status(`${data.devices.length} devices on ${hostCount} hosts, read ` +
       new Date().toLocaleTimeString());
     document.title = `acceld fleet: ${data.devices.length} devices`;
