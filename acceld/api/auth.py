@@ -15,10 +15,10 @@ from acceld.api import errors, request_id
 from acceld.api.reply import Reply
 
 DEFAULT_PROJECT = "default"
-# Version discovery and the OpenAPI document, also under the ``/accelerator`` mount prefix
-# the router strips.
-PUBLIC_PATHS = ("/", "", "/v2", "/openapi.json", "/accelerator", "/accelerator/v2",
-                "/accelerator/openapi.json")
+# Version discovery, the OpenAPI document and the fleet view's files (which hold no data),
+# also under the ``/accelerator`` mount prefix the router strips.
+_PUBLIC = ("/v2", "/openapi.json", "/ui", "/ui/fleet.js", "/ui/fleet.css")
+PUBLIC_PATHS = ("/", "", *_PUBLIC, "/accelerator", *("/accelerator" + p for p in _PUBLIC))
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 

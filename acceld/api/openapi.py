@@ -22,6 +22,7 @@ JSON = "application/json"
 
 _REASONS = {
     200: "OK", 201: "Created", 202: "Accepted", 204: "No Content",
+    304: "Not Modified: If-None-Match names the current ETag (no body).",
     400: "The request is invalid: the detail names the field (a query parameter, a body "
          "field, a path segment).",
     401: "No valid token (noauth: X-Auth-Token is neither 'admin' nor '<user>:<project>').",
@@ -108,6 +109,8 @@ def _responses(path: str, op: Op, components: dict[int, str]) -> dict[str, Any]:
     error = "V2Error" if router.is_v2(path) else "Error"
     for status in _error_statuses(path, op):
         out[str(status)] = dict(_ref("responses", error), description=_REASONS[status])
+    if "304" in out:    # a revalidated file: no body, the same ETag
+        out["304"] = {"description": _REASONS[304], "headers": _headers(path, op.headers)}
     return out
 
 
@@ -158,7 +161,8 @@ def _components() -> dict[str, Any]:
             "Vary": {"schema": string},
             "Location": {"description": "The URL of what was created or queued.",
                          "required": True, "schema": string},
-            "ETag": {"description": "The accelerator's revision, for If-Match.",
+            "ETag": {"description": "An accelerator's revision, for If-Match; a fleet view "
+                             "file's digest, for If-None-Match.",
                      "required": True, "schema": string},
         },
         "securitySchemes": {

@@ -25,6 +25,7 @@ from acceld.api.handlers import (
     operator,
     program,
     root,
+    ui,
     v2_inventory,
 )
 from acceld.api.reply import Reply
@@ -50,8 +51,8 @@ class Op:
     ``body_optional``: an empty body is ``{}``; ``wrapper``: the body may come wrapped in
     that one key) after the policy check, and calls the handler with the path parameters,
     ``body`` and, where the query schema names parameters, ``query``. ``errors``: the
-    statuses besides those every route of its kind may answer; ``media_type``: the
-    success body's."""
+    statuses besides those every route of its kind may answer; ``media_type``: what a
+    success carries (/metrics and the fleet view's files are not JSON)."""
 
     handler: Callable[..., Reply]
     status: int
@@ -64,6 +65,10 @@ class Op:
     headers: tuple[str, ...] = ()
     media_type: str = "application/json"
 
+
+# the fleet view's files (public: they hold no data; the page reads the API with a token)
+_UI = {"/ui": (ui.page, "index.html"), "/ui/fleet.js": (ui.script, "fleet.js"),
+       "/ui/fleet.css": (ui.stylesheet, "fleet.css")}
 
 OPERATIONS: dict[str, dict[str, Op]] = {
     "/": {"GET": Op(root.versions, 200, r.VERSIONS)},
@@ -158,14 +163,18 @@ OPERATIONS: dict[str, dict[str, Op]] = {
                   errors=(403, 404, 409, 502, 503)),
         "DELETE": Op(hot_plug.detach, 200, r.HOT_PLUG, query=v2.NO_QUERY,
                      errors=(404, 409, 502, 503))},
+    **{path: {"GET": Op(handler, 200, r.TEXT, errors=(304,), headers=("ETag",),
+                        media_type=ui.MEDIA_TYPES[name])}
+       for path, (handler, name) in _UI.items()},
 }
 
 MOUNT_PREFIX = "/accelerator"
 # environ key: the route (its template in OPERATIONS) of the request, once routed
 ENV_ROUTE = "acceld.route"
-# the routes anyone may read (version discovery, the API description): no policy rule
+# the routes anyone may read (version discovery, the API description, the fleet view's
+# files): no policy rule
 PUBLIC_ROUTES = frozenset({("/", "GET"), ("/v1", "GET"), ("/v2", "GET"),
-                           ("/openapi.json", "GET")})
+                           ("/openapi.json", "GET"), *((path, "GET") for path in _UI)})
 
 # The methods of Cyborg's v2 controllers (pecan RestControllers), which decide what a
 # request no route serves gets there: below a collection, a GET or a method the controller

@@ -32,8 +32,10 @@ UNKNOWN_UUID = "0b7f3e2c-6a3a-4f59-9f0c-1d2e3f405060"
 PATH_VALUES = {"uuid": UNKNOWN_UUID, "acc_spec": "acc_specs", "name": "fake",
                "name_or_uuid": UNKNOWN_UUID}
 
-# Routes that have no policy rule: version discovery.
-UNPROTECTED = {("GET", "/"), ("GET", "/v1"), ("GET", "/v2"), ("GET", "/openapi.json")}
+# Routes that have no policy rule: version discovery, the API description, the fleet
+# view's files.
+UNPROTECTED = {("GET", "/"), ("GET", "/v1"), ("GET", "/v2"), ("GET", "/openapi.json"),
+               ("GET", "/ui"), ("GET", "/ui/fleet.js"), ("GET", "/ui/fleet.css")}
 
 PERSONAS: dict[str, dict[str, str]] = {
     "admin": {},

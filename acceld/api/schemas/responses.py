@@ -57,6 +57,7 @@ V2_VERSION = _V2_VERSION
 METRICS = {"type": "string",
            "description": "The Prometheus text exposition format (docs/metrics.md)."}
 OPENAPI = _obj({"openapi": _STR, "info": _OBJECT, "paths": _OBJECT})
+TEXT = _STR           # a file of the fleet view (HTML, JavaScript, CSS)
 
 # -- v1 ----------------------------------------------------------------------------------------
 ACCELERATOR = _obj({
