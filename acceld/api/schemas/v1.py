@@ -33,3 +33,9 @@ DRIVER_ACTION = closed({"action": {"type": "string", "enum": ["install", "uninst
                         "host": _HOST}, ["action"])
 DISCOVER = closed({"host": _HOST})
 PLACEMENT_SYNC = closed({"host": _HOST, "dry_run": {"type": "boolean"}})
+
+# an operator's note kept with a health or maintenance change
+_REASON = {"type": "string", "maxLength": 255, "pattern": SHOWN_NAME_CHARS}
+HEALTH_ACTION = closed({"action": {"type": "string", "enum": sorted(states.HEALTH_ACTIONS)},
+                        "reason": _REASON}, ["action"])
+MAINTENANCE = closed({"reason": _REASON})
