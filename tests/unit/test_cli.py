@@ -295,7 +295,8 @@ def test_list_table(fake, capsys):
     out = capsys.readouterr().out
     header = out.splitlines()[1]
     assert [c.strip() for c in header.strip("|").split("|")] == [
-        "uuid", "name", "host", "device_type", "state", "health", "attached_to"]
+        "uuid", "name", "host", "device_type", "state", "health", "lifecycle", "maintenance",
+        "attached_to"]
     assert f"instance:{INSTANCE}" in out
     assert "host:host2" in out
     row_d = next(line for line in out.splitlines() if ACC_D in line)
