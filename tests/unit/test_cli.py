@@ -301,7 +301,7 @@ def test_list_table(fake, capsys):
     assert "host:host2" in out
     row_d = next(line for line in out.splitlines() if ACC_D in line)
     cells = [c.strip() for c in row_d.strip().strip("|").split("|")]
-    assert cells == [ACC_D, "host2-fake-gpu-1", "host2", "GPU", "inactive", "ok", ""]
+    assert cells == [ACC_D, "host2-fake-gpu-1", "host2", "GPU", "inactive", "ok", "", "", ""]
 
 
 def test_list_json_with_filters(fake, capsys):
