@@ -18,7 +18,6 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
-    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -142,8 +141,7 @@ class Device(_Row, Base):
     # baseline the next report's counters are compared with
     health_counters: Mapped[str | None] = mapped_column(Text)
     # an operator's drain: no new binds, existing ones kept
-    maintenance: Mapped[bool] = mapped_column(Boolean, default=False,
-                                              server_default=false())
+    maintenance: Mapped[bool] = mapped_column(Boolean, default=False)
     maintenance_reason: Mapped[str | None] = mapped_column(Text)
     maintenance_at: Mapped[datetime.datetime | None] = mapped_column(DateTime)
 

@@ -30,3 +30,8 @@ def upgrade() -> None:
                                    server_default=sa.false()))
         batch.add_column(sa.Column("maintenance_reason", sa.Text(), nullable=True))
         batch.add_column(sa.Column("maintenance_at", sa.DateTime(), nullable=True))
+    # the default filled the existing rows; new ones get theirs from acceld (as every
+    # other Boolean column: MySQL reflects a Boolean default as text, not as false)
+    with op.batch_alter_table("devices") as batch:
+        batch.alter_column("maintenance", existing_type=sa.Boolean(), existing_nullable=False,
+                           server_default=None)
