@@ -142,3 +142,19 @@ def test_a_drained_device_is_not_attached_through_v1_and_others_are(stack):
     assert stack.call("DELETE", f"/v1/accelerators/{gpu}/maintenance").json[
         "schedulable"] is True
     assert stack.call("PUT", f"/v1/accelerators/{gpu}", {"host": HOST}).status_int == 200
+
+
+def test_a_project_sees_draining_while_another_projects_bind_holds_the_device(stack):
+    dev, rp = _device(stack, "QAT")
+    arq, resp = _bind(stack, rp)
+    assert resp.status_int == 202
+    assert stack.call("PUT", f"/v1/accelerators/{dev}/maintenance").json["maintenance"] == \
+        "draining"
+    view = stack.call("GET", f"/v1/accelerators/{dev}", headers=MEMBER).json
+    assert (view["allocations"], view["maintenance"]) == ([], "draining")
+    listed = stack.call("GET", "/v1/accelerators", headers=MEMBER).json["accelerator"]
+    assert {a["uuid"]: a["maintenance"] for a in listed}[dev] == "draining"
+    assert stack.call("DELETE", f"/v2/accelerator_requests/{arq}",
+                      headers=SERVICE).status_int == 204
+    assert stack.call("GET", f"/v1/accelerators/{dev}", headers=MEMBER).json[
+        "maintenance"] == "drained"
