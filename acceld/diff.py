@@ -8,11 +8,15 @@ one transaction. The rules:
   one reports no devices; a reported device takes the health its driver reports;
 * a vanished device is deleted unless held (attached or allocated): then it is kept and
   marked ``missing``, and becomes ``ok`` again when it comes back;
-* ``in_use`` of a handle is never overwritten; an unchanged report yields an empty plan."""
+* ``in_use`` of a handle is never overwritten; an unchanged report yields an empty plan;
+* health life cycle (:class:`HealthRules`): a healthy device whose error counters rose
+  by a threshold since the last applied report, or whose driver health just became
+  degraded or failed, becomes suspect (or quarantined, by configuration)."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 from acceld import reports, states
@@ -45,6 +49,38 @@ class CurrentDevice:
     held: bool
     cpid_id: int
     deployables: dict[str, CurrentDeployable]
+    lifecycle: str = states.LIFECYCLE_HEALTHY
+
+
+@dataclasses.dataclass(frozen=True)
+class HealthRules:
+    """When a report takes a healthy device out of ``healthy`` (docs/health.md).
+
+    ``deltas``: per counter (reports.HEALTH_COUNTERS) the rise since the last applied
+    report that makes the device suspect (0 or absent: not watched); ``driver_health``:
+    whether a driver's health turning degraded or failed does too; ``target``: the state
+    such a device enters (suspect, or quarantined at once)."""
+
+    deltas: tuple[tuple[str, int], ...] = ()
+    driver_health: bool = True
+    target: str = states.LIFECYCLE_SUSPECT
+
+    def reasons(self, stored_counters: str | None, health_before: str,
+                dev: reports.Device) -> list[str]:
+        """Why ``dev`` (as now reported) is no longer healthy; empty while it is. A
+        counter lower than before (the driver restarted counting) is a new baseline."""
+        before = json.loads(stored_counters or "{}")
+        now = dict(dev.health_counters)
+        why = [f"{name} errors rose by {now[name] - before[name]} (from {before[name]} to "
+               f"{now[name]}; threshold {delta})"
+               for name, delta in self.deltas
+               if delta > 0 and name in now and name in before
+               and now[name] - before[name] >= delta]
+        if self.driver_health and dev.health != health_before and dev.health in (
+                states.HEALTH_DEGRADED, states.HEALTH_FAILED):
+            why.append(f"the driver reports it {dev.health}"
+                       + (f": {'; '.join(dev.health_reasons)}" if dev.health_reasons else ""))
+        return why
 
 
 @dataclasses.dataclass
@@ -85,6 +121,8 @@ class Plan:
     delete_handles: list[int] = dataclasses.field(default_factory=list)
     upsert_drivers: list[reports.DriverReport] = dataclasses.field(default_factory=list)
     delete_drivers: list[str] = dataclasses.field(default_factory=list)
+    # (device id, life-cycle state it enters, why): HealthRules' verdicts
+    lifecycle: list[tuple[int, str, str]] = dataclasses.field(default_factory=list)
 
     def is_empty(self) -> bool:
         return not any(getattr(self, f.name) for f in dataclasses.fields(self))
@@ -99,6 +137,8 @@ def device_fields(dev: reports.Device) -> dict[str, Any]:
         "cpid_type": dev.controlpath_type,
         "cpid_info": canonical_json(dict(dev.controlpath_info)),
         "health_reasons": canonical_json(list(dev.health_reasons)),
+        "health_counters": canonical_json(dict(dev.health_counters))
+        if dev.health_counters else None,
     }
 
 
@@ -112,7 +152,9 @@ def driver_fields(drv: reports.DriverReport) -> dict[str, Any]:
             if drv.capabilities else None}
 
 
-def diff(current: HostInventory, report: reports.InventoryReport) -> Plan:
+def diff(current: HostInventory, report: reports.InventoryReport,
+         rules: HealthRules | None = None) -> Plan:
+    """The plan; ``rules``: when a device leaves ``healthy`` (None: never from a report)."""
     plan = Plan()
     reported = {d.name: d for d in report.drivers}
     _diff_drivers(current, reported, plan)
@@ -130,6 +172,11 @@ def diff(current: HostInventory, report: reports.InventoryReport) -> Plan:
                 plan.add_devices.append((drv.name, dev))
             else:
                 _diff_device(existing, dev, plan)
+                if rules is not None and existing.lifecycle == states.LIFECYCLE_HEALTHY:
+                    why = rules.reasons(existing.fields.get("health_counters"),
+                                        existing.health, dev)
+                    if why:
+                        plan.lifecycle.append((existing.id, rules.target, "; ".join(why)))
     for key, existing in current.devices.items():
         drv = reported.get(key[0])
         if drv is not None and drv.state == states.DRIVER_FAILED:

@@ -62,6 +62,11 @@ class DeviceInUse(Conflict):
     code = "acceld.device.in_use"
 
 
+class HealthStateConflict(Conflict):
+    """A health life-cycle or maintenance change the device's state does not allow."""
+    code = "acceld.device.health_conflict"
+
+
 class InvalidInput(AccelDError):
     code = "acceld.invalid_input"
 

@@ -10,7 +10,10 @@ Schema versions (one line of history each; a test guards the list):
   ``capabilities`` (``host_work``: its handles need prepare/release at bind; ``program``),
   and per device ``health`` {status ok|degraded|failed, reasons}
 * 4: adds per attach handle an optional ``uuid`` (the driver names the handle: an MDEV
-  handle's uuid is its mdev's, which Nova uses) and the attach type ``MIG``"""
+  handle's uuid is its mdev's, which Nova uses) and the attach type ``MIG``
+* 5: adds per device an optional ``health.counters`` {name: count}: the driver's error
+  counters since it started counting (``ecc``, ``xid``), from which the conductor tells
+  a device whose errors rise (docs/health.md)"""
 
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ import jsonschema
 
 from acceld import exception, states
 
-SCHEMA_VERSIONS = (1, 2, 3, 4)
+SCHEMA_VERSIONS = (1, 2, 3, 4, 5)
 SCHEMA_VERSION = SCHEMA_VERSIONS[-1]
 
 _STR_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
@@ -38,6 +41,10 @@ DEVICE_HEALTH = (states.HEALTH_OK, states.HEALTH_DEGRADED, states.HEALTH_FAILED)
 CAP_HOST_WORK = "host_work"      # attach handles need prepare/release on the host at bind
 CAP_PROGRAM = "program"          # devices can be loaded with an image (FPGAs)
 CAPABILITIES = (CAP_HOST_WORK, CAP_PROGRAM)
+# Error counters a driver may report per device (cumulative; docs/health.md).
+COUNTER_ECC = "ecc"              # memory ECC errors (corrected and uncorrected)
+COUNTER_XID = "xid"              # critical XID events (NVIDIA GPUs)
+HEALTH_COUNTERS = (COUNTER_ECC, COUNTER_XID)
 
 FUNCTION_TRAIT_PREFIX = "CUSTOM_FPGA_FUNCTION_ID_"
 
@@ -85,7 +92,9 @@ _DEVICE = _closed(["identity", "type", "vendor", "model", "controlpath", "deploy
     "deployables": {"type": "array", "items": _DEPLOYABLE},
     "health": _closed(["status"], {
         "status": {"enum": list(DEVICE_HEALTH)},
-        "reasons": {"type": "array", "items": _REASON, "maxItems": 50}})})
+        "reasons": {"type": "array", "items": _REASON, "maxItems": 50},
+        "counters": _closed([], {name: {"type": "integer", "minimum": 0}
+                                 for name in HEALTH_COUNTERS})})})
 _EXPLANATION = _closed(["checks", "found", "skipped"], {
     "checks": {"type": "array", "maxItems": 200, "items": _closed(["name", "ok"], {
         "name": {"type": "string", "minLength": 1, "maxLength": 255},
@@ -152,6 +161,7 @@ class Device:
     deployables: tuple[Deployable, ...] = ()
     health: str = states.HEALTH_OK             # one of DEVICE_HEALTH
     health_reasons: tuple[str, ...] = ()
+    health_counters: tuple[tuple[str, int], ...] = ()     # sorted (name, count)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -224,8 +234,17 @@ def _device_to_dict(dev: Device) -> dict[str, Any]:
              "attributes": dict(dep.attributes),
              "attach_handles": [_handle_to_dict(h) for h in dep.attach_handles]}
             for dep in dev.deployables],
-        "health": {"status": dev.health, "reasons": list(dev.health_reasons)},
+        "health": _health_to_dict(dev),
     }
+
+
+def _health_to_dict(dev: Device) -> dict[str, Any]:
+    """The device's health; ``counters`` only where the driver counts (a report without
+    them is the same text as a version 4 one, so its digest does not change)."""
+    out: dict[str, Any] = {"status": dev.health, "reasons": list(dev.health_reasons)}
+    if dev.health_counters:
+        out["counters"] = dict(dev.health_counters)
+    return out
 
 
 def _handle_to_dict(h: AttachHandle) -> dict[str, Any]:
@@ -248,7 +267,8 @@ def make_device(*, identity: str, type: str, vendor: str, model: str,
                 name: str = "", std_board_info: Mapping[str, Any] | None = None,
                 vendor_board_info: Mapping[str, Any] | None = None,
                 health: Mapping[str, Any] | None = None) -> Device:
-    """A Device from plain data (drivers' and the wire's); ``health``: {status, reasons}."""
+    """A Device from plain data (drivers' and the wire's); ``health``: {status, reasons,
+    counters?}."""
     health = health or {}
     return Device(
         identity=identity, type=type, vendor=vendor, model=model, name=name,
@@ -266,4 +286,5 @@ def make_device(*, identity: str, type: str, vendor: str, model: str,
             for dep in deployables),
         health=health.get("status", states.HEALTH_OK),
         health_reasons=tuple(health.get("reasons", ())),
+        health_counters=_frozen_map(health.get("counters")),
     )

@@ -493,6 +493,14 @@ class ConductorClient:
     def device_stats(self, uuid: str) -> dict[str, Any]:
         return self._call("device_stats", uuid=uuid)
 
+    def device_health(self, uuid: str, action: str, reason: str) -> dict[str, Any]:
+        """quarantine | release | reset one device (acceld.states.HEALTH_ACTIONS)."""
+        return self._call("device_health", uuid=uuid, action=action, reason=reason)
+
+    def device_maintenance(self, uuid: str, change: str, reason: str) -> dict[str, Any]:
+        """drain | undrain one device (acceld.states.MAINTENANCE_TRANSITIONS)."""
+        return self._call("device_maintenance", uuid=uuid, change=change, reason=reason)
+
 
 class AgentClient:
     """What the conductor may ask of the agent on one host."""
@@ -533,6 +541,10 @@ class AgentClient:
 
     def device_stats(self, host: str, driver: str, identity: str) -> dict[str, float]:
         return self._call(host, "device_stats", driver=driver, identity=identity)
+
+    def reset_device(self, host: str, driver: str, identity: str) -> dict[str, Any]:
+        """The driver's reset of one device, blocking until done: {"ok", "error"}."""
+        return self._call(host, "reset_device", driver=driver, identity=identity)
 
     def guests(self, host: str) -> list[dict[str, Any]]:
         """The guests of ``host``: [{"uuid", "name", "running", "aliases"}]."""

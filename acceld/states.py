@@ -3,7 +3,14 @@
 A device goes ``inactive`` -> ``installing`` (the driver's install step) -> ``ready`` (or
 ``error``), and back through ``uninstalling``. Health is orthogonal: drivers report
 ``ok``, ``degraded`` or ``failed``; the conductor adds ``unknown`` (driver failing) and
-``missing`` (vanished but held). Only :data:`USABLE_HEALTH` devices go to guests."""
+``missing`` (vanished but held). Only :data:`USABLE_HEALTH` devices go to guests.
+
+Over the driver's health, the conductor keeps each device's health *life cycle*
+(docs/health.md): ``healthy`` -> ``suspect`` (rising error counters, or a driver
+reporting it degraded) -> ``quarantined`` (out of scheduling) -> ``resetting`` (the
+driver's reset hook) -> ``healthy`` again or ``failed``; and, apart from it, whether an
+operator put the device in maintenance (drain). Only a healthy or suspect device out of
+maintenance goes to a new guest."""
 
 from __future__ import annotations
 
@@ -44,7 +51,54 @@ USABLE_HEALTH = (HEALTH_OK, HEALTH_DEGRADED)
 DEVICE_STATUS_ENABLED = "enabled"
 
 
-def unusable_reasons(state: str, status: str, health: str) -> list[str]:
+# -- device health life cycle (docs/health.md) ---------------------------------------------
+LIFECYCLE_HEALTHY = "healthy"
+LIFECYCLE_SUSPECT = "suspect"
+LIFECYCLE_QUARANTINED = "quarantined"
+LIFECYCLE_RESETTING = "resetting"
+LIFECYCLE_FAILED = "failed"
+LIFECYCLE_STATES = (LIFECYCLE_HEALTHY, LIFECYCLE_SUSPECT, LIFECYCLE_QUARANTINED,
+                    LIFECYCLE_RESETTING, LIFECYCLE_FAILED)
+# A device in one of these may be given to a new guest (Placement: not reserved).
+SCHEDULABLE_LIFECYCLE = (LIFECYCLE_HEALTHY, LIFECYCLE_SUSPECT)
+
+# target -> states it may be entered from (every change is a compare-and-swap on this set).
+# Healthy from resetting is a reset that worked; failed, one that did not.
+LIFECYCLE_TRANSITIONS: dict[str, frozenset[str]] = {
+    LIFECYCLE_SUSPECT: frozenset({LIFECYCLE_HEALTHY}),
+    LIFECYCLE_QUARANTINED: frozenset({LIFECYCLE_HEALTHY, LIFECYCLE_SUSPECT}),
+    LIFECYCLE_RESETTING: frozenset({LIFECYCLE_QUARANTINED, LIFECYCLE_FAILED}),
+    LIFECYCLE_HEALTHY: frozenset({LIFECYCLE_SUSPECT, LIFECYCLE_QUARANTINED,
+                                  LIFECYCLE_RESETTING}),
+    LIFECYCLE_FAILED: frozenset({LIFECYCLE_RESETTING}),
+}
+
+# What an operator may ask for -> (the state it enters, the states it may start from: a
+# subset of the table's; only a reset's own outcome ends ``resetting``).
+HEALTH_ACTIONS: dict[str, tuple[str, frozenset[str]]] = {
+    "quarantine": (LIFECYCLE_QUARANTINED, LIFECYCLE_TRANSITIONS[LIFECYCLE_QUARANTINED]),
+    "release": (LIFECYCLE_HEALTHY, frozenset({LIFECYCLE_SUSPECT, LIFECYCLE_QUARANTINED})),
+    "reset": (LIFECYCLE_RESETTING, LIFECYCLE_TRANSITIONS[LIFECYCLE_RESETTING]),
+}
+# A reset's outcome: (on success, on failure), both entered from resetting only.
+RESET_OUTCOME = (LIFECYCLE_HEALTHY, LIFECYCLE_FAILED)
+
+# Maintenance (drain of one device): the two changes an operator asks for, stored as a
+# flag; the view says ``draining`` while something still holds the device, then ``drained``.
+MAINTENANCE_DRAIN, MAINTENANCE_UNDRAIN = "drain", "undrain"
+MAINTENANCE_DRAINING, MAINTENANCE_DRAINED = "draining", "drained"
+# change -> (the flag it sets, the flag it may start from)
+MAINTENANCE_TRANSITIONS = {MAINTENANCE_DRAIN: (True, False), MAINTENANCE_UNDRAIN: (False, True)}
+
+
+def lifecycle_can_transition(current: str, target: str) -> bool:
+    """True when a device's health life cycle may go from ``current`` to ``target``."""
+    return current in LIFECYCLE_TRANSITIONS.get(target, frozenset())
+
+
+def unusable_reasons(state: str, status: str, health: str,
+                     lifecycle: str = LIFECYCLE_HEALTHY,
+                     maintenance: bool = False) -> list[str]:
     """Why the device may not go to a guest ("is inactive, not ready", ...); empty if it may."""
     why = []
     if state != READY:
@@ -53,6 +107,10 @@ def unusable_reasons(state: str, status: str, health: str) -> list[str]:
         why.append(f"is disabled ({status})")
     if health not in USABLE_HEALTH:
         why.append(f"has health {health}")
+    if lifecycle not in SCHEDULABLE_LIFECYCLE:
+        why.append(f"is {lifecycle}")
+    if maintenance:
+        why.append("is in maintenance (drained)")
     return why
 
 # Attach handle types (contract 1.4): ``PCI`` (a function passed through), ``MDEV`` (a

@@ -361,6 +361,19 @@ class AgentManager:
         self._wake.set()          # the device changed hands: report its new view soon
         return {"ok": True, "error": None}
 
+    def reset_device(self, driver: str, identity: str) -> dict[str, Any]:
+        """The driver's reset of one device (the conductor asks only for a quarantined
+        device no guest holds); {"ok", "error"}. The device is rediscovered after."""
+        try:
+            self._driver(driver).reset(identity)
+        except Exception as exc:
+            LOG.warning("reset of %s (%s) failed: %s", identity, driver, exc)
+            return {"ok": False, "error": str(exc)[:2000] or exc.__class__.__name__}
+        finally:
+            self._wake.set()
+        LOG.info("reset of %s (%s) done", identity, driver)
+        return {"ok": True, "error": None}
+
     # -- host work of binds: prepare/release of one attach handle ---------------------------
     def prepare_handle(self, driver: str, identity: str, attach_info: dict[str, str],
                        handle_uuid: str) -> dict[str, Any]:
@@ -502,8 +515,12 @@ def _with_health(dev: reports.Device, health: Any) -> reports.Device:
     if health is None:
         return dev
     status = health.status if health.status in reports.DEVICE_HEALTH else states.HEALTH_FAILED
+    counters = tuple(sorted((str(name), int(count)) for name, count in
+                            getattr(health, "counters", ()) if name in reports.HEALTH_COUNTERS
+                            and int(count) >= 0))
     return dataclasses.replace(dev, health=status,
-                               health_reasons=tuple(str(r)[:1000] for r in health.reasons))
+                               health_reasons=tuple(str(r)[:1000] for r in health.reasons),
+                               health_counters=counters)
 
 
 BOOT_ID = "/proc/sys/kernel/random/boot_id"

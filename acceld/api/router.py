@@ -91,6 +91,16 @@ OPERATIONS: dict[str, dict[str, Op]] = {
     "/v1/accelerators/{uuid}/stats": {
         "GET": Op(operator.device_stats, 200, r.DEVICE_STATS, query=v1.NO_QUERY,
                   errors=(409, 503))},
+    # before {acc_spec}: the first route that matches serves
+    "/v1/accelerators/{uuid}/health": {
+        "GET": Op(operator.show_health, 200, r.DEVICE_HEALTH, query=v1.NO_QUERY),
+        "POST": Op(operator.health_action, 200, r.DEVICE_HEALTH, body=v1.HEALTH_ACTION,
+                   errors=(409, 503))},
+    "/v1/accelerators/{uuid}/maintenance": {
+        "PUT": Op(operator.drain, 200, r.DEVICE_HEALTH, body=v1.MAINTENANCE,
+                  body_optional=True, errors=(503,)),
+        "DELETE": Op(operator.undrain, 200, r.DEVICE_HEALTH, query=v1.NO_QUERY,
+                     errors=(503,))},
     "/v1/accelerators/{uuid}/{acc_spec}": {
         "PUT": Op(accelerators.update_specs, 200, r.ACCELERATOR, body=v1.UPDATE_SPECS,
                   errors=(409, 428), headers=("ETag",))},

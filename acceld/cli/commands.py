@@ -19,9 +19,11 @@ from acceld.cli.output import (
     print_object,
     print_progress,
     render_attached_to,
+    render_value,
 )
 
-ACC_COLUMNS = ("uuid", "name", "host", "device_type", "state", "health", "attached_to")
+ACC_COLUMNS = ("uuid", "name", "host", "device_type", "state", "health", "lifecycle",
+               "maintenance", "attached_to")
 DRIVER_COLUMNS = ("host", "name", "version", "state", "device_count")
 SERVICE_COLUMNS = ("host", "binary", "version", "last_seen_at", "alive", "conductor", "hosts")
 RESULT_COLUMNS = ("host", "driver", "ok", "error")
@@ -493,4 +495,69 @@ def ledger_list(client: Client, args: argparse.Namespace) -> int:
     print_list(rows, LEDGER_COLUMNS, args.format)
     if rows and body.get("ledger_links"):
         print_progress(f"more rows follow: --marker {rows[-1].get('id')}")
+
+
+# --- device health life cycle and drain (docs/health.md) ----------------------------
+
+def _health_view(body: Any) -> dict[str, Any]:
+    return _expect(body, dict, "health view")
+
+
+def _print_health(view: dict[str, Any], fmt: str) -> None:
+    """The device's health view; in a table, the change it made on one line first."""
+    if fmt == "json":
+        print_json(view)
+        return
+    change = view.get("transition")
+    shown = {k: v for k, v in view.items() if k != "transition"}
+    if isinstance(change, dict):
+        after = change.get("after")
+        print_line(f"{change.get('what')}: {change.get('before')} -> {after}"
+                   if change.get("changed") else f"{change.get('what')}: already {after}")
+    print_object(shown, fmt)
+
+
+def device_health(client: Client, args: argparse.Namespace) -> int:
+    """GET /v1/accelerators/UUID/health."""
+    _print_health(_health_view(client.get(_acc_path(args.uuid, "/health"))), args.format)
+    return 0
+
+
+def device_health_action(client: Client, args: argparse.Namespace) -> int:
+    """POST /v1/accelerators/UUID/health {action, reason?}; a reset with --wait follows
+    the device until it is no longer resetting, and fails when it ends failed."""
+    body = {"action": args.action}
+    if args.reason:
+        body["reason"] = args.reason
+    view = _health_view(client.post(_acc_path(args.uuid, "/health"), body))
+    finished = True
+    if args.action == "reset":
+        change = view.get("transition")
+        view, finished = _wait(
+            f"reset of {args.uuid}", view,
+            lambda: _health_view(client.get(_acc_path(args.uuid, "/health"))),
+            lambda v: v.get("lifecycle") != "resetting",
+            lambda v: f"lifecycle {v.get('lifecycle')}", args.wait)
+        view["transition"] = change
+    _print_health(view, args.format)
+    if view.get("lifecycle") == "failed" and args.action == "reset":
+        raise CliError(f"reset of accelerator {args.uuid} failed: "
+                       f"{view.get('lifecycle_reason') or 'the device is failed'}")
+    if not finished and args.wait:
+        raise TimedOut(f"accelerator {args.uuid} is still resetting after {args.wait:g}s "
+                       "(--wait)")
+    return 0
+
+
+def device_maintenance(client: Client, args: argparse.Namespace) -> int:
+    """PUT (drain) or DELETE (undrain) /v1/accelerators/UUID/maintenance; a drain lists
+    the binds it keeps on stderr."""
+    path = _acc_path(args.uuid, "/maintenance")
+    if args.drain:
+        view = _health_view(client.put(path, {"reason": args.reason} if args.reason else {}))
+        for held in view.get("bound") or []:
+            print_progress(f"still bound: {render_value(held)}")
+    else:
+        view = _health_view(client.delete(path))
+    _print_health(view, args.format)
     return 0

@@ -241,6 +241,33 @@ def _add_ledger_verbs(subparsers: Any) -> None:
     p.add_argument("--marker", help="the id of the row after which the page starts")
 
 
+def _add_health_verbs(subparsers: Any) -> None:
+    _verb(subparsers, "device-health", commands.device_health,
+          "show a device's health life cycle, maintenance and who holds it", uuid="UUID")
+    for action, text in (
+            ("quarantine", "take a device out of scheduling (reserved in Placement; bound "
+                           "guests keep running and are listed)"),
+            ("release", "re-admit a suspect or quarantined device"),
+            ("reset", "reset a quarantined or failed device with its driver (fails when "
+                      "the reset fails; the device is then failed)")):
+        p = _verb(subparsers, f"device-{action}", commands.device_health_action, text,
+                  uuid="UUID")
+        p.set_defaults(action=action, wait=0.0)
+        p.add_argument("--reason", help="a note kept with the change")
+        if action == "reset":
+            p.add_argument("--wait", type=_seconds, default=120.0, metavar="SECONDS",
+                           help="follow the reset up to this long, with progress on "
+                                "stderr; 0: do not wait (default %(default)s)")
+    p = _verb(subparsers, "device-drain", commands.device_maintenance,
+              "put a device in maintenance: no new binds, existing ones kept (listed on "
+              "stderr); drained once they are gone", uuid="UUID")
+    p.set_defaults(drain=True)
+    p.add_argument("--reason", help="a note kept with the change")
+    p = _verb(subparsers, "device-undrain", commands.device_maintenance,
+              "return a device from maintenance to service", uuid="UUID")
+    p.set_defaults(drain=False, reason=None)
+
+
 def _add_placement_verbs(subparsers: Any) -> None:
     placement = subparsers.add_parser("placement", help="Placement: sync, status",
                                       description="Placement sync", epilog=VERB_EPILOG)
@@ -283,6 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_seed_verbs(subparsers)
     _add_hot_plug_verbs(subparsers)
     _add_ledger_verbs(subparsers)
+    _add_health_verbs(subparsers)
     p = subparsers.add_parser("help", help="show the help of acceld or of one command",
                               description="show the help of acceld or of one command",
                               epilog=VERB_EPILOG)

@@ -22,6 +22,7 @@ import acceld
 from acceld import exception, notify, reports
 from acceld.clients.nova import NovaClient
 from acceld.conductor import binding, hotplug
+from acceld.conductor import health as device_health
 from acceld.conductor.placement_syncer import PlacementSyncer
 from acceld.conductor.ring import HostRing, make_ring, owner_on
 from acceld.db.api import Database
@@ -104,6 +105,9 @@ class ConductorManager:
                                     placement=None if placement is None else placement.client,
                                     nova=nova, attach_grace=2 * conf.rpc_timeout,
                                     owns=self.ring.owns)
+        self._health_rules = device_health.rules(conf)
+        self._health = device_health.DeviceHealth(db, agents, self.host_changed,
+                                                  conf.health.reset_wait)
 
     # -- life cycle ------------------------------------------------------------------
     def start(self) -> None:
@@ -227,11 +231,12 @@ class ConductorManager:
         if not self._is_newest(parsed):
             return {"seq": parsed.seq, "changed": False, "stale": True,
                     "conductor": self._host}
-        result = inventory.apply_report(self._db, parsed)
+        result = inventory.apply_report(self._db, parsed, self._health_rules)
         for event, devices in (("acceld.device.discovered", result.discovered),
                                ("acceld.device.removed", result.removed)):
             for device in devices:
                 self.notifier.emit(event, payloads.DevicePayload(**device))
+        self._health.announce(result.transitions)
         if result.changed:
             LOG.info("inventory of %s changed: %d device(s)", parsed.host,
                      len(result.changed_devices))
@@ -408,6 +413,15 @@ class ConductorManager:
             if recorded.arq_uuid is not None:
                 self._binder.program_done(recorded.arq_uuid, ok, error)
         return {"recorded": recorded is not None}
+
+    # -- device health life cycle and drain (docs/health.md) -----------------------------
+    def device_health(self, uuid: str, action: str, reason: str = "") -> dict[str, Any]:
+        """quarantine | release | reset one device; its health view after."""
+        return self._health.act(uuid, action, reason)
+
+    def device_maintenance(self, uuid: str, change: str, reason: str = "") -> dict[str, Any]:
+        """drain | undrain one device; its health view after, with the binds it keeps."""
+        return self._health.maintenance(uuid, change, reason)
 
     # -- stats on demand ------------------------------------------------------------------
     def device_stats(self, uuid: str) -> dict[str, Any]:

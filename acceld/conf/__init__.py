@@ -21,6 +21,7 @@ from acceld.conf import (
     coordination,
     default,
     glance,
+    health,
     hypervisor,
     ledger,
     metrics,
@@ -32,8 +33,8 @@ from acceld.conf import (
 
 # Groups of plain options (GROUP, OPTS), then those of keystoneauth clients (registered
 # by acceld.conf.service_client), in the sample config's order.
-PLAIN_MODULES = (default, api, agent, conductor, coordination, hypervisor, ledger, metrics,
-                 notifications)
+PLAIN_MODULES = (default, api, agent, conductor, coordination, hypervisor, health, ledger,
+                 metrics, notifications)
 CLIENT_MODULES = (glance, placement, nova)
 DRIVER_NAMESPACE = "acceld.drivers"
 # oslo.log's library levels, with oslo.messaging at WARNING (it logs every connection

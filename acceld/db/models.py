@@ -132,6 +132,18 @@ class Device(_Row, Base):
     last_error: Mapped[str | None] = mapped_column(Text)
     op_id: Mapped[str | None] = mapped_column(String(36))
     op_started_at: Mapped[datetime.datetime | None] = mapped_column(DateTime)
+    # the health life cycle (acceld.states LIFECYCLE_*, docs/health.md) and since when
+    lifecycle: Mapped[str] = mapped_column(String(16), default="healthy",
+                                           server_default="healthy")
+    lifecycle_reason: Mapped[str | None] = mapped_column(Text)
+    lifecycle_at: Mapped[datetime.datetime | None] = mapped_column(DateTime)
+    # JSON {name: count} of the driver's error counters in the last applied report: the
+    # baseline the next report's counters are compared with
+    health_counters: Mapped[str | None] = mapped_column(Text)
+    # an operator's drain: no new binds, existing ones kept
+    maintenance: Mapped[bool] = mapped_column(Boolean, default=False)
+    maintenance_reason: Mapped[str | None] = mapped_column(Text)
+    maintenance_at: Mapped[datetime.datetime | None] = mapped_column(DateTime)
 
 
 class ControlpathID(_Row, Base):

@@ -22,7 +22,7 @@ from acceld import exception, states
 from acceld.db import models as m
 from acceld.db import paging
 from acceld.db.api import Database
-from acceld.objects import holders, inventory, ledger
+from acceld.objects import health, holders, inventory, ledger
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,8 +38,9 @@ class Operation:
 
 
 def to_dict(dev: m.Device, allocations: list[dict[str, str]] | None = None,
-            viewer: str | None = None) -> dict[str, Any]:
-    """The v1 view for ``viewer``; ``allocations``: the v2 ARQs holding the device."""
+            viewer: str | None = None, held: bool = False) -> dict[str, Any]:
+    """The v1 view for ``viewer``; ``allocations``: the v2 ARQs holding the device (the
+    viewer's); ``held``: whether anything holds it (a drain is ``draining`` till none)."""
     attached = None
     if dev.attached_to is not None:
         hidden = (viewer is not None and dev.attach_type == "instance"
@@ -53,6 +54,9 @@ def to_dict(dev: m.Device, allocations: list[dict[str, str]] | None = None,
         "acc_specs": json.loads(dev.acc_specs),
         "attached_to": attached, "allocations": allocations or [],
         "revision": dev.revision, "last_error": dev.last_error,
+        "lifecycle": dev.lifecycle, "lifecycle_reason": dev.lifecycle_reason,
+        "maintenance": health.maintenance_view(bool(dev.maintenance), held),
+        "maintenance_reason": dev.maintenance_reason,
         "created_at": dev.created_at, "updated_at": dev.updated_at,
     }
 
@@ -66,7 +70,12 @@ def _with_allocations(s: Session, devs: list[m.Device],
                     [d.id for d in devs])).order_by(m.ExtendedAcceleratorRequest.id)):
             found.setdefault(dev_id, []).append({"accelerator_request": arq,
                                                  "instance_uuid": instance})
-    return [to_dict(d, found.get(d.id), viewer) for d in devs]
+    held = {d.id for d in devs if d.attached_to is not None or d.id in found}
+    drained = [d.id for d in devs if d.maintenance and d.id not in held]
+    if drained and viewer is not None:   # another project's ARQs hold it too
+        held.update(s.execute(holders.holding_arqs().with_only_columns(
+            m.Deployable.device_id).where(m.Deployable.device_id.in_(drained))).scalars())
+    return [to_dict(d, found.get(d.id), viewer, d.id in held) for d in devs]
 
 
 def list_accelerators(db: Database, *, host: str | None = None, state: str | None = None,
@@ -219,6 +228,10 @@ def _refuse_attach(dev: m.Device) -> None:
         raise exception.NotReady(
             f"Accelerator {dev.uuid} is {dev.state} (health {dev.health}); only a ready, "
             "healthy accelerator can be attached.")
+    if dev.lifecycle not in states.SCHEDULABLE_LIFECYCLE or dev.maintenance:
+        raise exception.NotReady(
+            f"Accelerator {dev.uuid} is {dev.lifecycle}"
+            f"{' and in maintenance' if dev.maintenance else ''}; it cannot be attached.")
 
 
 def _handles_per_type(s: Session, dev: m.Device) -> dict[str, int]:
@@ -253,7 +266,9 @@ def attach(db: Database, uuid: str, attach_type: str, target: str,
     with db.writer() as s:
         res = s.execute(update(m.Device).where(
             m.Device.uuid == uuid, m.Device.attached_to.is_(None),
-            m.Device.state == states.READY, m.Device.health.in_(states.USABLE_HEALTH))
+            m.Device.state == states.READY, m.Device.health.in_(states.USABLE_HEALTH),
+            m.Device.lifecycle.in_(states.SCHEDULABLE_LIFECYCLE),
+            m.Device.maintenance.is_(False))
             .values(_changed(attach_type=attach_type, attached_to=target, attached_project_id=(
                 project_id if attach_type == "instance" else None))))
         dev = _get(s, uuid)

@@ -175,9 +175,14 @@ _INSERT_ONE_BY_ID = insert(_arq).values(
 # read again under a shared lock of the device's row before a claim (see ``holders``).
 _DEVICE_COLUMNS = (_dev.c.id.label("device_id"), _dev.c.uuid.label("device_uuid"),
                    _dev.c.state.label("device_state"), _dev.c.status.label("device_status"),
-                   _dev.c.health.label("device_health"))
+                   _dev.c.health.label("device_health"),
+                   _dev.c.lifecycle.label("device_lifecycle"),
+                   _dev.c.maintenance.label("device_maintenance"))
 _USABLE = and_(_dev.c.state == st.READY, _dev.c.status == st.DEVICE_STATUS_ENABLED,
-               _dev.c.health.in_([literal_column(f"'{h}'") for h in st.USABLE_HEALTH]))
+               _dev.c.health.in_([literal_column(f"'{h}'") for h in st.USABLE_HEALTH]),
+               _dev.c.lifecycle.in_([literal_column(f"'{h}'")
+                                     for h in st.SCHEDULABLE_LIFECYCLE]),
+               _dev.c.maintenance.is_(False))
 _DEVICE_NOW = select(*_DEVICE_COLUMNS).where(_dev.c.id == bindparam("device_id"))
 _LOCK_DEVICE = _DEVICE_NOW.with_for_update(read=True)
 
@@ -553,7 +558,8 @@ def _hot_add(instance_uuid: str) -> exception.InstanceHasARQs:
 
 def _refuse_unusable(row: Any, rp_uuid: str, uuid: str) -> None:
     """_ClaimFailed when a candidate's device (:data:`_DEVICE_COLUMNS`) may not go to a guest."""
-    why = st.unusable_reasons(row.device_state, row.device_status, row.device_health)
+    why = st.unusable_reasons(row.device_state, row.device_status, row.device_health,
+                              row.device_lifecycle, bool(row.device_maintenance))
     if why:
         raise _ClaimFailed(exception.DeviceNotUsable(
             f"Device {row.device_uuid} of resource provider {rp_uuid} {' and '.join(why)}: "

@@ -14,7 +14,7 @@ from acceld import diff as inv
 from acceld import reports, states
 from acceld.db import models as m
 from acceld.db.api import Database, duplicate_entry
-from acceld.objects import identity
+from acceld.objects import health, identity
 
 AGENT_BINARY = "acceld-agent"
 
@@ -29,6 +29,8 @@ class ApplyResult:
     changed_devices: tuple[str, ...] = ()
     discovered: tuple[dict[str, str], ...] = ()
     removed: tuple[dict[str, str], ...] = ()
+    # life-cycle changes the report caused (diff.HealthRules)
+    transitions: tuple[health.Transition, ...] = ()
 
 
 #: What ``ApplyResult`` tells of a device added or removed (column -> key).
@@ -47,10 +49,12 @@ def _devices(s: Session, where: object) -> tuple[dict[str, str], ...]:
 @oslo_db_api.wrap_db_retry(max_retries=10, retry_interval=0.05, inc_retry_interval=True,
                            retry_on_deadlock=True,
                            exception_checker=duplicate_entry)
-def apply_report(db: Database, report: reports.InventoryReport) -> ApplyResult:
+def apply_report(db: Database, report: reports.InventoryReport,
+                 rules: inv.HealthRules | None = None) -> ApplyResult:
     """Reconcile the host's rows with ``report`` in one transaction (retried whole on a
     deadlock). A report not newer than the last applied (same epoch, seq not above) is
-    stale; one whose content equals the last applied one writes nothing."""
+    stale; one whose content equals the last applied one writes nothing. ``rules``:
+    when the report takes a healthy device out of ``healthy``."""
     digest = report.content_digest()
     with db.writer() as s:
         svc = s.execute(select(m.Service).where(m.Service.host == report.host,
@@ -61,7 +65,7 @@ def apply_report(db: Database, report: reports.InventoryReport) -> ApplyResult:
             return ApplyResult(changed=False, stale=True)
         if svc is not None and svc.report_digest == digest:
             return ApplyResult(changed=False)
-        plan = inv.diff(load_host(s, report.host), report)
+        plan = inv.diff(load_host(s, report.host), report, rules)
         removed = _devices(s, m.Device.id.in_(plan.delete_devices)) \
             if plan.delete_devices else ()
         changed = _apply_plan(s, report.host, plan)
@@ -69,6 +73,7 @@ def apply_report(db: Database, report: reports.InventoryReport) -> ApplyResult:
             m.Device.driver_name, m.Device.identity).in_(
             [(drv, dev.identity) for drv, dev in plan.add_devices])) \
             if plan.add_devices else ()
+        transitions = health.apply_verdicts(s, plan.lifecycle)
         now = m.utcnow()
         provider = report.provider_name or report.host
         if svc is None:
@@ -84,7 +89,7 @@ def apply_report(db: Database, report: reports.InventoryReport) -> ApplyResult:
         return ApplyResult(changed=not plan.is_empty() or svc is None
                            or svc.provider_name != provider,
                            changed_devices=tuple(changed), discovered=discovered,
-                           removed=removed)
+                           removed=removed, transitions=tuple(transitions))
 
 
 def forget_digest(session: Session, host: str) -> None:
@@ -132,12 +137,14 @@ def load_host(s: Session, host: str) -> inv.HostInventory:
                   "vendor_board_info": dev.vendor_board_info,
                   "cpid_type": cpid.cpid_type if cpid else None,
                   "cpid_info": cpid.cpid_info if cpid else None,
-                  "health_reasons": dev.health_reasons}
+                  "health_reasons": dev.health_reasons,
+                  "health_counters": dev.health_counters}
         my_deps = deps.get(dev.id, {})
         devices[(dev.driver_name, dev.identity)] = inv.CurrentDevice(
             id=dev.id, driver=dev.driver_name, identity=dev.identity, fields=fields,
             health=dev.health, cpid_id=cpid.id if cpid else 0, deployables=my_deps,
-            held=dev.attached_to is not None or any(d.held for d in my_deps.values()))
+            held=dev.attached_to is not None or any(d.held for d in my_deps.values()),
+            lifecycle=dev.lifecycle)
     drivers = {d.name: inv.CurrentDriver(d.version, d.state, d.error, d.device_count,
                                          d.explanation, d.capabilities)
                for d in s.execute(select(m.DriverState).where(m.DriverState.host == host))
@@ -160,8 +167,8 @@ def _apply_plan(s: Session, host: str, plan: inv.Plan) -> list[str]:
             s.execute(update(m.ControlpathID).where(m.ControlpathID.device_id == dev_id)
                       .values(**cp))
         changed.add(dev_id)
-    for dev_id, health in plan.set_health:
-        s.execute(update(m.Device).where(m.Device.id == dev_id).values(health=health))
+    for dev_id, status in plan.set_health:
+        s.execute(update(m.Device).where(m.Device.id == dev_id).values(health=status))
         changed.add(dev_id)
     for model, column, updates, deletes in (
             (m.Deployable, "num_accelerators", plan.update_deployables, []),

@@ -72,7 +72,8 @@ def host_inputs(db: Database, host: str) -> HostInputs:
     rows = [dict(rp_uuid=dep.rp_uuid, name=dep.name, num_accelerators=dep.num_accelerators,
                  attributes=tuple(sorted(attrs.get(dep.id, []))), vendor=dev.vendor or "",
                  model=dev.model or "", schedulable=dep.id in guest_ready and not
-                 states.unusable_reasons(dev.state, dev.status, dev.health))
+                 states.unusable_reasons(dev.state, dev.status, dev.health,
+                                         dev.lifecycle, bool(dev.maintenance)))
             for dep in deps for dev in [devs[dep.device_id]]]
     return HostInputs(host=host, provider_name=provider or host, rows=rows, state=state)
 

@@ -101,6 +101,14 @@ class AgentEndpoint:
         error = self._gone(driver, identity)
         return {"ok": error is None, "error": error}
 
+    def reset_device(self, driver: str, identity: str) -> dict[str, Any]:
+        """A simulated reset: fails for a device a ``failed_reset`` fault holds, else
+        clears the device's faults (the next report shows it healthy)."""
+        self._served("reset_device")
+        error = self._gone(driver, identity) or self._host.reset(identity)
+        self._wake()
+        return {"ok": error is None, "error": error}
+
     def prepare_handle(self, driver: str, identity: str, attach_info: dict[str, str],
                        handle_uuid: str) -> dict[str, Any]:
         self._served("prepare_handle")

@@ -30,7 +30,7 @@ from acceld import rpc, states
 from acceld.sim import agent as agentmod
 from acceld.sim import devices as devmod
 from acceld.sim import scenario as scen
-from acceld.sim.host import SimHost
+from acceld.sim.host import RESET_FAILS_REASON, SimHost
 from acceld.sim.stats import Stats
 from acceld.virt.fake import FakeHypervisor
 
@@ -475,8 +475,7 @@ class Fleet:
             scen.XID_STORM: (states.HEALTH_FAILED, (f"critical XID {params.get('xid')}",)),
             scen.ECC_STORM: (params.get("status"), (f"{params.get('errors')} uncorrected "
                                                     "ECC errors since driver load",)),
-            scen.FAILED_RESET: (states.HEALTH_FAILED, (
-                "the device did not come back from a reset; the host needs a reboot",)),
+            scen.FAILED_RESET: (states.HEALTH_FAILED, (RESET_FAILS_REASON,)),
         }[fault.kind]
         duration = params.get("duration")
         total = 0

@@ -22,6 +22,9 @@ from acceld import reports, states
 from acceld.sim import devices as devmod
 from acceld.sim.devices import SimDevice
 
+# The reason a ``failed_reset`` fault gives a device: a reset of it fails too.
+RESET_FAILS_REASON = "the device did not come back from a reset; the host needs a reboot"
+
 
 class SimHost:
     def __init__(self, name: str, devices: list[SimDevice]) -> None:
@@ -167,6 +170,19 @@ class SimHost:
                 if self._health.get(identity, (None, None))[1] == reasons:
                     del self._health[identity]
             self._changed()
+
+    def reset(self, identity: str) -> str | None:
+        """A simulated reset of one device: why it failed (a ``failed_reset`` fault holds
+        it, or it is gone), or None; a reset that works clears the device's faults."""
+        with self._lock:
+            if identity in self._unplugged or not any(
+                    dev.identity == identity for dev in self.devices):
+                return f"device {identity} is not on {self.name}"
+            if RESET_FAILS_REASON in self._health.get(identity, (None, ()))[1]:
+                return f"reset of {identity} failed: {RESET_FAILS_REASON}"
+            if self._health.pop(identity, None) is not None:
+                self._changed()
+            return None
 
     def health(self, identity: str) -> str:
         with self._lock:

@@ -33,7 +33,8 @@ OPERATOR_VERBS = ["accelerator", "placement", "driver-list", "service-list",
                   "discover-services", "deployable-program", "deployable-program-status",
                   "install-driver", "uninstall-driver", "update-driver", "attach-instance",
                   "detach-instance", "guest-list", "arq-attach", "arq-detach", "usage",
-                  "ledger-list", "help"]
+                  "ledger-list", "device-health", "device-quarantine", "device-release",
+                  "device-reset", "device-drain", "device-undrain", "help"]
 SUB_VERBS = [["accelerator", a] for a in ("list", "show", "create", "set-ready",
                                           "set-inactive", "set-specs", "attach", "detach",
                                           "stats")] + [["placement", "sync"],
@@ -92,6 +93,8 @@ def served(tmp_path_factory) -> Iterator[Served]:
                     f"[api]\nport = {port}\n"
                     # set-ready answers at once with the transient state: the CLI waits
                     "[conductor]\noperation_wait = 0.1\n"
+                    # a reset answers at once with resetting: device-reset --wait follows
+                    "[health]\nreset_wait = 0.1\n"
                     f"[fake_driver]\ncontrol_file = {control}\n"
                     f"[fpga_driver]\nlocal_image_dirs = {images}\n"
                     f"[hypervisor]\nfake_instances = {DEMO_1}:demo-1,{STUBBORN}:stubborn\n"
@@ -287,6 +290,37 @@ def test_set_ready_waits_with_progress_then_attach_and_detach_once(served):
     out = acceld("detach-instance", DEMO_1, url=served.url)
     assert out.returncode == 1
     assert _one_error_line(out) == f"ERROR: no accelerator is attached to instance {DEMO_1}"
+
+
+def test_device_quarantine_reset_that_fails_then_one_that_works(served):
+    nic = served.accelerator("NIC")
+    out = acceld("device-reset", nic, url=served.url)     # healthy: nothing to reset
+    assert out.returncode == 1
+    assert _one_error_line(out) == (f"ERROR: 409 Device {nic} is healthy: it cannot go to "
+                                    "resetting (only from failed, quarantined).")
+    out = acceld("device-quarantine", nic, "--reason", "flaky link", "-f", "json",
+                 url=served.url)
+    assert out.returncode == 0, out.stderr
+    view = json.loads(out.stdout)
+    assert (view["lifecycle"], view["lifecycle_reason"], view["schedulable"]) == (
+        "quarantined", "flaky link", False)
+
+    out = served.run_controlled("device-reset", nic, "-f", "json",
+                                reset_fail=["0000:3e:00.0"], reset_seconds=0.5)
+    assert out.returncode == 1
+    assert json.loads(out.stdout)["lifecycle"] == "failed"
+    assert _one_error_line(out) == (
+        f"ERROR: reset of accelerator {nic} failed: reset failed: fake reset of "
+        "0000:3e:00.0 failed: the device did not come back (control file)")
+
+    out = served.run_controlled("device-reset", nic, reset_seconds=1)
+    assert out.returncode == 0, out.stderr
+    progress = out.stderr.splitlines()
+    assert progress[0].startswith(f"waiting for reset of {nic}: lifecycle resetting (0s "
+                                  "elapsed, up to 120s)")
+    assert progress[-1].startswith(f"reset of {nic}: lifecycle healthy after ")
+    assert out.stdout.splitlines()[0] == "lifecycle: failed -> resetting"
+    assert served.get(f"/v1/accelerators/{nic}")["lifecycle"] == "healthy"
 
 
 def _aliases(served: Served, instance: str) -> list[str]:

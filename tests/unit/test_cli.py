@@ -295,12 +295,13 @@ def test_list_table(fake, capsys):
     out = capsys.readouterr().out
     header = out.splitlines()[1]
     assert [c.strip() for c in header.strip("|").split("|")] == [
-        "uuid", "name", "host", "device_type", "state", "health", "attached_to"]
+        "uuid", "name", "host", "device_type", "state", "health", "lifecycle", "maintenance",
+        "attached_to"]
     assert f"instance:{INSTANCE}" in out
     assert "host:host2" in out
     row_d = next(line for line in out.splitlines() if ACC_D in line)
     cells = [c.strip() for c in row_d.strip().strip("|").split("|")]
-    assert cells == [ACC_D, "host2-fake-gpu-1", "host2", "GPU", "inactive", "ok", ""]
+    assert cells == [ACC_D, "host2-fake-gpu-1", "host2", "GPU", "inactive", "ok", "", "", ""]
 
 
 def test_list_json_with_filters(fake, capsys):

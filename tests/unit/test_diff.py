@@ -193,3 +193,50 @@ def test_conductor_drops_heartbeats_the_broker_held_too_long(tmp_path):
     mgr.heartbeat("old-host", "acceld-agent", "1", sent_at=time.time() - 600)
     mgr.heartbeat("new-host", "acceld-agent", "1", sent_at=time.time())
     assert [s["host"] for s in services.list_services(db, 60)] == ["new-host"]
+
+
+# -- health life cycle (diff.HealthRules) --------------------------------------------------
+
+_RULES = diff.HealthRules(deltas=(("ecc", 10), ("xid", 1)))
+
+
+def _counted(counters: dict[str, int], health: str = states.HEALTH_OK) -> reports.Device:
+    return dataclasses.replace(_device(), health=health,
+                               health_counters=tuple(sorted(counters.items())))
+
+
+def test_counters_rising_by_a_threshold_make_a_healthy_device_suspect():
+    current = _current(_counted({"ecc": 5, "xid": 2}))
+    plan = diff.diff(current, _report(_counted({"ecc": 15, "xid": 2})), _RULES)
+    (dev_id, target, why), = plan.lifecycle
+    assert target == states.LIFECYCLE_SUSPECT
+    assert why == "ecc errors rose by 10 (from 5 to 15; threshold 10)"
+    # the new counters are stored: the next report is measured from them
+    assert plan.update_devices == [(dev_id, {"health_counters": '{"ecc":15,"xid":2}'})]
+
+
+def test_a_rise_below_the_threshold_a_reset_counter_and_unwatched_counters_change_nothing():
+    current = _current(_counted({"ecc": 5, "xid": 2}))
+    for now in ({"ecc": 14, "xid": 2}, {"ecc": 0, "xid": 0}):
+        assert diff.diff(current, _report(_counted(now)), _RULES).lifecycle == []
+    unwatched = diff.HealthRules(deltas=(("ecc", 0),))
+    assert diff.diff(current, _report(_counted({"ecc": 500})), unwatched).lifecycle == []
+    assert diff.diff(current, _report(_counted({"ecc": 500}))).lifecycle == []   # no rules
+
+
+def test_driver_health_turning_degraded_makes_suspect_once_and_only_a_healthy_device():
+    current = _current(_device())
+    plan = diff.diff(current, _report(_counted({}, states.HEALTH_DEGRADED)), _RULES)
+    assert [t for _id, t, _why in plan.lifecycle] == [states.LIFECYCLE_SUSPECT]
+    still = _current(_device(), health=states.HEALTH_DEGRADED)      # no new edge
+    assert diff.diff(still, _report(_counted({}, states.HEALTH_DEGRADED)), _RULES).lifecycle == []
+    quarantined = _current(_counted({"ecc": 0}))
+    for dev in quarantined.devices.values():
+        dev.lifecycle = states.LIFECYCLE_QUARANTINED
+    assert diff.diff(quarantined, _report(_counted({"ecc": 99})), _RULES).lifecycle == []
+
+
+def test_auto_quarantine_targets_quarantined():
+    rules = dataclasses.replace(_RULES, target=states.LIFECYCLE_QUARANTINED)
+    plan = diff.diff(_current(_counted({"xid": 0})), _report(_counted({"xid": 1})), rules)
+    assert [t for _id, t, _why in plan.lifecycle] == [states.LIFECYCLE_QUARANTINED]

@@ -9,7 +9,7 @@ from acceld import reports, states
 from acceld.sim import devices as devmod
 from acceld.sim import scenario as scen
 from acceld.sim.fleet import FleetConfig, host_names
-from acceld.sim.host import SimHost
+from acceld.sim.host import RESET_FAILS_REASON, SimHost
 from acceld.sim.stats import Stats
 
 
@@ -298,3 +298,16 @@ def test_the_command_refuses_a_bad_mix_and_a_missing_bus(tmp_path, capsys):
     bad.write_text('{"faults": [{"at": 1, "kind": "meteor"}]}')
     assert cli.main(["--config-file", str(empty), "--scenario", str(bad)]) == 2
     assert "scenario at faults/0/kind" in capsys.readouterr().err
+
+
+def test_a_simulated_reset_clears_a_fault_but_not_a_failed_reset():
+    host = _host()
+    first, second = (dev.identity for dev in host.present()[:2])
+    host.set_health([first], states.HEALTH_FAILED, ("critical XID 79",))
+    host.set_health([second], states.HEALTH_FAILED, (RESET_FAILS_REASON,))
+    assert host.reset(first) is None
+    assert host.health(first) == states.HEALTH_OK
+    assert host.reset(second) == f"reset of {second} failed: {RESET_FAILS_REASON}"
+    assert host.health(second) == states.HEALTH_FAILED
+    host.unplug([first])
+    assert host.reset(first) == f"device {first} is not on {host.name}"

@@ -65,3 +65,42 @@ def test_request_target_agrees_with_transition_table():
             continue
         if target is not None:
             assert states.can_transition(current, target)
+
+
+# -- health life cycle ---------------------------------------------------------------------
+
+def test_every_lifecycle_transition_names_states_and_every_state_is_left_and_entered():
+    table = states.LIFECYCLE_TRANSITIONS
+    assert set(table) <= set(states.LIFECYCLE_STATES)
+    assert all(src <= set(states.LIFECYCLE_STATES) for src in table.values())
+    for state in states.LIFECYCLE_STATES:
+        assert any(state in src for src in table.values()), f"{state} is never left"
+        assert state in table or state == states.LIFECYCLE_HEALTHY, f"{state} unreachable"
+
+
+@pytest.mark.parametrize("action", sorted(states.HEALTH_ACTIONS))
+def test_operator_actions_are_a_subset_of_the_table(action):
+    target, sources = states.HEALTH_ACTIONS[action]
+    assert sources <= states.LIFECYCLE_TRANSITIONS[target]
+    # only a reset's own outcome ends a reset
+    assert states.LIFECYCLE_RESETTING not in sources
+
+
+def test_a_reset_ends_healthy_or_failed_and_only_from_resetting():
+    assert all(states.lifecycle_can_transition(states.LIFECYCLE_RESETTING, outcome)
+               for outcome in states.RESET_OUTCOME)
+    assert states.LIFECYCLE_TRANSITIONS[states.LIFECYCLE_FAILED] == {
+        states.LIFECYCLE_RESETTING}
+    assert not states.lifecycle_can_transition(states.LIFECYCLE_FAILED,
+                                               states.LIFECYCLE_HEALTHY)
+
+
+@pytest.mark.parametrize(("lifecycle", "maintenance", "why"), [
+    ("healthy", False, []), ("suspect", False, []),
+    ("quarantined", False, ["is quarantined"]), ("resetting", False, ["is resetting"]),
+    ("failed", False, ["is failed"]),
+    ("healthy", True, ["is in maintenance (drained)"]),
+])
+def test_unusable_reasons_follow_the_life_cycle_and_maintenance(lifecycle, maintenance, why):
+    assert states.unusable_reasons(states.READY, states.DEVICE_STATUS_ENABLED,
+                                   states.HEALTH_OK, lifecycle, maintenance) == why

@@ -83,6 +83,9 @@ class Explanation:
 class Health:
     status: str = HEALTH_OK             # one of HEALTH_STATES
     reasons: tuple[str, ...] = ()
+    # cumulative error counters ({"ecc": n, "xid": n}; reports.HEALTH_COUNTERS): the
+    # conductor compares successive ones and marks a device whose errors rise suspect
+    counters: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def of(cls, failed: list[str], degraded: list[str]) -> Health:
@@ -151,6 +154,12 @@ class BaseDriver:
 
     def prepare(self, identity: str, attach_info: dict[str, str]) -> dict[str, str]:
         return dict(attach_info)
+
+    def reset(self, identity: str) -> None:
+        """Reset the device (a function-level or bus reset) so that it comes back clean;
+        the agent runs it only for a quarantined device no guest holds. Blocks until the
+        device is back; DriverError when it is not. Drivers that cannot reset say so."""
+        raise DriverError(f"the {self.name} driver cannot reset a device")
 
 
 def pci_address(identity: str, what: str = "a PCI address") -> str:

@@ -3,8 +3,10 @@
 Devices are seeded by the host name; ``profile = cyborg`` reports upstream Cyborg's fake
 device instead. ``[fake_driver] control_file`` (JSON, read at every discovery) changes
 the host while the agent runs: ``device_count``, ``vf_count``, ``fpga_function``,
-``fail``, ``fail_install``, ``install_seconds``, ``health``, ``skipped``,
-``program_fail``, ``program_seconds``. An image names its function on a first line
+``fail``, ``fail_install``, ``install_seconds``, ``health`` ({identity: {status, reasons,
+counters}}: counters such as {"ecc": 12, "xid": 1}), ``skipped``, ``program_fail``,
+``program_seconds``, ``reset_fail`` (true, or a list of identities whose simulated reset
+fails) and ``reset_seconds``. An image names its function on a first line
 ``function: NAME`` (else: its SHA-256's first 8 hex digits).
 """
 
@@ -143,8 +145,27 @@ class FakeDriver(BaseDriver):
             deployables=[base.deployable(deployable, rc, traits, handles)])
 
     def health(self) -> dict[str, Health]:
-        return {identity: Health(h.get("status", "ok"), tuple(h.get("reasons", ())))
+        return {identity: Health(h.get("status", "ok"), tuple(h.get("reasons", ())),
+                                 tuple(sorted((k, int(v))
+                                              for k, v in h.get("counters", {}).items())))
                 for identity, h in self._control().get("health", {}).items()}
+
+    def reset(self, identity: str) -> None:
+        """A simulated reset: takes ``reset_seconds``, fails where ``reset_fail`` says,
+        and otherwise counts the device's resets in the driver's state."""
+        if not any(d.identity == identity for d in self.discover()):
+            raise DriverError(f"{identity} is not a fake device of {self.ctx.host}")
+        control = self._control()
+        if seconds := float(control.get("reset_seconds", 0)):
+            self.ctx.sleep(seconds)
+        fail = control.get("reset_fail")
+        if fail is True or (isinstance(fail, list) and identity in fail):
+            raise DriverError(f"fake reset of {identity} failed: the device did not come "
+                              "back (control file)")
+        state = self._state()
+        resets = state.setdefault("resets", {})
+        resets[identity] = int(resets.get(identity, 0)) + 1
+        self._save_state(state)
 
     def stats(self) -> dict[str, dict[str, float]]:
         """Plausible figures that move: each device's own level, swing and period

@@ -1,5 +1,6 @@
 """Operator endpoints behind the seed's CLI verbs: services, drivers, backends, discovery,
-device stats; and the Prometheus metrics."""
+device stats; the Prometheus metrics; a device's health life cycle and maintenance
+(docs/health.md)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ import webob
 from keystoneauth1 import exceptions as ks_exc
 from oslo_config import cfg
 
-from acceld import clients
+from acceld import clients, states
 from acceld.api import metrics, util
 from acceld.clients import placement as placement_client
 from acceld.conf import placement as placement_conf
+from acceld.objects import health, services
 from acceld.objects import placement as placement_objects
-from acceld.objects import services
 
 
 def list_services(req: webob.Request) -> util.Reply:
@@ -117,3 +118,35 @@ def scrape(req: webob.Request) -> util.Reply:
     body = util.state(req).metrics.exposition()
     return util.Reply(200, body, [("Content-Type", metrics.CONTENT_TYPE),
                                   ("Content-Length", str(len(body)))])
+
+
+def show_health(req: webob.Request, uuid: str) -> util.Reply:
+    """GET /v1/accelerators/{uuid}/health -> 200 {"uuid", "host", "health", "lifecycle",
+    "lifecycle_reason", "lifecycle_since", "maintenance" (null|draining|drained),
+    "maintenance_reason", "maintenance_since", "schedulable", "bound": [holders]}; 404."""
+    return util.json_response(health.status(util.state(req).db, uuid))
+
+
+def health_action(req: webob.Request, uuid: str, body: dict[str, Any]) -> util.Reply:
+    """POST /v1/accelerators/{uuid}/health {"action": quarantine|release|reset,
+    "reason"?} -> 200 the health view with the ``transition`` (a reset answers once its
+    driver is done or ``[health] reset_wait`` passed: ``lifecycle`` resetting, healthy or
+    failed); 404; 409 when the device's life-cycle state does not allow the action (the
+    message names both states) or, for a reset, while anything holds the device; 503."""
+    return util.json_response(util.state(req).conductor.device_health(
+        uuid, body["action"], body.get("reason", "")))
+
+
+def drain(req: webob.Request, uuid: str, body: dict[str, Any]) -> util.Reply:
+    """PUT /v1/accelerators/{uuid}/maintenance {"reason"?} -> 200 the health view:
+    reserved in Placement at once and refused to new binds; ``bound`` lists the binds it
+    keeps; ``maintenance`` is draining until they are gone, then drained; 404; 503."""
+    return util.json_response(util.state(req).conductor.device_maintenance(
+        uuid, states.MAINTENANCE_DRAIN, body.get("reason", "")))
+
+
+def undrain(req: webob.Request, uuid: str) -> util.Reply:
+    """DELETE /v1/accelerators/{uuid}/maintenance -> 200 the health view, back in
+    service (schedulable again where nothing else stops it); 404; 503."""
+    return util.json_response(util.state(req).conductor.device_maintenance(
+        uuid, states.MAINTENANCE_UNDRAIN, ""))

@@ -72,6 +72,9 @@ ACCELERATOR = _obj({
                                                       "id": _STR_OR_NULL})]},
     "allocations": {"type": "array", "items": _OBJECT},
     "revision": _INT, "last_error": _STR_OR_NULL,
+    "lifecycle": {"enum": list(states.LIFECYCLE_STATES)}, "lifecycle_reason": _STR_OR_NULL,
+    "maintenance": {"enum": [states.MAINTENANCE_DRAINING, states.MAINTENANCE_DRAINED, None]},
+    "maintenance_reason": _STR_OR_NULL,
     "created_at": _TIME, "updated_at": _TIME_OR_NULL, "links": _LINKS,
 })
 ACCELERATORS = _list_of("accelerator", ACCELERATOR, paged=True)
@@ -114,6 +117,19 @@ GUESTS = _obj({"guests": {"type": "array", "items": _obj({
 BACKENDS = _list_of("backends", _obj({
     "host": _STR, "driver": _STR, "backend": _STR, "services": {"type": "array", "items": _STR},
     "devices": _INT, "deployables": _INT}))
+_TRANSITION = _obj({"device_uuid": _UUID, "host": _STR_OR_NULL,
+                    "what": {"enum": ["lifecycle", "maintenance"]}, "before": _STR,
+                    "after": _STR, "reason": _STR, "actor": _STR, "changed": _BOOL,
+                    "at": _TIME, "holders": {"type": "array", "items": _OBJECT}})
+# POST /v1/accelerators/{uuid}/health, PUT and DELETE .../maintenance
+DEVICE_HEALTH = _obj({
+    "uuid": _UUID, "host": _STR_OR_NULL, "health": {"enum": list(states.HEALTH_STATES)},
+    "lifecycle": {"enum": list(states.LIFECYCLE_STATES)}, "lifecycle_reason": _STR_OR_NULL,
+    "lifecycle_since": _TIME_OR_NULL,
+    "maintenance": {"enum": [states.MAINTENANCE_DRAINING, states.MAINTENANCE_DRAINED, None]},
+    "maintenance_reason": _STR_OR_NULL, "maintenance_since": _TIME_OR_NULL,
+    "schedulable": _BOOL, "bound": {"type": "array", "items": _OBJECT},
+}, transition=_TRANSITION)
 DEVICE_STATS = _obj({"uuid": _UUID, "host": _STR,
                      "stats": {"type": "object", "additionalProperties": {"type": "number"}}})
 

@@ -53,3 +53,8 @@ LEDGER_QUERY = closed({
     "limit": {"type": "string", "pattern": whole("[1-9][0-9]{0,3}")},
     "marker": {"type": "string", "pattern": whole("[1-9][0-9]{0,17}")},
 })
+# an operator's note kept with a health or maintenance change
+_REASON = {"type": "string", "maxLength": 255, "pattern": SHOWN_NAME_CHARS}
+HEALTH_ACTION = closed({"action": {"type": "string", "enum": sorted(states.HEALTH_ACTIONS)},
+                        "reason": _REASON}, ["action"])
+MAINTENANCE = closed({"reason": _REASON})

@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import json
 import tempfile
 
+import pytest
+
 from acceld import reports
-from acceld.agent.drivers.base import DriverContext
+from acceld.agent.drivers.base import DriverContext, DriverError
 from acceld.agent.drivers.fake import FakeDriver
 from acceld.hw import pci
 from tests.helpers import make_conf
@@ -67,3 +70,21 @@ def test_the_default_shape_is_unchanged_by_default():
     nic = devices[3].deployables[0]
     assert _infos(nic) == [{**pci.to_attach_info(f"0000:3e:00.{f}"),
                             "physical_network": "physnet1"} for f in (1, 2)]
+
+
+def test_the_simulated_reset_counts_resets_and_fails_where_the_control_file_says(tmp_path):
+    control = tmp_path / "control.json"
+    conf = make_conf(fake_driver={"control_file": str(control)})
+    drv = FakeDriver(DriverContext(conf, "h", str(tmp_path)))
+    control.write_text(json.dumps({"health": {"0000:3b:00.0": {
+        "status": "ok", "counters": {"ecc": 4, "xid": 1}}}}))
+    assert drv.health()["0000:3b:00.0"].counters == (("ecc", 4), ("xid", 1))
+    drv.reset("0000:3b:00.0")
+    control.write_text(json.dumps({"reset_fail": ["0000:3c:00.0"]}))
+    drv.reset("0000:3b:00.0")
+    with pytest.raises(DriverError, match="did not come back"):
+        drv.reset("0000:3c:00.0")
+    with pytest.raises(DriverError, match="is not a fake device"):
+        drv.reset("0000:99:00.0")
+    assert json.loads((tmp_path / "fake-driver-state.json").read_text())["resets"] == {
+        "0000:3b:00.0": 2}
