@@ -10,6 +10,7 @@ device's driver's reset hook on its agent, on a thread, and records the outcome
 
 from __future__ import annotations
 
+import datetime
 import logging
 import threading
 from collections.abc import Callable, Iterable
@@ -17,8 +18,9 @@ from typing import Any
 
 from oslo_config import cfg
 
-from acceld import diff, exception, reports, states
+from acceld import diff, exception, notify, reports, states
 from acceld.db.api import Database
+from acceld.notify import payloads
 from acceld.objects import health
 from acceld.rpc import AgentClient
 
@@ -40,20 +42,27 @@ class DeviceHealth:
     """``host_changed(host)``: the host's Placement providers need a sync."""
 
     def __init__(self, db: Database, agents: AgentClient,
-                 host_changed: Callable[[str], None], reset_wait: float) -> None:
+                 host_changed: Callable[[str], None], reset_wait: float,
+                 notifier: notify.Notifier = notify.DISABLED) -> None:
         self._db = db
+        self._notifier = notifier
         self._agents = agents
         self._host_changed = host_changed
         self._reset_wait = reset_wait
 
     def announce(self, transitions: Iterable[health.Transition]) -> None:
-        """What follows every committed change: logged, and the host resynced."""
+        """What follows every committed change: logged, notified (``acceld.device.
+        health_change``, with the guests holding the device), and the host resynced."""
         hosts = set()
         for t in transitions:
             if not t.changed:
                 continue
             LOG.info("device %s on %s: %s %s -> %s (%s: %s)", t.device_uuid, t.host,
                      t.what, t.before, t.after, t.actor, t.reason or "no reason given")
+            self._notifier.emit("acceld.device.health_change", payloads.DeviceHealthPayload(
+                uuid=t.device_uuid, host=t.host, what=t.what, before=t.before,
+                after=t.after, reason=t.reason, actor=t.actor, at=payloads.timestamp(
+                    t.at.replace(tzinfo=datetime.UTC)), holders=t.holders))
             if t.host:
                 hosts.add(t.host)
         for host in sorted(hosts):

@@ -107,7 +107,7 @@ class ConductorManager:
                                     owns=self.ring.owns)
         self._health_rules = device_health.rules(conf)
         self._health = device_health.DeviceHealth(db, agents, self.host_changed,
-                                                  conf.health.reset_wait)
+                                                  conf.health.reset_wait, self.notifier)
 
     # -- life cycle ------------------------------------------------------------------
     def start(self) -> None:

@@ -196,6 +196,37 @@ class DeviceStatePayload(Payload):
                    health=record["health"], error=record["last_error"])
 
 
+@dataclasses.dataclass(frozen=True)
+class DeviceHealthPayload(Payload):
+    """One step of a device's health life cycle (``what`` lifecycle: healthy, suspect,
+    quarantined, resetting, failed) or maintenance (``what`` maintenance: in_service,
+    maintenance); ``holders``: the guests holding the device at that step (a quarantine
+    or drain leaves them running: this is how they hear of it)."""
+
+    NAME: ClassVar[str] = "DeviceHealthPayload"
+    VERSION: ClassVar[str] = "1.0"
+    DATA_SCHEMA: ClassVar[dict[str, Any]] = _object({
+        "uuid": _UUID, "host": _NSTR, "what": {"enum": ["lifecycle", "maintenance"]},
+        "before": _STR, "after": _STR, "reason": _STR, "actor": _STR, "at": _STR,
+        "holders": {"type": "array", "items": {
+            "type": "object", "additionalProperties": False, "properties": {
+                "accelerator_request": _UUID, "instance_uuid": _NUUID, "state": _STR,
+                "attached_to": _STR, "attach_type": _STR}}}})
+
+    uuid: str
+    host: str | None
+    what: str
+    before: str
+    after: str
+    reason: str
+    actor: str
+    at: str
+    holders: tuple[Mapping[str, Any], ...]
+
+    def data(self) -> dict[str, Any]:
+        return dict(dataclasses.asdict(self), holders=[dict(h) for h in self.holders])
+
+
 # -- accelerator requests ------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
@@ -314,6 +345,11 @@ EVENTS: dict[str, Event] = {
         DeviceStatePayload, "info", "acceld-conductor",
         "a device's life cycle state changed: an operator's ready/inactive request "
         "(installing, uninstalling) and its outcome (ready, inactive, error)"),
+    "acceld.device.health_change": Event(
+        DeviceHealthPayload, "warn", "acceld-conductor",
+        "a device's health life cycle or maintenance moved (a report's verdict, or an "
+        "operator's quarantine, release, reset, drain or undrain, and a reset's outcome); "
+        "lists the guests holding the device"),
     "acceld.arq.created": Event(
         ArqPayload, "info", "acceld-api",
         "an ARQ was created (one per requested unit of a device profile)"),

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from acceld import exception, states
 from acceld.db import models as m
 from acceld.db.api import Database
-from acceld.objects import holders
+from acceld.objects import holders, ledger
 
 # How a Transition names the two sides of a maintenance change.
 IN_SERVICE, IN_MAINTENANCE = "in_service", "maintenance"
@@ -72,7 +72,8 @@ def transition(db: Database, uuid: str, change: str, *, reason: str = "",
 def _apply(s: Session, dev: m.Device, change: str, *, reason: str, actor: str,
            allowed: frozenset[str] | None = None) -> Transition:
     """THE one place a life-cycle or maintenance change is written (in the caller's
-    transaction, the device row locked): compare-and-swap on the current state."""
+    transaction, the device row locked): compare-and-swap on the current state, and its
+    ledger line (kind ``health``) in the same transaction."""
     now = m.utcnow()
     if change in states.MAINTENANCE_TRANSITIONS:
         what = MAINTENANCE
@@ -101,6 +102,10 @@ def _apply(s: Session, dev: m.Device, change: str, *, reason: str, actor: str,
             f"Device {dev.uuid} is {before}: it cannot go to {after}"
             + ("" if what == MAINTENANCE else
                f" (only from {', '.join(sorted(sources - {change}))})") + ".")
+    ledger.record(s.connection(), ledger.Entry(
+        event=what, kind="health", device_uuid=dev.uuid, host=dev.hostname,
+        from_state=before, to_state=after, detail=f"{actor}: {reason}" if reason else actor,
+        at=now))
     return Transition(dev.uuid, dev.hostname, what, before, after, reason, actor, True,
                       now, held)
 

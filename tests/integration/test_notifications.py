@@ -155,6 +155,10 @@ def test_notifications_on_rabbitmq_match_their_schemas(acceld: Acceld,
     _call(app, "PATCH", "/v2/accelerator_requests",
           helpers.bind_patch(arq["uuid"], acceld.host, rp, instance), status=202,
           headers=NOVA)
+    # a quarantine of the bound GPU (its guest is told, in holders) and its release
+    health = f"/v1/accelerators/{gpu['uuid']}/health"
+    _call(app, "POST", health, {"action": "quarantine", "reason": "ECC errors"})
+    _call(app, "POST", health, {"action": "release"})
     _call(app, "PATCH", "/v2/accelerator_requests",
           {arq["uuid"]: [{"op": "remove", "path": "/hostname"}]}, status=202, headers=NOVA)
     _call(app, "DELETE", f"/v2/accelerator_requests/{arq['uuid']}", status=204,
@@ -163,7 +167,8 @@ def test_notifications_on_rabbitmq_match_their_schemas(acceld: Acceld,
 
     wanted = {"acceld.device.discovered": 4, "acceld.device.state_change": 2,
               "acceld.arq.created": 1, "acceld.arq.bound": 1, "acceld.arq.unbound": 1,
-              "acceld.arq.deleted": 1, "acceld.driver.failure": 1, "acceld.device.usage": 2}
+              "acceld.arq.deleted": 1, "acceld.driver.failure": 1, "acceld.device.usage": 2,
+              "acceld.device.health_change": 2}
     wait_for(lambda: all(len(listener.of(e)) >= n for e, n in wanted.items()), timeout=20)
 
     for note in listener.all:
@@ -186,6 +191,18 @@ def test_notifications_on_rabbitmq_match_their_schemas(acceld: Acceld,
     assert arq_notes["acceld.arq.bound"]["device_rp_uuid"] == rp
     assert arq_notes["acceld.arq.unbound"]["state"] == "Unbound"
     assert listener.of("acceld.driver.failure")[0]["publisher_id"] == f"acceld-agent:{acceld.host}"
+
+    steps = [n["payload"]["acceld_object.data"]
+             for n in listener.of("acceld.device.health_change")]
+    assert [(d["uuid"], d["before"], d["after"]) for d in steps] == [
+        (gpu["uuid"], "healthy", "quarantined"), (gpu["uuid"], "quarantined", "healthy")]
+    assert steps[0]["reason"] == "ECC errors"
+    assert steps[0]["holders"] == [{"accelerator_request": arq["uuid"],
+                                    "instance_uuid": instance, "state": "Bound"}]
+    lines = _call(app, "GET", f"/v1/ledger?device_uuid={gpu['uuid']}")["ledger"]
+    assert [(r["kind"], r["from_state"], r["to_state"]) for r in lines
+            if r["kind"] == "health"] == [("health", "healthy", "quarantined"),
+                                          ("health", "quarantined", "healthy")]
 
     usage = [n["payload"]["acceld_object.data"] for n in listener.of("acceld.device.usage")]
     first = usage[0]
