@@ -310,7 +310,10 @@ def test_stale_report_ignored_and_new_epoch_accepted(db, tmp_path):
     assert [(s["report_epoch"], s["report_seq"]) for s in rows(db, "services")] == [
         ("epoch-1", 10)]
     restarted = dataclasses.replace(late, epoch="epoch-2", seq=1)
-    assert inventory.apply_report(db, restarted) == inventory.ApplyResult(True)
+    result = inventory.apply_report(db, restarted)
+    assert (result.changed, result.stale) == (True, False)
+    assert sorted(d["identity"] for d in result.removed) == sorted(
+        d.identity for d in devs[1:])             # what the notifications announce
     assert counts(db) == expected_counts(devs[:1])
     assert [(s["report_epoch"], s["report_seq"]) for s in rows(db, "services")] == [
         ("epoch-2", 1)]
