@@ -127,7 +127,7 @@ class Page:
                             browserContextId=self.context)["targetId"]
         self.session = tools.call("Target.attachToTarget", targetId=target,
                                   flatten=True)["sessionId"]
-        tools.call("Emulation.setDeviceMetricsOverride", self.session, width=1400,
+        tools.call("Emulation.setDeviceMetricsOverride", self.session, width=1280,
                    height=900, deviceScaleFactor=1, mobile=False)
         tools.call("Page.navigate", self.session, url=url)
 
@@ -170,6 +170,8 @@ def test_the_admin_sees_the_fleet_its_arq_the_ledger_usage_and_explain(served, c
     page = Page(chromium, f"{served}/ui/#token=admin")
     _rendered(page)
     assert page.js("location.hash") == ""                     # the token left the URL
+    # no sideways scrolling of the page at 1,280 px
+    assert page.js("document.documentElement.scrollWidth <= innerWidth") is True
 
     # the host, its agent alive, and its 4 devices with state and health
     assert page.text("tr.host .hostname") == [HOST]
