@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import re
 import shutil
 import statistics
 import subprocess
@@ -41,14 +40,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import websocket
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from acceld import conf as config  # noqa: E402
 from acceld import rpc  # noqa: E402
 from acceld.sim import scenario  # noqa: E402
 from acceld.sim.fleet import Fleet, FleetConfig  # noqa: E402
+from tests.chromium import DevTools  # noqa: E402
 from tests.conftest import RABBIT_URL  # noqa: E402
 from tests.integration import procs as p  # noqa: E402
 
@@ -77,53 +75,6 @@ def _vhost(url: str) -> tuple[str, Any]:
     return (urllib.parse.urlunsplit(parts._replace(path="/" + name)),
             lambda: subprocess.run([ctl, "delete_vhost", name], capture_output=True,
                                    timeout=60))
-
-
-class DevTools:
-    """One headless Chromium and its browser-level DevTools connection (sessions are
-    flattened onto it: every command names its page's session)."""
-
-    def __init__(self, binary: str, workdir: Path) -> None:
-        self.proc = subprocess.Popen(
-            [binary, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-             "--disable-extensions", "--disable-background-networking",
-             "--remote-debugging-port=0", f"--user-data-dir={workdir / 'chromium'}",
-             "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        url = None
-        deadline = time.monotonic() + 30
-        while url is None and time.monotonic() < deadline:
-            line = self.proc.stderr.readline()
-            found = re.search(r"DevTools listening on (ws://\S+)", line)
-            url = found.group(1) if found else None
-        if url is None:
-            self.proc.kill()
-            raise RuntimeError("Chromium did not start its DevTools endpoint")
-        self.ws = websocket.create_connection(url, timeout=60, suppress_origin=True)
-        self._next = 0
-
-    def call(self, method: str, session: str | None = None, **params: Any) -> dict[str, Any]:
-        self._next += 1
-        message: dict[str, Any] = {"id": self._next, "method": method, "params": params}
-        if session is not None:
-            message["sessionId"] = session
-        self.ws.send(json.dumps(message))
-        while True:                               # events are skipped
-            answer = json.loads(self.ws.recv())
-            if answer.get("id") == self._next:
-                if "error" in answer:
-                    raise RuntimeError(f"{method}: {answer['error']}")
-                return answer["result"]
-
-    def evaluate(self, session: str, expression: str) -> Any:
-        result = self.call("Runtime.evaluate", session, expression=expression,
-                           returnByValue=True)
-        return result["result"].get("value")
-
-    def close(self) -> None:
-        self.ws.close()
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
 
 
 def load_once(tools: DevTools, url: str, width: int, height: int,

@@ -1,7 +1,8 @@
 """The fleet web view (acceld/api/handlers/ui.py, acceld/api/ui/): its files are served
 without a token, with their media types, revalidation and a Content-Security-Policy; the
 script puts API data in the page as text only; and every API path and field it reads is
-one the API has. (Its rendering in headless Chromium is bench/webview.py.)"""
+one the API has. (Its rendering in headless Chromium against `acceld serve` is
+test_fleet_view_browser.py; its speed with 1,000 devices, bench/webview.py.)"""
 
 from __future__ import annotations
 
@@ -19,6 +20,20 @@ FILES = {"/ui": "text/html", "/ui/": "text/html", "/ui/fleet.js": "text/javascri
          "/ui/fleet.css": "text/css"}
 SCRIPT = ui.source("fleet.js")
 PAGE = ui.source("index.html")
+# A path the script reads that this tree's router does not have yet: the explain route
+# of branch h-explain (its docs/explain.md). Once merged it must be a GET route like the
+# others and its entry here goes: test_every_api_path_the_script_reads_is_a_get_route
+# fails until it does.
+PENDING = {"/v2/device_profiles/{}/availability": "h-explain"}
+# that route's answer as docs/explain.md documents it, until acceld.api.schemas.responses
+# has it (AVAILABILITY)
+DOCUMENTED_AVAILABILITY = {
+    "fit": {"device_profile_name", "device_profile_uuid", "group_policy", "count", "hosts",
+            "not_fitting"},
+    "place": {"hostname", "count", "device_rp_uuids"},
+    "miss": {"hostname", "reason", "detail", "device_profile_group_id", "device_rp_uuid"},
+}
+SAMPLE = "5e5e5e5e-0000-4000-8000-000000000001"   # what a path's ${...} stands for
 
 
 @pytest.fixture
@@ -118,17 +133,30 @@ def test_the_page_has_no_inline_code_the_policy_would_block():
 
 
 def _api_paths() -> set[str]:
-    return set(re.findall(r'"(/v[12]/[a-z_/]+)"', _code(SCRIPT)))
+    """The API paths in the script: its strings, and its templates with ``{}`` for each
+    ``${...}``."""
+    code = _code(SCRIPT)
+    templates = re.findall(r"`(/v[12]/[^`]*)`", code)
+    return (set(re.findall(r'"(/v[12]/[a-z_/]+)"', code))
+            | {re.sub(r"\$\{[^}]*\}", "{}", path) for path in templates})
 
 
 def test_every_api_path_the_script_reads_is_a_get_route():
     paths = _api_paths()
-    assert paths == {"/v1/services", "/v1/accelerators", "/v2/accelerator_requests"}
+    assert paths == {"/v1/services", "/v1/accelerators", "/v2/accelerator_requests",
+                     "/v1/ledger", "/v1/usage", "/v2/device_profiles",
+                     "/v1/accelerators/{}/stats", "/v2/device_profiles/{}/availability"}
     routes = router.Router()
     for path in paths:
-        found = routes.match(path)
+        concrete = path.replace("{}", SAMPLE)
+        found = routes.match(concrete)
+        if path in PENDING:
+            assert found is None or found[0] != path.replace("{}", "{name_or_uuid}"), (
+                f"{path} is in this tree now: take it out of PENDING")
+            continue
         assert found is not None and "GET" in router.OPERATIONS[found[0]], path
-        assert not auth.is_public({"PATH_INFO": path}), path     # read with the token
+        assert found[0].count("{") == path.count("{}"), (path, found[0])
+        assert not auth.is_public({"PATH_INFO": concrete}), path     # read with the token
 
 
 def _fields(name: str) -> set[str]:
@@ -140,6 +168,11 @@ def _fields(name: str) -> set[str]:
     (("dev", "d"), r.ACCELERATOR),
     (("svc", "s", "agent"), r.SERVICES["properties"]["services"]["items"]),
     (("arq",), r.ARQ),
+    (("entry",), r.LEDGER_ENTRY),
+    (("prof",), r.DEVICE_PROFILE),
+    # a usage row is {<group_by>, ...}: the script asks for the default, per project
+    (("use",), {"properties": {"project": {}, **r.USAGE["properties"]["usage"]["items"][
+        "properties"]}}),
 ])
 def test_every_field_the_script_reads_is_in_the_answer(names, schema):
     read = set().union(*(_fields(name) for name in names)) - {"length"}
@@ -147,9 +180,25 @@ def test_every_field_the_script_reads_is_in_the_answer(names, schema):
     assert read <= set(schema["properties"]), read - set(schema["properties"])
 
 
+def _availability_fields() -> dict[str, set[str]]:
+    schema = getattr(r, "AVAILABILITY", None)
+    if schema is None:
+        return DOCUMENTED_AVAILABILITY
+    props = schema["properties"]
+    return {"fit": set(props), "place": set(props["hosts"]["items"]["properties"]),
+            "miss": set(props["not_fitting"]["items"]["properties"])}
+
+
+def test_the_explain_answer_the_script_reads_is_the_documented_one():
+    for name, fields in _availability_fields().items():
+        read = _fields(name) - {"length"}
+        assert read and read <= fields, (name, read - fields)
+
+
 def test_the_script_reads_the_list_keys_the_api_answers():
     for key, schema in (("accelerator", r.ACCELERATORS), ("services", r.SERVICES),
-                        ("arqs", r.ARQS)):
+                        ("arqs", r.ARQS), ("ledger", r.LEDGER), ("usage", r.USAGE),
+                        ("device_profiles", r.DEVICE_PROFILES), ("stats", r.DEVICE_STATS)):
         assert key in schema["properties"], key
         assert f"body.{key}" in SCRIPT, key
     # an accelerator's allocations are [{"accelerator_request", "instance_uuid"}]

@@ -1,7 +1,9 @@
 """The fleet web view (``acceld/api/ui/``): a page, its script and its stylesheet, served
 without authentication like version discovery. They hold no data: the script reads the
-JSON API (``/v1/services``, ``/v1/accelerators``, ``/v2/accelerator_requests``) with the
-user's token, so what it shows is what those routes' policies let that user read.
+JSON API (``/v1/services``, ``/v1/accelerators``, ``/v2/accelerator_requests``,
+``/v2/device_profiles``, ``/v1/ledger``, ``/v1/usage``; a device's ``/stats`` and a
+profile's ``/availability`` when asked) with the user's token, so what it shows is what
+those routes' policies let that user read (docs/fleet-view.md).
 
 Each file is revalidated on every use (``Cache-Control: no-cache``) against its ETag (a
 digest of its bytes, so a new release is picked up at once); a matching ``If-None-Match``
@@ -59,8 +61,8 @@ def _serve(req: webob.Request, name: str) -> Reply:
 
 def page(req: webob.Request) -> Reply:
     """GET /ui -> 200 the fleet view's page (public; ``/ui/`` too): hosts, their devices
-    and a summary, read from the API with the token the user gives it; 304 when
-    ``If-None-Match`` names its ETag."""
+    and a summary, the ledger, a device's usage and a profile's fit, read from the API
+    with the token the user gives it; 304 when ``If-None-Match`` names its ETag."""
     return _serve(req, "index.html")
 
 

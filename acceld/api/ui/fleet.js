@@ -1,5 +1,6 @@
 // acceld's fleet view: reads the JSON API with the user's token and draws hosts, their
-// devices and a summary. Read-only. Every string from the API reaches the page through
+// devices and a summary, the ledger of the last 24 hours, a device's usage when asked
+// (one request for that device) and where a device profile would fit. Read-only. Every string from the API reaches the page through
 // textContent (never as markup), and the table is built off-document in one
 // DocumentFragment and attached once, so a fleet of thousands of devices costs one layout.
 "use strict";
@@ -14,7 +15,17 @@
     services: "/v1/services",
     accelerators: "/v1/accelerators",
     arqs: "/v2/accelerator_requests",
+    ledger: "/v1/ledger",
+    usage: "/v1/usage",
+    profiles: "/v2/device_profiles",
+    stats: (uuid) => `/v1/accelerators/${encodeURIComponent(uuid)}/stats`,
+    availability: (name) => `/v2/device_profiles/${encodeURIComponent(name)}/availability`,
   };
+  const COLUMNS = 8;                  // of the device table
+  const WINDOW_MS = 24 * 3600 * 1000; // the ledger's window
+  const LEDGER_SHOWN = 50;            // its newest rows shown
+  const LEDGER_PAGE = 200;            // read in pages of this many rows (id order) ...
+  const LEDGER_PAGES = 10;            // ... at most this many
   const AGENT = "acceld-agent";
   const NO_HOST = "(no host)";
 
@@ -29,6 +40,33 @@
 
   function status(text) {
     $("status").textContent = text;
+  }
+
+  function token() {
+    return sessionStorage.getItem(TOKEN_KEY);
+  }
+
+  function table(headings, cls) {
+    const node = el("table", null, cls);
+    const head = node.appendChild(el("thead")).appendChild(el("tr"));
+    for (const text of headings) head.appendChild(el("th", text));
+    node.appendChild(el("tbody"));
+    return node;
+  }
+
+  function addRow(body, cells) {
+    const row = body.appendChild(el("tr"));
+    for (const cell of cells) {
+      if (cell instanceof Node) row.appendChild(el("td")).appendChild(cell);
+      else row.appendChild(el("td", cell));
+    }
+    return row;
+  }
+
+  function short(uuid) {
+    const node = el("span", uuid ? uuid.slice(0, 8) : "", "mono");
+    if (uuid) node.title = uuid;
+    return node;
   }
 
   // A token handed over in the URL's fragment (#token=...; never sent to the server) is
@@ -159,6 +197,10 @@
     }
     row.appendChild(el("td", Array.from(instances).join(" "), "mono"));
     row.appendChild(el("td", attachedText(dev.attached_to)));
+    const button = row.appendChild(el("td")).appendChild(el("button", "show", "usage"));
+    button.type = "button";
+    button.title = `Read ${dev.name}'s usage from its agent now`;
+    deviceOf.set(button, dev);
     const text = [dev.name, dev.uuid, dev.device_type, dev.state, dev.health].join(" ");
     return [row, text.toLowerCase()];
   }
@@ -166,7 +208,7 @@
   function hostRow(host, devs, agent) {
     const row = el("tr", null, "host");
     const cell = el("th");
-    cell.colSpan = 7;
+    cell.colSpan = COLUMNS;
     cell.appendChild(el("span", host, "hostname"));
     if (agent) {
       cell.appendChild(el("span", agent.alive ? "alive" : "dead",
@@ -210,6 +252,42 @@
   }
 
   let rowText = new Map();
+  let deviceOf = new Map();     // a device row's usage button -> its device
+  let usageRows = new Map();    // a device row -> its open usage row
+
+  function usageCells(got) {
+    if (!got.body) return el("span", `usage not shown: ${got.error}`, "error");
+    const frag = document.createDocumentFragment();
+    const stats = got.body.stats;
+    const names = Object.keys(stats).sort();
+    for (const name of names) {
+      frag.appendChild(el("span", `${name.replace(/_/g, " ")}: ${stats[name]}`, "stat"));
+    }
+    if (!names.length) frag.appendChild(el("span", "the driver reports no figures", "stat"));
+    return frag;
+  }
+
+  // The device's usage (GET .../stats: read from its agent now; acceld stores none) in a
+  // row under its own, or that row closed again.
+  async function toggleUsage(button) {
+    const row = button.closest("tr");
+    const open = usageRows.get(row);
+    if (open) {
+      open.remove();
+      usageRows.delete(row);
+      button.textContent = "show";
+      return;
+    }
+    const detail = el("tr", null, "usage");
+    const cell = detail.appendChild(el("td", "reading from the agent\u2026"));
+    cell.colSpan = COLUMNS;
+    row.after(detail);
+    usageRows.set(row, detail);
+    button.textContent = "hide";
+    const got = await getJSON(API.stats(deviceOf.get(button).uuid), token());
+    cell.replaceChildren(usageCells(got));
+    detail.classList.add(got.body ? "read" : "refused");
+  }
 
   function applyFilter() {
     const words = $("filter").value.toLowerCase().split(/\s+/).filter(Boolean);
@@ -223,15 +301,62 @@
       }
       box.hidden = words.length > 0 && shown === 0;
     }
+    for (const [row, detail] of usageRows) detail.hidden = row.hidden;
+  }
+
+  // Newest first, with the device's name where the fleet has it.
+  function ledgerRows(ledger, devices) {
+    const body = $("ledger-rows").tBodies[0];
+    const usageBody = $("usage").tBodies[0];
+    if (!ledger.rows) {
+      body.replaceChildren();
+      usageBody.replaceChildren();
+      $("ledger-note").textContent = ledger.status === 403 ?
+        `The ledger is for administrators: ${ledger.error}` : `Not shown: ${ledger.error}`;
+      return;
+    }
+    const names = new Map(devices.map((d) => [d.uuid, d.name]));
+    const rows = document.createDocumentFragment();
+    for (const entry of ledger.rows.slice().reverse()) {
+      const device = short(entry.device_uuid);
+      if (names.has(entry.device_uuid)) device.textContent = names.get(entry.device_uuid);
+      const row = addRow(rows, [entry.at.replace("T", " "), entry.event, entry.kind, device,
+        entry.host || "", short(entry.arq_uuid), short(entry.instance_uuid),
+        entry.project_id || "", `${entry.from_state || ""} \u2192 ${entry.to_state || ""}`]);
+      row.className = "entry";
+      if (entry.detail) row.title = entry.detail;
+    }
+    if (!ledger.rows.length) addRow(rows, ["no row in the last 24 hours"]);
+    body.replaceChildren(rows);
+    const usage = document.createDocumentFragment();
+    const projects = ledger.usage.slice().sort((a, b) => b.device_hours - a.device_hours);
+    for (const use of projects) {
+      addRow(usage, [use.project === null ? "none" : use.project, use.device_hours.toFixed(3),
+        use.holdings]).className = "project";
+    }
+    if (!projects.length) addRow(usage, ["no device held"]);
+    usageBody.replaceChildren(usage);
+    $("ledger-note").textContent = ledger.complete ?
+      `${ledger.rows.length} of the window's rows shown, since ${ledger.since} UTC.` :
+      `More than ${LEDGER_PAGE * LEDGER_PAGES} rows since ${ledger.since} UTC: shown are ` +
+      `the newest of the first ${LEDGER_PAGE * LEDGER_PAGES} (acceld ledger-list has all).`;
   }
 
   function draw(data) {
     const newRows = new Map();
+    deviceOf = new Map();
+    usageRows = new Map();
     const [rows, hostCount] = fleetRows(data, newRows);
     $("summary").replaceChildren(summary(data));
     $("fleet").replaceChildren(rows);
     rowText = newRows;
     applyFilter();
+    ledgerRows(data.ledger, data.devices);
+    if (data.profiles) {
+      const options = document.createDocumentFragment();
+      for (const prof of data.profiles) options.appendChild(el("option")).value = prof.name;
+      $("profiles").replaceChildren(options);
+    }
     $("login").hidden = true;
     $("view").hidden = false;
     status(`${data.devices.length} devices on ${hostCount} hosts, read ` +
@@ -246,6 +371,30 @@
     document.documentElement.dataset[name] = value.toFixed(1);
   }
 
+  // The ledger's rows since ``since`` (its newest LEDGER_SHOWN, read page by page in id
+  // order, LEDGER_PAGES at most) and the device-hours per project since then.
+  async function readLedger(token, since) {
+    const usage = await getJSON(`${API.usage}?${new URLSearchParams({ since: since })}`,
+      token);
+    if (!usage.body) return { status: usage.status, error: usage.error };
+    let rows = [];
+    let marker = null;
+    for (let page = 0; page < LEDGER_PAGES; page++) {
+      const query = new URLSearchParams({ since: since, limit: String(LEDGER_PAGE) });
+      if (marker !== null) query.set("marker", String(marker));
+      const got = await getJSON(`${API.ledger}?${query}`, token);
+      if (!got.body) return { status: got.status, error: got.error };
+      const batch = got.body.ledger;
+      rows = rows.concat(batch).slice(-LEDGER_SHOWN);
+      if (!got.body.ledger_links || !batch.length) {
+        return { rows: rows, complete: true, since: since, usage: usage.body.usage };
+      }
+      const entry = batch[batch.length - 1];
+      marker = entry.id;
+    }
+    return { rows: rows, complete: false, since: since, usage: usage.body.usage };
+  }
+
   async function load() {
     const token = sessionStorage.getItem(TOKEN_KEY);
     if (!token) {
@@ -253,9 +402,10 @@
       return;
     }
     status("loading");
-    const [services, accelerators, arqs] = await Promise.all([
+    const since = new Date(Date.now() - WINDOW_MS).toISOString();
+    const [services, accelerators, arqs, ledger, profiles] = await Promise.all([
       getJSON(API.services, token), getJSON(API.accelerators, token),
-      getJSON(API.arqs, token)]);
+      getJSON(API.arqs, token), readLedger(token, since), getJSON(API.profiles, token)]);
     if (accelerators.status === 401) {
       sessionStorage.removeItem(TOKEN_KEY);
       showLogin(`The token was refused: ${accelerators.error}`);
@@ -272,9 +422,47 @@
       servicesError: services.error,
       arqs: arqs.body ? arqs.body.arqs : null,
       arqsError: arqs.error,
+      ledger: ledger,
+      profiles: profiles.body ? profiles.body.device_profiles : null,
     });
     mark("built", performance.now());
     requestAnimationFrame(() => setTimeout(() => mark("rendered", performance.now()), 0));
+  }
+
+  function explainAnswer(name, got) {
+    const frag = document.createDocumentFragment();
+    if (!got.body) {
+      frag.appendChild(el("p", `Cannot explain ${name}: ${got.error}`, "error"));
+      return frag;
+    }
+    const fit = got.body;
+    frag.appendChild(el("p", `${fit.count} instance${fit.count === 1 ? "" : "s"} of ` +
+      `${fit.device_profile_name} would fit now (group policy ${fit.group_policy}).`, "total"));
+    if (fit.hosts.length) {
+      frag.appendChild(el("h3", "Where it fits"));
+      const hosts = frag.appendChild(table(["Host", "Instances", "Providers"], "list fits"));
+      for (const place of fit.hosts) {
+        addRow(hosts.tBodies[0], [place.hostname, place.count,
+          place.device_rp_uuids.join(" ")]);
+      }
+    }
+    if (fit.not_fitting.length) {
+      frag.appendChild(el("h3", "Where it does not fit, and the first reason"));
+      const misses = frag.appendChild(table(["Host", "Reason", "Detail"], "list misses"));
+      for (const miss of fit.not_fitting) {
+        addRow(misses.tBodies[0], [miss.hostname, miss.reason, miss.detail]);
+      }
+    }
+    return frag;
+  }
+
+  async function explain() {
+    const name = $("profile").value.trim();
+    if (!name) return;
+    $("explain-answer").replaceChildren(el("p", `asking where ${name} fits\u2026`));
+    const got = await getJSON(API.availability(name), token());
+    $("explain-answer").replaceChildren(explainAnswer(name, got));
+    mark("explained", performance.now());
   }
 
   function start() {
@@ -291,6 +479,14 @@
       showLogin("Token forgotten.");
     });
     $("filter").addEventListener("input", applyFilter);
+    $("fleet").addEventListener("click", (event) => {
+      const button = event.target.closest("button.usage");
+      if (button) toggleUsage(button).catch((err) => status(`Failed: ${err}`));
+    });
+    $("explain-form").addEventListener("submit", (event) => {
+      event.preventDefault();
+      explain().catch((err) => status(`Failed: ${err}`));
+    });
     load().catch((err) => status(`Failed: ${err}`));
   }
 
