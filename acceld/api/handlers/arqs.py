@@ -15,8 +15,10 @@ import webob
 
 from acceld import exception, limits
 from acceld.api import errors, listing, microversion, util
+from acceld.conductor import availability as fit
 from acceld.objects import arqs as arq_objects
-from acceld.objects import hostwork
+from acceld.objects import availability as fleet_rows
+from acceld.objects import device_profiles, hostwork
 
 PROJECT_ID_VERSION = microversion.Version(2, 1)
 SERVICE_ROLE = "service"
@@ -188,3 +190,14 @@ def _deleted(req: webob.Request, freed: list[dict[str, Any]]) -> util.Reply:
 def delete_arq(req: webob.Request, uuid: str) -> util.Reply:
     """DELETE /v2/accelerator_requests/{uuid} -> 204; as ``?arqs=<uuid>``."""
     return _delete_uuids(req, [uuid])
+
+
+def dry_run(req: webob.Request, body: dict[str, Any]) -> util.Reply:
+    """POST /v2/accelerator_requests/dry_run {"device_profile_name", "hostname"?,
+    "group_policy"?} -> 200 whether the profile's ARQs would bind now and where (acceld
+    extension, any microversion); nothing is written; 404 no such profile."""
+    profile = device_profiles.get(util.state(req).db, name=body["device_profile_name"])
+    st = util.state(req)
+    rows = fleet_rows.read_fleet(st.db, st.conf.conductor.service_down_time)
+    return util.json_response(fit.dry_run(profile, rows, body.get("group_policy", "none"),
+                                          body.get("hostname")))
