@@ -160,8 +160,16 @@ def _bind(dep: Deployment, profile: str, host: str, rc: str, units: int,
 def _wait_synced(dep: Deployment) -> None:
     """Every host synced once at least (reports keep queueing syncs: the sim's counters
     move, so the syncer is never idle for long)."""
-    wait_for(lambda: len(po.list_states(dep.db)) == HOSTS
-             and all(s["in_sync"] for s in po.list_states(dep.db)), TIMEOUT)
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        rows = po.list_states(dep.db)
+        late = sorted(set(_H) - {r["host"] for r in rows if r["in_sync"]})
+        if not late:
+            return
+        time.sleep(0.2)
+    errors = {r["host"]: r["last_error"] for r in rows if r["host"] in late}
+    raise AssertionError(f"{len(late)} hosts not in sync with Placement: {late[:5]}, "
+                         f"errors {dict(list(errors.items())[:3])}")
 
 
 def _placement_fit(dep: Deployment, groups: list[dict[str, str]]) -> dict[str, int | bool]:
