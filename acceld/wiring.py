@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import resource
+import select
 import signal
 import socket
 import subprocess
@@ -18,7 +19,7 @@ from typing import Any
 import waitress
 from oslo_config import cfg
 
-from acceld import clients, rpc
+from acceld import clients, notify, rpc
 from acceld.agent.manager import AgentManager
 from acceld.api import deploy
 from acceld.clients import nova as nova_client
@@ -39,6 +40,9 @@ def setup_logging(conf: cfg.ConfigOpts) -> None:
 
     log.setup(conf, "acceld")
 
+
+# the publishers of notifications: "<service>:<host>"
+API, CONDUCTOR, AGENT = "acceld-api", "acceld-conductor", "acceld-agent"
 
 # Pooled connections kept for the conductor's and the agent's own work (RPC calls,
 # heartbeats, reports, periodic syncs) beside one per API worker thread: API load can
@@ -70,7 +74,8 @@ def start_conductor(conf: cfg.ConfigOpts, db: Database,
         nova = nova_client.NovaClient(clients.make_adapter(conf, "nova"))
     manager = ConductorManager(conf, db, rpc.AgentClient(transport, timeout=conf.rpc_timeout),
                                placement=placement, nova=nova, ring=ring,
-                               peers=rpc.ConductorClient(transport))
+                               peers=rpc.ConductorClient(transport),
+                               notifier=notify.make_notifier(conf, CONDUCTOR))
     server = transport.serve(rpc.CONDUCTOR_TOPIC, conf.host, manager)
     manager.start()
     server.start()
@@ -80,6 +85,8 @@ def start_conductor(conf: cfg.ConfigOpts, db: Database,
 def start_agent(conf: cfg.ConfigOpts, transport: rpc.Transport, host: str | None = None,
                 **collaborators: Any) -> tuple[AgentManager, rpc.Server]:
     """The agent with its RPC server; ``collaborators`` replace its real sysfs, NVML, ..."""
+    if collaborators.get("notifier") is None:
+        collaborators["notifier"] = notify.make_notifier(conf, AGENT, host)
     manager = AgentManager(conf, rpc.ConductorClient(transport), host=host, **collaborators)
     server = transport.serve(rpc.AGENT_TOPIC, manager.host, manager)
     server.start()
@@ -139,39 +146,51 @@ class HttpServer:
         self._thread.join(5)
 
 
-def listen(conf: cfg.ConfigOpts) -> socket.socket:
-    """The API's listening socket, on ``[api] host_ip``/``port`` (port 0: the kernel's)."""
+def listen(conf: cfg.ConfigOpts, port: int | None = None,
+           shared: bool = False) -> socket.socket:
+    """The API's listening socket, on ``[api] host_ip`` and ``port`` (default ``[api]
+    port``; 0: the kernel's). ``shared``: with SO_REUSEPORT, so that each API process
+    listens on a socket of its own on the one port and the kernel spreads the new
+    connections over them (processes polling one socket would leave them to whichever
+    wakes first: in practice the parent took nearly all)."""
     family = socket.AF_INET6 if ":" in conf.api.host_ip else socket.AF_INET
-    return socket.create_server((conf.api.host_ip, conf.api.port), family=family,
-                                backlog=conf.api.backlog)
+    return socket.create_server((conf.api.host_ip, conf.api.port if port is None else port),
+                                family=family, backlog=conf.api.backlog, reuse_port=shared)
 
 
-# what an API worker process finds in its environment: the descriptor of the listening
-# socket, the pid of the process that started it and, under `acceld serve`, the
-# descriptor of its link to that process
-LISTEN_FD, PARENT, LINK_FD = "ACCELD_API_LISTEN_FD", "ACCELD_API_PARENT", "ACCELD_API_LINK_FD"
+# what an API worker process finds in its environment: the port to listen on beside its
+# parent, the pid of the process that started it and, under `acceld serve`, the
+# descriptor of its link to that process; READY_FD: a pipe it closes once it listens
+LISTEN_PORT, PARENT, LINK_FD, READY_FD = ("ACCELD_API_LISTEN_PORT", "ACCELD_API_PARENT",
+                                          "ACCELD_API_LINK_FD", "ACCELD_API_READY_FD")
 
 
 class ApiProcesses:
     """The API of `acceld serve` and `acceld api`: an :class:`HttpServer` here and
     ``[api] processes`` (default: one per CPU) less one ``acceld.cmd.api_worker``
-    processes (restarted when they exit), all on the one listening socket bound here;
-    with ``link``, workers reach this process's bus through :class:`rpc.LinkServer`."""
+    processes (restarted when they exit), each listening on the one port (see
+    :func:`listen`); with ``link``, workers reach this process's bus through
+    :class:`rpc.LinkServer`."""
 
     def __init__(self, conf: cfg.ConfigOpts, argv: list[str], app: Any,
                  link: rpc.LocalTransport | None = None) -> None:
         self._argv, self._link, self._threads = argv, link, conf.api.workers
-        self._sock = listen(conf)
+        self._count = (conf.api.processes or len(os.sched_getaffinity(0))) - 1
+        self._sock = listen(conf, shared=self._count > 0)
         self._http = HttpServer(conf, app, self._sock)
         self.port = self._http.port
-        self._count = (conf.api.processes or len(os.sched_getaffinity(0))) - 1
         self._workers: list[tuple[subprocess.Popen[bytes], rpc.LinkServer | None, float]] = []
         self._stopping = threading.Event()
         self._watcher = threading.Thread(target=self._watch, name="api-processes", daemon=True)
 
-    def _spawn(self) -> tuple[subprocess.Popen[bytes], rpc.LinkServer | None, float]:
-        env = dict(os.environ, **{LISTEN_FD: str(self._sock.fileno()), PARENT: str(os.getpid())})
-        fds = [self._sock.fileno()]
+    def _spawn(self, ready: int | None = None) -> tuple[subprocess.Popen[bytes],
+                                                        rpc.LinkServer | None, float]:
+        """A worker process; ``ready``: a pipe's write end it closes once it listens."""
+        env = dict(os.environ, **{LISTEN_PORT: str(self.port), PARENT: str(os.getpid())})
+        fds = []
+        if ready is not None:
+            env[READY_FD] = str(ready)
+            fds.append(ready)
         ours = theirs = None
         if self._link is not None:
             ours, theirs = socket.socketpair()
@@ -190,11 +209,27 @@ class ApiProcesses:
         LOG.info("API worker process %d started", proc.pid)
         return proc, server, time.monotonic()
 
-    def start(self) -> None:
+    def start(self, timeout: float = 60.0) -> None:
+        """Start the workers, then serve here once each listens (or exited, or
+        ``timeout`` passed: then it is logged and the watcher goes on with it)."""
+        if not self._count:
+            self._http.start()
+            return
+        pipes = [os.pipe() for _ in range(self._count)]
+        for _, write_end in pipes:
+            try:
+                self._workers.append(self._spawn(write_end))
+            finally:
+                os.close(write_end)
+        deadline = time.monotonic() + timeout
+        for (read_end, _), (proc, _server, _started) in zip(pipes, self._workers,
+                                                               strict=True):
+            with os.fdopen(read_end, "rb") as pipe:
+                if not select.select([pipe], [], [], max(0.0, deadline - time.monotonic()))[0]:
+                    LOG.warning("API worker process %d not listening after %.0f s",
+                                proc.pid, timeout)
         self._http.start()
-        if self._count:
-            self._workers = [self._spawn() for _ in range(self._count)]
-            self._watcher.start()
+        self._watcher.start()
 
     def _watch(self) -> None:
         backoff = 1.0
@@ -244,7 +279,8 @@ def _fit_open_files(wanted: int) -> None:
 
 def api_app(conf: cfg.ConfigOpts, db: Database,
             transport: rpc.Transport | rpc.LinkTransport) -> Any:
-    return deploy.make_app(conf, db, rpc.ConductorClient(transport))
+    return deploy.make_app(conf, db, rpc.ConductorClient(transport),
+                           notify.make_notifier(conf, API))
 
 
 def until_signal(stops: list[Callable[[], object]], parent: int | None = None) -> int:

@@ -340,7 +340,7 @@ def check_floor_trees(client: pc.PlacementClient, names: list[str],
         want = {p.uuid: (p.name, {rc: dict(inv) for rc, inv in p.inventories.items()},
                          set(p.traits)) for p in sim_trees([name])[name]}
         have = {}
-        for rp in client.tree_owned(computes[name], pp.OWNER_TRAIT):
+        for rp in client.tree(computes[name], required=pp.OWNER_TRAIT):
             inventories = client.get_inventories(rp.uuid)[1]
             have[rp.uuid] = (rp.name, inventories, client.get_traits(rp.uuid)[1])
         if have != want:

@@ -19,12 +19,13 @@ from typing import Any
 from oslo_config import cfg
 
 import acceld
-from acceld import exception, reports, states, virt
+from acceld import exception, notify, reports, states, virt
 from acceld.agent import journal as jmod
 from acceld.agent import programming
 from acceld.agent.drivers import registry
 from acceld.agent.drivers.base import BaseDriver, Driver, DriverContext, Programmable
 from acceld.agent.journal import Journal
+from acceld.notify import payloads
 from acceld.rpc import ConductorClient
 from acceld.virt import devicexml
 from acceld.virt.hypervisor import Guest, Hypervisor
@@ -63,7 +64,8 @@ class AgentManager:
                  **collaborators: Any) -> None:
         """``collaborators``: the drivers' context's, the image fetcher (``fetch_image``)
         the ``hypervisor`` (default: :func:`acceld.virt.load`'s, on first use) and
-        ``boot_id`` (a callable: the kernel's boot id, default :func:`read_boot_id`)."""
+        ``boot_id`` (a callable: the kernel's boot id, default :func:`read_boot_id`) and
+        ``notifier`` (an :class:`acceld.notify.Notifier`; default: sends nothing)."""
         self._conf = conf
         self.host = host or conf.host
         self._conductor = conductor
@@ -73,12 +75,16 @@ class AgentManager:
         fetch = collaborators.pop("fetch_image", None)
         self._hv: Hypervisor | None = collaborators.pop("hypervisor", None)
         self._boot_id: Callable[[], str] = collaborators.pop("boot_id", read_boot_id)
+        self.notifier: notify.Notifier = collaborators.pop("notifier", None) or notify.DISABLED
         self._hv_lock = threading.Lock()
         self.context = make_context(conf, self.host, os.path.join(directory, "drivers"),
                                     **collaborators)
         self._lock = threading.RLock()          # drivers and report building
         self._drivers: dict[str, Driver | None] = {}
         self._load_errors: dict[str, str] = {}
+        self._failed: set[str] = set()        # drivers whose failure was notified
+        # driver -> identity -> device type, from the last discovery (for usage)
+        self._types: dict[str, dict[str, str]] = {}
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -87,7 +93,7 @@ class AgentManager:
         self._arq_locks: dict[str, threading.Lock] = {}      # guest attach/detach per ARQ
         self._programmer = programming.Programmer(
             conf, self.journal, conductor, self._driver, self._program_finished,
-            directory, fetch=fetch)
+            directory, fetch=fetch, notifier=self.notifier)
         self._load_drivers()
 
     # -- drivers -----------------------------------------------------------------------
@@ -131,22 +137,36 @@ class AgentManager:
     def _driver_report(self, name: str, drv: Driver | None) -> reports.DriverReport:
         """Discovery, its explanation and health (stats would break the report's digest)."""
         if drv is None:
-            return reports.DriverReport(
+            self._types.pop(name, None)
+            return self._noted(reports.DriverReport(
                 name=name, version="", error=self._load_errors.get(name),
                 state=states.DRIVER_FAILED if name in self._load_errors
-                else states.DRIVER_UNINSTALLED)
+                else states.DRIVER_UNINSTALLED))
         caps = capabilities(drv)
         try:
             devices = tuple(drv.discover())
         except Exception as exc:
             LOG.warning("driver %s discovery failed: %s", name, exc)
-            return reports.DriverReport(name=name, version=drv.version,
-                                        state=states.DRIVER_FAILED, error=str(exc)[:2000],
-                                        explanation=_explanation(drv), capabilities=caps)
+            return self._noted(reports.DriverReport(
+                name=name, version=drv.version, state=states.DRIVER_FAILED,
+                error=str(exc)[:2000], explanation=_explanation(drv), capabilities=caps))
+        self._failed.discard(name)
+        self._types[name] = {dev.identity: dev.type for dev in devices}
         health = _health(name, drv)
         devices = tuple(_with_health(dev, health.get(dev.identity)) for dev in devices)
         return reports.DriverReport(name=name, version=drv.version, devices=devices,
                                     explanation=_explanation(drv), capabilities=caps)
+
+    def _noted(self, drv: reports.DriverReport) -> reports.DriverReport:
+        """``drv``, a driver not running: its failure notified when it is new."""
+        if drv.state != states.DRIVER_FAILED:
+            self._failed.discard(drv.name)
+        elif drv.name not in self._failed:
+            self._failed.add(drv.name)
+            self.notifier.emit("acceld.driver.failure", payloads.DriverPayload(
+                host=self.host, driver=drv.name, version=drv.version, state=drv.state,
+                error=drv.error))
+        return drv
 
     def report_once(self) -> bool:
         """Discover and send a full report; True when the conductor took it."""
@@ -177,7 +197,10 @@ class AgentManager:
     # -- loop ------------------------------------------------------------------------------
     def start(self) -> None:
         self.recover()
-        for target, name in ((self._loop, "agent-loop"), (self._heartbeat, "agent-heartbeat")):
+        loops = [(self._loop, "agent-loop"), (self._heartbeat, "agent-heartbeat")]
+        if self.notifier.enabled and self._conf.notifications.usage_period > 0:
+            loops.append((self._usage_loop, "agent-usage"))
+        for target, name in loops:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -228,6 +251,7 @@ class AgentManager:
         self._programmer.join(timeout=5)
         if self._hv is not None:
             self._hv.close()
+        self.notifier.close()
 
     def _heartbeat(self) -> None:
         """Liveness apart from discovery, so a hung driver does not look like a dead agent."""
@@ -236,6 +260,34 @@ class AgentManager:
                 self._conductor.heartbeat(self.host, "acceld-agent", acceld.__version__)
             except exception.HostUnreachable:
                 LOG.debug("heartbeat not delivered: conductor unreachable")
+
+    def _usage_loop(self) -> None:
+        period = self._conf.notifications.usage_period
+        while not self._stop.wait(period):
+            try:
+                self.notifier.emit("acceld.device.usage", self.usage(period))
+            except Exception:  # the next period tries again
+                LOG.exception("usage of %s not published", self.host)
+
+    def usage(self, period: float) -> payloads.DeviceUsagePayload:
+        """The usage notification's payload: each running driver's ``stats()`` of the
+        devices its last discovery found (one failing is left out, and logged)."""
+        with self._lock:
+            running = [(n, d) for n, d in self._drivers.items() if d is not None]
+        devices = []
+        for name, drv in running:
+            types = self._types.get(name, {})
+            try:
+                stats = drv.stats()
+            except Exception as exc:
+                LOG.warning("driver %s could not read device stats: %s", name, exc)
+                continue
+            devices += [payloads.DeviceUsage(name, identity, types[identity], metrics)
+                        for identity, values in stats.items()
+                        if identity in types and (metrics := payloads.usage_metrics(values))]
+        return payloads.DeviceUsagePayload(host=self.host, period_s=period,
+                                           sampled_at=payloads.timestamp(),
+                                           devices=tuple(devices))
 
     def _loop(self) -> None:
         interval = self._conf.agent.report_interval

@@ -17,8 +17,10 @@ from typing import Any
 
 from oslo_config import cfg
 
+from acceld import notify
 from acceld.agent import journal as jmod
 from acceld.agent.drivers.base import DriverError, Programmable
+from acceld.notify import payloads
 from acceld.rpc import ConductorClient
 
 LOG = logging.getLogger(__name__)
@@ -45,7 +47,8 @@ class Programmer:
     def __init__(self, conf: cfg.ConfigOpts, journal: jmod.Journal,
                  conductor: ConductorClient, driver: Callable[[str], Any],
                  on_finished: Callable[[], None], state_dir: str,
-                 fetch: Fetch | None = None, grace: float = WATCHDOG_GRACE) -> None:
+                 fetch: Fetch | None = None, grace: float = WATCHDOG_GRACE,
+                 notifier: notify.Notifier = notify.DISABLED) -> None:
         self._conf = conf
         self._journal = journal
         self._conductor = conductor
@@ -54,6 +57,7 @@ class Programmer:
         self._image_dir = image_dir(conf, state_dir)
         self._fetch = fetch or _default_fetch
         self._grace = grace
+        self._notifier = notifier
         self._threads: list[threading.Thread] = []
 
     @property
@@ -71,7 +75,8 @@ class Programmer:
         """An operation in flight at the last stop: reported failed, its fetched image removed."""
         LOG.warning("program %s of %s was in flight at the last stop: reported failed",
                     op["op_id"], op["identity"])
-        self._journal.finish_if_inflight(op, False, RESTART_MESSAGE)
+        if self._journal.finish_if_inflight(op, False, RESTART_MESSAGE):
+            self._notify_end(op, False, RESTART_MESSAGE)
         if os.path.isdir(self._image_dir):
             for name in os.listdir(self._image_dir):
                 os.unlink(os.path.join(self._image_dir, name))
@@ -99,6 +104,7 @@ class Programmer:
         watchdog.daemon = True
         watchdog.start()
         ok, error, path = True, None, None
+        self._notify("start", op)
         try:
             drv = self._driver(op["driver"])
             if not isinstance(drv, Programmable):
@@ -119,6 +125,7 @@ class Programmer:
             if path is not None and os.path.exists(path):
                 os.unlink(path)             # images are large; a retry fetches again
         if self._journal.finish_if_inflight(op, ok, error):
+            self._notify_end(op, ok, error)
             self._on_finished()
 
     def _expire(self, op: dict[str, Any]) -> None:
@@ -126,4 +133,20 @@ class Programmer:
                    f"{self._grace:.0f} s grace); state of the FPGA unknown, re-program")
         if self._journal.finish_if_inflight(op, False, message):
             LOG.error("program %s of %s: %s", op["op_id"], op["identity"], message)
+            self._notify_end(op, False, message)
             self._on_finished()
+
+    def _notify_end(self, op: dict[str, Any], ok: bool, error: str | None) -> None:
+        self._notify("end" if ok else "error", op, ok, error)
+
+    def _notify(self, phase: str, op: dict[str, Any], ok: bool | None = None,
+                error: str | None = None) -> None:
+        if not self._notifier.enabled:
+            return
+        try:
+            payload = payloads.ProgramPayload.of(op, ok=ok, error=error)
+        except KeyError as exc:   # an operation journaled by an older agent
+            LOG.warning("no program.%s notification for %s: %s missing", phase,
+                        op.get("op_id"), exc)
+            return
+        self._notifier.emit(f"acceld.deployable.program.{phase}", payload)

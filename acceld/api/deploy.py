@@ -10,7 +10,7 @@ from typing import Any
 from oslo_config import cfg
 from oslo_middleware import http_proxy_to_wsgi
 
-from acceld import policies
+from acceld import notify, policies
 from acceld.api import auth, errors, microversion, request_id, router, util
 from acceld.db.api import Database
 from acceld.rpc import ConductorClient
@@ -133,9 +133,10 @@ class _Access:
             version if version is not None else "-", time.perf_counter() - self.started)
 
 
-def make_app(conf: cfg.ConfigOpts, db: Database, conductor: ConductorClient) -> Any:
+def make_app(conf: cfg.ConfigOpts, db: Database, conductor: ConductorClient,
+             notifier: notify.Notifier = notify.DISABLED) -> Any:
     state = util.AppState(conf=conf, db=db, conductor=conductor,
-                          enforcer=policies.make_enforcer(conf))
+                          enforcer=policies.make_enforcer(conf), notifier=notifier)
     routes = router.Router()
     app: Any = Front(routes, state, auth.keystone(routes, conf))
     # the proxy-header middleware costs a little on every request: only when enabled

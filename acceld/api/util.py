@@ -18,7 +18,7 @@ import webob
 from oslo_config import cfg
 from oslo_policy import policy
 
-from acceld import jsoncodec, limits, uuids
+from acceld import jsoncodec, limits, notify, uuids
 from acceld.api import errors, listcache, schemas
 from acceld.api.reply import Reply as Reply  # handlers use these as util.*
 from acceld.api.reply import body_response as body_response
@@ -81,6 +81,7 @@ class AppState:
     db: Database
     conductor: ConductorClient
     enforcer: policy.Enforcer
+    notifier: notify.Notifier = notify.DISABLED
     lists: listcache.ListCache = dataclasses.field(default_factory=listcache.ListCache)
     answers: listcache.Replies = dataclasses.field(default_factory=listcache.Replies)
     api: ApiOptions = dataclasses.field(init=False)

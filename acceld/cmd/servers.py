@@ -78,9 +78,9 @@ def serve(conf: cfg.ConfigOpts, argv: list[str]) -> int:
     cond, cond_server = wiring.start_conductor(conf, db, transport)
     agent_mgr, agent_server = wiring.start_agent(conf, transport)
     front = wiring.ApiProcesses(conf, argv, wiring.api_app(conf, db, transport), transport)
+    front.start()
     wiring.LOG.info("acceld serve listening on http://%s:%d (database %s)",
                     conf.api.host_ip, front.port, db.url)
-    front.start()
     return wiring.until_signal([front.stop, agent_mgr.stop, agent_server.stop,
                                 cond_server.stop, cond.stop, transport.close])
 
@@ -96,8 +96,8 @@ def api(conf: cfg.ConfigOpts, argv: list[str]) -> int:
     transport = rpc.make_transport(conf)
     front = wiring.ApiProcesses(conf, argv, wiring.api_app(
         conf, wiring.database(conf, api=True), transport))
-    wiring.LOG.info("acceld api listening on http://%s:%d", conf.api.host_ip, front.port)
     front.start()
+    wiring.LOG.info("acceld api listening on http://%s:%d", conf.api.host_ip, front.port)
     return wiring.until_signal([front.stop, transport.close])
 
 

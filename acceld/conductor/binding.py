@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 from oslo_utils import timeutils
 
-from acceld import exception, uuids
+from acceld import exception, notify, uuids
 from acceld import states as st
 from acceld.clients import nova
 from acceld.db.api import Database
+from acceld.notify import payloads
 from acceld.objects import arqs, bind_waits, hostwork
 from acceld.rpc import AgentClient
 
@@ -99,11 +100,14 @@ class Binder:
                  notifier: nova.NovaClient | None = None, bind_timeout: float = 60.0,
                  program: Callable[[str, dict[str, str]], None] | None = None,
                  program_timeout: float = 0.0,
-                 owns: Callable[[str], bool] | None = None) -> None:
+                 owns: Callable[[str], bool] | None = None,
+                 events: notify.Notifier = notify.DISABLED) -> None:
         """``program(arq_uuid, request)`` queues a bind's program operation; its outcome
         comes to :meth:`program_done`. ``owns(host)``: whether this conductor finishes
-        the overdue waits of binds on ``host`` (None: every host's)."""
+        the overdue waits of binds on ``host`` (None: every host's). ``events`` sends
+        the ARQs' versioned notifications (bound, bind_failed, unbound)."""
         self._db = db
+        self._events = events
         self._host = host_work or HostWork()
         self._notifier = notifier
         self._bind_timeout = bind_timeout
@@ -263,6 +267,7 @@ class Binder:
                     # a late claim or finish of the bind then fails its CAS (and frees
                     # the handle): the ARQ stays as Nova was told, failed
                     freed += arqs.fail_bind(self._db, uuid)
+                    self._announce("acceld.arq.bind_failed", uuid, st.ARQ_BIND_FAILED)
             states = arqs.states_of(self._db, wait.arq_uuids)
         except Exception:
             LOG.exception("could not fail the binds of instance %s", wait.instance)
@@ -361,11 +366,34 @@ class Binder:
         needs = getattr(self._host, "needs", None)
         return True if needs is None else bool(needs(handle, conn=conn))
 
+    def _announce(self, event: str, uuid: str, state: str) -> None:
+        """The notification ``event`` of ARQ ``uuid`` as it is now, when it is in
+        ``state`` (what the change that sends it left; a later change sends its own)."""
+        if not self._events.enabled:
+            return
+        try:
+            record = arqs.get(self._db, uuid, project_id=None)
+        except Exception as exc:  # deleted meanwhile, or the database away: none to send
+            LOG.debug("no %s notification for ARQ %s: %s", event, uuid, exc)
+            return
+        if record["state"] == state:
+            self._events.emit(event, payloads.ArqPayload.of(record))
+
     def bind_one(self, uuid: str, fields: dict[str, str], project_id: str | None,
                  unbound_instances: list[str]) -> dict[str, Any]:
         """Binds one ARQ; the handle it holds (its programming may still run). A hot plug
         (conductor/hotplug.py) calls it with no ``unbound_instances``: the running instance
         may hold ARQs already, and no event goes to Nova (none waits)."""
+        try:
+            return self._bind_one(uuid, fields, project_id, unbound_instances)
+        except (exception.ARQBadState, exception.ARQNotFound):
+            raise                           # refused: the ARQ did not change
+        except Exception:
+            self._announce("acceld.arq.bind_failed", uuid, st.ARQ_BIND_FAILED)
+            raise
+
+    def _bind_one(self, uuid: str, fields: dict[str, str], project_id: str | None,
+                  unbound_instances: list[str]) -> dict[str, Any]:
         handle, bound = arqs.bind(self._db, uuid, hostname=fields["hostname"],
                                   device_rp_uuid=fields["device_rp_uuid"],
                                   instance_uuid=fields["instance_uuid"],
@@ -374,6 +402,7 @@ class Binder:
                                   unbound_instances=unbound_instances)
         if bound:
             LOG.info("ARQ %s bound to %s on %s", uuid, handle["uuid"], fields["hostname"])
+            self._announce("acceld.arq.bound", uuid, st.ARQ_BOUND)
             return handle
         try:
             if self._start_programming(uuid, handle, fields["instance_uuid"]):
@@ -389,6 +418,7 @@ class Binder:
             self._release(handle)  # an unbind or a delete won; it freed the handle row
             raise
         LOG.info("ARQ %s bound to %s on %s", uuid, handle["uuid"], fields["hostname"])
+        self._announce("acceld.arq.bound", uuid, st.ARQ_BOUND)
         return handle
 
     def _start_programming(self, uuid: str, handle: dict[str, Any], instance: str) -> bool:
@@ -419,10 +449,12 @@ class Binder:
                 self._host.prepare(handle)
             arqs.finish_bind(self._db, uuid)
             LOG.info("ARQ %s bound to %s (programmed)", uuid, handle["uuid"])
+            self._announce("acceld.arq.bound", uuid, st.ARQ_BOUND)
         except Exception as exc:  # every failure ends the bind: BindFailed, handle freed
             LOG.warning("bind of ARQ %s failed: %s", uuid, exc)
             for freed in arqs.fail_bind(self._db, uuid):
                 self._release(freed)
+            self._announce("acceld.arq.bind_failed", uuid, st.ARQ_BIND_FAILED)
         if instance:
             self._notify_if_resolved(instance)
 
@@ -437,6 +469,7 @@ class Binder:
                                          needs_host_work=self._host_needs,
                                          hot_plugged=hot_plugged):
                     self._release(freed)
+                self._announce("acceld.arq.unbound", uuid, st.ARQ_UNBOUND)
             except exception.AccelDError as exc:
                 errors.append(exc)
         if errors:

@@ -19,12 +19,13 @@ from oslo_config import cfg
 from oslo_utils import timeutils
 
 import acceld
-from acceld import exception, reports
+from acceld import exception, notify, reports
 from acceld.clients.nova import NovaClient
 from acceld.conductor import binding, hotplug
 from acceld.conductor.placement_syncer import PlacementSyncer
 from acceld.conductor.ring import HostRing, make_ring, owner_on
 from acceld.db.api import Database
+from acceld.notify import payloads
 from acceld.objects import accelerators, holders, inventory, services
 from acceld.objects import placement as placement_objects
 from acceld.objects import program as program_objects
@@ -70,10 +71,13 @@ class ConductorManager:
     def __init__(self, conf: cfg.ConfigOpts, db: Database, agents: AgentClient,
                  placement: PlacementSyncer | None = None,
                  nova: NovaClient | None = None, ring: HostRing | None = None,
-                 peers: ConductorClient | None = None) -> None:
+                 peers: ConductorClient | None = None,
+                 notifier: notify.Notifier = notify.DISABLED) -> None:
         """``ring``: which conductor owns each host (None: this one owns every host);
-        ``peers``: the other conductors, to forward what concerns their hosts."""
+        ``peers``: the other conductors, to forward what concerns their hosts;
+        ``notifier``: sends the versioned notifications."""
         self._conf = conf
+        self.notifier = notifier
         self._db = db
         self._agents = agents
         self.placement = placement
@@ -93,7 +97,7 @@ class ConductorManager:
             program=lambda arq, req: self._program(req["deployable_uuid"], req["image_ref"],
                                                    "", arq),   # a bind has no digest
             program_timeout=conf.fpga_driver.program_timeout + PROGRAM_GRACE,
-            owns=self.ring.owns)
+            owns=self.ring.owns, events=notifier)
         self._hot = hotplug.HotPlug(db, agents, self._binder,
                                     placement=None if placement is None else placement.client,
                                     nova=nova, attach_grace=2 * conf.rpc_timeout,
@@ -120,6 +124,7 @@ class ConductorManager:
         if self.placement is not None:
             self.placement.close()
         self.ring.stop()
+        self.notifier.close()
 
     def _periodic(self) -> None:
         period = min(self._conf.conductor.save_interval, self._conf.conductor.periodic_interval)
@@ -207,6 +212,10 @@ class ConductorManager:
             return {"seq": parsed.seq, "changed": False, "stale": True,
                     "conductor": self._host}
         result = inventory.apply_report(self._db, parsed)
+        for event, devices in (("acceld.device.discovered", result.discovered),
+                               ("acceld.device.removed", result.removed)):
+            for device in devices:
+                self.notifier.emit(event, payloads.DevicePayload(**device))
         if result.changed:
             LOG.info("inventory of %s changed: %d device(s)", parsed.host,
                      len(result.changed_devices))
@@ -225,8 +234,10 @@ class ConductorManager:
 
     def operation_done(self, op_id: str, device_uuid: str, ok: bool,
                        error: str | None) -> dict[str, Any]:
+        before = self._state_now(device_uuid)
         recorded = accelerators.finish_transition(self._db, device_uuid, op_id, ok, error)
         if recorded:
+            self._state_changed(device_uuid, before)
             LOG.info("operation %s on %s %s", op_id, device_uuid,
                      "succeeded" if ok else "failed")
             self._placement_changed(device_uuid)
@@ -251,10 +262,34 @@ class ConductorManager:
                 return self._peers.forward(owner, "set_state", {"uuid": uuid, "state": state})
         return self._set_state(uuid, state)
 
+    def _state_now(self, uuid: str) -> str | None:
+        """The device's state now, read only when a state change would be notified."""
+        if not self.notifier.enabled:
+            return None
+        try:
+            return str(accelerators.get_accelerator(self._db, uuid)["state"])
+        except exception.AccelDError:
+            return None
+
+    def _state_changed(self, uuid: str, before: str | None,
+                       record: dict[str, Any] | None = None) -> None:
+        """acceld.device.state_change, from the state ``before`` to the one now."""
+        if before is None:
+            return
+        try:
+            record = record or accelerators.get_accelerator(self._db, uuid)
+        except exception.AccelDError:
+            return
+        if record["state"] != before:
+            self.notifier.emit("acceld.device.state_change",
+                               payloads.DeviceStatePayload.of(record, before))
+
     def _set_state(self, uuid: str, state: str) -> dict[str, Any]:
+        before = self._state_now(uuid)
         record, op = accelerators.begin_transition(self._db, uuid, state)
         if op is None:
             return _jsonable(record)
+        self._state_changed(uuid, before, record)
         self._placement_changed(uuid)  # installing/uninstalling: reserved at once
         event = threading.Event()
         with self._lock:

@@ -46,11 +46,16 @@ class _HostSync:
         self.generations: dict[str, int] = {}
         self.conflicts: list[dict[str, Any]] = []
 
-    def read(self, compute: str, full: bool) -> dict[str, pp.ActualProvider]:
+    def read(self, compute: str, full: bool, ours: set[str]) -> dict[str, pp.ActualProvider]:
+        """acceld's providers under ``compute``. ``ours`` are uuids known to be acceld's
+        (wanted or last written); Placement is asked which others carry the owner trait
+        only when the tree holds others (another service's, or a stale one of acceld's)."""
+        tree = [rp for rp in self._c.tree(compute) if rp.uuid != compute]
+        if any(rp.uuid not in ours for rp in tree):
+            owned = {rp.uuid for rp in self._c.tree(compute, required=pp.OWNER_TRAIT)}
+            tree = [rp for rp in tree if rp.uuid in ours or rp.uuid in owned]
         actual = {}
-        for rp in self._c.tree_owned(compute, pp.OWNER_TRAIT):
-            if rp.uuid == compute:
-                continue
+        for rp in tree:
             if full:
                 _gen, inv = self._c.get_inventories(rp.uuid)
                 gen, traits = self._c.get_traits(rp.uuid)
@@ -289,7 +294,8 @@ class PlacementSyncer:
                                         f"{inputs.provider_name!r} not found", dry_run,
                                         self._conf.placement.compute_node_retry_max)
                 compute = found.uuid
-            actual = work.read(compute, full)
+            actual = work.read(compute, full, set(desired) | set(
+                state.provider_digests if state else ()))
             plan = pp.plan(desired, actual, None if full else
                            (state.provider_digests if state else {}))
             if dry_run:

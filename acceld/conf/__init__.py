@@ -22,6 +22,7 @@ from acceld.conf import (
     default,
     glance,
     hypervisor,
+    notifications,
     nova,
     placement,
     service_client,
@@ -29,7 +30,7 @@ from acceld.conf import (
 
 # Groups of plain options (GROUP, OPTS), then those of keystoneauth clients (registered
 # by acceld.conf.service_client), in the sample config's order.
-PLAIN_MODULES = (default, api, agent, conductor, coordination, hypervisor)
+PLAIN_MODULES = (default, api, agent, conductor, coordination, hypervisor, notifications)
 CLIENT_MODULES = (glance, placement, nova)
 DRIVER_NAMESPACE = "acceld.drivers"
 # oslo.log's library levels, with oslo.messaging at WARNING (it logs every connection
@@ -57,6 +58,8 @@ def register_all(conf: cfg.ConfigOpts) -> cfg.ConfigOpts:
     for group, opts in messaging_opts.list_opts():
         if group in (None, "DEFAULT"):
             conf.register_opts(opts)
+        elif group == "oslo_messaging_notifications":   # read by acceld.notify
+            conf.register_opts(opts, group=group)
     for group, name in MESSAGING_SWITCHES:
         conf.register_opt(cfg.Opt(name, type=_off, default=False,
                                   help="Not supported by acceld: must be false."),

@@ -43,7 +43,8 @@ OPTS = [
                help="Processes serving the API in `acceld api` / `acceld serve`: the "
                     "command's own and `processes - 1` worker processes it starts (and "
                     "restarts when one dies), each with `workers` threads and its own "
-                    "database pool, all accepting on the one listening socket. Worker "
+                    "database pool, each listening on the port (SO_REUSEPORT: the kernel "
+                    "spreads the connections over them). Worker "
                     "processes of `acceld serve` reach its conductor and agent through "
                     "it. Default: one per CPU this process may run on."),
     cfg.IntOpt("backlog", default=1024, min=1,

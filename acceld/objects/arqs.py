@@ -885,9 +885,13 @@ def delete_by_uuids(db: Database, uuids: list[str], *, project_id: str | None,
 
 
 @_retry_on_deadlock
-def delete_by_instance(db: Database, instance_uuid: str, *,
-                       project_id: str | None) -> list[dict[str, Any]]:
-    """Unbind and delete every visible ARQ of the instance (none is fine)."""
+def delete_by_instance(db: Database, instance_uuid: str, *, project_id: str | None,
+                       deleted: list[str] | None = None) -> list[dict[str, Any]]:
+    """Unbind and delete every visible ARQ of the instance (none is fine); the freed
+    handles. ``deleted``, when given, receives the uuids of the ARQs deleted."""
     with db.write_rows() as conn:
-        return _delete_locked(conn, conn.execute(
-            *_scope(_LOCK_INSTANCE, project_id, instance=instance_uuid)).all())
+        arqs = conn.execute(*_scope(_LOCK_INSTANCE, project_id, instance=instance_uuid)).all()
+        freed = _delete_locked(conn, arqs)
+    if deleted is not None:
+        deleted[:] = sorted(a.uuid for a in arqs)
+    return freed

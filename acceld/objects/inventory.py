@@ -7,7 +7,7 @@ import json
 from collections import defaultdict
 
 from oslo_db import api as oslo_db_api
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, insert, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from acceld import diff as inv
@@ -21,9 +21,27 @@ AGENT_BINARY = "acceld-agent"
 
 @dataclasses.dataclass(frozen=True)
 class ApplyResult:
+    """What a report changed; ``discovered`` and ``removed``: the devices it added and
+    deleted, as :data:`DEVICE_COLUMNS` dicts."""
+
     changed: bool
     stale: bool = False
     changed_devices: tuple[str, ...] = ()
+    discovered: tuple[dict[str, str], ...] = ()
+    removed: tuple[dict[str, str], ...] = ()
+
+
+#: What ``ApplyResult`` tells of a device added or removed (column -> key).
+DEVICE_COLUMNS = {"uuid": m.Device.uuid, "host": m.Device.hostname,
+                  "driver": m.Device.driver_name, "identity": m.Device.identity,
+                  "type": m.Device.type, "vendor": m.Device.vendor, "model": m.Device.model,
+                  "name": m.Device.name}
+
+
+def _devices(s: Session, where: object) -> tuple[dict[str, str], ...]:
+    rows = s.execute(select(*DEVICE_COLUMNS.values()).where(where)
+                     .order_by(m.Device.id)).all()
+    return tuple(dict(zip(DEVICE_COLUMNS, row, strict=True)) for row in rows)
 
 
 @oslo_db_api.wrap_db_retry(max_retries=10, retry_interval=0.05, inc_retry_interval=True,
@@ -44,7 +62,13 @@ def apply_report(db: Database, report: reports.InventoryReport) -> ApplyResult:
         if svc is not None and svc.report_digest == digest:
             return ApplyResult(changed=False)
         plan = inv.diff(load_host(s, report.host), report)
+        removed = _devices(s, m.Device.id.in_(plan.delete_devices)) \
+            if plan.delete_devices else ()
         changed = _apply_plan(s, report.host, plan)
+        discovered = _devices(s, (m.Device.hostname == report.host) & tuple_(
+            m.Device.driver_name, m.Device.identity).in_(
+            [(drv, dev.identity) for drv, dev in plan.add_devices])) \
+            if plan.add_devices else ()
         now = m.utcnow()
         provider = report.provider_name or report.host
         if svc is None:
@@ -59,7 +83,8 @@ def apply_report(db: Database, report: reports.InventoryReport) -> ApplyResult:
             svc.version = report.agent_version
         return ApplyResult(changed=not plan.is_empty() or svc is None
                            or svc.provider_name != provider,
-                           changed_devices=tuple(changed))
+                           changed_devices=tuple(changed), discovered=discovered,
+                           removed=removed)
 
 
 def forget_digest(session: Session, host: str) -> None:

@@ -1,11 +1,14 @@
 """`acceld serve` with `[api] processes = 3`: two worker processes beside the serve
-process, on its listening socket, that reach its conductor and agent over their links,
-are restarted when they die, stop gracefully with it and never outlive it."""
+process, each listening on the one port (SO_REUSEPORT) so that they share the connections,
+that reach its conductor and agent over their links, are restarted when they die, stop
+gracefully with it and never outlive it."""
 
 from __future__ import annotations
 
+import collections
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -73,8 +76,10 @@ def served(tmp_path):
                                 stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_for(lambda: proc.poll() is not None or len(_workers(proc.pid)) == 2,
-                 timeout=60, interval=0.2)
+        # logged once every worker listens
+        wait_for(lambda: proc.poll() is not None or "acceld serve listening" in log.read_text(),
+                 timeout=90, interval=0.2)
+        assert len(_workers(proc.pid)) == 2
         assert proc.poll() is None, log.read_text()
         wait_for(lambda: len(_ask(url + "/v1/accelerators")[1].get("accelerator", [])) == 4,
                  timeout=60, interval=0.2)
@@ -105,15 +110,32 @@ def test_workers_reach_the_conductor_and_carry_its_errors(served):
         assert status == 200 and len(body["accelerator"]) == 5
 
 
+def test_new_connections_are_spread_over_every_process(served):
+    url, proc, log = served
+    for _ in range(90):                 # each on a new connection
+        assert _ask(url + "/v2/devices")[0] == 200
+    answered = collections.Counter(
+        int(m.group(1)) for m in re.finditer(r"^\S+ \S+ (\d+) INFO acceld\.api\.access .*"
+                                             r"GET /v2/devices", log.read_text(), re.M))
+    assert set(answered) == {proc.pid, *_workers(proc.pid)}, answered
+    # the kernel hashes each connection to a socket: none is left with a trickle
+    assert min(answered.values()) >= 10, answered
+
+
 def test_a_dead_worker_is_replaced_and_the_api_keeps_answering(served):
     url, proc, log = served
     first, second = sorted(_workers(proc.pid))
     os.kill(first, signal.SIGKILL)
-    for _ in range(20):                 # the other worker answers meanwhile
+    # its socket goes with it once it is gone, reaped by the serve process (what the kernel
+    # had queued there is reset, as with any SO_REUSEPORT server); the others answer
+    # meanwhile
+    wait_for(lambda: not os.path.exists(f"/proc/{first}"), timeout=10, interval=0.05)
+    for _ in range(20):
         assert _ask(url + "/v2/devices")[0] == 200
     wait_for(lambda: len(_workers(proc.pid) - {first}) == 2, timeout=60, interval=0.2)
     replacement = (_workers(proc.pid) - {second}).pop()
-    os.kill(second, signal.SIGKILL)     # now only the replacement serves
+    os.kill(second, signal.SIGKILL)     # now the replacement serves beside the parent
+    wait_for(lambda: not os.path.exists(f"/proc/{second}"), timeout=10, interval=0.05)
     for _ in range(20):
         assert _ask(url + "/v2/devices")[0] == 200
     assert replacement in _workers(proc.pid)

@@ -346,3 +346,33 @@ def test_provider_created_by_a_lost_request_is_adopted(env):
     assert len(children) == 4
     assert children[row["name"]]["uuid"] == row["rp_uuid"]
     assert pp.OWNER_TRAIT in children[row["name"]]["traits"]
+
+
+def test_a_tree_of_acceld_providers_only_is_read_without_the_owner_query(env):
+    env.report()                                      # the first (full) sync of the host
+    env.syncer.sync_host(env.host, full=True)         # and a full pass over its providers
+    reads = [path for method, path, _ in env.placement.requests()
+             if method == "GET" and "in_tree=" in path]
+    assert len(reads) == 2
+    assert not [path for path in reads if "required=" in path]
+
+
+def test_another_services_provider_is_left_alone_and_a_stale_one_of_acceld_deleted(env):
+    env.report()
+    foreign = env.admin.post("/resource_providers", json={
+        "name": f"{env.host}_pci_0000_81_00_0", "parent_provider_uuid": env.compute},
+        headers={"OpenStack-API-Version": "placement 1.20"}).json()
+    stale = env.admin.post("/resource_providers", json={
+        "name": f"{env.host}_gone_device", "parent_provider_uuid": env.compute},
+        headers={"OpenStack-API-Version": "placement 1.20"}).json()
+    env.admin.put(f"/resource_providers/{stale['uuid']}/traits", json={
+        "resource_provider_generation": stale["generation"], "traits": [pp.OWNER_TRAIT]},
+        headers={"OpenStack-API-Version": "placement 1.20"})
+    env.placement.reset_counts()
+    assert env.syncer.sync_host(env.host, full=True).in_sync
+    names = set(env.children())
+    assert foreign["name"] in names                   # not acceld's: never touched
+    assert stale["name"] not in names                 # acceld's, no longer reported
+    touched = {path for method, path, _ in env.placement.requests() if method != "GET"}
+    assert touched == {f"/resource_providers/{stale['uuid']}"}
+    assert any("required=" in path for _, path, _ in env.placement.requests())

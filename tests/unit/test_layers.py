@@ -11,7 +11,7 @@ import acceld
 
 ROOT = Path(acceld.__file__).parent
 LEAVES = {"rpc", "reports", "diff", "states", "exception", "conf", "limits", "uuids",
-          "jsoncodec", "threading_backend"}
+          "jsoncodec", "threading_backend", "notify"}
 #: What each unit may import besides itself and the shared leaves (docs/architecture.md).
 ALLOWED = {
     "cmd": {"cli", "wiring", "db"},

@@ -11,6 +11,7 @@ the host while the agent runs: ``device_count``, ``vf_count``, ``fpga_function``
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 import re
 from typing import Any
@@ -32,6 +33,10 @@ _KINDS = (
 )
 # upstream Cyborg's fake driver: one FPGA card with 16 functions, trait CUSTOM_FAKE_DEVICE
 _CYBORG = ("FPGA", "abcd", "abcd", "FPGA", "CUSTOM_FAKE_DEVICE", 16)
+# Usage figures per kind (stats()): memory in GiB (0: none), then temperature and power
+# as idle value plus a slope per utilisation point, and ECC counters (GPUs only).
+_USAGE = {"GPU": (40, 32.0, 0.45, 55.0, 3.0, True), "FPGA": (8, 38.0, 0.3, 25.0, 0.9, False),
+          "QAT": (0, 40.0, 0.2, 15.0, 0.4, False), "NIC": (0, 45.0, 0.15, 12.0, 0.2, False)}
 _FUNCTION_LINE = re.compile(rb"^function:\s*([A-Za-z0-9_]{1,64})\s*$")
 _PROGRAM_STEPS = 10
 
@@ -83,6 +88,7 @@ class FakeDriver(BaseDriver):
         self._kinds = [_CYBORG] if self._cyborg else (
             [k for t in conf.device_types for k in _KINDS if k[0] == t] or list(_KINDS))
         self._traits = {kind: tuple(value.split()) for kind, value in conf.traits.items()}
+        self._usage_seeds: dict[str, tuple[float, ...]] = {}
 
     def _control(self) -> dict[str, Any]:
         path = self.conf.control_file
@@ -141,11 +147,39 @@ class FakeDriver(BaseDriver):
                 for identity, h in self._control().get("health", {}).items()}
 
     def stats(self) -> dict[str, dict[str, float]]:
-        """Fixed numbers per device (a demo of the stats path, not a measurement)."""
-        count = int(self._control().get("device_count", self._count))
-        return {f"0000:{0x3b + i:02x}:00.0": {"utilization_percent": float(10 * (i % 10)),
-                                              "memory_used_bytes": float(i << 20)}
-                for i in range(count)}
+        """Plausible figures that move: each device's own level, swing and period
+        (seeded by host and identity) on the context's clock; in the usage
+        notification's names (acceld.notify.payloads.METRICS)."""
+        count = 1 if self._cyborg else int(self._control().get("device_count", self._count))
+        now = self.ctx.clock()
+        out = {}
+        for i in range(count):
+            identity = str(pci.PciAddress(0, 0x0c if self._cyborg else 0x3b + i, 0, 0))
+            out[identity] = self._usage(identity, self._kinds[i % len(self._kinds)][0], now)
+        return out
+
+    def _usage(self, identity: str, dtype: str, now: float) -> dict[str, float]:
+        seed = self._usage_seeds.get(identity)
+        if seed is None:
+            rng = random.Random(f"{self.ctx.host}|{identity}")
+            seed = self._usage_seeds[identity] = (
+                rng.uniform(10, 70), rng.uniform(5, 30), rng.uniform(60, 600),
+                rng.uniform(0, 2 * math.pi), rng.uniform(0, 3), float(rng.randrange(50)))
+        level, swing, period, phase, ecc_rate, ecc_base = seed
+        gib, temp0, temp_slope, power0, power_slope, ecc = _USAGE[dtype]
+        util = min(100.0, max(0.0, level + swing * math.sin(2 * math.pi * now / period
+                                                            + phase)))
+        out = {"utilization_percent": round(util, 1),
+               "temperature_celsius": round(temp0 + temp_slope * util, 1),
+               "power_watts": round(power0 + power_slope * util, 1)}
+        if gib:
+            total = float(gib << 30)
+            out.update(memory_total_bytes=total,
+                       memory_used_bytes=float(int(total * (0.1 + 0.8 * util / 100))))
+        if ecc:
+            out.update(ecc_corrected_total=ecc_base + int(ecc_rate * max(now, 0.0) / 3600),
+                       ecc_uncorrected_total=0.0)
+        return out
 
     def _set_member(self, key: str, identity: str, present: bool) -> None:
         state = self._state()

@@ -14,8 +14,10 @@ from typing import Any
 import webob
 
 from acceld import exception, limits
+from acceld import states as st
 from acceld.api import errors, listing, microversion, util
 from acceld.conductor import availability as fit
+from acceld.notify import payloads
 from acceld.objects import arqs as arq_objects
 from acceld.objects import availability as fleet_rows
 from acceld.objects import device_profiles, hostwork
@@ -79,10 +81,12 @@ def parse_ops(uuid: str, ops: list[dict[str, Any]], version: microversion.Versio
 def create_arqs(req: webob.Request, body: dict[str, Any]) -> util.Reply:
     """POST /v2/accelerator_requests {"device_profile_name"} -> 201 {"arqs": [...]}, one
     Initial ARQ per requested unit of each group; 400 no name; 404 unknown profile."""
-    st = util.state(req)
-    records = arq_objects.create(st.db, util.text(body["device_profile_name"]),
+    app = util.state(req)
+    records = arq_objects.create(app.db, util.text(body["device_profile_name"]),
                                  req.environ["acceld.context"].project_id,
-                                 st.api.max_arqs_per_profile)
+                                 app.api.max_arqs_per_profile)
+    for record in records:
+        app.notifier.emit("acceld.arq.created", payloads.ArqPayload.of(record))
     return util.json_response({"arqs": [_present(req, r) for r in records]}, status=201)
 
 
@@ -129,23 +133,37 @@ def update_arqs(req: webob.Request, body: dict[str, Any], uuid: str | None = Non
 def _unbind(req: webob.Request, uuids: list[str]) -> None:
     """Each ARQ whose freed handle needs no host work is unbound here, the others by the
     conductor; every ARQ is tried and the first error raised."""
-    st, scope = util.state(req), util.project_scope(req)
+    app, scope = util.state(req), util.project_scope(req)
     errs: list[exception.AccelDError] = []
     rest: list[str] = []
     for uuid in uuids:
         try:
-            if not arq_objects.unbind_unless_host_work(
-                    st.db, uuid, project_id=scope, needs_host_work=hostwork.needs_host_work):
+            if arq_objects.unbind_unless_host_work(
+                    app.db, uuid, project_id=scope, needs_host_work=hostwork.needs_host_work):
+                _notify_unbound(app, uuid)
+            else:
                 rest.append(uuid)
         except exception.AccelDError as exc:
             errs.append(exc)
     if rest:
         try:
-            st.conductor.arq_unbind(rest, scope)
+            app.conductor.arq_unbind(rest, scope)
         except exception.AccelDError as exc:
             errs.append(exc)
     if errs:
         raise errs[0]
+
+
+def _notify_unbound(app: util.AppState, uuid: str) -> None:
+    """acceld.arq.unbound, with the ARQ as it is now (still Unbound)."""
+    if not app.notifier.enabled:
+        return
+    try:
+        record = arq_objects.get(app.db, uuid, project_id=None)
+    except exception.ARQNotFound:       # deleted meanwhile: that sends its own
+        return
+    if record["state"] == st.ARQ_UNBOUND:
+        app.notifier.emit("acceld.arq.unbound", payloads.ArqPayload.of(record))
 
 
 def delete_arqs(req: webob.Request, query: dict[str, str]) -> util.Reply:
@@ -158,10 +176,11 @@ def delete_arqs(req: webob.Request, query: dict[str, str]) -> util.Reply:
                              "'instance' is required.")
     if "instance" in query:
         _require_service_token(req)
-        freed = arq_objects.delete_by_instance(util.state(req).db,
-                                               util.canonical_uuid(query["instance"]),
-                                               project_id=util.project_scope(req))
-        return _deleted(req, freed)
+        instance, deleted = util.canonical_uuid(query["instance"]), []
+        freed = arq_objects.delete_by_instance(util.state(req).db, instance,
+                                               project_id=util.project_scope(req),
+                                               deleted=deleted)
+        return _deleted(req, freed, deleted, instance)
     return _delete_uuids(req, [util.canonical_uuid(u) for u in query["arqs"].split(",")])
 
 
@@ -176,14 +195,20 @@ def _delete_uuids(req: webob.Request, uuids: list[str]) -> util.Reply:
     freed = arq_objects.delete_by_uuids(util.state(req).db, uuids,
                                         project_id=util.project_scope(req),
                                         service=_has_service_token(req))
-    return _deleted(req, freed)
+    return _deleted(req, freed, sorted(set(uuids)), None)
 
 
-def _deleted(req: webob.Request, freed: list[dict[str, Any]]) -> util.Reply:
+def _deleted(req: webob.Request, freed: list[dict[str, Any]], deleted: list[str],
+             instance: str | None) -> util.Reply:
     """The 204, once the conductor had the agents release the host state (an mdev, a VF
-    set up for a guest) the handles ``freed`` from deleted bound ARQs may hold."""
+    set up for a guest) the handles ``freed`` from deleted bound ARQs may hold; an
+    acceld.arq.deleted notification per ARQ ``deleted``."""
+    app = util.state(req)
+    for uuid in deleted:
+        app.notifier.emit("acceld.arq.deleted",
+                          payloads.ArqDeletedPayload(uuid=uuid, instance_uuid=instance))
     if freed:
-        util.state(req).conductor.release_handles(freed)
+        app.conductor.release_handles(freed)
     return util.empty_response(204)
 
 

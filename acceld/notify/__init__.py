@@ -1,0 +1,172 @@
+"""Versioned notifications: acceld's one oslo.messaging Notifier (a shared leaf).
+
+Each process builds one :class:`Notifier` with :func:`make_notifier` (in ``wiring``) and
+hands it to the services that emit. The public surface, for every emitter::
+
+    notifier.emit(event_type: str, payload: payloads.Payload,
+                  priority: str | None = None) -> None
+
+``event_type`` is one of :data:`acceld.notify.payloads.EVENTS` (``acceld.arq.bound``,
+...), ``payload`` an instance of the payload class that table names for it (a frozen
+dataclass whose ``to_primitive()`` is the OpenStack-style envelope:
+``acceld_object.name``, ``.namespace`` ("acceld"), ``.version``, ``.data``), and
+``priority`` one of :data:`PRIORITIES` (default: the event type's in ``EVENTS``, else
+"info"). A new kind of notification adds its payload
+class and its event types to :mod:`acceld.notify.payloads` (where the tests and
+docs/notification-schemas.json find their JSON schemas) and calls ``emit``.
+``notifier.enabled`` says whether anything is sent at all, so that an emitter can skip
+building a payload that costs a read.
+
+Emitting never fails nor blocks the operation that emits: ``emit`` puts the message on
+a bounded queue (``[notifications] max_queued``) that one daemon thread sends through
+oslo.messaging; a full queue drops the newest and counts them in the log, and a send
+that fails is logged. Where notifications go: the notification transport
+(``[oslo_messaging_notifications] transport_url``, else ``[DEFAULT] transport_url``)
+with the ``messagingv2`` driver (or ``[oslo_messaging_notifications] driver`` when set),
+on ``[notifications] topics``. Without a bus (``acceld serve`` on its in-process bus) the
+driver is ``noop`` unless ``[oslo_messaging_notifications] driver`` names one (``log``):
+nothing tries to reach a broker.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from typing import Any
+
+from oslo_config import cfg
+
+import acceld.threading_backend  # noqa: F401 - must precede oslo.messaging
+from acceld.notify import payloads
+
+LOG = logging.getLogger(__name__)
+
+PRIORITIES = ("audit", "debug", "info", "warn", "error", "critical", "sample")
+BUS_DRIVER = "messagingv2"
+# oslo.messaging's Notifier needs a transport even for the noop and log drivers, which
+# never send on it; its in-memory "fake" driver opens no connection and starts nothing.
+NO_BUS_URL = "fake:"
+_STOP = object()
+_DROP_LOG_EVERY = 60.0       # seconds between two "dropped" warnings
+
+
+class Notifier:
+    """Sends payloads as ``publisher_id`` through ``notifier`` (an oslo.messaging
+    Notifier, or None: nothing is sent) from a thread of its own, started lazily."""
+
+    def __init__(self, notifier: Any, publisher_id: str, max_queued: int = 1000) -> None:
+        self._notifier = notifier
+        self.publisher_id = publisher_id
+        self.enabled = notifier is not None and notifier.is_enabled()
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_queued)
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._dropped = 0
+        self._dropped_logged_at = 0.0
+
+    def emit(self, event_type: str, payload: payloads.Payload,
+             priority: str | None = None) -> None:
+        """Queue one notification; never raises (a bad call is logged and dropped)."""
+        if not self.enabled:
+            return
+        try:
+            if priority is None:
+                event = payloads.EVENTS.get(event_type)
+                priority = "info" if event is None else event.priority
+            if priority not in PRIORITIES:
+                raise ValueError(f"unknown priority {priority!r}")
+            message = (event_type, payload.to_primitive(), priority)
+        except Exception:  # a notification must never cost the operation
+            LOG.exception("notification %s not built", event_type)
+            return
+        self._start()
+        try:
+            self._queue.put_nowait(message)
+        except queue.Full:
+            self._note_dropped(event_type)
+
+    def _note_dropped(self, event_type: str) -> None:
+        with self._lock:
+            self._dropped += 1
+            now = time.monotonic()
+            if now - self._dropped_logged_at < _DROP_LOG_EVERY:
+                return
+            self._dropped_logged_at, dropped, self._dropped = now, self._dropped, 0
+        LOG.warning("notification queue full (the broker is away or slow): %d "
+                    "notification(s) dropped, the last %s", dropped, event_type)
+
+    def _start(self) -> None:
+        if self._thread is not None:
+            return
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._send_loop, daemon=True,
+                                                name="notifications")
+                self._thread.start()
+
+    def _send_loop(self) -> None:
+        while (item := self._queue.get()) is not _STOP:
+            event_type, payload, priority = item
+            try:
+                getattr(self._notifier, priority)({}, event_type, payload)
+            except Exception:  # logged; the next one may reach the broker
+                LOG.exception("notification %s not sent", event_type)
+            finally:
+                self._queue.task_done()
+        self._queue.task_done()
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Whether everything queued was handed to the driver within ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while self._queue.unfinished_tasks:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.005)
+        return True
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Send what is queued (for up to ``timeout`` seconds), stop the thread and
+        close the transport's connections."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+            self.enabled = False
+        if thread is not None:
+            self.flush(timeout)
+            try:
+                self._queue.put(_STOP, timeout=timeout)
+                thread.join(timeout)
+            except queue.Full:
+                LOG.warning("notifications still queued at close are dropped")
+        if self._notifier is not None:
+            self._notifier.transport.cleanup()
+            self._notifier = None
+
+
+#: The notifier of code run without a configuration (tests of one piece): sends nothing.
+DISABLED = Notifier(None, "acceld")
+
+
+def has_bus(conf: cfg.ConfigOpts) -> bool:
+    """Whether notifications have a broker: a notification or an RPC transport URL."""
+    return bool(conf.oslo_messaging_notifications.transport_url or conf.transport_url)
+
+
+def make_notifier(conf: cfg.ConfigOpts, service: str, host: str | None = None) -> Notifier:
+    """The notifier of one service (``acceld-agent``, ``acceld-conductor``, ...) of
+    ``host`` (default ``[DEFAULT] host``): publisher id ``<service>:<host>``."""
+    publisher = f"{service}:{host or conf.host}"
+    group = conf.notifications
+    if not group.enabled:
+        return Notifier(None, publisher)
+    import oslo_messaging
+
+    bus = has_bus(conf)
+    configured = [d for d in conf.oslo_messaging_notifications.driver if d]
+    driver = configured[0] if configured else (BUS_DRIVER if bus else "noop")
+    transport = oslo_messaging.get_notification_transport(
+        conf, url=None if bus else NO_BUS_URL)
+    notifier = oslo_messaging.Notifier(transport, publisher_id=publisher, driver=driver,
+                                       topics=list(group.topics))
+    return Notifier(notifier, publisher, max_queued=group.max_queued)
