@@ -221,8 +221,8 @@ def dry_run(req: webob.Request, body: dict[str, Any]) -> util.Reply:
     """POST /v2/accelerator_requests/dry_run {"device_profile_name", "hostname"?,
     "group_policy"?} -> 200 whether the profile's ARQs would bind now and where (acceld
     extension, any microversion); nothing is written; 404 no such profile."""
-    profile = device_profiles.get(util.state(req).db, name=body["device_profile_name"])
-    st = util.state(req)
-    rows = fleet_rows.read_fleet(st.db, st.conf.conductor.service_down_time)
+    app = util.state(req)
+    profile = device_profiles.get(app.db, name=body["device_profile_name"])
+    rows = fleet_rows.read_fleet(app.db, app.conf.conductor.service_down_time)
     return util.json_response(fit.dry_run(profile, rows, body.get("group_policy", "none"),
                                           body.get("hostname")))

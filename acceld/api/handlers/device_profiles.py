@@ -100,8 +100,7 @@ def availability(req: webob.Request, name_or_uuid: str, query: dict[str, str]) -
     -> 200 how many instances of the profile fit now, where, and why not elsewhere
     (acceld extension, any microversion; a name or a uuid); 404 no such profile."""
     profile = _by_name_or_uuid(req, name_or_uuid)
-    st = util.state(req)
-    rows = fleet_rows.read_fleet(st.db, st.conf.conductor.service_down_time)
+    app = util.state(req)
+    rows = fleet_rows.read_fleet(app.db, app.conf.conductor.service_down_time)
     return util.json_response(fit.availability(profile, rows,
                                                query.get("group_policy", "none")))
-
