@@ -1,11 +1,11 @@
-"""The explain routes on an in-process acceld (SQLite, fake driver): reasons as devices
-move through their life cycle, the dry run, 404 for an unknown profile and 400 for an
-unknown field (policy: tests/functional/test_policy_sweep.py)."""
+"""The explain routes on an in-process acceld (fake driver) on each database backend:
+reasons as devices move through their life cycle and a failed Placement sync, the dry
+run, 404 for an unknown profile and 400 for an unknown field (policy:
+tests/functional/test_policy_sweep.py)."""
 
 from __future__ import annotations
 
-from acceld.db import migration
-from acceld.db.api import Database
+from acceld.objects import placement as po
 from tests.stack import Stack
 
 FPGA = [{"resources:FPGA": "1"}]
@@ -17,9 +17,7 @@ def _availability(stack: Stack, name: str) -> dict:
     return got.json
 
 
-def test_reasons_fit_and_dry_run(tmp_path):
-    db = Database(f"sqlite:///{tmp_path / 'a.sqlite'}")
-    migration.upgrade(db)
+def test_reasons_fit_and_dry_run(db):
     with Stack.reported(db, hosts=("h1", "h2")) as stack:
         for name, groups in (("fpga", FPGA),
                              ("odd", [{"resources:FPGA": "1",
@@ -48,3 +46,9 @@ def test_reasons_fit_and_dry_run(tmp_path):
         bad = stack.call("POST", "/v2/accelerator_requests/dry_run",
                          {"device_profile_name": "fpga", "host": "h2"})
         assert bad.status_int == 400 and "host" in bad.text
+        po.save_state(db, "h1", compute_rp_uuid=None, provider_digests={}, in_sync=False,
+                      error="Placement said 503", conflicts=[], synced=False)
+        synced = _availability(stack, "fpga")
+        assert [(h["hostname"], h["reason"]) for h in synced["not_fitting"]] == [
+            ("h1", "placement_not_synced")]
+        assert [h["hostname"] for h in synced["hosts"]] == ["h2"]
