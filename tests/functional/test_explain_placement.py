@@ -46,6 +46,10 @@ NEVER_READIED = host_names("sim", HOSTS)[45:]
 MIG_READIED = host_names("sim", HOSTS)[:5]
 MIX = devmod.parse_mix("gpu=1,vgpu=1,fpga=1,gpu_mig=1")
 TIMEOUT = 60.0
+# Readying the fleet makes every host's providers change twice (reserved while installing,
+# then free): some 700 writes to an in-process Placement that shares this process's one
+# interpreter with the conductor and 50 agents; on a loaded machine that took over 60 s.
+SYNC_TIMEOUT = 150.0
 _H = host_names("sim", HOSTS)
 FAULTS = {"seed": 3, "faults": [
     {"at": 0.3, "kind": scen.FAILED_RESET, "hosts": _H[1:5], "device_kind": "vgpu"},
@@ -176,7 +180,7 @@ def _wait_synced(dep: Deployment) -> None:
     """Placement holds what acceld's rows want now on every host. A host's row being in
     sync is not enough: it may be from a sync before a device was readied (the next one
     is queued), and a host whose first sync has not run yet has no row."""
-    deadline = time.monotonic() + TIMEOUT
+    deadline = time.monotonic() + SYNC_TIMEOUT
     while (late := _behind(dep)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not late, (f"{len(late)} hosts behind Placement: {late[:5]}, states "
