@@ -155,6 +155,9 @@ OPERATIONS: dict[str, dict[str, Op]] = {
     "/v2/device_profiles/{name_or_uuid}": {
         "GET": Op(device_profiles.show_profile, 200, r.DEVICE_PROFILE_SHOW, query=v2.NO_QUERY),
         "DELETE": Op(device_profiles.delete_profile, 204, None, query=v2.NO_QUERY, errors=(409,))},
+    "/v2/device_profiles/{name_or_uuid}/availability": {
+        "GET": Op(device_profiles.availability, 200, r.AVAILABILITY,
+                  query=v2.AVAILABILITY_QUERY, errors=(404,))},
     "/v2/accelerator_requests": {
         "GET": Op(arqs.list_arqs, 200, r.ARQS, query=v2.ARQ_LIST_QUERY, errors=(423,)),
         "POST": Op(arqs.create_arqs, 201, r.ARQS, query=v2.NO_QUERY, body=v2.ARQ_CREATE,
@@ -162,6 +165,9 @@ OPERATIONS: dict[str, dict[str, Op]] = {
         "PATCH": Op(arqs.update_arqs, 202, None, query=v2.NO_QUERY, body=v2.ARQ_PATCH,
                     errors=(404, 409, 502, 503)),
         "DELETE": Op(arqs.delete_arqs, 204, None, query=v2.ARQ_DELETE_QUERY, errors=(404,))},
+    "/v2/accelerator_requests/dry_run": {
+        "POST": Op(arqs.dry_run, 200, r.ARQ_DRY_RUN, query=v2.NO_QUERY,
+                   body=v2.ARQ_DRY_RUN, errors=(404,))},
     "/v2/accelerator_requests/{uuid}": {
         "GET": Op(arqs.show_arq, 200, r.ARQ, query=v2.NO_QUERY),
         "PATCH": Op(arqs.update_arqs, 202, None, query=v2.NO_QUERY, body=v2.ARQ_PATCH,

@@ -30,6 +30,9 @@ RESULT_COLUMNS = ("host", "driver", "ok", "error")
 PLACEMENT_COLUMNS = ("host", "in_sync", "last_synced_at", "compute_rp_uuid")
 BACKEND_COLUMNS = ("host", "driver", "backend", "services", "devices")
 GUEST_COLUMNS = ("host", "uuid", "name", "running", "arqs")
+FIT_COLUMNS = ("hostname", "count", "device_rp_uuids")
+NOT_FIT_COLUMNS = ("hostname", "reason", "detail")
+DRY_RUN_COLUMNS = ("device_profile_group_id", "hostname", "device_rp_uuid", "device_uuid")
 PROGRAM_FINISHED = ("done", "failed")
 # The transient state of each state change an operator asks for.
 TRANSITIONS = {"ready": "installing", "inactive": "uninstalling"}
@@ -560,4 +563,48 @@ def device_maintenance(client: Client, args: argparse.Namespace) -> int:
     else:
         view = _health_view(client.delete(path))
     _print_health(view, args.format)
+
+
+# --- explain (acceld's v2 extension, docs/explain.md) -----------------------------------
+
+
+def profile_availability(client: Client, args: argparse.Namespace) -> int:
+    """GET /v2/device_profiles/NAME/availability: the hosts where instances of the profile
+    fit now (how many), then every other host with its first reason. An answer that
+    nothing fits is an answer: 0."""
+    path = f"/v2/device_profiles/{quote(args.profile, safe='')}/availability"
+    body = _expect(client.get(path, {"group_policy": args.group_policy}), dict,
+                   "availability object")
+    hosts, others = _list_key(body, "hosts"), _list_key(body, "not_fitting")
+    if args.format == "json":
+        print_json(body)
+        return 0
+    print_line(f"{body.get('count')} instance(s) of device profile "
+               f"{body.get('device_profile_name')} fit now on {len(hosts)} host(s) "
+               f"(group_policy {body.get('group_policy')})")
+    if hosts:
+        print_list(hosts, FIT_COLUMNS, "table", {"device_rp_uuids": lambda v: " ".join(v)})
+    if others:
+        print_line("Not fitting:")
+        print_list(others, NOT_FIT_COLUMNS, "table")
+    return 0
+
+
+def arq_dry_run(client: Client, args: argparse.Namespace) -> int:
+    """POST /v2/accelerator_requests/dry_run: the ARQs the profile would make and the
+    device each would bind to (nothing is created); failed when they would not bind."""
+    body: dict[str, Any] = {"device_profile_name": args.profile}
+    for key, value in (("hostname", args.host), ("group_policy", args.group_policy)):
+        if value is not None:
+            body[key] = value
+    answer = _expect(client.post("/v2/accelerator_requests/dry_run", body), dict,
+                     "dry run object")
+    if args.format == "json":
+        print_json(answer)
+    elif answer.get("would_bind"):
+        print_list(_list_key(answer, "arqs"), DRY_RUN_COLUMNS, "table")
+    if not answer.get("would_bind"):
+        where = f" on {args.host}" if args.host else ""
+        raise CliError(f"the ARQs of device profile {args.profile} would not bind{where}: "
+                       f"{answer.get('reason')}: {answer.get('detail')}")
     return 0

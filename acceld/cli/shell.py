@@ -268,6 +268,25 @@ def _add_health_verbs(subparsers: Any) -> None:
     p.set_defaults(drain=False, reason=None)
 
 
+def _add_explain_verbs(subparsers: Any) -> None:
+    policy = dict(choices=("none", "isolate"),
+                  help="whether the profile's groups may share a provider (Nova's "
+                       "group_policy; default none)")
+    p = _verb(subparsers, "profile-availability", commands.profile_availability,
+              "how many instances of a device profile fit now, where, and why not elsewhere")
+    p.add_argument("profile", metavar="PROFILE", help="device profile name or uuid")
+    p.add_argument("--group-policy", default="none", **policy)
+    p = _verb(subparsers, "arq-dry-run", commands.arq_dry_run,
+              "would a device profile's accelerator requests bind now, and to what",
+              "would a device profile's accelerator requests bind now, and to which "
+              "devices; nothing is created (fails when they would not bind, with the "
+              "first reason)")
+    p.add_argument("profile", metavar="PROFILE", help="device profile name")
+    p.add_argument("--host", help="the host Nova chose (default: the host with the most "
+                                  "room)")
+    p.add_argument("--group-policy", **policy)
+
+
 def _add_placement_verbs(subparsers: Any) -> None:
     placement = subparsers.add_parser("placement", help="Placement: sync, status",
                                       description="Placement sync", epilog=VERB_EPILOG)
@@ -311,6 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_hot_plug_verbs(subparsers)
     _add_ledger_verbs(subparsers)
     _add_health_verbs(subparsers)
+    _add_explain_verbs(subparsers)
     p = subparsers.add_parser("help", help="show the help of acceld or of one command",
                               description="show the help of acceld or of one command",
                               epilog=VERB_EPILOG)

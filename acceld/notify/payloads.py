@@ -14,6 +14,7 @@ Payload versions (one line of history each; a test guards the list):
 * DeviceUsagePayload 1.0: usage of one host's devices (the shared usage contract).
 * DevicePayload 1.0, DeviceStatePayload 1.0, ArqPayload 1.0, ArqDeletedPayload 1.0,
   ProgramPayload 1.0, DriverPayload 1.0: initial.
+* DeviceHealthPayload 1.0: a step of the health life cycle or maintenance.
 """
 
 from __future__ import annotations

@@ -143,6 +143,10 @@ V2_RULES = _rules(
     ("cyborg:device_profile:get_one", _READER,
      "Show a device profile by uuid (or by name from 2.2).",
      "GET /v2/device_profiles/{name_or_uuid}"),
+    ("acceld:device_profile:availability", _MANAGER,
+     "Show how many instances of a device profile fit now, on which hosts, and why not "
+     "on the others (acceld extension).",
+     "GET /v2/device_profiles/{name_or_uuid}/availability"),
     ("cyborg:device_profile:create", _ADMIN, "Create a device profile.",
      "POST /v2/device_profiles"),
     ("cyborg:device_profile:delete", _ADMIN, "Delete device profiles by uuid or names.",
@@ -151,6 +155,9 @@ V2_RULES = _rules(
     # bind, unbind and instance deletes also need a service token (not a policy rule).
     ("cyborg:arq:create", _MEMBER_OR_SERVICE,
      "Create accelerator requests from a device profile.", "POST /v2/accelerator_requests"),
+    ("acceld:arq:dry_run", _MEMBER_OR_SERVICE,
+     "Say whether accelerator requests of a device profile would bind now, and where, "
+     "without creating them (acceld extension).", "POST /v2/accelerator_requests/dry_run"),
     ("cyborg:arq:get_all", _READER, "List accelerator requests.",
      "GET /v2/accelerator_requests"),
     ("cyborg:arq:get_one", _READER, "Show an accelerator request.",

@@ -34,7 +34,8 @@ OPERATOR_VERBS = ["accelerator", "placement", "driver-list", "service-list",
                   "install-driver", "uninstall-driver", "update-driver", "attach-instance",
                   "detach-instance", "guest-list", "arq-attach", "arq-detach", "usage",
                   "ledger-list", "device-health", "device-quarantine", "device-release",
-                  "device-reset", "device-drain", "device-undrain", "help"]
+                  "device-reset", "device-drain", "device-undrain", "profile-availability",
+                  "arq-dry-run", "help"]
 SUB_VERBS = [["accelerator", a] for a in ("list", "show", "create", "set-ready",
                                           "set-inactive", "set-specs", "attach", "detach",
                                           "stats")] + [["placement", "sync"],
@@ -189,6 +190,8 @@ def test_every_command_has_its_own_help():
     ["-f", "yaml", "service-list"],
     ["-f", "json", "serve"],
     ["help", "no-such-verb"],
+    ["profile-availability", "p", "--group-policy", "random"],
+    ["arq-dry-run"],
     ["service-list", "typed\x1b[2J\u202e"],
 ])
 def test_usage_errors_exit_2(argv):
@@ -382,6 +385,40 @@ def test_failures_of_multi_host_operations_exit_1(served):
 
 
 # --- hot plug (the all-in-one's fake hypervisor and its demo guests) --------------------
+
+
+def test_explain_verbs_answer_where_a_profile_fits_and_why_not(served):
+    """Before the hot plug tests, which bind the GPU: it fits once once it is ready."""
+    gpu = served.accelerator("GPU")
+    assert acceld("accelerator", "set-ready", gpu, url=served.url).returncode == 0
+    for name, traits in (("cli-fit", {}), ("cli-odd", {"trait:CUSTOM_NO_SUCH": "required"})):
+        served.post("/v2/device_profiles", [{"name": name, "groups": [
+            {"resources:PGPU": "1", **traits}]}])
+    out = acceld("profile-availability", "cli-fit", "-f", "json", url=served.url)
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    body = json.loads(out.stdout)
+    assert (body["count"], [h["hostname"] for h in body["hosts"]]) == (1, ["console-host"])
+    out = acceld("profile-availability", "cli-odd", "--group-policy", "isolate",
+                 url=served.url)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("0 instance(s) of device profile cli-odd fit now on 0 "
+                                 "host(s) (group_policy isolate)\nNot fitting:\n")
+    assert "console-host" in out.stdout and "missing_trait" in out.stdout
+    assert "lacks trait CUSTOM_NO_SUCH" in out.stdout
+
+    out = acceld("arq-dry-run", "cli-fit", "--host", "console-host", "-f", "json",
+                 url=served.url)
+    assert out.returncode == 0, out.stderr
+    (arq,) = json.loads(out.stdout)["arqs"]
+    assert (arq["hostname"], arq["device_uuid"]) == ("console-host", gpu)
+    assert served.get("/v2/accelerator_requests")["arqs"] == []          # none made
+    out = acceld("arq-dry-run", "cli-odd", "--host", "console-host", url=served.url)
+    assert (out.returncode, out.stdout) == (1, "")
+    assert _one_error_line(out).startswith(
+        "ERROR: the ARQs of device profile cli-odd would not bind on console-host: "
+        "missing_trait: provider ")
+    out = acceld("profile-availability", "no-such-profile", url=served.url)
+    assert out.returncode == 1 and "404" in _one_error_line(out)
 
 
 def test_guest_list_then_arq_attach_and_detach_with_progress(served):

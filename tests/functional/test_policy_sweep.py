@@ -100,6 +100,8 @@ ALLOWED: dict[str, set[str]] = {
     "acceld:guest:get_all": {"admin"},
     "acceld:arq:hot_plug_get": {"admin", "member", "manager", "service", "reader"},
     "acceld:arq:hot_plug": {"admin", "member", "manager", "service"},
+    "acceld:device_profile:availability": {"admin", "manager"},
+    "acceld:arq:dry_run": {"admin", "member", "manager", "service"},
 }
 
 

@@ -95,6 +95,11 @@ def test_every_builder_makes_a_valid_payload() -> None:
         payloads.ProgramPayload.of(op),
         payloads.ProgramPayload.of(op, ok=False, error="timed out"),
         payloads.DriverPayload("h1", "nvidia", "", "failed", "cannot load"),
+        payloads.DeviceHealthPayload(
+            uuid="u1", host="h1", what="lifecycle", before="healthy", after="quarantined",
+            reason="ECC", actor="operator", at=payloads.timestamp(), holders=(
+                {"accelerator_request": ARQ["uuid"], "instance_uuid": None,
+                 "state": "Bound"}, {"attached_to": "i1", "attach_type": "instance"})),
     ]
     assert {type(p) for p in built} == set(payloads.payload_classes())
     for payload in built:

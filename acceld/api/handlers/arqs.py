@@ -16,9 +16,11 @@ import webob
 from acceld import exception, limits
 from acceld import states as st
 from acceld.api import errors, listing, microversion, util
+from acceld.conductor import availability as fit
 from acceld.notify import payloads
 from acceld.objects import arqs as arq_objects
-from acceld.objects import hostwork
+from acceld.objects import availability as fleet_rows
+from acceld.objects import device_profiles, hostwork
 
 PROJECT_ID_VERSION = microversion.Version(2, 1)
 SERVICE_ROLE = "service"
@@ -218,3 +220,14 @@ def _deleted(req: webob.Request, freed: list[dict[str, Any]], deleted: list[str]
 def delete_arq(req: webob.Request, uuid: str) -> util.Reply:
     """DELETE /v2/accelerator_requests/{uuid} -> 204; as ``?arqs=<uuid>``."""
     return _delete_uuids(req, [uuid])
+
+
+def dry_run(req: webob.Request, body: dict[str, Any]) -> util.Reply:
+    """POST /v2/accelerator_requests/dry_run {"device_profile_name", "hostname"?,
+    "group_policy"?} -> 200 whether the profile's ARQs would bind now and where (acceld
+    extension, any microversion); nothing is written; 404 no such profile."""
+    app = util.state(req)
+    profile = device_profiles.get(app.db, name=body["device_profile_name"])
+    rows = fleet_rows.read_fleet(app.db, app.conf.conductor.service_down_time)
+    return util.json_response(fit.dry_run(profile, rows, body.get("group_policy", "none"),
+                                          body.get("hostname")))

@@ -9,6 +9,8 @@ import webob
 
 from acceld import uuids
 from acceld.api import errors, listing, microversion, util
+from acceld.conductor import availability as fit
+from acceld.objects import availability as fleet_rows
 from acceld.objects import device_profiles
 
 SHOW_BY_NAME_VERSION = microversion.Version(2, 2)
@@ -84,3 +86,21 @@ def delete_profiles(req: webob.Request, query: dict[str, str]) -> util.Reply:
 def delete_profile(req: webob.Request, name_or_uuid: str) -> util.Reply:
     """DELETE /v2/device_profiles/{uuid}|{n1,n2} -> 204; 404; 409 (as above)."""
     return _delete(req, name_or_uuid)
+
+
+def _by_name_or_uuid(req: webob.Request, value: str) -> dict[str, Any]:
+    uuid = uuids.canonical(value)
+    db = util.state(req).db
+    return device_profiles.get(db, uuid=uuid) if uuid is not None else \
+        device_profiles.get(db, name=value)
+
+
+def availability(req: webob.Request, name_or_uuid: str, query: dict[str, str]) -> util.Reply:
+    """GET /v2/device_profiles/{name_or_uuid}/availability[?group_policy=none|isolate]
+    -> 200 how many instances of the profile fit now, where, and why not elsewhere
+    (acceld extension, any microversion; a name or a uuid); 404 no such profile."""
+    profile = _by_name_or_uuid(req, name_or_uuid)
+    app = util.state(req)
+    rows = fleet_rows.read_fleet(app.db, app.conf.conductor.service_down_time)
+    return util.json_response(fit.availability(profile, rows,
+                                               query.get("group_policy", "none")))

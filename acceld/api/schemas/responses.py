@@ -184,6 +184,23 @@ ARQ = _obj({
 })
 ARQS = _list_of("arqs", ARQ, paged=True)
 # acceld's hot-plug extension: an ARQ with where its live attach stands
+_WHY = {"reason": _STR, "detail": _STR, "device_profile_group_id": _INT_OR_NULL,
+        "device_rp_uuid": _UUID_OR_NULL}
+_GROUP_POLICY = {"enum": ["none", "isolate"]}
+AVAILABILITY = _obj({
+    "device_profile_name": _STR, "device_profile_uuid": _UUID, "group_policy": _GROUP_POLICY,
+    "count": _INT,
+    "hosts": {"type": "array", "items": _obj({"hostname": _STR, "count": _INT,
+                                              "device_rp_uuids": {"type": "array",
+                                                                  "items": _UUID}})},
+    "not_fitting": {"type": "array", "items": _obj({"hostname": _STR, **_WHY})}})
+ARQ_DRY_RUN = _obj(
+    {"device_profile_name": _STR, "group_policy": _GROUP_POLICY, "would_bind": _BOOL,
+     "hostname": _STR_OR_NULL,
+     "arqs": {"type": "array", "items": _obj({
+         "device_profile_group_id": _INT, "hostname": _STR, "device_rp_uuid": _UUID,
+         "device_uuid": _UUID})}},
+    **_WHY)
 HOT_PLUG = _obj({**ARQ["properties"],
                  "hot_plug": {"enum": [states.ARQ_INITIAL, *sorted(states.HOT_PLUGGED)]}})
 

@@ -80,6 +80,14 @@ ARQ_CREATE = {
     "properties": {"device_profile_name": dict(NUMBER_AS_TEXT, type=["string", "number"])},
     "required": ["device_profile_name"],
 }
+# Explain (acceld extension, docs/explain.md): how granular groups may share a provider
+# (Nova's ``group_policy``; Nova's default for several groups is "none").
+GROUP_POLICY = {"enum": ["none", "isolate"]}
+AVAILABILITY_QUERY = closed({"group_policy": GROUP_POLICY})
+ARQ_DRY_RUN = closed({"device_profile_name": {"type": "string", "minLength": 1,
+                                              "maxLength": limits.NAME_LENGTH},
+                      "hostname": _TEXT, "group_policy": GROUP_POLICY},
+                     ["device_profile_name"])
 ARQ_LIST_QUERY = _query(instance=UUID, bind_state={"enum": ["resolved"]})
 ARQ_DELETE_QUERY = closed({"arqs": {"type": "string", "minLength": 1}, "instance": UUID})
 # Cyborg takes a path with or without its leading "/".
