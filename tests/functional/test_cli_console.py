@@ -28,7 +28,7 @@ ACCELD = shutil.which("acceld", path=os.path.dirname(sys.executable)) or "acceld
 UNKNOWN = "5e5e5e5e-0000-4000-8000-0000000000ff"
 DEMO_1 = "de300001-0000-4000-8000-000000000001"
 STUBBORN = "5e5e5e5e-0000-4000-8000-0000000000aa"     # a fake guest that keeps its devices
-SERVER_VERBS = ["serve", "api", "conductor", "agent", "db"]
+SERVER_VERBS = ["serve", "api", "conductor", "agent", "db", "metrics-collector"]
 OPERATOR_VERBS = ["accelerator", "placement", "driver-list", "service-list",
                   "discover-services", "deployable-program", "deployable-program-status",
                   "install-driver", "uninstall-driver", "update-driver", "attach-instance",
@@ -450,6 +450,38 @@ def test_guest_list_then_arq_attach_and_detach_with_progress(served):
     assert out.returncode == 1 and "not attached" in _one_error_line(out)
 
 
+def test_usage_as_csv_counts_a_hot_plug_from_the_ledger(served):
+    gpu = served.accelerator("GPU")
+    assert acceld("accelerator", "set-ready", gpu, url=served.url).returncode == 0
+    served.post("/v2/device_profiles", [{"name": "cli-ledger", "groups": [
+        {"resources:PGPU": "1"}]}])
+    (arq,) = served.post("/v2/accelerator_requests",
+                         {"device_profile_name": "cli-ledger"})["arqs"]
+    assert acceld("arq-attach", arq["uuid"], "--instance", DEMO_1,
+                  url=served.url).returncode == 0
+    time.sleep(0.05)                              # a holding of measurable length
+    assert acceld("arq-detach", arq["uuid"], url=served.url).returncode == 0
+
+    out = acceld("ledger-list", "--arq", arq["uuid"], "-f", "json", url=served.url)
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert [(r["event"], r["kind"], r["device_uuid"], r["instance_uuid"]) for r in rows] == [
+        ("attach", "hot_plug", gpu, DEMO_1), ("detach", "hot_plug", gpu, DEMO_1)]
+
+    out = acceld("usage", "--since", "2000-01-01", "--group-by", "device", "-f", "csv",
+                 url=served.url)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "device,device_hours,holdings"
+    (mine,) = [line.split(",") for line in lines[1:] if line.startswith(gpu)]
+    assert 0 < float(mine[1]) < 0.01 and int(mine[2]) >= 1
+
+    out = acceld("usage", "--since", "2000-02-30", url=served.url)
+    assert out.returncode == 1 and "'since'" in _one_error_line(out)
+    out = acceld("usage", url=served.url)
+    assert out.returncode == 2                     # --since is required
+
+
 def test_arq_detach_from_a_guest_that_keeps_the_device_times_out_with_exit_3(served):
     served.post("/v2/device_profiles", [{"name": "cli-stubborn", "groups": [
         {"resources:PGPU": "1"}]}])
@@ -489,35 +521,3 @@ def test_a_v1_detach_the_guest_does_not_release_exits_1_with_the_reason(served):
     assert served.get(f"/v1/accelerators/{qat}")["attached_to"] == {
         "type": "instance", "id": STUBBORN}
     assert held <= set(_aliases(served, STUBBORN))
-
-
-def test_usage_as_csv_counts_a_hot_plug_from_the_ledger(served):
-    gpu = served.accelerator("GPU")
-    assert acceld("accelerator", "set-ready", gpu, url=served.url).returncode == 0
-    served.post("/v2/device_profiles", [{"name": "cli-ledger", "groups": [
-        {"resources:PGPU": "1"}]}])
-    (arq,) = served.post("/v2/accelerator_requests",
-                         {"device_profile_name": "cli-ledger"})["arqs"]
-    assert acceld("arq-attach", arq["uuid"], "--instance", DEMO_1,
-                  url=served.url).returncode == 0
-    time.sleep(0.05)                              # a holding of measurable length
-    assert acceld("arq-detach", arq["uuid"], url=served.url).returncode == 0
-
-    out = acceld("ledger-list", "--arq", arq["uuid"], "-f", "json", url=served.url)
-    assert out.returncode == 0, out.stderr
-    rows = json.loads(out.stdout)
-    assert [(r["event"], r["kind"], r["device_uuid"], r["instance_uuid"]) for r in rows] == [
-        ("attach", "hot_plug", gpu, DEMO_1), ("detach", "hot_plug", gpu, DEMO_1)]
-
-    out = acceld("usage", "--since", "2000-01-01", "--group-by", "device", "-f", "csv",
-                 url=served.url)
-    assert out.returncode == 0, out.stderr
-    lines = out.stdout.splitlines()
-    assert lines[0] == "device,device_hours,holdings"
-    (mine,) = [line.split(",") for line in lines[1:] if line.startswith(gpu)]
-    assert 0 < float(mine[1]) < 0.01 and int(mine[2]) >= 1
-
-    out = acceld("usage", "--since", "2000-02-30", url=served.url)
-    assert out.returncode == 1 and "'since'" in _one_error_line(out)
-    out = acceld("usage", url=served.url)
-    assert out.returncode == 2                     # --since is required
