@@ -113,7 +113,8 @@ FAULTS = {"seed": 7, "faults": [
      "devices": 2},
     {"at": 0.5, "kind": "unplug", "hosts": ["sim-00003"], "device_kind": "nic_vf",
      "back_after": 0.8},
-    {"at": 0.2, "kind": "lost_bus", "hosts": ["sim-00003"], "duration": 0.6},
+    # long enough that the unplug (0.5) and the replug (1.3) are both reported into it
+    {"at": 0.2, "kind": "lost_bus", "hosts": ["sim-00003"], "duration": 1.5},
     {"at": 0.5, "kind": "xid_storm", "hosts": ["sim-00004"], "duration": 0.8},
     {"at": 0.3, "kind": "slow_bus", "hosts": ["sim-00004"], "delay": 0.3, "duration": 1.0},
     {"at": 0.5, "kind": "failed_reset", "hosts": ["sim-00005"], "device_kind": "gpu_mig"},
