@@ -62,6 +62,7 @@ LEGACY_OPEN = {
     "cyborg:device_profile:get_all", "cyborg:device_profile:get_one",
     "cyborg:arq:create", "cyborg:arq:get_all", "cyborg:arq:get_one", "cyborg:arq:update",
     "cyborg:arq:delete", "acceld:arq:hot_plug_get", "acceld:arq:hot_plug",
+    "acceld:device_profile:availability", "acceld:arq:dry_run",
 }
 
 
