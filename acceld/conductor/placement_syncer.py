@@ -195,8 +195,10 @@ class PlacementSyncer:
     def _run(self, host: str) -> None:
         with self._lock:
             full = self._wanted.pop(host, False)
+            owned = self._owns(host)     # the ring may have moved it since it was queued
         try:
-            self.sync_host(host, full=full)
+            if owned:
+                self.sync_host(host, full=full)
         except Exception:  # e.g. the database: the retry tries again
             LOG.exception("Placement sync of %s failed", host)
             self._settle(host, failed=True)
