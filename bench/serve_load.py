@@ -85,7 +85,13 @@ def command(name: str, args: argparse.Namespace, conf: str, workdir: str,
             port: int) -> list[str]:
     bind = f"{HOST}:{port}"
     if name == "acceld":
-        return [os.path.join(BIN, "acceld"), "serve", "--config-file", conf,
+        extra = []
+        if args.acceld_conf:     # more settings for `acceld serve` alone
+            path = os.path.join(workdir, "acceld-extra.conf")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(args.acceld_conf.replace("\\n", "\n") + "\n")
+            extra = ["--config-file", path]
+        return [os.path.join(BIN, "acceld"), "serve", "--config-file", conf, *extra,
                 "--port", str(port)]
     if name == "acceld-1":    # the same with one process (`[api] processes = 1`)
         one = os.path.join(workdir, "one-process.conf")
@@ -354,6 +360,8 @@ def main() -> int:
                    help="client processes")
     p.add_argument("--threads", type=int, default=16,
                    help="server threads (acceld's [api] workers, and per worker elsewhere)")
+    p.add_argument("--acceld-conf", default="",
+                   help="a config file's text (\\n between lines) for `acceld serve` only")
     p.add_argument("--gunicorn-workers", type=int, default=2)
     p.add_argument("--granian-workers", type=int, default=2)
     p.add_argument("--peers", default=os.path.join(os.path.dirname(REPO), "shared", "peers"),

@@ -38,10 +38,11 @@ PLAIN_MODULES = (default, api, agent, conductor, coordination, hypervisor, healt
 CLIENT_MODULES = (glance, placement, nova)
 DRIVER_NAMESPACE = "acceld.drivers"
 # oslo.log's library levels, with oslo.messaging at WARNING (it logs every connection
-# and reconnection at INFO).
+# and reconnection at INFO) and waitress's task queue at ERROR (it logs a WARNING for every
+# request that waits for a free thread: under load, a line per request).
 LOG_LEVELS = [level for level in log.get_default_log_levels()
               if not level.startswith(("oslo.messaging=", "oslo_messaging="))] + [
-    "oslo.messaging=WARNING", "oslo_messaging=WARNING"]
+    "oslo.messaging=WARNING", "oslo_messaging=WARNING", "waitress.queue=ERROR"]
 
 DEFAULT_CONFIG_FILE = "/etc/acceld/acceld.conf"
 

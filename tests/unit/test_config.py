@@ -52,3 +52,21 @@ def test_oslo_messaging_metrics_and_tracing_are_off_and_cannot_be_turned_on(tmp_
                     conf[group][name]  # noqa: B018
             else:
                 assert conf[group][name] is False
+
+
+def test_waitress_queue_warnings_stay_out_of_the_log(tmp_path) -> None:
+    """Waitress logs a WARNING for each request that waits for a free thread (a line per
+    request under load): acceld's log levels drop them and keep waitress's errors."""
+    log_file = tmp_path / "acceld.log"
+    script = (
+        "import logging\n"
+        "from acceld import conf as config, wiring\n"
+        f"conf = config.load(['--log-file', {str(log_file)!r}], config_files=[])\n"
+        "wiring.setup_logging(conf)\n"
+        "logging.getLogger('waitress.queue').warning('Task queue depth is 3')\n"
+        "logging.getLogger('waitress.queue').error('queue broke')\n"
+        "logging.getLogger('waitress').warning('other waitress warning')\n")
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+    text = log_file.read_text()
+    assert "Task queue depth" not in text
+    assert "queue broke" in text and "other waitress warning" in text
