@@ -231,7 +231,8 @@ class ConductorManager:
         if not self._is_newest(parsed):
             return {"seq": parsed.seq, "changed": False, "stale": True,
                     "conductor": self._host}
-        result = inventory.apply_report(self._db, parsed, self._health_rules)
+        result = inventory.apply_report(self._db, parsed, self._health_rules,
+                                        describe=self.notifier.enabled)
         for event, devices in (("acceld.device.discovered", result.discovered),
                                ("acceld.device.removed", result.removed)):
             for device in devices:

@@ -50,11 +50,14 @@ def _devices(s: Session, where: object) -> tuple[dict[str, str], ...]:
                            retry_on_deadlock=True,
                            exception_checker=duplicate_entry)
 def apply_report(db: Database, report: reports.InventoryReport,
-                 rules: inv.HealthRules | None = None) -> ApplyResult:
+                 rules: inv.HealthRules | None = None, *,
+                 describe: bool = True) -> ApplyResult:
     """Reconcile the host's rows with ``report`` in one transaction (retried whole on a
     deadlock). A report not newer than the last applied (same epoch, seq not above) is
     stale; one whose content equals the last applied one writes nothing. ``rules``:
-    when the report takes a healthy device out of ``healthy``."""
+    when the report takes a healthy device out of ``healthy``. ``describe``: read the
+    devices it adds and removes for ``discovered``/``removed`` (a read each; their
+    notifications are all that uses them)."""
     digest = report.content_digest()
     with db.writer() as s:
         svc = s.execute(select(m.Service).where(m.Service.host == report.host,
@@ -67,12 +70,12 @@ def apply_report(db: Database, report: reports.InventoryReport,
             return ApplyResult(changed=False)
         plan = inv.diff(load_host(s, report.host), report, rules)
         removed = _devices(s, m.Device.id.in_(plan.delete_devices)) \
-            if plan.delete_devices else ()
+            if describe and plan.delete_devices else ()
         changed = _apply_plan(s, report.host, plan)
         discovered = _devices(s, (m.Device.hostname == report.host) & tuple_(
             m.Device.driver_name, m.Device.identity).in_(
             [(drv, dev.identity) for drv, dev in plan.add_devices])) \
-            if plan.add_devices else ()
+            if describe and plan.add_devices else ()
         transitions = health.apply_verdicts(s, plan.lifecycle)
         now = m.utcnow()
         provider = report.provider_name or report.host

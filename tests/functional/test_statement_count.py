@@ -184,3 +184,23 @@ def test_unchanged_report_with_failed_driver_writes_nothing(db, applied):
         result = inventory.apply_report(db, dataclasses.replace(failed, seq=3))
     assert not result.changed
     assert counter.inventory_writes() == Counter()
+
+
+def test_a_report_reads_its_added_devices_only_for_notifications(db, tmp_path):
+    """``discovered``/``removed`` (the notifications' devices) cost a read each; with
+    notifications off (``describe=False``) a report adding devices makes one SELECT of
+    devices fewer, and says nothing of them."""
+    def device_reads(report: reports.InventoryReport,
+                     describe: bool) -> tuple[int, inventory.ApplyResult]:
+        with StatementCounter(db) as counter:
+            result = inventory.apply_report(db, report, describe=describe)
+        return len([stmt for stmt in counter.statements
+                    if stmt.lstrip().upper().startswith("SELECT")
+                    and re.search(r"\bFROM\s+[`\"]?devices\b", stmt, re.IGNORECASE)]), result
+
+    quiet, without = device_reads(fake_report(1, tmp_path=tmp_path), False)
+    assert without.changed and without.discovered == ()
+    assert device_reads(fake_report(2, devices=()), False)[1].removed == ()   # all gone
+    described, with_devices = device_reads(fake_report(3, tmp_path=tmp_path), True)
+    assert len(with_devices.discovered) == 6
+    assert quiet == described - 1
