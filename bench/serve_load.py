@@ -84,20 +84,15 @@ def write_conf(workdir: str, threads: int) -> str:
 def command(name: str, args: argparse.Namespace, conf: str, workdir: str,
             port: int) -> list[str]:
     bind = f"{HOST}:{port}"
-    if name == "acceld":
-        extra = []
-        if args.acceld_conf:     # more settings for `acceld serve` alone
-            path = os.path.join(workdir, "acceld-extra.conf")
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(args.acceld_conf.replace("\\n", "\n") + "\n")
-            extra = ["--config-file", path]
-        return [os.path.join(BIN, "acceld"), "serve", "--config-file", conf, *extra,
-                "--port", str(port)]
-    if name == "acceld-1":    # the same with one process (`[api] processes = 1`)
-        one = os.path.join(workdir, "one-process.conf")
-        with open(one, "w", encoding="utf-8") as f:
-            f.write("[api]\nprocesses = 1\n")
-        return [*command("acceld", args, conf, workdir, port), "--config-file", one]
+    if name in ("acceld", "acceld-1"):   # acceld-1: `[api] processes = 1`, after the rest
+        extra = args.acceld_conf.replace("\\n", "\n") + "\n"   # for `acceld serve` alone
+        if name == "acceld-1":
+            extra += "[api]\nprocesses = 1\n"
+        path = os.path.join(workdir, f"{name}-extra.conf")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(extra)
+        return [os.path.join(BIN, "acceld"), "serve", "--config-file", conf,
+                "--config-file", path, "--port", str(port)]
     if name == "uwsgi":
         sys.path.insert(0, HERE)
         from vs_cyborg import uwsgi_ini  # the peers' ini, app and port replaced

@@ -171,11 +171,18 @@ class PlacementSyncer:
         retry = self._retries.get(host)
         return self._closed or (retry is not None and retry.due is not None)
 
+    def _claim(self, host: str) -> bool:
+        """With ``self._lock`` held: whether this conductor syncs ``host`` now; if not, its
+        retry is forgotten (its owner syncs it)."""
+        if self._owns(host):
+            return True
+        self._retries.pop(host, None)
+        return False
+
     def _enqueue(self, host: str, full: bool) -> None:
         """``schedule`` with ``self._lock`` held: a request while the host's sync is queued
         joins it; one while it runs starts the next when it ends."""
-        if not self._owns(host):
-            self._retries.pop(host, None)       # its owner syncs it
+        if not self._claim(host):
             return
         self._wanted[host] = self._wanted.get(host, False) or full
         if host not in self._pending:
@@ -195,7 +202,7 @@ class PlacementSyncer:
     def _run(self, host: str) -> None:
         with self._lock:
             full = self._wanted.pop(host, False)
-            owned = self._owns(host)     # the ring may have moved it since it was queued
+            owned = self._claim(host)    # the ring may have moved it since it was queued
         try:
             if owned:
                 self.sync_host(host, full=full)
