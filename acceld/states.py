@@ -14,6 +14,8 @@ maintenance goes to a new guest."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 INACTIVE = "inactive"
 INSTALLING = "installing"
 READY = "ready"
@@ -91,11 +93,6 @@ MAINTENANCE_DRAINING, MAINTENANCE_DRAINED = "draining", "drained"
 MAINTENANCE_TRANSITIONS = {MAINTENANCE_DRAIN: (True, False), MAINTENANCE_UNDRAIN: (False, True)}
 
 
-def lifecycle_can_transition(current: str, target: str) -> bool:
-    """True when a device's health life cycle may go from ``current`` to ``target``."""
-    return current in LIFECYCLE_TRANSITIONS.get(target, frozenset())
-
-
 def unusable_reasons(state: str, status: str, health: str,
                      lifecycle: str = LIFECYCLE_HEALTHY,
                      maintenance: bool = False) -> list[str]:
@@ -140,9 +137,10 @@ PROGRAM_TRANSITIONS: dict[str, frozenset[str]] = dict.fromkeys(
     (PROGRAM_RUNNING, PROGRAM_DONE, PROGRAM_FAILED), frozenset(PROGRAM_ACTIVE))
 
 
-def can_transition(current: str, target: str) -> bool:
-    """True when ``current -> target`` is an allowed life cycle transition."""
-    return current in DEVICE_TRANSITIONS.get(target, frozenset())
+def can_transition(table: Mapping[str, frozenset[str]], current: str, target: str) -> bool:
+    """True when ``table`` (target -> the states it may be entered from: one of the
+    ``*_TRANSITIONS``) allows ``current -> target``."""
+    return current in table.get(target, frozenset())
 
 
 def request_target(current: str, requested: str) -> str | None:
@@ -155,7 +153,7 @@ def request_target(current: str, requested: str) -> str | None:
     transient = REQUESTABLE[requested]
     if current == transient:
         return None
-    if not can_transition(current, transient):
+    if not can_transition(DEVICE_TRANSITIONS, current, transient):
         raise ValueError(f"cannot go from {current!r} to {requested!r}")
     return transient
 
@@ -199,7 +197,3 @@ HOT_PLUGGED = frozenset({HOT_ATTACHING, HOT_ATTACHED, HOT_DETACHING})
 # What Nova treats as the end of a bind: Bound -> event "completed", the others "failed".
 ARQ_RESOLVED = frozenset({ARQ_BOUND, ARQ_BIND_FAILED, ARQ_DELETING})
 
-
-def arq_can_transition(current: str, target: str) -> bool:
-    """True when an ARQ may go from ``current`` to ``target``."""
-    return current in ARQ_TRANSITIONS.get(target, frozenset())

@@ -62,11 +62,35 @@ def parse_groups(groups: Sequence[Mapping[str, str]]) -> list[Group]:
 
 
 @dataclasses.dataclass(frozen=True)
+class ProviderRow(pp.DeployableRow):
+    """One deployable (one child provider in Placement) and what a bind needs of it: a
+    row of ``objects.availability.read_fleet`` (:func:`provider_row`)."""
+
+    host: str
+    device_uuid: str
+    driver: str
+    state: str
+    status: str
+    health: str
+    guest_handles: int        # handles Nova attaches (PCI, MDEV)
+    free_guest_handles: int   # of those, not in use
+    in_use: int               # handles of any type in use (an ARQ holds each)
+
+
+def provider_row(fields: Mapping[str, Any]) -> ProviderRow:
+    """``placement_plan``'s rule (``objects.placement.host_inputs``): schedulable (not all
+    reserved) when the device is usable and it has handles Nova attaches."""
+    return ProviderRow(**fields, schedulable=fields["guest_handles"] > 0 and not
+                       states.unusable_reasons(fields["state"], fields["status"],
+                                               fields["health"]))
+
+
+@dataclasses.dataclass(frozen=True)
 class Subject:
     """What a check looks at: a host, and (provider checks) one provider for one group."""
 
     host: Any                          # objects.availability.HostRow
-    row: Any = None                    # objects.availability.ProviderRow
+    row: ProviderRow | None = None
     provider: pp.DesiredProvider | None = None
     group: Group | None = None
 
@@ -155,30 +179,16 @@ _HOST_CHECKS = tuple(c for c in CHECKS if c.on == "host")
 _PROVIDER_CHECKS = tuple(c for c in CHECKS if c.on == "provider")
 
 
-def capacity(row: Any) -> int:
+def capacity(row: ProviderRow) -> int:
     """Units a bind can still claim of a schedulable provider (0 when reserved)."""
-    if not schedulable(row):
+    if not row.schedulable:
         return 0
     return max(0, min(row.num_accelerators - row.in_use, row.free_guest_handles))
 
 
-def schedulable(row: Any) -> bool:
-    """``placement_plan``'s rule: not all reserved (``objects.placement.host_inputs``)."""
-    return row.guest_handles > 0 and not states.unusable_reasons(row.state, row.status,
-                                                                 row.health)
-
-
-def desired(row: Any) -> pp.DesiredProvider:
-    """The provider ``placement_plan`` publishes for ``row``."""
-    return pp.desired_provider(pp.DeployableRow(
-        rp_uuid=row.rp_uuid, name=row.name, num_accelerators=row.num_accelerators,
-        attributes=row.attributes, vendor=row.vendor, model=row.model,
-        schedulable=schedulable(row)))
-
-
 @dataclasses.dataclass
 class _Option:
-    row: Any
+    row: ProviderRow
     free: int
 
 
@@ -189,7 +199,7 @@ def _first_failure(subject: Subject) -> tuple[int, Check] | None:
     return None
 
 
-def _host_reason(host: Any, rows: Sequence[Any],
+def _host_reason(host: Any, rows: Sequence[ProviderRow],
                  groups: Sequence[Group]) -> dict[str, Any] | None:
     """The reason nothing of the profile fits on ``host`` on its own, or None when
     every group finds a provider (then the groups only do not fit together)."""
@@ -200,7 +210,7 @@ def _host_reason(host: Any, rows: Sequence[Any],
     for group in groups:
         best: tuple[int, Check, Subject] | None = None
         for row in rows:
-            subject = Subject(host, row, desired(row), group)
+            subject = Subject(host, row, pp.desired_provider(row), group)
             failed = _first_failure(subject)
             if failed is None:
                 break
@@ -243,7 +253,7 @@ def _place(groups: Sequence[Group], options: Sequence[Sequence[_Option]], isolat
     return chosen if dfs(0) else None
 
 
-def host_fit(host: Any, rows: Sequence[Any], groups: Sequence[Group],
+def host_fit(host: Any, rows: Sequence[ProviderRow], groups: Sequence[Group],
              group_policy: str) -> dict[str, Any]:
     """``{"host", "count", "placements"}`` (each placement: the provider of each group,
     in group order) or ``{"host", "count": 0, "reason"}``."""
@@ -257,7 +267,8 @@ def host_fit(host: Any, rows: Sequence[Any], groups: Sequence[Group],
         return {"host": host.host, "count": 0, "reason": reason}
     by_rp = {r.rp_uuid: _Option(r, capacity(r)) for r in ordered}
     options = [[by_rp[r.rp_uuid] for r in ordered
-                if _first_failure(Subject(host, r, desired(r), g)) is None] for g in groups]
+                if _first_failure(Subject(host, r, pp.desired_provider(r), g)) is None]
+               for g in groups]
     placements, budget = [], [_SEARCH_STEPS]
     while (found := _place(groups, options, group_policy == "isolate", budget)) is not None:
         placements.append([opt.row for opt in found])
@@ -269,12 +280,13 @@ def host_fit(host: Any, rows: Sequence[Any], groups: Sequence[Group],
     return {"host": host.host, "count": len(placements), "placements": placements}
 
 
-def explain(hosts: Mapping[str, Any], providers: Iterable[Any],
+def explain(hosts: Mapping[str, Any], providers: Iterable[Mapping[str, Any]],
             groups: Sequence[Group], group_policy: str = "none") -> list[dict[str, Any]]:
-    """:func:`host_fit` of every host, by host name."""
-    rows: dict[str, list[Any]] = {name: [] for name in hosts}
-    for row in providers:
-        rows.setdefault(row.host, []).append(row)
+    """:func:`host_fit` of every host (``providers``: fields of :class:`ProviderRow`), by
+    host name."""
+    rows: dict[str, list[ProviderRow]] = {name: [] for name in hosts}
+    for fields in providers:
+        rows.setdefault(fields["host"], []).append(provider_row(fields))
     return [host_fit(hosts[name], rows[name], groups, group_policy) for name in sorted(rows)
             if name in hosts]
 

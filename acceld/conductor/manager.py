@@ -34,14 +34,13 @@ from acceld.rpc import AgentClient, ConductorClient
 
 LOG = logging.getLogger(__name__)
 
-CONDUCTOR_BINARY = "acceld-conductor"
 # A bind that programs an FPGA waits for the agent's outcome up to [fpga_driver]
 # program_timeout plus this (the agent's own watchdog fires 30 s past the timeout).
 PROGRAM_GRACE = 60.0
-# What a conductor hands to the owner of the host it concerns (``forwarded``): the
-# owner's memory (newest report, waiters) or periodic work is involved.
 # The ring key whose owner purges the ledger (one conductor of several; any one will do).
 LEDGER_PURGER = "acceld-ledger-purge"
+# What a conductor hands to the owner of the host it concerns (``forwarded``): the
+# owner's memory (newest report, waiters) or periodic work is involved.
 FORWARDED = ("report_inventory", "host_changed", "agent_restarted", "set_state",
              "placement_sync")
 
@@ -112,7 +111,7 @@ class ConductorManager:
     # -- life cycle ------------------------------------------------------------------
     def start(self) -> None:
         self.ring.start(on_change=self._ring_changed)
-        self._beats.note(self._host, CONDUCTOR_BINARY, acceld.__version__)
+        self._beats.note(self._host, services.CONDUCTOR_BINARY, acceld.__version__)
         self.flush_heartbeats()
         if self.placement is not None:
             self.placement.schedule_unsynced()
@@ -138,7 +137,7 @@ class ConductorManager:
             period = min(period, self._conf.placement.sync_interval)
         last_redrive = last_sync = time.monotonic()
         while not self._stop.wait(period):
-            self._beats.note(self._host, CONDUCTOR_BINARY, acceld.__version__)
+            self._beats.note(self._host, services.CONDUCTOR_BINARY, acceld.__version__)
             try:
                 self.flush_heartbeats()
                 if time.monotonic() - last_redrive >= self._conf.conductor.periodic_interval:
@@ -170,7 +169,7 @@ class ConductorManager:
         """Write the coalesced beats, each agent's with the conductor owning its host."""
         by_owner: dict[str | None, list[tuple[str, str, str, datetime.datetime]]] = {}
         for beat in self._beats.drain():
-            owner = None if beat[1] == CONDUCTOR_BINARY else self.ring.owner(beat[0])
+            owner = None if beat[1] == services.CONDUCTOR_BINARY else self.ring.owner(beat[0])
             by_owner.setdefault(owner, []).append(beat)
         for owner, beats in by_owner.items():
             services.record_heartbeats(self._db, beats, conductor=owner)

@@ -917,7 +917,7 @@ def _unbindable(arq: Any, uuid: str, hot_plugged: bool) -> bool:
         return False
     if not hot_plugged:
         _refuse_hot_plugged(uuid, arq.substate)
-    if not st.arq_can_transition(arq.state, st.ARQ_UNBOUND):
+    if not st.can_transition(st.ARQ_TRANSITIONS, arq.state, st.ARQ_UNBOUND):
         raise _state_error(uuid, arq.state, st.ARQ_UNBOUND)
     return True
 

@@ -23,27 +23,6 @@ _GUEST = m.AttachHandle.attach_type.in_(sorted(states.GUEST_ATTACH_TYPES))
 
 
 @dataclasses.dataclass(frozen=True)
-class ProviderRow:
-    """One deployable (one child provider in Placement) and what a bind needs of it."""
-
-    host: str
-    rp_uuid: str
-    name: str
-    num_accelerators: int
-    attributes: tuple[tuple[str, str], ...]
-    vendor: str
-    model: str
-    device_uuid: str
-    driver: str
-    state: str
-    status: str
-    health: str
-    guest_handles: int        # handles Nova attaches (PCI, MDEV)
-    free_guest_handles: int   # of those, not in use
-    in_use: int               # handles of any type in use (an ARQ holds each)
-
-
-@dataclasses.dataclass(frozen=True)
 class HostRow:
     host: str
     agent_alive: bool | None          # None: no agent row
@@ -54,7 +33,7 @@ class HostRow:
 @dataclasses.dataclass(frozen=True)
 class Fleet:
     hosts: dict[str, HostRow]
-    providers: list[ProviderRow]
+    providers: list[dict[str, Any]]    # fields of conductor.availability.ProviderRow
 
 
 _DEPLOYABLES = (
@@ -97,12 +76,12 @@ def read_fleet(db: Database, down_time: int) -> Fleet:
         for r in s.execute(_FAILED_DRIVERS):
             failed[r.host].add(r.name)
         synced = {r.host: bool(r.in_sync) for r in s.execute(_SYNC)}
-    providers = [ProviderRow(
+    providers = [dict(
         host=d.hostname, rp_uuid=d.rp_uuid, name=d.name, num_accelerators=d.num_accelerators,
         attributes=tuple(attrs.get(d.id, ())), vendor=d.vendor or "", model=d.model or "",
         device_uuid=d.dev_uuid, driver=d.driver_name or "", state=d.state, status=d.status,
         health=d.health, **_counts(handles.get(d.id))) for d in deps]
-    names = {p.host for p in providers} | set(alive)
+    names = {p["host"] for p in providers} | set(alive)
     hosts = {h: HostRow(host=h, agent_alive=alive.get(h), failed_drivers=frozenset(failed[h]),
                         placement_in_sync=synced.get(h)) for h in sorted(names)}
     return Fleet(hosts=hosts, providers=providers)

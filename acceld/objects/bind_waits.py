@@ -79,8 +79,8 @@ def _row(wait: Wait, now: datetime.datetime) -> dict[str, Any]:
 _EXTEND = update(_bw).where(_bw.c.instance_uuid == bindparam("instance"),
                             _bw.c.token == bindparam("of_token")) \
     .values(deadline=bindparam("to_deadline"), updated_at=bindparam("now"))
-_TAKE = delete(_bw).where(_bw.c.instance_uuid == bindparam("instance"))
-_TAKE_TOKEN = _TAKE.where(_bw.c.token == bindparam("of_token"))
+_TAKE = delete(_bw).where(_bw.c.instance_uuid == bindparam("instance"),
+                          _bw.c.token == bindparam("of_token"))
 _FORGET = delete(_bw).where(_bw.c.token == bindparam("of_token"))
 _WAITS = select(_bw.c.instance_uuid, _bw.c.token, _bw.c.host, _bw.c.arq_uuids, _bw.c.deadline)
 _OVERDUE = _WAITS.where(_bw.c.deadline <= bindparam("now")).order_by(_bw.c.deadline, _bw.c.id)
@@ -117,13 +117,11 @@ def extend(db: Database, instance: str, token: str, deadline: datetime.datetime)
 
 
 @_retry_on_deadlock
-def take(db: Database, instance: str, token: str | None = None) -> bool:
-    """Ends ``instance``'s wait (of request ``token`` when given). True only for the one
-    caller whose DELETE removed the row: that caller alone tells Nova."""
-    stmt, params = (_TAKE, {"instance": instance}) if token is None else \
-        (_TAKE_TOKEN, {"instance": instance, "of_token": token})
+def take(db: Database, instance: str, token: str) -> bool:
+    """Ends ``instance``'s wait of request ``token``. True only for the one caller whose
+    DELETE removed the row: that caller alone tells Nova."""
     with db.autocommit(write=True) as conn:
-        return conn.execute(stmt, params).rowcount == 1
+        return conn.execute(_TAKE, {"instance": instance, "of_token": token}).rowcount == 1
 
 
 @_retry_on_deadlock

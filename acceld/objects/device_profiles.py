@@ -5,8 +5,8 @@ deleting several is all-or-nothing and deleting one in use is a Conflict (not a 
 
 from __future__ import annotations
 
+import datetime
 import json
-import types
 from typing import Any
 
 from oslo_db import exception as db_exc
@@ -89,11 +89,18 @@ def normalise_groups(groups: list[dict[str, Any]],
     return out
 
 
-def _to_dict(dp: Any, groups: list[dict[str, str]] | None = None) -> dict[str, Any]:
-    """The API view of a profile (a row of ``_COLUMNS``; ``groups``: its groups, if known)."""
-    return {"uuid": dp.uuid, "name": dp.name, "description": dp.description,
-            "groups": json.loads(dp.profile_json)["groups"] if groups is None else groups,
-            "created_at": dp.created_at, "updated_at": dp.updated_at}
+def _to_dict(uuid: str, name: str, description: str | None, groups: list[dict[str, str]],
+             created_at: datetime.datetime, updated_at: datetime.datetime | None
+             ) -> dict[str, Any]:
+    """The API view of a profile: what :func:`create` writes, or :func:`_row_to_dict`."""
+    return {"uuid": uuid, "name": name, "description": description, "groups": groups,
+            "created_at": created_at, "updated_at": updated_at}
+
+
+def _row_to_dict(dp: Any) -> dict[str, Any]:
+    """The API view of a row of ``_COLUMNS``."""
+    return _to_dict(dp.uuid, dp.name, dp.description, json.loads(dp.profile_json)["groups"],
+                    dp.created_at, dp.updated_at)
 
 
 _DP = m.DeviceProfile.__table__
@@ -125,7 +132,7 @@ def create(db: Database, name: str, groups: list[dict[str, Any]],
                                      f"{row['uuid']} already exists.") from exc
         raise exception.Conflict(f"A device_profile with {column} {row[column]} already "
                                  "exists.") from exc
-    return _to_dict(types.SimpleNamespace(**row), normal)
+    return _to_dict(row["uuid"], name, description, normal, row["created_at"], None)
 
 
 _COLUMNS = (_DP.c.uuid, _DP.c.name, _DP.c.description, _DP.c.profile_json, _DP.c.created_at,
@@ -144,7 +151,7 @@ def list_profiles(db: Database, *, names: list[str] | None = None, limit: int | 
                   marker: str | None = None) -> paging.Listing:
     """In id order (``acceld.db.paging``), each batch one statement."""
     return paging.listing(lambda: db.autocommit(write=False), _PAGE[names is not None],
-                          paging.each(_to_dict), table=_DP, what="a device profile",
+                          paging.each(_row_to_dict), table=_DP, what="a device profile",
                           params=None if names is None else {"names": names}, limit=limit,
                           marker=marker)
 
@@ -157,7 +164,7 @@ def get(db: Database, *, uuid: str | None = None, name: str | None = None) -> di
         row = conn.execute(stmt, {"value": value}).first()
     if row is None:
         raise exception.NotFound(f"Device Profile not found with {what}={value}")
-    return _to_dict(row)
+    return _row_to_dict(row)
 
 
 def _in_use(db: Database, where: Any) -> exception.Conflict:

@@ -117,7 +117,8 @@ def apply_verdicts(s: Session, verdicts: list[tuple[int, str, str]]) -> list[Tra
     for dev_id, target, why in verdicts:
         dev = s.execute(select(m.Device).where(m.Device.id == dev_id)
                         .with_for_update()).scalar_one_or_none()
-        if dev is not None and states.lifecycle_can_transition(dev.lifecycle, target):
+        if dev is not None and states.can_transition(states.LIFECYCLE_TRANSITIONS,
+                                                     dev.lifecycle, target):
             done.append(_apply(s, dev, target, reason=why, actor=BY_CONDUCTOR))
     return done
 

@@ -33,13 +33,12 @@ def to_dict(op: m.ProgramOperation) -> dict[str, Any]:
             "finished_at": op.finished_at}
 
 
-def agent_op(op: dict[str, Any] | m.ProgramOperation) -> dict[str, Any]:
+def agent_op(op: m.ProgramOperation) -> dict[str, Any]:
     """What the agent needs to run an operation (plain data for the bus)."""
-    row = op if isinstance(op, dict) else \
-        dict(to_dict(op), driver=op.driver_name, identity=op.identity)
-    return {"op_id": row["uuid"], **{key: row[key] for key in (
-        "deployable_uuid", "device_uuid", "host", "driver", "identity", "image_ref",
-        "image_sha256")}}
+    return {"op_id": op.uuid, "deployable_uuid": op.deployable_uuid,
+            "device_uuid": op.device_uuid, "host": op.host, "driver": op.driver_name,
+            "identity": op.identity, "image_ref": op.image_ref,
+            "image_sha256": op.image_sha256}
 
 
 def _target(s: Session, deployable_uuid: str, *,

@@ -151,5 +151,5 @@ def _split_services(value: str) -> list[str]:
 
 def agent_hosts(db: Database) -> list[str]:
     with db.reader() as s:
-        return list(s.execute(select(m.Service.host).where(m.Service.binary == "acceld-agent")
+        return list(s.execute(select(m.Service.host).where(m.Service.binary == AGENT_BINARY)
                               .order_by(m.Service.host)).scalars())

@@ -161,13 +161,12 @@ def test_a_deadline_is_kept_to_the_second_and_never_earlier(db: Database) -> Non
 
 def test_only_the_first_take_of_a_wait_removes_it(db: Database) -> None:
     now = timeutils.utcnow()
-    wait, untokened = _new_wait("t1", now), _new_wait("t1", now)
-    bind_waits.expect(db, [wait, untokened])
+    wait, other = _new_wait("t1", now), _new_wait("t1", now)
+    bind_waits.expect(db, [wait, other])
     assert not bind_waits.take(db, wait.instance, "another request's")
     assert bind_waits.take(db, wait.instance, "t1")
     assert not bind_waits.take(db, wait.instance, "t1")
-    assert not bind_waits.take(db, wait.instance)
-    assert bind_waits.take(db, untokened.instance)          # any request's
+    assert bind_waits.take(db, other.instance, "t1")        # another instance's wait
     assert bind_waits.overdue(db, now + datetime.timedelta(days=1)) == []
 
 

@@ -8,6 +8,7 @@ a crash); ``tests/integration/test_hw_journal.py`` kills real agent processes.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import threading
@@ -432,7 +433,8 @@ def test_program_interrupted_by_a_restart_is_reported_failed(make_stack, images)
     assert _program(stack, "FPGA", images).status_int == 202
     op = _operation(stack, "FPGA")
     assert op["state"] == states.PROGRAM_QUEUED
-    agent_op = program_objects.agent_op(dict(op, driver="fake", identity="0000:3c:00.0"))
+    # what the conductor sends the agent for it (all that is queued is this operation)
+    [agent_op] = program_objects.stalled(stack.db, m.utcnow() + datetime.timedelta(days=1))
     stack.agents[HOST].journal.begin(dict(agent_op, kind=jmod.KIND_PROGRAM))  # then: crash
     agent = stack.restart_agent(HOST)
     agent.recover()

@@ -10,7 +10,7 @@ import pytest
 
 from acceld import states
 from acceld.conductor import availability as fit
-from acceld.objects.availability import Fleet, HostRow, ProviderRow
+from acceld.objects.availability import Fleet, HostRow
 
 GPU = [{"resources:PGPU": "1", "trait:CUSTOM_GPU_A": "required"}]
 
@@ -21,21 +21,23 @@ def _host(name: str = "h1", **kw) -> HostRow:
 
 
 def _rp(name: str = "gpu0", host: str = "h1", rc: str = "PGPU", size: int = 1,
-        traits: tuple[str, ...] = ("CUSTOM_GPU_A",), **kw) -> ProviderRow:
+        traits: tuple[str, ...] = ("CUSTOM_GPU_A",), **kw) -> dict:
+    """A provider's fields as ``objects.availability.read_fleet`` reads them."""
     attributes = (("rc", rc),) + tuple((f"trait{i}", t) for i, t in enumerate(traits))
-    return ProviderRow(**{
+    return {
         "host": host, "rp_uuid": f"rp-{host}-{name}", "name": name,
         "num_accelerators": size, "attributes": attributes, "vendor": "", "model": "",
         "device_uuid": f"dev-{host}-{name}", "driver": "nvidia", "state": states.READY,
         "status": states.DEVICE_STATUS_ENABLED, "health": states.HEALTH_OK,
-        "guest_handles": size, "free_guest_handles": size, "in_use": 0, **kw})
+        "guest_handles": size, "free_guest_handles": size, "in_use": 0, **kw}
 
 
-def _fit(host: HostRow, rows: list[ProviderRow], groups=GPU, policy: str = "none") -> dict:
-    return fit.host_fit(host, rows, fit.parse_groups(groups), policy)
+def _fit(host: HostRow, rows: list[dict], groups=GPU, policy: str = "none") -> dict:
+    return fit.host_fit(host, [fit.provider_row(r) for r in rows], fit.parse_groups(groups),
+                        policy)
 
 
-def _reason(host: HostRow, rows: list[ProviderRow], groups=GPU) -> str:
+def _reason(host: HostRow, rows: list[dict], groups=GPU) -> str:
     answer = _fit(host, rows, groups)
     assert answer["count"] == 0, answer
     return answer["reason"]["code"]
@@ -100,7 +102,7 @@ def test_the_reason_is_of_the_provider_that_got_furthest() -> None:
     full = _rp("gpu1", in_use=1, free_guest_handles=0)
     answer = _fit(_host(), [fpga, full])
     assert answer["reason"]["code"] == "exhausted"
-    assert answer["reason"]["provider"] == full.rp_uuid
+    assert answer["reason"]["provider"] == full["rp_uuid"]
 
 
 def test_a_host_without_devices() -> None:
@@ -135,12 +137,11 @@ def test_parse_groups_leaves_out_groups_asking_for_nothing() -> None:
                                 "trait:CUSTOM_Y": "required"}])
     assert [(g.index, dict(g.resources), g.required, g.forbidden) for g in groups] == [
         (1, {"FPGA": 2}, frozenset({"CUSTOM_Y"}), frozenset({"CUSTOM_X"}))]
-    nothing = fit.host_fit(_host(), [_rp()], fit.parse_groups([{"resources:PGPU": "0"}]),
-                           "none")
+    nothing = _fit(_host(), [_rp()], [{"resources:PGPU": "0"}])
     assert nothing["reason"]["code"] == "nothing_requested"
 
 
-def _fleet(*hosts: tuple[HostRow, list[ProviderRow]]) -> Fleet:
+def _fleet(*hosts: tuple[HostRow, list[dict]]) -> Fleet:
     return Fleet(hosts={h.host: h for h, _ in hosts},
                  providers=[row for _, rows in hosts for row in rows])
 
@@ -170,6 +171,5 @@ def test_dry_run_picks_the_roomiest_host_or_says_why_not() -> None:
     nowhere = fit.dry_run(profile, fleet, hostname="h9")
     assert (nowhere["would_bind"], nowhere["reason"]) == (False, "no_host")
     full = dataclasses.replace(fleet, providers=[
-        dataclasses.replace(r, free_guest_handles=0, in_use=r.num_accelerators)
-        for r in fleet.providers])
+        dict(r, free_guest_handles=0, in_use=r["num_accelerators"]) for r in fleet.providers])
     assert fit.dry_run(profile, full)["reason"] == "no_host"

@@ -24,8 +24,8 @@ def test_every_state_is_reachable_and_can_be_left():
 
 def test_transient_states_have_outcomes_and_operations():
     for transient, (ok, failed) in states.TRANSIENT_OUTCOME.items():
-        assert states.can_transition(transient, ok)
-        assert states.can_transition(transient, failed)
+        assert states.can_transition(states.DEVICE_TRANSITIONS, transient, ok)
+        assert states.can_transition(states.DEVICE_TRANSITIONS, transient, failed)
         assert transient in states.TRANSIENT_OPERATION
 
 
@@ -64,7 +64,7 @@ def test_request_target_agrees_with_transition_table():
         except ValueError:
             continue
         if target is not None:
-            assert states.can_transition(current, target)
+            assert states.can_transition(states.DEVICE_TRANSITIONS, current, target)
 
 
 # -- health life cycle ---------------------------------------------------------------------
@@ -87,12 +87,12 @@ def test_operator_actions_are_a_subset_of_the_table(action):
 
 
 def test_a_reset_ends_healthy_or_failed_and_only_from_resetting():
-    assert all(states.lifecycle_can_transition(states.LIFECYCLE_RESETTING, outcome)
-               for outcome in states.RESET_OUTCOME)
+    assert all(states.can_transition(states.LIFECYCLE_TRANSITIONS, states.LIFECYCLE_RESETTING,
+                                     outcome) for outcome in states.RESET_OUTCOME)
     assert states.LIFECYCLE_TRANSITIONS[states.LIFECYCLE_FAILED] == {
         states.LIFECYCLE_RESETTING}
-    assert not states.lifecycle_can_transition(states.LIFECYCLE_FAILED,
-                                               states.LIFECYCLE_HEALTHY)
+    assert not states.can_transition(states.LIFECYCLE_TRANSITIONS, states.LIFECYCLE_FAILED,
+                                     states.LIFECYCLE_HEALTHY)
 
 
 @pytest.mark.parametrize(("lifecycle", "maintenance", "why"), [
