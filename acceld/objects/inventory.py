@@ -79,6 +79,7 @@ def apply_report(db: Database, report: reports.InventoryReport,
         transitions = health.apply_verdicts(s, plan.lifecycle)
         now = m.utcnow()
         provider = report.provider_name or report.host
+        renamed = svc is not None and svc.provider_name != provider
         if svc is None:
             s.add(m.Service(host=report.host, binary=AGENT_BINARY, last_seen_at=now,
                             version=report.agent_version, report_epoch=report.epoch,
@@ -89,8 +90,7 @@ def apply_report(db: Database, report: reports.InventoryReport,
                 report.epoch, report.seq, digest)
             svc.last_seen_at, svc.provider_name = now, provider
             svc.version = report.agent_version
-        return ApplyResult(changed=not plan.is_empty() or svc is None
-                           or svc.provider_name != provider,
+        return ApplyResult(changed=not plan.is_empty() or svc is None or renamed,
                            changed_devices=tuple(changed), discovered=discovered,
                            removed=removed, transitions=tuple(transitions))
 

@@ -401,3 +401,15 @@ def test_first_reports_of_many_hosts_at_once(db, tmp_path):
     assert counts(db)["devices"] == 16
     assert sorted(s["host"] for s in rows(db, "services")) == hosts
     assert sorted(d["host"] for d in rows(db, "driver_states")) == hosts
+
+
+def test_a_report_that_only_renames_the_provider_is_a_change(db, four):
+    """The compute node's provider name is what the conductor finds in Placement: a
+    report that changes only that must count as changed (the host is synced again)."""
+    agent, devs = four
+    renamed = dataclasses.replace(agent.report(devs), provider_name="node1.example.org")
+    result = inventory.apply_report(db, renamed)
+    assert (result.changed, result.stale, result.changed_devices) == (True, False, ())
+    assert [s["provider_name"] for s in rows(db, "services")] == ["node1.example.org"]
+    again = dataclasses.replace(renamed, seq=renamed.seq + 1)
+    assert inventory.apply_report(db, again).changed is False
