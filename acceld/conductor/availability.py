@@ -72,6 +72,8 @@ class ProviderRow(pp.DeployableRow):
     state: str
     status: str
     health: str
+    lifecycle: str            # the health life cycle (acceld.states.LIFECYCLE_STATES)
+    maintenance: bool         # drained
     guest_handles: int        # handles Nova attaches (PCI, MDEV)
     free_guest_handles: int   # of those, not in use
     in_use: int               # handles of any type in use (an ARQ holds each)
@@ -82,7 +84,8 @@ def provider_row(fields: Mapping[str, Any]) -> ProviderRow:
     reserved) when the device is usable and it has handles Nova attaches."""
     return ProviderRow(**fields, schedulable=fields["guest_handles"] > 0 and not
                        states.unusable_reasons(fields["state"], fields["status"],
-                                               fields["health"]))
+                                               fields["health"], fields["lifecycle"],
+                                               fields["maintenance"]))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,6 +175,10 @@ CHECKS: tuple[Check, ...] = (
         lambda r: f"is disabled ({r.status})")),
     Check("device_unhealthy", "provider", _device(
         lambda r: r.health not in states.USABLE_HEALTH, lambda r: f"has health {r.health}")),
+    Check("device_quarantined", "provider", _device(
+        lambda r: r.lifecycle not in states.SCHEDULABLE_LIFECYCLE, lambda r: f"is {r.lifecycle}")),
+    Check("device_drained", "provider", _device(
+        lambda r: r.maintenance, lambda r: "is in maintenance (drained)")),
     Check("no_guest_handles", "provider", _no_guest_handles),
     Check("exhausted", "provider", _exhausted),
 )

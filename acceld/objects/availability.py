@@ -40,7 +40,7 @@ _DEPLOYABLES = (
     select(m.Deployable.id, m.Deployable.rp_uuid, m.Deployable.name,
            m.Deployable.num_accelerators, m.Device.hostname, m.Device.uuid.label("dev_uuid"),
            m.Device.vendor, m.Device.model, m.Device.driver_name, m.Device.state,
-           m.Device.status, m.Device.health)
+           m.Device.status, m.Device.health, m.Device.lifecycle, m.Device.maintenance)
     .join(m.Device, m.Device.id == m.Deployable.device_id)
     .where(m.Device.hostname.is_not(None), m.Deployable.rp_uuid.is_not(None))
     .order_by(m.Device.hostname, m.Deployable.id))
@@ -80,7 +80,8 @@ def read_fleet(db: Database, down_time: int) -> Fleet:
         host=d.hostname, rp_uuid=d.rp_uuid, name=d.name, num_accelerators=d.num_accelerators,
         attributes=tuple(attrs.get(d.id, ())), vendor=d.vendor or "", model=d.model or "",
         device_uuid=d.dev_uuid, driver=d.driver_name or "", state=d.state, status=d.status,
-        health=d.health, **_counts(handles.get(d.id))) for d in deps]
+        health=d.health, lifecycle=d.lifecycle, maintenance=bool(d.maintenance),
+        **_counts(handles.get(d.id))) for d in deps]
     names = {p["host"] for p in providers} | set(alive)
     hosts = {h: HostRow(host=h, agent_alive=alive.get(h), failed_drivers=frozenset(failed[h]),
                         placement_in_sync=synced.get(h)) for h in sorted(names)}

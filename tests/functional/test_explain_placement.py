@@ -60,6 +60,7 @@ FAULTS = {"seed": 3, "faults": [
 DISABLED_FPGA_HOST = _H[12]
 FULL_GPU_HOSTS = _H[13:17]                   # the A100 bound
 VGPU_BINDS = {_H[17]: 2, _H[18]: 4, _H[19]: 3}   # of the T4's four vGPUs
+QUARANTINED_GPU_HOST, DRAINED_GPU_HOST = _H[20], _H[21]   # their A100 (model 20b5)
 
 PROFILES: dict[str, list[dict[str, str]]] = {
     "gpu": [{"resources:PGPU": "1", "trait:CUSTOM_NVIDIA_20B5": "required"}],
@@ -247,6 +248,13 @@ def test_explain_agrees_with_placement_on_a_faulty_fleet(deployment):
     fpga = next(d for d in _devices(dep.db)
                 if d.hostname == DISABLED_FPGA_HOST and d.type == "FPGA")
     assert dep.call("POST", f"/v2/devices/{fpga.uuid}/disable").status_int == 200
+    a100 = {d.hostname: d.uuid for d in _devices(dep.db) if d.model == "20b5"}
+    held = dep.call("POST", f"/v1/accelerators/{a100[QUARANTINED_GPU_HOST]}/health",
+                    {"action": "quarantine", "reason": "explain test"})
+    assert held.status_int == 200, held.text
+    drained = dep.call("PUT", f"/v1/accelerators/{a100[DRAINED_GPU_HOST]}/maintenance",
+                       {"reason": "explain test"})
+    assert drained.status_int == 200, drained.text
     for name, groups in PROFILES.items():
         made = dep.call("POST", "/v2/device_profiles", [{"name": name, "groups": groups}])
         assert made.status_int == 201, made.text
@@ -285,6 +293,7 @@ def test_explain_agrees_with_placement_on_a_faulty_fleet(deployment):
     assert reasons["gpu:device_not_ready"] == len(NEVER_READIED)
     assert reasons["gpu:device_unhealthy"] == 3                   # the ECC storm
     assert reasons["gpu:exhausted"] == len(FULL_GPU_HOSTS)
+    assert reasons["gpu:device_quarantined"] == 1 and reasons["gpu:device_drained"] == 1
     assert reasons["fpga-d5005:no_resource_class"] == 4           # unplugged
     assert reasons["fpga-d5005:device_disabled"] == 1
     assert reasons["vgpu-pair:device_unhealthy"] == 4             # the failed resets

@@ -29,6 +29,7 @@ def _rp(name: str = "gpu0", host: str = "h1", rc: str = "PGPU", size: int = 1,
         "num_accelerators": size, "attributes": attributes, "vendor": "", "model": "",
         "device_uuid": f"dev-{host}-{name}", "driver": "nvidia", "state": states.READY,
         "status": states.DEVICE_STATUS_ENABLED, "health": states.HEALTH_OK,
+        "lifecycle": states.LIFECYCLE_HEALTHY, "maintenance": False,
         "guest_handles": size, "free_guest_handles": size, "in_use": 0, **kw}
 
 
@@ -60,6 +61,11 @@ def test_a_healthy_provider_fits_as_often_as_it_has_free_units() -> None:
     ({}, dict(status="maintenance"), "device_disabled"),
     ({}, dict(health=states.HEALTH_FAILED), "device_unhealthy"),
     ({}, dict(health=states.HEALTH_DEGRADED), None),          # degraded still serves
+    ({}, dict(lifecycle=states.LIFECYCLE_QUARANTINED), "device_quarantined"),
+    ({}, dict(lifecycle=states.LIFECYCLE_RESETTING), "device_quarantined"),
+    ({}, dict(lifecycle=states.LIFECYCLE_FAILED), "device_quarantined"),
+    ({}, dict(lifecycle=states.LIFECYCLE_SUSPECT), None),      # suspect still serves
+    ({}, dict(maintenance=True), "device_drained"),
     ({}, dict(guest_handles=0, free_guest_handles=0), "no_guest_handles"),
     ({}, dict(in_use=1, free_guest_handles=0), "exhausted"),
 ])
