@@ -202,7 +202,8 @@ class DeviceHealthPayload(Payload):
     """One step of a device's health life cycle (``what`` lifecycle: healthy, suspect,
     quarantined, resetting, failed) or maintenance (``what`` maintenance: in_service,
     maintenance); ``holders``: the guests holding the device at that step (a quarantine
-    or drain leaves them running: this is how they hear of it)."""
+    or drain leaves them running: this is how they hear of it). ``at``: naive UTC, as
+    the database keeps it. ``acceld.objects.health.Transition`` is this payload."""
 
     NAME: ClassVar[str] = "DeviceHealthPayload"
     VERSION: ClassVar[str] = "1.0"
@@ -221,11 +222,12 @@ class DeviceHealthPayload(Payload):
     after: str
     reason: str
     actor: str
-    at: str
+    at: datetime.datetime
     holders: tuple[Mapping[str, Any], ...]
 
     def data(self) -> dict[str, Any]:
-        return dict(dataclasses.asdict(self), holders=[dict(h) for h in self.holders])
+        return dict(dataclasses.asdict(self), holders=[dict(h) for h in self.holders],
+                    at=timestamp(self.at.replace(tzinfo=datetime.UTC)))
 
 
 # -- accelerator requests ------------------------------------------------------------------------
