@@ -388,14 +388,11 @@ def payload_classes() -> list[type[Payload]]:
     return list(dict.fromkeys(event.payload for event in EVENTS.values()))
 
 
-def schemas() -> dict[str, Any]:
+def render_schemas() -> str:
     """What docs/notification-schemas.json holds: every payload's schema by name, and
     every event type's payload and priority."""
-    return {"payloads": {cls.NAME: cls.schema() for cls in payload_classes()},
-            "events": {name: {"payload": e.payload.NAME, "priority": e.priority.upper(),
-                              "publisher": e.publisher, "when": e.when}
-                       for name, e in EVENTS.items()}}
-
-
-def render_schemas() -> str:
-    return json.dumps(schemas(), indent=2, sort_keys=True) + "\n"
+    return json.dumps({
+        "payloads": {cls.NAME: cls.schema() for cls in payload_classes()},
+        "events": {name: {"payload": e.payload.NAME, "priority": e.priority.upper(),
+                          "publisher": e.publisher, "when": e.when}
+                   for name, e in EVENTS.items()}}, indent=2, sort_keys=True) + "\n"
