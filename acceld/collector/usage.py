@@ -94,14 +94,13 @@ class UsageStore:
         try:
             _validate(payload)
             data = payload["acceld_object.data"]
+            # the schema's pattern ends in "Z": an aware time, never a naive one
             sampled = datetime.datetime.fromisoformat(data["sampled_at"])
         except (fastjsonschema.JsonSchemaException, ValueError) as exc:
             with self._lock:
                 self.rejected += 1
             LOG.warning("usage notification refused: %s", getattr(exc, "message", exc))
             return False
-        if sampled.tzinfo is None:
-            sampled = sampled.replace(tzinfo=datetime.UTC)
         self._record(data, sampled.timestamp())
         return True
 

@@ -10,7 +10,6 @@ device's driver's reset hook on its agent, on a thread, and records the outcome
 
 from __future__ import annotations
 
-import datetime
 import logging
 import threading
 from collections.abc import Callable, Iterable
@@ -20,7 +19,6 @@ from oslo_config import cfg
 
 from acceld import diff, exception, notify, reports, states
 from acceld.db.api import Database
-from acceld.notify import payloads
 from acceld.objects import health
 from acceld.rpc import AgentClient
 
@@ -57,12 +55,9 @@ class DeviceHealth:
         for t in transitions:
             if not t.changed:
                 continue
-            LOG.info("device %s on %s: %s %s -> %s (%s: %s)", t.device_uuid, t.host,
+            LOG.info("device %s on %s: %s %s -> %s (%s: %s)", t.uuid, t.host,
                      t.what, t.before, t.after, t.actor, t.reason or "no reason given")
-            self._notifier.emit("acceld.device.health_change", payloads.DeviceHealthPayload(
-                uuid=t.device_uuid, host=t.host, what=t.what, before=t.before,
-                after=t.after, reason=t.reason, actor=t.actor, at=payloads.timestamp(
-                    t.at.replace(tzinfo=datetime.UTC)), holders=t.holders))
+            self._notifier.emit("acceld.device.health_change", t)
             if t.host:
                 hosts.add(t.host)
         for host in sorted(hosts):

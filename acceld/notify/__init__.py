@@ -3,17 +3,16 @@
 Each process builds one :class:`Notifier` with :func:`make_notifier` (in ``wiring``) and
 hands it to the services that emit. The public surface, for every emitter::
 
-    notifier.emit(event_type: str, payload: payloads.Payload,
-                  priority: str | None = None) -> None
+    notifier.emit(event_type: str, payload: payloads.Payload) -> None
 
 ``event_type`` is one of :data:`acceld.notify.payloads.EVENTS` (``acceld.arq.bound``,
-...), ``payload`` an instance of the payload class that table names for it (a frozen
+...), sent at that table's priority (one of :data:`PRIORITIES`; "info" for a type it
+lacks), and ``payload`` an instance of the payload class that table names for it (a frozen
 dataclass whose ``to_primitive()`` is the OpenStack-style envelope:
-``acceld_object.name``, ``.namespace`` ("acceld"), ``.version``, ``.data``), and
-``priority`` one of :data:`PRIORITIES` (default: the event type's in ``EVENTS``, else
-"info"). A new kind of notification adds its payload
-class and its event types to :mod:`acceld.notify.payloads` (where the tests and
-docs/notification-schemas.json find their JSON schemas) and calls ``emit``.
+``acceld_object.name``, ``.namespace`` ("acceld"), ``.version``, ``.data``). A new kind
+of notification adds its payload class and its event types to
+:mod:`acceld.notify.payloads` (where the tests and docs/notification-schemas.json find
+their JSON schemas) and calls ``emit``.
 ``notifier.enabled`` says whether anything is sent at all, so that an emitter can skip
 building a payload that costs a read.
 
@@ -66,18 +65,14 @@ class Notifier:
         self._dropped = 0
         self._dropped_logged_at = 0.0
 
-    def emit(self, event_type: str, payload: payloads.Payload,
-             priority: str | None = None) -> None:
+    def emit(self, event_type: str, payload: payloads.Payload) -> None:
         """Queue one notification; never raises (a bad call is logged and dropped)."""
         if not self.enabled:
             return
+        event = payloads.EVENTS.get(event_type)
         try:
-            if priority is None:
-                event = payloads.EVENTS.get(event_type)
-                priority = "info" if event is None else event.priority
-            if priority not in PRIORITIES:
-                raise ValueError(f"unknown priority {priority!r}")
-            message = (event_type, payload.to_primitive(), priority)
+            message = (event_type, payload.to_primitive(),
+                       "info" if event is None else event.priority)
         except Exception:  # a notification must never cost the operation
             LOG.exception("notification %s not built", event_type)
             return
@@ -148,11 +143,6 @@ class Notifier:
 DISABLED = Notifier(None, "acceld")
 
 
-def has_bus(conf: cfg.ConfigOpts) -> bool:
-    """Whether notifications have a broker: a notification or an RPC transport URL."""
-    return bool(conf.oslo_messaging_notifications.transport_url or conf.transport_url)
-
-
 def make_notifier(conf: cfg.ConfigOpts, service: str, host: str | None = None) -> Notifier:
     """The notifier of one service (``acceld-agent``, ``acceld-conductor``, ...) of
     ``host`` (default ``[DEFAULT] host``): publisher id ``<service>:<host>``."""
@@ -162,7 +152,8 @@ def make_notifier(conf: cfg.ConfigOpts, service: str, host: str | None = None) -
         return Notifier(None, publisher)
     import oslo_messaging
 
-    bus = has_bus(conf)
+    # a broker: a notification transport URL, else the RPC one
+    bus = bool(conf.oslo_messaging_notifications.transport_url or conf.transport_url)
     configured = [d for d in conf.oslo_messaging_notifications.driver if d]
     driver = configured[0] if configured else (BUS_DRIVER if bus else "noop")
     transport = oslo_messaging.get_notification_transport(

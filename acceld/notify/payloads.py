@@ -202,7 +202,8 @@ class DeviceHealthPayload(Payload):
     """One step of a device's health life cycle (``what`` lifecycle: healthy, suspect,
     quarantined, resetting, failed) or maintenance (``what`` maintenance: in_service,
     maintenance); ``holders``: the guests holding the device at that step (a quarantine
-    or drain leaves them running: this is how they hear of it)."""
+    or drain leaves them running: this is how they hear of it). ``at``: naive UTC, as
+    the database keeps it. ``acceld.objects.health.Transition`` is this payload."""
 
     NAME: ClassVar[str] = "DeviceHealthPayload"
     VERSION: ClassVar[str] = "1.0"
@@ -221,11 +222,12 @@ class DeviceHealthPayload(Payload):
     after: str
     reason: str
     actor: str
-    at: str
+    at: datetime.datetime
     holders: tuple[Mapping[str, Any], ...]
 
     def data(self) -> dict[str, Any]:
-        return dict(dataclasses.asdict(self), holders=[dict(h) for h in self.holders])
+        return dict(dataclasses.asdict(self), holders=[dict(h) for h in self.holders],
+                    at=timestamp(self.at.replace(tzinfo=datetime.UTC)))
 
 
 # -- accelerator requests ------------------------------------------------------------------------
@@ -386,14 +388,11 @@ def payload_classes() -> list[type[Payload]]:
     return list(dict.fromkeys(event.payload for event in EVENTS.values()))
 
 
-def schemas() -> dict[str, Any]:
+def render_schemas() -> str:
     """What docs/notification-schemas.json holds: every payload's schema by name, and
     every event type's payload and priority."""
-    return {"payloads": {cls.NAME: cls.schema() for cls in payload_classes()},
-            "events": {name: {"payload": e.payload.NAME, "priority": e.priority.upper(),
-                              "publisher": e.publisher, "when": e.when}
-                       for name, e in EVENTS.items()}}
-
-
-def render_schemas() -> str:
-    return json.dumps(schemas(), indent=2, sort_keys=True) + "\n"
+    return json.dumps({
+        "payloads": {cls.NAME: cls.schema() for cls in payload_classes()},
+        "events": {name: {"payload": e.payload.NAME, "priority": e.priority.upper(),
+                          "publisher": e.publisher, "when": e.when}
+                   for name, e in EVENTS.items()}}, indent=2, sort_keys=True) + "\n"

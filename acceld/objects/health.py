@@ -11,7 +11,6 @@ change (Placement, notifications) takes it from there.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 from typing import Any
 
@@ -21,6 +20,7 @@ from sqlalchemy.orm import Session
 from acceld import exception, states
 from acceld.db import models as m
 from acceld.db.api import Database
+from acceld.notify import payloads
 from acceld.objects import holders, ledger
 
 # How a Transition names the two sides of a maintenance change.
@@ -30,28 +30,23 @@ LIFECYCLE, MAINTENANCE = "lifecycle", "maintenance"
 BY_OPERATOR, BY_CONDUCTOR = "operator", "conductor"
 
 
-@dataclasses.dataclass(frozen=True)
-class Transition:
+class Transition(payloads.DeviceHealthPayload):
     """One change of a device's life cycle (``what`` = lifecycle) or maintenance flag
-    (``what`` = maintenance, sides ``in_service``/``maintenance``). ``changed`` False: the
-    device was there already and nothing was written. ``holders``: the ARQs (and a v1
-    attachment) holding the device at the change: the guests a quarantine or drain
-    leaves alone."""
+    (``what`` = maintenance, sides ``in_service``/``maintenance``), as the notification
+    ``acceld.device.health_change`` carries it. ``changed`` False: the device was there
+    already and nothing was written. ``holders``: the ARQs (and a v1 attachment) holding
+    the device at the change: the guests a quarantine or drain leaves alone."""
 
-    device_uuid: str
-    host: str | None
-    what: str
-    before: str
-    after: str
-    reason: str
-    actor: str
-    changed: bool
-    at: datetime.datetime
-    holders: tuple[dict[str, str], ...] = ()
+    @property
+    def changed(self) -> bool:
+        return self.before != self.after
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(dataclasses.asdict(self), holders=[dict(h) for h in self.holders],
-                    at=self.at.replace(tzinfo=datetime.UTC).isoformat())
+        """The ``transition`` of the operator answers."""
+        return {"device_uuid": self.uuid, "host": self.host, "what": self.what,
+                "before": self.before, "after": self.after, "reason": self.reason,
+                "actor": self.actor, "changed": self.changed, "at": _iso(self.at),
+                "holders": [dict(h) for h in self.holders]}
 
 
 def transition(db: Database, uuid: str, change: str, *, reason: str = "",
@@ -91,10 +86,11 @@ def _apply(s: Session, dev: m.Device, change: str, *, reason: str, actor: str,
                    else states.LIFECYCLE_TRANSITIONS[change]) | {change}
     else:
         raise exception.InvalidInput(f"unknown health change {change!r}")
-    held = tuple(bound(s, dev))
-    if before == after:
-        return Transition(dev.uuid, dev.hostname, what, before, after, reason, actor,
-                          False, now, held)
+    done = Transition(uuid=dev.uuid, host=dev.hostname, what=what, before=before,
+                      after=after, reason=reason, actor=actor, at=now,
+                      holders=tuple(bound(s, dev)))
+    if not done.changed:
+        return done
     if current not in sources or s.execute(
             update(m.Device).where(m.Device.id == dev.id, column == current)
             .values(**values).execution_options(synchronize_session=False)).rowcount != 1:
@@ -106,8 +102,7 @@ def _apply(s: Session, dev: m.Device, change: str, *, reason: str, actor: str,
         event=what, kind="health", device_uuid=dev.uuid, host=dev.hostname,
         from_state=before, to_state=after, detail=f"{actor}: {reason}" if reason else actor,
         at=now))
-    return Transition(dev.uuid, dev.hostname, what, before, after, reason, actor, True,
-                      now, held)
+    return done
 
 
 def apply_verdicts(s: Session, verdicts: list[tuple[int, str, str]]) -> list[Transition]:

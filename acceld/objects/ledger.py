@@ -39,7 +39,7 @@ KIND_ACCELERATOR = "accelerator"    # a whole v1 accelerator attached to an inst
 # ``to_state`` of the line an ARQ's delete writes when it frees a handle
 DELETED = "Deleted"
 
-GROUP_BY = ("project", "device", "host", "instance")
+# What usage may be summed by (group_by), and the column each names.
 _GROUP_COLUMN = {"project": "project_id", "device": "device_uuid", "host": "host",
                  "instance": "instance_uuid"}
 
@@ -149,8 +149,9 @@ def _holdings(project_id: str | None) -> Any:
 def usage(db: Database, *, since: datetime.datetime, until: datetime.datetime,
           project_id: str | None = None, group_by: str = "project") -> list[dict[str, Any]]:
     """Device-hours held in ``[since, until)`` (naive UTC), per ``group_by`` value
-    (:data:`GROUP_BY`), of ``project_id`` or all projects: each holding clipped to the
-    window, an open one counted up to ``until``. Sorted by the group's value."""
+    (project, device, host or instance), of ``project_id`` or all projects: each holding
+    clipped to the window, an open one counted up to ``until``. Sorted by the group's
+    value."""
     with db.rows() as conn:
         rows = conn.execute(_holdings(project_id), {"since": since, "until": until})
         return summarize(rows, since=since, until=until, group_by=group_by)

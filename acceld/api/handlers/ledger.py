@@ -61,7 +61,8 @@ def usage(req: webob.Request, query: dict[str, str]) -> util.Reply:
     holding counted up to ``until``; 400 bad query or ``until`` not after ``since``."""
     since, until = _window(query)
     assert since is not None                    # required by the schema
-    until = until or _now()
+    # now, naive UTC (as the ledger keeps ``at``)
+    until = until or datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
     if until <= since:
         raise errors.invalid(f"Invalid query field 'since': {query['since']} is not "
                              "before now.")
@@ -70,8 +71,3 @@ def usage(req: webob.Request, query: dict[str, str]) -> util.Reply:
                         project_id=query.get("project_id"), group_by=group_by)
     return util.json_response({"since": since, "until": until, "group_by": group_by,
                                "usage": rows})
-
-
-def _now() -> datetime.datetime:
-    """Now, naive UTC (as the ledger keeps ``at``)."""
-    return datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
