@@ -62,6 +62,7 @@ def _number(kind: Callable[[str], Any], minimum: float, what: str, rule: str
 
 
 _seconds = _number(float, 0, "a number of seconds", "must be a finite number >= 0")
+_page_size = _number(int, 1, "an integer", "must be >= 1")
 
 
 def _positive_seconds(text: str) -> float:
@@ -115,7 +116,7 @@ def _add_accelerator_verbs(subparsers: Any) -> None:
     p = _verb(acc_sub, "list", commands.acc_list, "list accelerators")
     for option in ("--host", "--state", "--device-type", "--instance-uuid"):
         p.add_argument(option)
-    p.add_argument("--limit", type=_number(int, 1, "an integer", "must be >= 1"))
+    p.add_argument("--limit", type=_page_size)
     p.add_argument("--marker")
 
     _verb(acc_sub, "show", commands.acc_show, "show one accelerator", uuid="UUID")
@@ -237,7 +238,7 @@ def _add_ledger_verbs(subparsers: Any) -> None:
               formats=(*FORMATS, "csv"))
     for option in ("--project", "--device", "--arq", "--since", "--until"):
         p.add_argument(option)
-    p.add_argument("--limit", type=_number(int, 1, "an integer", "must be >= 1"))
+    p.add_argument("--limit", type=_page_size)
     p.add_argument("--marker", help="the id of the row after which the page starts")
 
 
@@ -252,7 +253,7 @@ def _add_health_verbs(subparsers: Any) -> None:
                       "the reset fails; the device is then failed)")):
         p = _verb(subparsers, f"device-{action}", commands.device_health_action, text,
                   uuid="UUID")
-        p.set_defaults(action=action, wait=0.0)
+        p.set_defaults(action=action)
         p.add_argument("--reason", help="a note kept with the change")
         if action == "reset":
             p.add_argument("--wait", type=_seconds, default=120.0, metavar="SECONDS",
@@ -265,7 +266,7 @@ def _add_health_verbs(subparsers: Any) -> None:
     p.add_argument("--reason", help="a note kept with the change")
     p = _verb(subparsers, "device-undrain", commands.device_maintenance,
               "return a device from maintenance to service", uuid="UUID")
-    p.set_defaults(drain=False, reason=None)
+    p.set_defaults(drain=False)
 
 
 def _add_explain_verbs(subparsers: Any) -> None:
