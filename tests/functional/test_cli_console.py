@@ -527,11 +527,15 @@ def test_a_v1_detach_the_guest_does_not_release_exits_1_with_the_reason(served):
     assert held <= set(_aliases(served, STUBBORN))
 
 
-
-def test_device_drain_then_undrain(served):
+def test_device_drain_lists_the_binds_it_keeps_then_undrain(served):
     qat = served.accelerator("QAT")
+    # binds an earlier test of the module left on it (with them the drain stays "draining")
+    bound = served.get(f"/v1/accelerators/{qat}/health")["bound"]
     out = acceld("device-drain", qat, "--reason", "fan swap", url=served.url)
-    assert (out.returncode, out.stderr) == (0, ""), out.stderr
+    assert out.returncode == 0, out.stderr
+    assert out.stderr == "".join(
+        f"still bound: {json.dumps(b, sort_keys=True, separators=(',', ':'))}\n"
+        for b in bound)
     lines = out.stdout.splitlines()
     assert lines[0] == "maintenance: in_service -> maintenance"
     assert any([cell.strip() for cell in line.split("|")[1:3]] == ["maintenance_reason",
@@ -540,7 +544,8 @@ def test_device_drain_then_undrain(served):
     out = acceld("device-drain", qat, "-f", "json", url=served.url)
     assert out.returncode == 0, out.stderr
     view = json.loads(out.stdout)
-    assert (view["maintenance"], view["transition"]["changed"]) == ("drained", False)
+    assert view["transition"]["changed"] is False
+    assert view["maintenance"] == ("draining" if bound else "drained")
     out = acceld("device-undrain", qat, url=served.url)
     assert (out.returncode, out.stderr) == (0, ""), out.stderr
     assert out.stdout.splitlines()[0] == "maintenance: maintenance -> in_service"
