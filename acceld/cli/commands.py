@@ -525,7 +525,6 @@ def _print_health(view: dict[str, Any], fmt: str) -> None:
 
 
 def device_health(client: Client, args: argparse.Namespace) -> int:
-    """GET /v1/accelerators/UUID/health."""
     _print_health(_health_view(client.get(_acc_path(args.uuid, "/health"))), args.format)
     return 0
 

@@ -12,7 +12,7 @@ import math
 import os
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 from acceld.cli import SERVER_COMMANDS, commands
@@ -110,8 +110,7 @@ def _add_accelerator_verbs(subparsers: Any) -> None:
     acc = subparsers.add_parser(
         "accelerator", help="manage accelerators (list, show, set-ready, attach, detach, ...)",
         description="manage accelerators", epilog=VERB_EPILOG)
-    acc_sub = acc.add_subparsers(dest="acc_verb", metavar="ACTION")
-    acc_sub.required = True
+    acc_sub = acc.add_subparsers(dest="acc_verb", metavar="ACTION", required=True)
 
     p = _verb(acc_sub, "list", commands.acc_list, "list accelerators")
     for option in ("--host", "--state", "--device-type", "--instance-uuid"):
@@ -291,8 +290,7 @@ def _add_explain_verbs(subparsers: Any) -> None:
 def _add_placement_verbs(subparsers: Any) -> None:
     placement = subparsers.add_parser("placement", help="Placement: sync, status",
                                       description="Placement sync", epilog=VERB_EPILOG)
-    sub = placement.add_subparsers(dest="placement_verb", metavar="VERB")
-    sub.required = True
+    sub = placement.add_subparsers(dest="placement_verb", metavar="VERB", required=True)
     p = _verb(sub, "sync", commands.placement_sync,
               "show the plan that makes Placement equal reality, and apply it")
     p.add_argument("--host")
@@ -321,8 +319,8 @@ def build_parser() -> argparse.ArgumentParser:
                                           max_help_position=32, width=100),
     )
     _add_global_options(parser)
-    subparsers = parser.add_subparsers(dest="verb", metavar="COMMAND", title="commands")
-    subparsers.required = True
+    subparsers = parser.add_subparsers(dest="verb", metavar="COMMAND", title="commands",
+                                       required=True)
     for name, help_text in SERVER_COMMANDS.items():   # listed; acceld.cmd.main runs them
         subparsers.add_parser(name, help=help_text, add_help=False).set_defaults(server=name)
     _add_accelerator_verbs(subparsers)
@@ -367,10 +365,9 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI on ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+def main(argv: list[str]) -> int:
+    """Run the CLI on ``argv``; return the exit status."""
     parser = build_parser()
-    argv = list(sys.argv[1:] if argv is None else argv)
     if not argv:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
@@ -404,6 +401,3 @@ def main(argv: Sequence[str] | None = None) -> int:
             return exc.exit_code
         print_error(f"unexpected {type(exc).__name__}: {exc}")
         return EXIT_FAILED
-
-if __name__ == "__main__":
-    sys.exit(main())
