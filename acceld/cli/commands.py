@@ -324,8 +324,8 @@ def driver_action(client: Client, args: argparse.Namespace) -> int:
     """POST /v1/drivers/NAME/action ``args.action``; failed unless it worked on every host."""
     action = args.action
     path = f"/v1/drivers/{quote(args.name, safe='')}/action"
-    results = _list_key(client.post(path, {"action": action, **_given(host=args.host)}),
-                        "results")
+    body = {"action": action, **_given(host=args.host)}
+    results = _list_key(client.post(path, body), "results")
     print_list(results, RESULT_COLUMNS, args.format)
     if not results:
         raise CliError(f"no agent host to {action} driver {args.name} on")
