@@ -31,11 +31,10 @@ class TimedOut(CliError):
 class ApiError(CliError):
     """A non-2xx answer from the server."""
 
-    def __init__(self, status: int, detail: str, request_id: str | None = None) -> None:
+    def __init__(self, status: int, detail: str) -> None:
         super().__init__(f"{status} {detail}")
         self.status = status
         self.detail = detail
-        self.request_id = request_id
 
 
 def error_detail(response: requests.Response) -> str:
@@ -86,10 +85,10 @@ class Client:
         except requests.RequestException as exc:  # e.g. a streamed answer broken off
             raise CliError(f"{method} {path}: the answer of acceld at {self.url} broke off: "
                            f"{_short_reason(exc)}") from exc
-        request_id = resp.headers.get("x-openstack-request-id")
-        LOG.debug("RESP %s %s request_id=%s", resp.status_code, url, request_id)
+        LOG.debug("RESP %s %s request_id=%s", resp.status_code, url,
+                  resp.headers.get("x-openstack-request-id"))
         if not 200 <= resp.status_code < 300:
-            raise ApiError(resp.status_code, error_detail(resp), request_id)
+            raise ApiError(resp.status_code, error_detail(resp))
         try:
             parsed = resp.json() if resp.content else None
         except ValueError as exc:

@@ -96,6 +96,19 @@ def _same_uuid(a: Any, b: str) -> bool:
         return str(a) == b
 
 
+def _given(**fields: Any) -> dict[str, Any]:
+    """The fields of a request body whose option was given (not absent, not empty)."""
+    return {key: value for key, value in fields.items() if value}
+
+
+def _say_next_page(body: dict[str, Any], key: str, rows: list[dict[str, Any]], what: str,
+                   marker: str) -> None:
+    """With --limit: on stderr, the --marker where the next page starts, if there is one."""
+    links = body.get(f"{key}_links") or []
+    if rows and any(isinstance(link, dict) and link.get("rel") == "next" for link in links):
+        print_progress(f"more {what} follow: --marker {rows[-1].get(marker)}")
+
+
 def _print_result(fmt: str, data: Any, text: str) -> None:
     """``data`` as JSON with ``-f json``, else the line ``text``."""
     if fmt == "json":
@@ -114,9 +127,7 @@ def acc_list(client: Client, args: argparse.Namespace) -> int:
     body = client.get("/v1/accelerators", params)
     rows = _list_key(body, "accelerator")
     print_list(rows, ACC_COLUMNS, args.format, {"attached_to": render_attached_to})
-    links = body.get("accelerator_links") or []
-    if rows and any(isinstance(link, dict) and link.get("rel") == "next" for link in links):
-        print_progress(f"more accelerators follow: --marker {rows[-1].get('uuid')}")
+    _say_next_page(body, "accelerator", rows, "accelerators", "uuid")
     return 0
 
 
@@ -127,9 +138,7 @@ def acc_show(client: Client, args: argparse.Namespace) -> int:
 
 def acc_create(client: Client, args: argparse.Namespace) -> int:
     """POST /v1/accelerators; print the new uuid from the Location header."""
-    body = {"name": args.name}
-    if args.uuid:
-        body["uuid"] = args.uuid
+    body = {"name": args.name, **_given(uuid=args.uuid)}
     location = client.request("POST", "/v1/accelerators", body=body)[1].get("Location") or ""
     uuid = location.rstrip("/").rsplit("/", 1)[-1] if location else args.uuid
     if not uuid:
@@ -151,10 +160,10 @@ def acc_set_state(client: Client, args: argparse.Namespace) -> int:
     if record.get("state") == "error":
         raise CliError(f"set-{state} of accelerator {args.uuid} failed: "
                        f"{record.get('last_error') or 'the device is in state error'}")
-    if not finished and args.wait:
-        raise TimedOut(f"accelerator {args.uuid} is still {transient} after "
-                       f"{args.wait:g}s (--wait)")
     if not finished:
+        if args.wait:
+            raise TimedOut(f"accelerator {args.uuid} is still {transient} after "
+                           f"{args.wait:g}s (--wait)")
         print_progress(f"accelerator {args.uuid} is {transient}; `acceld accelerator show "
                        f"{args.uuid}` tells when it is done")
     return 0
@@ -276,9 +285,7 @@ def placement_status(client: Client, args: argparse.Namespace) -> int:
 
 def placement_sync(client: Client, args: argparse.Namespace) -> int:
     """POST /v1/placement/sync: show the plan per host, applied unless --dry-run."""
-    body: dict[str, Any] = {"dry_run": bool(args.dry_run)}
-    if args.host:
-        body["host"] = args.host
+    body = {"dry_run": bool(args.dry_run), **_given(host=args.host)}
     results = _list_key(client.post("/v1/placement/sync", body), "results")
     if args.format == "json":
         print_json(results)
@@ -300,8 +307,7 @@ def discover_services(client: Client, args: argparse.Namespace) -> int:
     else:
         services = _list_key(client.get("/v1/services"), "services")
         asked = sorted({str(s["host"]) for s in services if s.get("binary") == "acceld-agent"})
-    hosts = _list_key(client.post("/v1/discover", {"host": args.host} if args.host else {}),
-                      "hosts")
+    hosts = _list_key(client.post("/v1/discover", _given(host=args.host)), "hosts")
     backends = _list_key(client.get("/v1/backends", {"host": args.host}), "backends")
     if args.format == "json":
         print_json({"hosts": hosts, "backends": backends})
@@ -317,10 +323,8 @@ def discover_services(client: Client, args: argparse.Namespace) -> int:
 def driver_action(client: Client, args: argparse.Namespace) -> int:
     """POST /v1/drivers/NAME/action ``args.action``; failed unless it worked on every host."""
     action = args.action
-    body: dict[str, Any] = {"action": action}
-    if args.host:
-        body["host"] = args.host
     path = f"/v1/drivers/{quote(args.name, safe='')}/action"
+    body = {"action": action, **_given(host=args.host)}
     results = _list_key(client.post(path, body), "results")
     print_list(results, RESULT_COLUMNS, args.format)
     if not results:
@@ -496,8 +500,8 @@ def ledger_list(client: Client, args: argparse.Namespace) -> int:
         "marker": args.marker})
     rows = _list_key(body, "ledger")
     print_list(rows, LEDGER_COLUMNS, args.format)
-    if rows and body.get("ledger_links"):
-        print_progress(f"more rows follow: --marker {rows[-1].get('id')}")
+    _say_next_page(body, "ledger", rows, "rows", "id")
+    return 0
 
 
 # --- device health life cycle and drain (docs/health.md) ----------------------------
@@ -521,7 +525,6 @@ def _print_health(view: dict[str, Any], fmt: str) -> None:
 
 
 def device_health(client: Client, args: argparse.Namespace) -> int:
-    """GET /v1/accelerators/UUID/health."""
     _print_health(_health_view(client.get(_acc_path(args.uuid, "/health"))), args.format)
     return 0
 
@@ -529,9 +532,7 @@ def device_health(client: Client, args: argparse.Namespace) -> int:
 def device_health_action(client: Client, args: argparse.Namespace) -> int:
     """POST /v1/accelerators/UUID/health {action, reason?}; a reset with --wait follows
     the device until it is no longer resetting, and fails when it ends failed."""
-    body = {"action": args.action}
-    if args.reason:
-        body["reason"] = args.reason
+    body = {"action": args.action, **_given(reason=args.reason)}
     view = _health_view(client.post(_acc_path(args.uuid, "/health"), body))
     finished = True
     if args.action == "reset":
@@ -557,12 +558,13 @@ def device_maintenance(client: Client, args: argparse.Namespace) -> int:
     the binds it keeps on stderr."""
     path = _acc_path(args.uuid, "/maintenance")
     if args.drain:
-        view = _health_view(client.put(path, {"reason": args.reason} if args.reason else {}))
+        view = _health_view(client.put(path, _given(reason=args.reason)))
         for held in view.get("bound") or []:
             print_progress(f"still bound: {render_value(held)}")
     else:
         view = _health_view(client.delete(path))
     _print_health(view, args.format)
+    return 0
 
 
 # --- explain (acceld's v2 extension, docs/explain.md) -----------------------------------

@@ -46,7 +46,6 @@ def render_attached_to(value: Any) -> str:
 
 
 def print_json(data: Any) -> None:
-    """Print ``data`` as indented JSON."""
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 

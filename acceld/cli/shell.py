@@ -12,7 +12,7 @@ import math
 import os
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 from acceld.cli import SERVER_COMMANDS, commands
@@ -62,6 +62,7 @@ def _number(kind: Callable[[str], Any], minimum: float, what: str, rule: str
 
 
 _seconds = _number(float, 0, "a number of seconds", "must be a finite number >= 0")
+_page_size = _number(int, 1, "an integer", "must be >= 1")
 
 
 def _positive_seconds(text: str) -> float:
@@ -109,13 +110,12 @@ def _add_accelerator_verbs(subparsers: Any) -> None:
     acc = subparsers.add_parser(
         "accelerator", help="manage accelerators (list, show, set-ready, attach, detach, ...)",
         description="manage accelerators", epilog=VERB_EPILOG)
-    acc_sub = acc.add_subparsers(dest="acc_verb", metavar="ACTION")
-    acc_sub.required = True
+    acc_sub = acc.add_subparsers(dest="acc_verb", metavar="ACTION", required=True)
 
     p = _verb(acc_sub, "list", commands.acc_list, "list accelerators")
     for option in ("--host", "--state", "--device-type", "--instance-uuid"):
         p.add_argument(option)
-    p.add_argument("--limit", type=_number(int, 1, "an integer", "must be >= 1"))
+    p.add_argument("--limit", type=_page_size)
     p.add_argument("--marker")
 
     _verb(acc_sub, "show", commands.acc_show, "show one accelerator", uuid="UUID")
@@ -237,7 +237,7 @@ def _add_ledger_verbs(subparsers: Any) -> None:
               formats=(*FORMATS, "csv"))
     for option in ("--project", "--device", "--arq", "--since", "--until"):
         p.add_argument(option)
-    p.add_argument("--limit", type=_number(int, 1, "an integer", "must be >= 1"))
+    p.add_argument("--limit", type=_page_size)
     p.add_argument("--marker", help="the id of the row after which the page starts")
 
 
@@ -252,7 +252,7 @@ def _add_health_verbs(subparsers: Any) -> None:
                       "the reset fails; the device is then failed)")):
         p = _verb(subparsers, f"device-{action}", commands.device_health_action, text,
                   uuid="UUID")
-        p.set_defaults(action=action, wait=0.0)
+        p.set_defaults(action=action)
         p.add_argument("--reason", help="a note kept with the change")
         if action == "reset":
             p.add_argument("--wait", type=_seconds, default=120.0, metavar="SECONDS",
@@ -265,7 +265,7 @@ def _add_health_verbs(subparsers: Any) -> None:
     p.add_argument("--reason", help="a note kept with the change")
     p = _verb(subparsers, "device-undrain", commands.device_maintenance,
               "return a device from maintenance to service", uuid="UUID")
-    p.set_defaults(drain=False, reason=None)
+    p.set_defaults(drain=False)
 
 
 def _add_explain_verbs(subparsers: Any) -> None:
@@ -290,8 +290,7 @@ def _add_explain_verbs(subparsers: Any) -> None:
 def _add_placement_verbs(subparsers: Any) -> None:
     placement = subparsers.add_parser("placement", help="Placement: sync, status",
                                       description="Placement sync", epilog=VERB_EPILOG)
-    sub = placement.add_subparsers(dest="placement_verb", metavar="VERB")
-    sub.required = True
+    sub = placement.add_subparsers(dest="placement_verb", metavar="VERB", required=True)
     p = _verb(sub, "sync", commands.placement_sync,
               "show the plan that makes Placement equal reality, and apply it")
     p.add_argument("--host")
@@ -320,8 +319,8 @@ def build_parser() -> argparse.ArgumentParser:
                                           max_help_position=32, width=100),
     )
     _add_global_options(parser)
-    subparsers = parser.add_subparsers(dest="verb", metavar="COMMAND", title="commands")
-    subparsers.required = True
+    subparsers = parser.add_subparsers(dest="verb", metavar="COMMAND", title="commands",
+                                       required=True)
     for name, help_text in SERVER_COMMANDS.items():   # listed; acceld.cmd.main runs them
         subparsers.add_parser(name, help=help_text, add_help=False).set_defaults(server=name)
     _add_accelerator_verbs(subparsers)
@@ -366,10 +365,9 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI on ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+def main(argv: list[str]) -> int:
+    """Run the CLI on ``argv``; return the exit status."""
     parser = build_parser()
-    argv = list(sys.argv[1:] if argv is None else argv)
     if not argv:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
@@ -403,6 +401,3 @@ def main(argv: Sequence[str] | None = None) -> int:
             return exc.exit_code
         print_error(f"unexpected {type(exc).__name__}: {exc}")
         return EXIT_FAILED
-
-if __name__ == "__main__":
-    sys.exit(main())

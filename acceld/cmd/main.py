@@ -30,8 +30,8 @@ def _metrics_dir() -> None:
     atexit.register(shutil.rmtree, path, ignore_errors=True)
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def main() -> int:
+    argv = sys.argv[1:]
     if argv[:1] == ["help"] and len(argv) == 2 and argv[1] in SERVER_COMMANDS:
         argv = [argv[1], "--help"]
     if not argv or argv[0] not in SERVER_COMMANDS:

@@ -49,14 +49,25 @@ def run(command: str, rest: list[str]) -> int:
     listens = command in ("serve", "api")
     conf = config.load(rest, command=command, description=DESCRIPTIONS[command],
                        cli_opts=LISTEN_OPTS if listens else None)
-    for given, option in (("listen_host", "host_ip"), ("listen_port", "port")):
-        if listens and conf[given] is not None:
-            conf.set_override(option, conf[given], group="api")
-    wiring.setup_logging(conf)
     if listens:
-        return {"serve": serve, "api": api}[command](conf, rest)
+        for given, option in (("listen_host", "host_ip"), ("listen_port", "port")):
+            if conf[given] is not None:
+                conf.set_override(option, conf[given], group="api")
+    wiring.setup_logging(conf)
+    if command == "serve":
+        return serve(conf, rest)
+    _require_bus(conf, command)
+    if command == "api":
+        return api(conf, rest)
     return {"conductor": conductor, "agent": agent,
             "metrics-collector": metrics_collector}[command](conf)
+
+
+def _require_bus(conf: cfg.ConfigOpts, command: str) -> None:
+    """Every server but ``serve`` talks over RabbitMQ; without it, stop at once."""
+    if not conf.transport_url:
+        raise SystemExit(f"acceld {command} needs [DEFAULT] transport_url (RabbitMQ); "
+                         "use `acceld serve` for the all-in-one default")
 
 
 def _db(rest: list[str]) -> int:
@@ -90,14 +101,7 @@ def serve(conf: cfg.ConfigOpts, argv: list[str]) -> int:
                                 cond_server.stop, cond.stop, transport.close])
 
 
-def _require_bus(conf: cfg.ConfigOpts, what: str) -> None:
-    if not conf.transport_url:
-        raise SystemExit(f"acceld {what} needs [DEFAULT] transport_url (RabbitMQ); "
-                         "use `acceld serve` for the all-in-one default")
-
-
 def api(conf: cfg.ConfigOpts, argv: list[str]) -> int:
-    _require_bus(conf, "api")
     transport = rpc.make_transport(conf)
     front = wiring.ApiProcesses(conf, argv, wiring.api_app(
         conf, wiring.database(conf, api=True), transport))
@@ -107,7 +111,6 @@ def api(conf: cfg.ConfigOpts, argv: list[str]) -> int:
 
 
 def conductor(conf: cfg.ConfigOpts) -> int:
-    _require_bus(conf, "conductor")
     db = wiring.database(conf, services=True)
     transport = rpc.make_transport(conf)
     manager, server = wiring.start_conductor(conf, db, transport)
@@ -116,7 +119,6 @@ def conductor(conf: cfg.ConfigOpts) -> int:
 
 
 def agent(conf: cfg.ConfigOpts) -> int:
-    _require_bus(conf, "agent")
     transport = rpc.make_transport(conf)
     manager, server = wiring.start_agent(conf, transport)
     wiring.LOG.info("acceld agent %s running drivers %s", manager.host,
@@ -124,9 +126,7 @@ def agent(conf: cfg.ConfigOpts) -> int:
     return wiring.until_signal([manager.stop, server.stop, transport.close])
 
 
-
 def metrics_collector(conf: cfg.ConfigOpts) -> int:
-    _require_bus(conf, "metrics-collector")
     collector = wiring.UsageCollector(conf)
     collector.start()
     wiring.LOG.info("acceld metrics-collector serving /metrics on http://%s:%d",
