@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import datetime
 import logging
-import queue
 import threading
-import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +25,7 @@ from acceld.clients import nova
 from acceld.db.api import Database
 from acceld.notify import payloads
 from acceld.objects import arqs, bind_waits, hostwork
+from acceld.outbox import Outbox
 from acceld.rpc import AgentClient
 
 if TYPE_CHECKING:
@@ -120,9 +119,8 @@ class Binder:
         self._mine_lock = threading.Lock()
         self._watch_stop = threading.Event()
         self._watch: threading.Thread | None = None
-        # (instance, events) for Nova, sent by the sender thread; None ends it
-        self._outbox: queue.Queue[tuple[str, list[nova.BoundEvent]] | None] = queue.Queue()
-        self._sender: threading.Thread | None = None
+        # (instance, events) for Nova, sent from the outbox's thread once started
+        self._outbox = Outbox("nova-events", lambda item: self._deliver(*item))
 
     def bind(self, patch: dict[str, dict[str, str]], project_id: str | None) -> None:
         """``patch``: ARQ uuid -> bind fields; InstanceHasARQs (no hot add) refuses it all."""
@@ -290,7 +288,7 @@ class Binder:
                                   status=nova.COMPLETED if state == st.ARQ_BOUND
                                   else nova.FAILED)
                   for uuid, state in states.items()]
-        if self._sender is not None:
+        if self._outbox.started:
             self._outbox.put((instance, events))
         else:
             self._deliver(instance, events)
@@ -311,17 +309,7 @@ class Binder:
         if self._notifier is None or self._watch is not None:
             return
         interval = min(1.0, self._bind_timeout / 4)
-
-        def send() -> None:
-            while (item := self._outbox.get()) is not None:
-                try:
-                    self._deliver(*item)
-                finally:
-                    self._outbox.task_done()
-            self._outbox.task_done()
-
-        self._sender = threading.Thread(target=send, name="nova-events", daemon=True)
-        self._sender.start()
+        self._outbox.start()
 
         def loop() -> None:
             while not self._watch_stop.wait(interval):
@@ -339,19 +327,11 @@ class Binder:
         if self._watch is not None:
             self._watch.join(timeout=10)
             self._watch = None
-        sender, self._sender = self._sender, None
-        if sender is not None:
-            self._outbox.put(None)
-            sender.join(timeout=30)
+        self._outbox.stop(timeout=30)
 
     def wait_sent(self, timeout: float = 10.0) -> bool:
         """Whether every event given to the sender went out (or failed) in ``timeout``."""
-        deadline = time.monotonic() + timeout
-        while self._outbox.unfinished_tasks:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.01)
-        return True
+        return self._outbox.wait_sent(timeout)
 
     def _needs_host_work(self, conn: Any, handle: dict[str, Any]) -> bool:
         """Whether a bind is more than its claim: host work, or programming (``program``)."""

@@ -30,7 +30,6 @@ nothing tries to reach a broker.
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 from typing import Any
@@ -39,6 +38,7 @@ from oslo_config import cfg
 
 import acceld.threading_backend  # noqa: F401 - must precede oslo.messaging
 from acceld.notify import payloads
+from acceld.outbox import Outbox
 
 LOG = logging.getLogger(__name__)
 
@@ -47,7 +47,6 @@ BUS_DRIVER = "messagingv2"
 # oslo.messaging's Notifier needs a transport even for the noop and log drivers, which
 # never send on it; its in-memory "fake" driver opens no connection and starts nothing.
 NO_BUS_URL = "fake:"
-_STOP = object()
 _DROP_LOG_EVERY = 60.0       # seconds between two "dropped" warnings
 
 
@@ -59,9 +58,8 @@ class Notifier:
         self._notifier = notifier
         self.publisher_id = publisher_id
         self.enabled = notifier is not None and notifier.is_enabled()
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_queued)
+        self._outbox = Outbox("notifications", self._send, maxsize=max_queued)
         self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
         self._dropped = 0
         self._dropped_logged_at = 0.0
 
@@ -76,10 +74,8 @@ class Notifier:
         except Exception:  # a notification must never cost the operation
             LOG.exception("notification %s not built", event_type)
             return
-        self._start()
-        try:
-            self._queue.put_nowait(message)
-        except queue.Full:
+        self._outbox.start()
+        if not self._outbox.put(message):
             self._note_dropped(event_type)
 
     def _note_dropped(self, event_type: str) -> None:
@@ -92,48 +88,24 @@ class Notifier:
         LOG.warning("notification queue full (the broker is away or slow): %d "
                     "notification(s) dropped, the last %s", dropped, event_type)
 
-    def _start(self) -> None:
-        if self._thread is not None:
-            return
-        with self._lock:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._send_loop, daemon=True,
-                                                name="notifications")
-                self._thread.start()
-
-    def _send_loop(self) -> None:
-        while (item := self._queue.get()) is not _STOP:
-            event_type, payload, priority = item
-            try:
-                getattr(self._notifier, priority)({}, event_type, payload)
-            except Exception:  # logged; the next one may reach the broker
-                LOG.exception("notification %s not sent", event_type)
-            finally:
-                self._queue.task_done()
-        self._queue.task_done()
+    def _send(self, message: tuple[str, dict[str, Any], str]) -> None:
+        event_type, payload, priority = message
+        try:
+            getattr(self._notifier, priority)({}, event_type, payload)
+        except Exception:  # logged; the next one may reach the broker
+            LOG.exception("notification %s not sent", event_type)
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Whether everything queued was handed to the driver within ``timeout``."""
-        deadline = time.monotonic() + timeout
-        while self._queue.unfinished_tasks:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.005)
-        return True
+        return self._outbox.wait_sent(timeout)
 
     def close(self, timeout: float = 5.0) -> None:
         """Send what is queued (for up to ``timeout`` seconds), stop the thread and
         close the transport's connections."""
-        with self._lock:
-            thread, self._thread = self._thread, None
-            self.enabled = False
-        if thread is not None:
-            self.flush(timeout)
-            try:
-                self._queue.put(_STOP, timeout=timeout)
-                thread.join(timeout)
-            except queue.Full:
-                LOG.warning("notifications still queued at close are dropped")
+        self.enabled = False
+        self._outbox.wait_sent(timeout)
+        if not self._outbox.stop(timeout):
+            LOG.warning("notifications still queued at close are dropped")
         if self._notifier is not None:
             self._notifier.transport.cleanup()
             self._notifier = None
