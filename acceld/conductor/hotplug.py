@@ -283,11 +283,11 @@ class HotPlug:
                 f"Instance {instance} runs on host {found}, accelerator {uuid} is on host "
                 f"{host}: a device is attached only to an instance of its own host.")
         with self._own_turn(uuid, f"accelerator {uuid}"):
-            accelerators.attach(self._db, uuid, "instance", instance, project_id)
+            handles = accelerators.attach_to_instance(self._db, uuid, instance, project_id)
             undo: list[Any] = [lambda: accelerators.detach(self._db, uuid,
                                                            hot_plug=st.HOT_ATTACHING)]
             try:
-                for handle in accelerators.guest_handles(self._db, uuid):
+                for handle in handles:
                     self._put_handle(host, instance, handle)
                     undo.append(lambda h=handle["uuid"]: self._agents.detach_from_guest(
                         host, instance, h))
@@ -366,24 +366,23 @@ class HotPlug:
                 LOG.warning("hot-plug reconcile skips %s: %s", where, exc)
                 continue
             for att in attached:
-                with self._turn(att["uuid"]) as mine:
-                    try:
-                        if mine:
-                            self._reconcile_device(att, guests.get(att["instance"]), done,
-                                                   agent_restarted)
-                    except exception.AccelDError as exc:
-                        LOG.warning("hot-plug reconcile of accelerator %s failed: %s",
-                                    att["uuid"], exc)
+                self._in_turn(att["uuid"], "accelerator", self._reconcile_device, att,
+                              guests.get(att["instance"]), done, agent_restarted)
             for arq in held:
-                with self._turn(arq["uuid"]) as mine:
-                    try:
-                        if mine:
-                            self._reconcile_one(arq, guests.get(arq["instance_uuid"]), done,
-                                                agent_restarted)
-                    except exception.AccelDError as exc:
-                        LOG.warning("hot-plug reconcile of ARQ %s failed: %s", arq["uuid"],
-                                    exc)
+                self._in_turn(arq["uuid"], "ARQ", self._reconcile_one, arq,
+                              guests.get(arq["instance_uuid"]), done, agent_restarted)
         return done
+
+    def _in_turn(self, uuid: str, what: str, step: Callable[..., None], *args: Any) -> None:
+        """``step(*args)`` of a pass on ARQ or accelerator (``what``) ``uuid``, unless this
+        conductor works on it now; a failure is logged (the next pass tries again)."""
+        with self._turn(uuid) as mine:
+            if not mine:
+                return
+            try:
+                step(*args)
+            except exception.AccelDError as exc:
+                LOG.warning("hot-plug reconcile of %s %s failed: %s", what, uuid, exc)
 
     def _reconcile_one(self, arq: dict[str, Any], guest: dict[str, Any] | None,
                        done: dict[str, list[str]], agent_restarted: bool) -> None:
@@ -430,7 +429,7 @@ class HotPlug:
                 done["v1_detached"].append(uuid)
             return
         if substate == st.HOT_DETACHING:
-            return          # the guest holds some still: its detach is asked again
+            return          # the guest holds some still: as for an ARQ, not asked twice
         lacking = [h for h in att["handles"] if h["uuid"] not in guest["arqs"]]  # aliases
         # Attaching (past its grace): Attached now. Attached: still so (a detach may have
         # been asked since the read), before anything goes into the guest.

@@ -265,33 +265,48 @@ def attach(db: Database, uuid: str, attach_type: str, target: str,
            project_id: str | None = None) -> dict[str, Any]:
     """Attach, claiming every handle of the device (all or nothing); ``project_id``'s view."""
     with db.writer() as s:
-        res = s.execute(update(m.Device).where(
-            m.Device.uuid == uuid, m.Device.attached_to.is_(None),
-            m.Device.state == states.READY, m.Device.health.in_(states.USABLE_HEALTH),
-            m.Device.lifecycle.in_(states.SCHEDULABLE_LIFECYCLE),
-            m.Device.maintenance.is_(False))
-            .values(_changed(attach_type=attach_type, attached_to=target, attached_project_id=(
-                project_id if attach_type == "instance" else None),
-                hot_plug=states.HOT_ATTACHING if attach_type == "instance" else None)))
-        dev = _get(s, uuid)
-        if res.rowcount == 0:
-            _refuse_attach(dev)
-            raise exception.AlreadyAttached(f"Accelerator {uuid} changed concurrently; "
-                                            "retry.")
-        per_type = _handles_per_type(s, dev)
-        if attach_type == "instance":
-            _refuse_unattachable(dev, per_type)
-        total = sum(per_type.values())
-        claimed = s.execute(update(m.AttachHandle)
-                            .where(_device_handles(dev.id), m.AttachHandle.in_use.is_(False))
-                            .values(in_use=True)
-                            .execution_options(synchronize_session=False)).rowcount
-        if claimed != total:  # raising rolls the whole transaction back
-            raise exception.AlreadyAttached(
-                f"Accelerator {uuid} is held by accelerator requests ({total - claimed} of "
-                f"its {total} attach handles are in use).")
-        ledger.record(s.connection(), _attachment_entry(dev, ledger.ATTACH))
-        return _with_allocations(s, [dev], project_id)[0]
+        return _with_allocations(s, [_attach(s, uuid, attach_type, target, project_id)],
+                                 project_id)[0]
+
+
+def attach_to_instance(db: Database, uuid: str, instance: str,
+                       project_id: str | None) -> list[dict[str, Any]]:
+    """:func:`attach` to ``instance``, the attachment Attaching (a hot plug); the handles
+    to put in the guest (:func:`_guest_handles`)."""
+    with db.writer() as s:
+        dev = _attach(s, uuid, "instance", instance, project_id)
+        return _guest_handles(s, [dev.id]).get(dev.id, [])
+
+
+def _attach(s: Session, uuid: str, attach_type: str, target: str,
+            project_id: str | None) -> m.Device:
+    res = s.execute(update(m.Device).where(
+        m.Device.uuid == uuid, m.Device.attached_to.is_(None),
+        m.Device.state == states.READY, m.Device.health.in_(states.USABLE_HEALTH),
+        m.Device.lifecycle.in_(states.SCHEDULABLE_LIFECYCLE),
+        m.Device.maintenance.is_(False))
+        .values(_changed(attach_type=attach_type, attached_to=target, attached_project_id=(
+            project_id if attach_type == "instance" else None),
+            hot_plug=states.HOT_ATTACHING if attach_type == "instance" else None)))
+    dev = _get(s, uuid)
+    if res.rowcount == 0:
+        _refuse_attach(dev)
+        raise exception.AlreadyAttached(f"Accelerator {uuid} changed concurrently; "
+                                        "retry.")
+    per_type = _handles_per_type(s, dev)
+    if attach_type == "instance":
+        _refuse_unattachable(dev, per_type)
+    total = sum(per_type.values())
+    claimed = s.execute(update(m.AttachHandle)
+                        .where(_device_handles(dev.id), m.AttachHandle.in_use.is_(False))
+                        .values(in_use=True)
+                        .execution_options(synchronize_session=False)).rowcount
+    if claimed != total:  # raising rolls the whole transaction back
+        raise exception.AlreadyAttached(
+            f"Accelerator {uuid} is held by accelerator requests ({total - claimed} of "
+            f"its {total} attach handles are in use).")
+    ledger.record(s.connection(), _attachment_entry(dev, ledger.ATTACH))
+    return dev
 
 
 def _attachment_entry(dev: m.Device, event: str) -> ledger.Entry:
@@ -308,7 +323,7 @@ def _attachment_entry(dev: m.Device, event: str) -> ledger.Entry:
 
 def instance_attachments(db: Database, host: str | None = None) -> list[dict[str, Any]]:
     """The v1 attachments to instances (of ``host``, or all): {uuid, host, instance,
-    hot_plug, updated_at, handles (as :func:`guest_handles`)}, in two statements."""
+    hot_plug, updated_at, handles (:func:`_guest_handles`)}, in two statements."""
     q = select(m.Device.id, m.Device.uuid, m.Device.hostname, m.Device.attached_to,
                m.Device.hot_plug, m.Device.updated_at).where(
         m.Device.attach_type == "instance", m.Device.hostname.is_not(None))
@@ -339,13 +354,6 @@ def _guest_handles(s: Session, dev_ids: list[int]) -> dict[int, list[dict[str, A
             {"uuid": row.uuid, "type": row.attach_type,
              "info": arqs.attach_info_strings(row.attach_info)})
     return found
-
-
-def guest_handles(db: Database, uuid: str) -> list[dict[str, Any]]:
-    """The device's attach handles a hypervisor attaches to a guest: {uuid, type, info}."""
-    with db.reader() as s:
-        dev = _get(s, uuid)
-        return _guest_handles(s, [dev.id]).get(dev.id, [])
 
 
 def set_hot_plug(db: Database, uuid: str, instance: str, to: str, *,
@@ -400,7 +408,7 @@ class Detach(NamedTuple):
     attach_type: str | None
     target: str | None
     host: str | None
-    handles: list[dict[str, Any]]       # an instance attachment's, as guest_handles
+    handles: list[dict[str, Any]]       # an instance attachment's (_guest_handles)
 
 
 def _detachable(s: Session, uuid: str, project_id: str | None) -> m.Device:
