@@ -297,15 +297,15 @@ class HotPlug:
                 raise exception.Unavailable(
                     f"the agent of {host} did not answer the attach of accelerator {uuid} "
                     f"to instance {instance} ({exc}); it stays attached, and acceld attaches "
-                    "the devices the guest lacks when the agent answers again.") from exc
+                    "the devices the guest lacks when the agent answers again, once the "
+                    "attach is past its grace.") from exc
             except Exception:
                 _undo(undo, f"the attach of accelerator {uuid} to instance {instance}")
                 raise
             if not accelerators.set_hot_plug(self._db, uuid, instance, st.HOT_ATTACHED,
                                              expect={st.HOT_ATTACHING}):
                 LOG.warning("accelerator %s: its attachment changed while it was attached to "
-                            "%s; the reconcile settles it from what the guest holds", uuid,
-                            instance)
+                            "%s", uuid, instance)
         LOG.info("accelerator %s attached live to instance %s on %s (%d handles)", uuid,
                  instance, host, len(undo) - 1)
 

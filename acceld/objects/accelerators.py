@@ -454,8 +454,7 @@ def detach(db: Database, uuid: str, project_id: str | None = None,
         entry = _attachment_entry(dev, ledger.DETACH)
         res = s.execute(update(m.Device).where(
             m.Device.id == dev.id, m.Device.attached_to == dev.attached_to,
-            m.Device.hot_plug.is_(None) if dev.hot_plug is None
-            else m.Device.hot_plug == dev.hot_plug)
+            m.Device.hot_plug == dev.hot_plug)          # IS NULL for None
             .values(_changed(attach_type=None, attached_to=None, attached_project_id=None,
                              hot_plug=None))
             .execution_options(synchronize_session=False))
