@@ -376,3 +376,33 @@ def test_a_reconcile_during_an_attach_puts_no_handle(
         assert by_pass == []
         assert len(by_attach) == 4 and len(_aliases(stack, "host1", VM1)) == 4
         assert _hot_plug(stack, qat) == st.HOT_ATTACHED
+
+
+def test_a_detach_while_the_reconcile_puts_a_handle_back_is_asked_again(
+        stack: Stack, hvs: dict[str, fake.FakeHypervisor],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """This conductor's pass holds the accelerator while it puts the handles a redefined
+    guest lost: a detach meanwhile is a 409 to ask again; the detach stays asked, so no
+    later pass puts anything back, and once the guest holds none of the handles (here:
+    defined again) a pass detaches the accelerator in the records."""
+    qat = _acc(stack)
+    stack.conductor.attach(qat, "instance", VM1)
+    hvs["host1"].redefine(VM1)
+    put, refused = rpc.AgentClient.attach_to_guest, []
+
+    def attach_to_guest(self: rpc.AgentClient, *args: Any, **kwargs: Any) -> None:
+        put(self, *args, **kwargs)
+        if not refused:
+            with pytest.raises(exception.Conflict, match="try again") as caught:
+                stack.conductor.detach(qat)
+            refused.append(caught.value)
+
+    monkeypatch.setattr(rpc.AgentClient, "attach_to_guest", attach_to_guest)
+    stack.conductor.reconcile_hot_plug()
+    assert len(refused) == 1 and _hot_plug(stack, qat) == st.HOT_DETACHING
+    assert len(_aliases(stack, "host1", VM1)) == 4        # the pass had begun: it ends
+    assert stack.conductor.reconcile_hot_plug()["v1_detached"] == []     # still held
+    hvs["host1"].redefine(VM1)
+    assert stack.conductor.reconcile_hot_plug()["v1_detached"] == [qat]
+    assert _aliases(stack, "host1", VM1) == []
+    assert _attached(stack, qat) is None and _handles(stack, qat)[1] == 0
