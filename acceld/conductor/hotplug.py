@@ -7,10 +7,11 @@ what the hosts' guests hold.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from oslo_utils import timeutils
@@ -48,8 +49,33 @@ class HotPlug:
         self._owns = owns or (lambda host: True)
         self._placement, self._nova = placement, nova
         self._grace = datetime.timedelta(seconds=attach_grace)
-        self._running: set[str] = set()         # ARQs this conductor is attaching now
+        # the ARQs and accelerators this conductor attaches, detaches or reconciles now
+        self._running: set[str] = set()
         self._running_lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def _turn(self, uuid: str) -> Iterator[bool]:
+        """Holds ``uuid`` (an ARQ or an accelerator) as this conductor's to attach, detach
+        or reconcile while the block runs; yields False, holding nothing, when it already
+        was (the block must then leave it alone)."""
+        with self._running_lock:
+            mine = uuid not in self._running
+            self._running.add(uuid)
+        try:
+            yield mine
+        finally:
+            if mine:
+                with self._running_lock:
+                    self._running.discard(uuid)
+
+    @contextlib.contextmanager
+    def _own_turn(self, uuid: str, what: str) -> Iterator[None]:
+        """:meth:`_turn` for a request: Conflict while this conductor works on ``what``."""
+        with self._turn(uuid) as mine:
+            if not mine:
+                raise exception.Conflict(f"acceld is attaching, detaching or reconciling "
+                                         f"{what} now; try again.")
+            yield
 
     # -- the instance's host ---------------------------------------------------------------
     def _locate(self, instance: str, owner: str | None, project_id: str | None,
@@ -118,36 +144,34 @@ class HotPlug:
         group = self._group(arq)
         host = self._locate(instance, arq["project_id"], project_id)
         rp_uuid, rc = self._choose(host, group, uuid)
-        if not arqs.set_hot_plug_state(self._db, uuid, st.HOT_ATTACHING,
-                                       expect={st.ARQ_INITIAL}):
-            raise exception.ARQBadState(f"ARQ {uuid} is being attached or detached.")
-        undo: list[Any] = [lambda: arqs.set_hot_plug_state(
-            self._db, uuid, st.ARQ_INITIAL, expect={st.HOT_ATTACHING})]
-        with self._running_lock:
-            self._running.add(uuid)
-        try:
-            self._allocate(instance, rp_uuid, rc, arq["project_id"], +1)
-            undo.append(lambda: self._allocate(instance, rp_uuid, rc, arq["project_id"], -1))
-            handle = self._binder.bind_one(
-                uuid, {"hostname": host, "device_rp_uuid": rp_uuid, "instance_uuid": instance,
-                       "project_id": arq["project_id"]}, project_id, [])
-            undo.append(lambda: self._binder.unbind([uuid], project_id, hot_plugged=True))
+        with self._own_turn(uuid, f"ARQ {uuid}"):
+            if not arqs.set_hot_plug_state(self._db, uuid, st.HOT_ATTACHING,
+                                           expect={st.ARQ_INITIAL}):
+                raise exception.ARQBadState(f"ARQ {uuid} is being attached or detached.")
+            undo: list[Any] = [lambda: arqs.set_hot_plug_state(
+                self._db, uuid, st.ARQ_INITIAL, expect={st.HOT_ATTACHING})]
             try:
-                self._agents.attach_to_guest(
-                    host, instance, uuid, handle["attach_type"],
-                    {k: str(v) for k, v in handle["attach_info"].items()}, handle["uuid"])
-            except exception.Unavailable as exc:
-                undo.clear()        # the guest may hold the device: the reconcile decides
-                raise exception.Unavailable(
-                    f"ARQ {uuid}: the agent of {host} did not answer the attach ({exc}); "
-                    "it stays Attaching until acceld sees whether the instance holds the "
-                    "device (then Attached, else released).") from exc
-        except Exception:
-            _undo(undo, f"the attach of ARQ {uuid}")
-            raise
-        finally:
-            with self._running_lock:
-                self._running.discard(uuid)
+                self._allocate(instance, rp_uuid, rc, arq["project_id"], +1)
+                undo.append(lambda: self._allocate(instance, rp_uuid, rc, arq["project_id"],
+                                                   -1))
+                handle = self._binder.bind_one(
+                    uuid, {"hostname": host, "device_rp_uuid": rp_uuid,
+                           "instance_uuid": instance, "project_id": arq["project_id"]},
+                    project_id, [])
+                undo.append(lambda: self._binder.unbind([uuid], project_id, hot_plugged=True))
+                try:
+                    self._agents.attach_to_guest(
+                        host, instance, uuid, handle["attach_type"],
+                        arqs.attach_info_strings(handle["attach_info"]), handle["uuid"])
+                except exception.Unavailable as exc:
+                    undo.clear()    # the guest may hold the device: the reconcile decides
+                    raise exception.Unavailable(
+                        f"ARQ {uuid}: the agent of {host} did not answer the attach ({exc}); "
+                        "it stays Attaching until acceld sees whether the instance holds the "
+                        "device (then Attached, else released).") from exc
+            except Exception:
+                _undo(undo, f"the attach of ARQ {uuid}")
+                raise
         if not arqs.set_hot_plug_state(self._db, uuid, st.HOT_ATTACHED,
                                        expect={st.HOT_ATTACHING}):
             LOG.warning("ARQ %s: its hot-plug state changed while it was attached to %s; "
@@ -230,24 +254,26 @@ class HotPlug:
         """Asks the guest to release ARQ ``uuid``'s device; unbinds once it did. The view
         says ``Detaching`` while the guest has not answered."""
         arq = arqs.get(self._db, uuid, project_id=project_id)
-        if not arqs.set_hot_plug_state(self._db, uuid, st.HOT_DETACHING,
-                                       expect={st.HOT_ATTACHED, st.HOT_DETACHING}):
-            raise exception.ARQBadState(f"ARQ {uuid} is not attached to a running "
-                                        "instance by acceld (or is being attached).")
-        outcome = self._unplug(arq["hostname"], arq["instance_uuid"], uuid)
-        if outcome == "pending":
-            LOG.info("instance %s has not released ARQ %s's device yet", arq["instance_uuid"],
-                     uuid)
-            return arqs.get_hot_plug(self._db, uuid, project_id=project_id)
-        self._release(uuid)
+        with self._own_turn(uuid, f"ARQ {uuid}"):
+            if not arqs.set_hot_plug_state(self._db, uuid, st.HOT_DETACHING,
+                                           expect={st.HOT_ATTACHED, st.HOT_DETACHING}):
+                raise exception.ARQBadState(f"ARQ {uuid} is not attached to a running "
+                                            "instance by acceld (or is being attached).")
+            outcome = self._unplug(arq["hostname"], arq["instance_uuid"], uuid)
+            if outcome == "pending":
+                LOG.info("instance %s has not released ARQ %s's device yet",
+                         arq["instance_uuid"], uuid)
+                return arqs.get_hot_plug(self._db, uuid, project_id=project_id)
+            self._release(uuid)
         LOG.info("ARQ %s detached from instance %s (%s)", uuid, arq["instance_uuid"], outcome)
         return arqs.get_hot_plug(self._db, uuid, project_id=project_id)
 
     # -- a whole v1 accelerator on an instance (PUT/DELETE /v1/accelerators/{uuid}) -------
     def attach_device(self, uuid: str, instance: str, project_id: str | None) -> None:
-        """The instance found on the device's host, the handles claimed, then each put in
-        the guest under its own alias; a failure undoes it all and is raised, but an agent
-        that does not answer leaves it attached (the reconcile completes it)."""
+        """The instance found on the device's host, the handles claimed (the attachment
+        ``Attaching``), then each put in the guest under its own alias (then ``Attached``);
+        a failure undoes it all and is raised, but an agent that does not answer leaves it
+        attaching (the reconcile completes it)."""
         host = accelerators.check_attachable(self._db, uuid, "instance")
         if host is None:
             raise exception.NotReady(f"Accelerator {uuid} is not on any host.")
@@ -256,36 +282,50 @@ class HotPlug:
             raise exception.Conflict(
                 f"Instance {instance} runs on host {found}, accelerator {uuid} is on host "
                 f"{host}: a device is attached only to an instance of its own host.")
-        accelerators.attach(self._db, uuid, "instance", instance, project_id)
-        undo: list[Any] = [lambda: accelerators.detach(self._db, uuid)]
-        try:
-            for handle in accelerators.guest_handles(self._db, uuid):
-                self._put_handle(host, instance, handle)
-                undo.append(lambda h=handle["uuid"]: self._agents.detach_from_guest(
-                    host, instance, h))
-        except exception.Unavailable as exc:
-            # the guest may hold devices now: the records stay as asked, and the
-            # reconcile attaches what the guest lacks once the agent answers
-            raise exception.Unavailable(
-                f"the agent of {host} did not answer the attach of accelerator {uuid} to "
-                f"instance {instance} ({exc}); it stays attached, and acceld attaches the "
-                "devices the guest lacks when the agent answers again.") from exc
-        except Exception:
-            _undo(undo, f"the attach of accelerator {uuid} to instance {instance}")
-            raise
+        with self._own_turn(uuid, f"accelerator {uuid}"):
+            handles = accelerators.attach_to_instance(self._db, uuid, instance, project_id)
+            undo: list[Any] = [lambda: accelerators.detach(self._db, uuid,
+                                                           hot_plug=st.HOT_ATTACHING)]
+            try:
+                for handle in handles:
+                    self._put_handle(host, instance, handle)
+                    undo.append(lambda h=handle["uuid"]: self._agents.detach_from_guest(
+                        host, instance, h))
+            except exception.Unavailable as exc:
+                # the guest may hold devices now: the records stay as asked, and the
+                # reconcile attaches what the guest lacks once the attach is past its grace
+                raise exception.Unavailable(
+                    f"the agent of {host} did not answer the attach of accelerator {uuid} "
+                    f"to instance {instance} ({exc}); it stays attached, and acceld attaches "
+                    "the devices the guest lacks when the agent answers again, once the "
+                    "attach is past its grace.") from exc
+            except Exception:
+                _undo(undo, f"the attach of accelerator {uuid} to instance {instance}")
+                raise
+            if not accelerators.set_hot_plug(self._db, uuid, instance, st.HOT_ATTACHED,
+                                             expect={st.HOT_ATTACHING}):
+                LOG.warning("accelerator %s: its attachment changed while it was attached to "
+                            "%s", uuid, instance)
         LOG.info("accelerator %s attached live to instance %s on %s (%d handles)", uuid,
                  instance, host, len(undo) - 1)
 
-    def detach_device(self, uuid: str, instance: str, host: str) -> None:
-        """Asks the guest to release each of the device's handles; Conflict while it has
-        not released one (asking again waits again)."""
-        pending = [handle["uuid"] for handle in accelerators.guest_handles(self._db, uuid)
-                   if self._unplug(host, instance, handle["uuid"]) == "pending"]
-        if pending:
-            raise exception.Conflict(
-                f"Detach of accelerator {uuid} from instance {instance} is pending: the "
-                f"guest has not released {len(pending)} of its devices yet; it stays "
-                "attached. Ask again to wait again.")
+    def detach_device(self, uuid: str, found: accelerators.Detach,
+                      project_id: str | None) -> None:
+        """The rest of the detach of an instance attachment marked Detaching
+        (:func:`acceld.objects.accelerators.ask_detach`): asks the guest to release each of
+        its handles, then detaches it in the records; Conflict while the guest has not
+        released one (asking again waits again; the reconcile completes the detach once
+        the guest released them all)."""
+        with self._own_turn(uuid, f"accelerator {uuid}"):
+            if found.host is not None:
+                pending = [h["uuid"] for h in found.handles
+                           if self._unplug(found.host, found.target, h["uuid"]) == "pending"]
+                if pending:
+                    raise exception.Conflict(
+                        f"Detach of accelerator {uuid} from instance {found.target} is "
+                        f"pending: the guest has not released {len(pending)} of its devices "
+                        "yet; it stays attached. Ask again to wait again.")
+            accelerators.detach(self._db, uuid, project_id, hot_plug=st.HOT_DETACHING)
 
     def _unplug(self, host: str, instance: str, alias: str) -> str:
         """The guest's answer to releasing the device of ``alias``."""
@@ -305,11 +345,14 @@ class HotPlug:
         """Hot-plugged ARQs and v1 instance attachments against what their hosts' guests
         hold (docs/hot-plug.md); a host that cannot be asked is left for the next pass.
         ``host``: that host only; ``agent_restarted``: its agent started again, so an
-        attach it was running is over (no grace). Returns the ARQs by what was done."""
+        attach it was running is over (no grace). An ARQ or accelerator that this conductor
+        attaches or detaches now is left alone, and held while the pass acts on it.
+        Returns the ARQs (and the accelerators detached: ``v1_detached``) by what was
+        done."""
         done: dict[str, list[str]] = {"reattached": [], "released": [], "detached": [],
                                       "adopted": [], "v1_detached": []}
         # host -> (its hot-plugged ARQs, its v1 instance attachments): one guest list each
-        by_host: dict[str, tuple[list[dict[str, Any]], list[dict[str, str]]]] = {}
+        by_host: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
         for arq in arqs.hot_plugged(self._db, host):
             by_host.setdefault(arq["hostname"], ([], []))[0].append(arq)
         for att in accelerators.instance_attachments(self._db, host):
@@ -323,14 +366,23 @@ class HotPlug:
                 LOG.warning("hot-plug reconcile skips %s: %s", where, exc)
                 continue
             for att in attached:
-                self._reconcile_device(att, guests.get(att["instance"]), done)
+                self._in_turn(att["uuid"], "accelerator", self._reconcile_device, att,
+                              guests.get(att["instance"]), done, agent_restarted)
             for arq in held:
-                try:
-                    self._reconcile_one(arq, guests.get(arq["instance_uuid"]), done,
-                                        agent_restarted)
-                except exception.AccelDError as exc:
-                    LOG.warning("hot-plug reconcile of ARQ %s failed: %s", arq["uuid"], exc)
+                self._in_turn(arq["uuid"], "ARQ", self._reconcile_one, arq,
+                              guests.get(arq["instance_uuid"]), done, agent_restarted)
         return done
+
+    def _in_turn(self, uuid: str, what: str, step: Callable[..., None], *args: Any) -> None:
+        """``step(*args)`` of a pass on ARQ or accelerator (``what``) ``uuid``, unless this
+        conductor works on it now; a failure is logged (the next pass tries again)."""
+        with self._turn(uuid) as mine:
+            if not mine:
+                return
+            try:
+                step(*args)
+            except exception.AccelDError as exc:
+                LOG.warning("hot-plug reconcile of %s %s failed: %s", what, uuid, exc)
 
     def _reconcile_one(self, arq: dict[str, Any], guest: dict[str, Any] | None,
                        done: dict[str, list[str]], agent_restarted: bool) -> None:
@@ -356,42 +408,53 @@ class HotPlug:
                      uuid, arq["instance_uuid"])
             done["reattached"].append(uuid)
 
-    def _reconcile_device(self, att: dict[str, str], guest: dict[str, Any] | None,
-                          done: dict[str, list[str]]) -> None:
-        """A v1 attachment: the handles a running guest lacks are attached again; one whose
-        instance the host no longer runs (deleted, moved) is detached in the records."""
-        if guest is not None:
-            for handle in accelerators.guest_handles(self._db, att["uuid"]):
-                if handle["uuid"] in guest["arqs"]:     # the UUIDs its acceld aliases name
-                    continue
-                try:
-                    self._put_handle(att["host"], att["instance"], handle)
-                    LOG.info("handle %s of accelerator %s attached again to instance %s",
-                             handle["uuid"], att["uuid"], att["instance"])
-                except exception.AccelDError as exc:
-                    LOG.warning("could not attach handle %s of accelerator %s again: %s",
-                                handle["uuid"], att["uuid"], exc)
+    def _reconcile_device(self, att: dict[str, Any], guest: dict[str, Any] | None,
+                          done: dict[str, list[str]], agent_restarted: bool) -> None:
+        """A v1 attachment, by the rule of an ARQ's (:meth:`_reconcile_one`): one being
+        attached is left alone within the grace (as :meth:`_settle`); one whose instance
+        the host no longer runs (deleted, moved) is detached in the records, and so is one
+        whose detach was asked once the guest holds none of its handles; the handles a
+        running guest lacks are attached again, never those of a detach asked."""
+        uuid, substate = att["uuid"], att["hot_plug"]
+        if substate == st.HOT_ATTACHING and not agent_restarted and \
+                self._young(att["updated_at"]):
             return
-        LOG.warning("instance %s of accelerator %s is gone from %s: detaching",
-                    att["instance"], att["uuid"], att["host"])
-        try:
-            accelerators.detach(self._db, att["uuid"])
-        except exception.AccelDError as exc:
-            LOG.warning("could not detach accelerator %s: %s", att["uuid"], exc)
+        held = guest is not None and any(h["uuid"] in guest["arqs"] for h in att["handles"])
+        if guest is None or (substate == st.HOT_DETACHING and not held):
+            if guest is None:
+                LOG.warning("instance %s of accelerator %s is gone from %s: detaching",
+                            att["instance"], uuid, att["host"])
+            # only in the substate read: a detach or attach since then is left as it is
+            if accelerators.detach(self._db, uuid, hot_plug=substate):
+                done["v1_detached"].append(uuid)
             return
-        done["v1_detached"].append(att["uuid"])
+        if substate == st.HOT_DETACHING:
+            return          # the guest holds some still: as for an ARQ, not asked twice
+        lacking = [h for h in att["handles"] if h["uuid"] not in guest["arqs"]]  # aliases
+        # Attaching (past its grace): Attached now. Attached: still so (a detach may have
+        # been asked since the read), before anything goes into the guest.
+        if (lacking or substate == st.HOT_ATTACHING) and not accelerators.set_hot_plug(
+                self._db, uuid, att["instance"], st.HOT_ATTACHED, expect={substate}):
+            return
+        for handle in lacking:
+            try:
+                self._put_handle(att["host"], att["instance"], handle)
+                LOG.info("handle %s of accelerator %s attached again to instance %s",
+                         handle["uuid"], uuid, att["instance"])
+            except exception.AccelDError as exc:
+                LOG.warning("could not attach handle %s of accelerator %s again: %s",
+                            handle["uuid"], uuid, exc)
+
+    def _young(self, updated_at: datetime.datetime | None) -> bool:
+        """Whether an attach last written at ``updated_at`` is within the grace."""
+        return updated_at is None or timeutils.utcnow() - updated_at < self._grace
 
     def _settle(self, arq: dict[str, Any], present: bool, done: dict[str, list[str]],
                 agent_restarted: bool) -> None:
         """An attach whose outcome nobody saw (the agent did not answer, or the conductor
-        stopped): once no attach of this conductor runs for it and the grace is past (or
-        the agent restarted), it is Attached if the guest holds the device, else released."""
-        with self._running_lock:
-            if arq["uuid"] in self._running:
-                return
-        young = arq["updated_at"] is None or \
-            timeutils.utcnow() - arq["updated_at"] < self._grace
-        if young and not agent_restarted:
+        stopped): once the grace is past (or the agent restarted), it is Attached if the
+        guest holds the device, else released."""
+        if self._young(arq["updated_at"]) and not agent_restarted:
             return
         if present:
             arqs.set_hot_plug_state(self._db, arq["uuid"], st.HOT_ATTACHED,

@@ -451,14 +451,13 @@ class ConductorManager:
     def detach(self, uuid: str, project_id: str | None = None) -> None:
         """A host attachment as the driver undoes it; an instance attachment once the
         guest released every handle (Conflict while it has not: asking again waits
-        again)."""
-        attach_type, target, host = accelerators.attachment(self._db, uuid)
-        if attach_type == "host":
-            accelerators.check_no_allocations(self._db, uuid)
+        again, and the reconcile completes the detach once the guest released them)."""
+        found = accelerators.ask_detach(self._db, uuid, project_id)
+        if found.attach_type == "instance":
+            self._hot.detach_device(uuid, found, project_id)
+            return
+        if found.attach_type == "host":
             self._host_attachment(accelerators.get_accelerator(self._db, uuid), False)
-        elif attach_type == "instance" and target is not None and host is not None:
-            accelerators.check_detachable(self._db, uuid, project_id)
-            self._hot.detach_device(uuid, target, host)
         accelerators.detach(self._db, uuid, project_id)
 
     def _host_attachment(self, record: dict[str, Any], attach: bool) -> None:

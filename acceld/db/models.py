@@ -129,6 +129,9 @@ class Device(_Row, Base):
     attached_to: Mapped[str | None] = mapped_column(String(255))
     # the project whose request attached it to an instance (None: an admin's, or a host)
     attached_project_id: Mapped[str | None] = mapped_column(String(255))
+    # an instance attachment's hot-plug substate (acceld.states HOT_*, docs/hot-plug.md):
+    # being attached, attached, or its detach asked; None for a host attachment or none
+    hot_plug: Mapped[str | None] = mapped_column(String(16))
     last_error: Mapped[str | None] = mapped_column(Text)
     op_id: Mapped[str | None] = mapped_column(String(36))
     op_started_at: Mapped[datetime.datetime | None] = mapped_column(DateTime)

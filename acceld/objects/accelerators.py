@@ -12,7 +12,8 @@ import dataclasses
 import datetime
 import json
 import uuid as uuidlib
-from typing import Any
+from collections.abc import Collection
+from typing import Any, NamedTuple
 
 from oslo_db import exception as db_exc
 from sqlalchemy import and_, func, or_, select, update
@@ -22,7 +23,7 @@ from acceld import exception, states
 from acceld.db import models as m
 from acceld.db import paging
 from acceld.db.api import Database
-from acceld.objects import health, holders, inventory, ledger
+from acceld.objects import arqs, health, holders, inventory, ledger
 
 
 @dataclasses.dataclass(frozen=True)
@@ -264,32 +265,48 @@ def attach(db: Database, uuid: str, attach_type: str, target: str,
            project_id: str | None = None) -> dict[str, Any]:
     """Attach, claiming every handle of the device (all or nothing); ``project_id``'s view."""
     with db.writer() as s:
-        res = s.execute(update(m.Device).where(
-            m.Device.uuid == uuid, m.Device.attached_to.is_(None),
-            m.Device.state == states.READY, m.Device.health.in_(states.USABLE_HEALTH),
-            m.Device.lifecycle.in_(states.SCHEDULABLE_LIFECYCLE),
-            m.Device.maintenance.is_(False))
-            .values(_changed(attach_type=attach_type, attached_to=target, attached_project_id=(
-                project_id if attach_type == "instance" else None))))
-        dev = _get(s, uuid)
-        if res.rowcount == 0:
-            _refuse_attach(dev)
-            raise exception.AlreadyAttached(f"Accelerator {uuid} changed concurrently; "
-                                            "retry.")
-        per_type = _handles_per_type(s, dev)
-        if attach_type == "instance":
-            _refuse_unattachable(dev, per_type)
-        total = sum(per_type.values())
-        claimed = s.execute(update(m.AttachHandle)
-                            .where(_device_handles(dev.id), m.AttachHandle.in_use.is_(False))
-                            .values(in_use=True)
-                            .execution_options(synchronize_session=False)).rowcount
-        if claimed != total:  # raising rolls the whole transaction back
-            raise exception.AlreadyAttached(
-                f"Accelerator {uuid} is held by accelerator requests ({total - claimed} of "
-                f"its {total} attach handles are in use).")
-        ledger.record(s.connection(), _attachment_entry(dev, ledger.ATTACH))
-        return _with_allocations(s, [dev], project_id)[0]
+        return _with_allocations(s, [_attach(s, uuid, attach_type, target, project_id)],
+                                 project_id)[0]
+
+
+def attach_to_instance(db: Database, uuid: str, instance: str,
+                       project_id: str | None) -> list[dict[str, Any]]:
+    """:func:`attach` to ``instance``, the attachment Attaching (a hot plug); the handles
+    to put in the guest (:func:`_guest_handles`)."""
+    with db.writer() as s:
+        dev = _attach(s, uuid, "instance", instance, project_id)
+        return _guest_handles(s, [dev.id]).get(dev.id, [])
+
+
+def _attach(s: Session, uuid: str, attach_type: str, target: str,
+            project_id: str | None) -> m.Device:
+    res = s.execute(update(m.Device).where(
+        m.Device.uuid == uuid, m.Device.attached_to.is_(None),
+        m.Device.state == states.READY, m.Device.health.in_(states.USABLE_HEALTH),
+        m.Device.lifecycle.in_(states.SCHEDULABLE_LIFECYCLE),
+        m.Device.maintenance.is_(False))
+        .values(_changed(attach_type=attach_type, attached_to=target, attached_project_id=(
+            project_id if attach_type == "instance" else None),
+            hot_plug=states.HOT_ATTACHING if attach_type == "instance" else None)))
+    dev = _get(s, uuid)
+    if res.rowcount == 0:
+        _refuse_attach(dev)
+        raise exception.AlreadyAttached(f"Accelerator {uuid} changed concurrently; "
+                                        "retry.")
+    per_type = _handles_per_type(s, dev)
+    if attach_type == "instance":
+        _refuse_unattachable(dev, per_type)
+    total = sum(per_type.values())
+    claimed = s.execute(update(m.AttachHandle)
+                        .where(_device_handles(dev.id), m.AttachHandle.in_use.is_(False))
+                        .values(in_use=True)
+                        .execution_options(synchronize_session=False)).rowcount
+    if claimed != total:  # raising rolls the whole transaction back
+        raise exception.AlreadyAttached(
+            f"Accelerator {uuid} is held by accelerator requests ({total - claimed} of "
+            f"its {total} attach handles are in use).")
+    ledger.record(s.connection(), _attachment_entry(dev, ledger.ATTACH))
+    return dev
 
 
 def _attachment_entry(dev: m.Device, event: str) -> ledger.Entry:
@@ -304,29 +321,50 @@ def _attachment_entry(dev: m.Device, event: str) -> ledger.Entry:
         to_state=f"attached:{dev.attach_type}" if event == ledger.ATTACH else "detached")
 
 
-def instance_attachments(db: Database, host: str | None = None) -> list[dict[str, str]]:
-    """The v1 attachments to instances (of ``host``, or all): {uuid, host, instance}."""
-    q = select(m.Device.uuid, m.Device.hostname, m.Device.attached_to).where(
+def instance_attachments(db: Database, host: str | None = None) -> list[dict[str, Any]]:
+    """The v1 attachments to instances (of ``host``, or all): {uuid, host, instance,
+    hot_plug, updated_at, handles (:func:`_guest_handles`)}, in two statements."""
+    q = select(m.Device.id, m.Device.uuid, m.Device.hostname, m.Device.attached_to,
+               m.Device.hot_plug, m.Device.updated_at).where(
         m.Device.attach_type == "instance", m.Device.hostname.is_not(None))
     if host is not None:
         q = q.where(m.Device.hostname == host)
     with db.reader() as s:
-        return [{"uuid": r.uuid, "host": r.hostname, "instance": r.attached_to}
-                for r in s.execute(q.order_by(m.Device.id))]
+        rows = s.execute(q.order_by(m.Device.id)).all()
+        handles = _guest_handles(s, [r.id for r in rows])
+    return [{"uuid": r.uuid, "host": r.hostname, "instance": r.attached_to,
+             "hot_plug": r.hot_plug, "updated_at": r.updated_at,
+             "handles": handles.get(r.id, [])} for r in rows]
 
 
-def guest_handles(db: Database, uuid: str) -> list[dict[str, Any]]:
-    """The device's attach handles a hypervisor attaches to a guest: {uuid, type, info}."""
-    with db.reader() as s:
-        dev = _get(s, uuid)
-        rows = s.execute(select(m.AttachHandle.uuid, m.AttachHandle.attach_type,
-                                m.AttachHandle.attach_info)
-                         .where(_device_handles(dev.id),
-                                m.AttachHandle.attach_type.in_(states.GUEST_ATTACH_TYPES))
-                         .order_by(m.AttachHandle.id)).all()
-    return [{"uuid": row.uuid, "type": row.attach_type,
-             "info": {k: str(v) for k, v in json.loads(row.attach_info).items()}}
-            for row in rows]
+def _guest_handles(s: Session, dev_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
+    """device id -> its attach handles a hypervisor attaches to a guest: {uuid, type,
+    info (:func:`acceld.objects.arqs.attach_info_strings`)}."""
+    found: dict[int, list[dict[str, Any]]] = {}
+    if not dev_ids:
+        return found
+    rows = s.execute(select(m.Deployable.device_id, m.AttachHandle.uuid,
+                            m.AttachHandle.attach_type, m.AttachHandle.attach_info)
+                     .join(m.Deployable, m.Deployable.id == m.AttachHandle.deployable_id)
+                     .where(m.Deployable.device_id.in_(dev_ids),
+                            m.AttachHandle.attach_type.in_(states.GUEST_ATTACH_TYPES))
+                     .order_by(m.AttachHandle.id))
+    for row in rows:
+        found.setdefault(row.device_id, []).append(
+            {"uuid": row.uuid, "type": row.attach_type,
+             "info": arqs.attach_info_strings(row.attach_info)})
+    return found
+
+
+def set_hot_plug(db: Database, uuid: str, instance: str, to: str, *,
+                 expect: Collection[str]) -> bool:
+    """The hot-plug substate of ``uuid``'s attachment to ``instance``, ``expect`` -> ``to``
+    in one compare-and-swap; False when it was not (detached, or another substate)."""
+    with db.writer() as s:
+        return s.execute(update(m.Device).where(
+            m.Device.uuid == uuid, m.Device.attach_type == "instance",
+            m.Device.attached_to == instance, m.Device.hot_plug.in_(sorted(expect)))
+            .values(hot_plug=to).execution_options(synchronize_session=False)).rowcount == 1
 
 
 def attachment(db: Database, uuid: str) -> tuple[str | None, str | None, str | None]:
@@ -364,30 +402,68 @@ def check_owner(dev_project: str | None, attach_type: str | None, uuid: str,
             f"Accelerator {uuid} was attached to an instance by another project's request.")
 
 
-def check_detachable(db: Database, uuid: str, project_id: str | None = None) -> None:
-    """What :func:`detach` refuses (another project's attachment, bound ARQs), checked
-    before anything outside the database is undone."""
-    with db.reader() as s:
-        dev = _get(s, uuid)
-        check_owner(dev.attached_project_id, dev.attach_type, uuid, project_id)
-        _check_no_allocations(s, dev)
+class Detach(NamedTuple):
+    """An accelerator's attachment as a detach found it (:func:`ask_detach`)."""
+
+    attach_type: str | None
+    target: str | None
+    host: str | None
+    handles: list[dict[str, Any]]       # an instance attachment's (_guest_handles)
 
 
-def detach(db: Database, uuid: str, project_id: str | None = None) -> None:
-    """Detach; refused while bound ARQs hold the device, or for another project."""
+def _detachable(s: Session, uuid: str, project_id: str | None) -> m.Device:
+    """The device row, when :func:`detach` may detach it for ``project_id`` (not
+    another project's attachment, no bound ARQs)."""
+    dev = _get(s, uuid)
+    check_owner(dev.attached_project_id, dev.attach_type, uuid, project_id)
+    _check_no_allocations(s, dev)
+    return dev
+
+
+def ask_detach(db: Database, uuid: str, project_id: str | None = None) -> Detach:
+    """What :func:`detach` refuses, checked before anything outside the database is
+    undone; an instance attachment is marked Detaching (kept while the guest has not
+    released its handles, so that the reconcile never attaches them again), refused while
+    it is being attached."""
     with db.writer() as s:
-        dev = _get(s, uuid)
-        check_owner(dev.attached_project_id, dev.attach_type, uuid, project_id)
-        _check_no_allocations(s, dev)
-        if dev.attached_to is None:
-            return
-        ledger.record(s.connection(), _attachment_entry(dev, ledger.DETACH))
-        s.execute(update(m.Device).where(m.Device.id == dev.id)
-                  .values(_changed(attach_type=None, attached_to=None,
-                                   attached_project_id=None)))
+        dev = _detachable(s, uuid, project_id)
+        if dev.attach_type != "instance":
+            return Detach(dev.attach_type, dev.attached_to, dev.hostname, [])
+        res = s.execute(update(m.Device).where(
+            m.Device.id == dev.id, m.Device.attached_to == dev.attached_to,
+            m.Device.hot_plug.in_([states.HOT_ATTACHED, states.HOT_DETACHING]))
+            .values(hot_plug=states.HOT_DETACHING)
+            .execution_options(synchronize_session=False))
+        if res.rowcount != 1:
+            raise exception.Conflict(
+                f"Accelerator {uuid} is being attached to instance {dev.attached_to}; "
+                "detach it once the attach has ended.")
+        return Detach(dev.attach_type, dev.attached_to, dev.hostname,
+                      _guest_handles(s, [dev.id]).get(dev.id, []))
+
+
+def detach(db: Database, uuid: str, project_id: str | None = None,
+           hot_plug: str | None = None) -> bool:
+    """Detach; refused while bound ARQs hold the device, or for another project.
+    ``hot_plug``: only an instance attachment in that substate (a compare-and-swap).
+    False when nothing was detached."""
+    with db.writer() as s:
+        dev = _detachable(s, uuid, project_id)
+        if dev.attached_to is None or (hot_plug is not None and dev.hot_plug != hot_plug):
+            return False
+        entry = _attachment_entry(dev, ledger.DETACH)
+        res = s.execute(update(m.Device).where(
+            m.Device.id == dev.id, m.Device.attached_to == dev.attached_to,
+            m.Device.hot_plug == dev.hot_plug)          # IS NULL for None
+            .values(_changed(attach_type=None, attached_to=None, attached_project_id=None,
+                             hot_plug=None))
+            .execution_options(synchronize_session=False))
+        if res.rowcount != 1:
+            return False                # detached or changed since it was read
+        ledger.record(s.connection(), entry)
         # No ARQ holds a handle (checked above), so every claimed handle is the v1 claim.
         s.execute(update(m.AttachHandle).where(_device_handles(dev.id))
                   .values(in_use=False).execution_options(synchronize_session=False))
         if dev.health == states.HEALTH_MISSING and dev.hostname:
             inventory.forget_digest(s, dev.hostname)
-
+        return True

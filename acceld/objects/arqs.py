@@ -82,10 +82,16 @@ def _not_resolved() -> exception.NotResolved:
                                  "resolved yet.")
 
 
+def attach_info_strings(attach_info: str | dict[str, Any]) -> dict[str, str]:
+    """A handle's ``attach_info`` (its stored JSON, or that decoded) with every value a
+    string: as Cyborg's API shows it and as an agent takes it to build a guest's device."""
+    info = json.loads(attach_info) if isinstance(attach_info, str) else attach_info
+    return {k: str(v) for k, v in info.items()}
+
+
 def _to_dict(row: Any) -> dict[str, Any]:
     """An ARQ as the API shows it, from a row shaped as :data:`_ROWS`."""
     bound = row.state == st.ARQ_BOUND and row.handle_uuid is not None
-    info = json.loads(row.handle_info) if bound else {}
     return {"uuid": row.uuid, "state": row.state,
             "device_profile_name": row.profile_name,
             "device_profile_group_id": row.device_profile_group_id,
@@ -93,7 +99,7 @@ def _to_dict(row: Any) -> dict[str, Any]:
             "instance_uuid": row.instance_uuid, "project_id": row.project_id,
             "attach_handle_type": row.handle_type if bound else "",
             "attach_handle_uuid": row.handle_uuid if bound else None,
-            "attach_handle_info": {k: str(v) for k, v in info.items()},
+            "attach_handle_info": attach_info_strings(row.handle_info) if bound else {},
             "created_at": row.created_at, "updated_at": row.updated_at}
 
 

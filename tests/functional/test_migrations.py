@@ -145,6 +145,25 @@ def test_capabilities_become_varchar_and_keep_their_rows(empty_db):
             "created_at) VALUES ('h1', 'fake', '1.0', 'installed', 0, CURRENT_TIMESTAMP)"))
 
 
+def test_instance_attachments_start_attached(empty_db):
+    # 0013 adds devices.hot_plug: an instance attachment made before it is Attached (so
+    # the reconcile keeps it as it did), a host attachment or none has no substate.
+    migration.upgrade(empty_db, "0012")
+    with empty_db.writer() as s:
+        for name, attach_type, target in (("vm", "instance", "i-1"), ("host", "host", "h1"),
+                                          ("free", None, None)):
+            s.execute(text(
+                "INSERT INTO devices (uuid, name, status, state, health, acc_specs, revision,"
+                " attach_type, attached_to, lifecycle, maintenance, created_at) VALUES "
+                "(:name, :name, 'enabled', 'ready', 'ok', '{}', 1, :type, :target, "
+                "'healthy', :no, CURRENT_TIMESTAMP)"),
+                {"name": name, "type": attach_type, "target": target, "no": False})
+    migration.upgrade(empty_db)
+    with empty_db.reader() as s:
+        assert s.execute(text("SELECT name, hot_plug FROM devices ORDER BY name")).all() \
+            == [("free", None), ("host", None), ("vm", "Attached")]
+
+
 def test_tables_become_utf8mb4_with_a_binary_collation_and_keep_their_rows(empty_db,
                                                                            backend):
     # 0009 converts the tables of a MariaDB/MySQL database made in 3-byte utf8 with a

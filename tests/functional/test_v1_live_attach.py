@@ -5,13 +5,18 @@ once the guest released every handle."""
 
 from __future__ import annotations
 
+import datetime
 import uuid as uuidlib
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from oslo_utils import timeutils
 from sqlalchemy import func, select
 
 from acceld import exception, rpc
+from acceld import states as st
+from acceld.conductor import hotplug
 from acceld.db import models as m
 from acceld.db.api import Database
 from acceld.objects import accelerators
@@ -207,22 +212,197 @@ def test_a_host_attachment_touches_no_guest(stack: Stack) -> None:
     assert _attached(stack, qat) is None and _handles(stack, qat)[1] == 0
 
 
+@pytest.fixture
+def clock() -> Iterator[None]:
+    timeutils.set_time_override()
+    yield
+    timeutils.clear_time_override()
+
+
+def _hot_plug(stack: Stack, uuid: str) -> str | None:
+    """The attachment's hot-plug substate (Attaching, Attached, Detaching)."""
+    with stack.db.reader() as s:
+        return s.execute(select(m.Device.hot_plug).where(m.Device.uuid == uuid)).scalar_one()
+
+
+def _past_the_grace(stack: Stack, uuid: str) -> None:
+    """The clock past the attach's grace from the device's own last write (taken from
+    the real clock, however long the set-up took on a loaded machine)."""
+    with stack.db.reader() as s:
+        written = s.execute(select(m.Device.updated_at).where(m.Device.uuid == uuid)
+                            ).scalar_one()
+    timeutils.set_time_override(
+        written + datetime.timedelta(seconds=2 * stack.conf.rpc_timeout + 1))
+
+
 def test_an_attach_whose_agent_died_stays_and_the_reconcile_completes_it(
         stack: Stack, hvs: dict[str, fake.FakeHypervisor],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, clock: None) -> None:
     """The agent dies after the first of the device's 4 handles reached the guest: the
     records stay attached (the guest may hold devices), and the reconcile attaches the
-    handles the guest lacks; a guest Nova defined again gets them back the same way."""
+    handles the guest lacks once the attach is past its grace (as a hot-plugged ARQ's);
+    a guest Nova defined again gets them back the same way."""
     qat, hv = _acc(stack), hvs["host1"]
     with monkeypatch.context() as patched:
         _fail_second_attach(patched, hv, RuntimeError("agent killed"))
         with pytest.raises(exception.Unavailable, match="stays attached"):
             stack.conductor.attach(qat, "instance", VM1)
     assert _attached(stack, qat) == {"type": "instance", "id": VM1}
+    assert _hot_plug(stack, qat) == st.HOT_ATTACHING
     assert len(_aliases(stack, "host1", VM1)) == 1
+    # within the grace the agent may still be attaching: nothing is put, and a detach
+    # waits for the attach to end
+    assert stack.conductor.reconcile_hot_plug()["v1_detached"] == []
+    assert len(_aliases(stack, "host1", VM1)) == 1
+    with pytest.raises(exception.Conflict, match="being attached"):
+        stack.conductor.detach(qat)
+    _past_the_grace(stack, qat)
     assert stack.conductor.reconcile_hot_plug()["v1_detached"] == []
     assert len(_aliases(stack, "host1", VM1)) == 4
+    assert _hot_plug(stack, qat) == st.HOT_ATTACHED
     hv.redefine(VM1)                                # Nova's hard reboot, stop/start
     stack.conductor.reconcile_hot_plug()
     assert len(_aliases(stack, "host1", VM1)) == 4
     assert _attached(stack, qat) == {"type": "instance", "id": VM1}
+
+
+def test_an_attach_nobody_saw_end_whose_instance_went_is_detached_after_the_grace(
+        stack: Stack, hvs: dict[str, fake.FakeHypervisor],
+        monkeypatch: pytest.MonkeyPatch, clock: None) -> None:
+    qat, hv = _acc(stack), hvs["host1"]
+    with monkeypatch.context() as patched:
+        _fail_second_attach(patched, hv, RuntimeError("agent killed"))
+        with pytest.raises(exception.Unavailable):
+            stack.conductor.attach(qat, "instance", VM1)
+    hv.remove_guest(VM1)
+    assert stack.conductor.reconcile_hot_plug()["v1_detached"] == []      # the grace
+    _past_the_grace(stack, qat)
+    assert stack.conductor.reconcile_hot_plug()["v1_detached"] == [qat]
+    assert _attached(stack, qat) is None and _handles(stack, qat)[1] == 0
+
+
+def _other_conductor(stack: Stack) -> hotplug.HotPlug:
+    """The hot plug of a second conductor (its own in-flight set): only the records
+    stand between its reconcile and this conductor's attaches and detaches."""
+    return hotplug.HotPlug(stack.db, rpc.AgentClient(stack.transport, timeout=10),
+                           binder=None, attach_grace=2 * stack.conf.rpc_timeout)
+
+
+def test_a_detach_the_guest_answers_late_is_completed_not_undone_by_the_reconcile(
+        stack: Stack, hvs: dict[str, fake.FakeHypervisor]) -> None:
+    """A pending detach (409) is remembered: while the guest holds some of the handles
+    the reconcile leaves them as they are (never putting back the ones released), and
+    once it released them all the reconcile detaches the accelerator in the records."""
+    qat, hv = _acc(stack), hvs["host1"]
+    handles, _ = _handles(stack, qat)
+    stack.conductor.attach(qat, "instance", STUBBORN)
+    with pytest.raises(exception.Conflict, match="pending"):
+        stack.conductor.detach(qat)
+    hv.set_ignores_unplug(STUBBORN, False)          # the guest's OS answers the eject late
+    for handle in handles[:2]:
+        hv.detach(STUBBORN, devicexml.alias(handle), 0)
+    assert stack.conductor.reconcile_hot_plug()["v1_detached"] == []
+    assert _aliases(stack, "host1", STUBBORN) == [devicexml.alias(h) for h in handles[2:]]
+    assert _attached(stack, qat) == {"type": "instance", "id": STUBBORN}
+    assert _hot_plug(stack, qat) == st.HOT_DETACHING
+    for handle in handles[2:]:
+        hv.detach(STUBBORN, devicexml.alias(handle), 0)
+    assert stack.conductor.reconcile_hot_plug()["v1_detached"] == [qat]
+    assert _aliases(stack, "host1", STUBBORN) == []
+    assert _attached(stack, qat) is None and _handles(stack, qat)[1] == 0
+    assert _hot_plug(stack, qat) is None
+
+
+@pytest.mark.parametrize("other", [False, True], ids=["this-conductor", "another"])
+def test_a_reconcile_between_the_guests_release_and_the_records_puts_nothing_back(
+        stack: Stack, monkeypatch: pytest.MonkeyPatch, other: bool) -> None:
+    """A pass that runs after the guest released the handles and before the detach is
+    written leaves the guest empty: this conductor's pass leaves the detach it runs
+    alone, another's completes it in the records."""
+    qat = _acc(stack)
+    stack.conductor.attach(qat, "instance", VM1)
+    reconcile = (_other_conductor(stack).reconcile if other
+                 else stack.conductor.reconcile_hot_plug)
+    detach, passes = accelerators.detach, []
+
+    def pass_first(*args: Any, **kwargs: Any) -> bool:
+        if not passes:                  # the request's detach (not the pass's own)
+            passes.append({})
+            passes[0] = reconcile()
+        return detach(*args, **kwargs)
+
+    monkeypatch.setattr(accelerators, "detach", pass_first)
+    stack.conductor.detach(qat)
+    assert passes[0]["v1_detached"] == ([qat] if other else [])
+    assert _aliases(stack, "host1", VM1) == []
+    assert _attached(stack, qat) is None and _handles(stack, qat)[1] == 0
+
+
+@pytest.mark.parametrize("other", [False, True], ids=["this-conductor", "another"])
+@pytest.mark.parametrize("refused", [False, True], ids=["attached", "refused"])
+def test_a_reconcile_during_an_attach_puts_no_handle(
+        stack: Stack, monkeypatch: pytest.MonkeyPatch, other: bool, refused: bool) -> None:
+    """A pass that runs after the attach put its first handle puts none of the others
+    (the attach puts them, once), so an attach the hypervisor then refuses leaves the
+    guest as it was."""
+    qat = _acc(stack)
+    reconcile = (_other_conductor(stack).reconcile if other
+                 else stack.conductor.reconcile_hot_plug)
+    put, by_attach, by_pass, passing = rpc.AgentClient.attach_to_guest, [], [], []
+
+    def attach_to_guest(self: rpc.AgentClient, *args: Any, **kwargs: Any) -> None:
+        if passing:                                 # the pass runs: its own put
+            by_pass.append(args)
+            return put(self, *args, **kwargs)
+        by_attach.append(args)
+        if refused and len(by_attach) == 2:
+            raise exception.HypervisorError("internal error: no IOMMU group")
+        put(self, *args, **kwargs)
+        if len(by_attach) == 1:
+            passing.append(True)
+            try:
+                reconcile()
+            finally:
+                passing.clear()
+
+    monkeypatch.setattr(rpc.AgentClient, "attach_to_guest", attach_to_guest)
+    if refused:
+        with pytest.raises(exception.HypervisorError):
+            stack.conductor.attach(qat, "instance", VM1)
+        assert by_pass == [] and _aliases(stack, "host1", VM1) == []
+        assert _attached(stack, qat) is None and _handles(stack, qat)[1] == 0
+    else:
+        stack.conductor.attach(qat, "instance", VM1)
+        assert by_pass == []
+        assert len(by_attach) == 4 and len(_aliases(stack, "host1", VM1)) == 4
+        assert _hot_plug(stack, qat) == st.HOT_ATTACHED
+
+
+def test_a_detach_while_the_reconcile_puts_a_handle_back_is_asked_again(
+        stack: Stack, hvs: dict[str, fake.FakeHypervisor],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """This conductor's pass holds the accelerator while it puts the handles a redefined
+    guest lost: a detach meanwhile is a 409 to ask again; the detach stays asked, so no
+    later pass puts anything back, and once the guest holds none of the handles (here:
+    defined again) a pass detaches the accelerator in the records."""
+    qat = _acc(stack)
+    stack.conductor.attach(qat, "instance", VM1)
+    hvs["host1"].redefine(VM1)
+    put, refused = rpc.AgentClient.attach_to_guest, []
+
+    def attach_to_guest(self: rpc.AgentClient, *args: Any, **kwargs: Any) -> None:
+        put(self, *args, **kwargs)
+        if not refused:
+            with pytest.raises(exception.Conflict, match="try again") as caught:
+                stack.conductor.detach(qat)
+            refused.append(caught.value)
+
+    monkeypatch.setattr(rpc.AgentClient, "attach_to_guest", attach_to_guest)
+    stack.conductor.reconcile_hot_plug()
+    assert len(refused) == 1 and _hot_plug(stack, qat) == st.HOT_DETACHING
+    assert len(_aliases(stack, "host1", VM1)) == 4        # the pass had begun: it ends
+    assert stack.conductor.reconcile_hot_plug()["v1_detached"] == []     # still held
+    hvs["host1"].redefine(VM1)
+    assert stack.conductor.reconcile_hot_plug()["v1_detached"] == [qat]
+    assert _aliases(stack, "host1", VM1) == []
+    assert _attached(stack, qat) is None and _handles(stack, qat)[1] == 0
