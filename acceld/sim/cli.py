@@ -8,13 +8,11 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import signal
 import sys
-import threading
 from typing import Any
 
 from acceld import conf as config
-from acceld import rpc
+from acceld import rpc, signals
 from acceld.sim import devices as devmod
 from acceld.sim import scenario as scen
 from acceld.sim.fleet import Fleet, FleetConfig
@@ -121,13 +119,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(fleet: Fleet, args: argparse.Namespace) -> bool:
     """Until ``--duration`` is over (then: is it in sync?), until converged or timed
     out, or until SIGINT/SIGTERM."""
-    stop = threading.Event()
-
-    def handler(signum: int, _frame: Any) -> None:
-        LOG.info("signal %d: stopping", signum)
-        stop.set()
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
+    stop = signals.stop_event()
     fleet.start()
     limit = args.duration if args.duration is not None else args.timeout
     next_progress = args.progress
