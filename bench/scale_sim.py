@@ -87,7 +87,6 @@ def main() -> int:
                        overrides={"DEFAULT": {"transport_url": args.transport_url}})
     transport = rpc.MessagingTransport(conf)
     fleet = Fleet(transport, cli.fleet_config(args))
-    started = False
     try:
         answer({"ready": True})
         for line in sys.stdin:
@@ -96,7 +95,6 @@ def main() -> int:
                 continue
             if words[0] == "start":
                 fleet.start()
-                started = True
                 answer({"started": True})
             elif words[0] == "stats":
                 answer(fleet.stats())
@@ -107,8 +105,7 @@ def main() -> int:
             else:
                 answer({"error": f"unknown command {words[0]!r}"})
     finally:
-        if started:
-            fleet.stop()
+        fleet.stop()                 # also when it never started
         transport.close()
     answer({"stopped": True})
     return 0

@@ -440,24 +440,29 @@ class Fleet:
                 hv.redefine(guest.uuid)       # guests come back without hot-plugged devices
         self._boot(name, keep_journal)
 
-    def _devices(self, fault: scen.Fault, name: str) -> list[str]:
+    def _on_devices(self, fault: scen.Fault, targets: list[str],
+                    apply: Callable[[SimHost, list[str]], None],
+                    undo: Callable[[SimHost, list[str]], None], after: float | None) -> int:
+        """``apply(host, identities)`` to the devices the fault picks on each target host
+        and, unless ``after`` is None, ``undo`` the same ``after`` s later; returns the
+        number of devices hit."""
         params = fault.params
         by_type = "GPU" if fault.kind in scen.HEALTH_FAULTS and not (
             params.get("device") or params.get("device_kind")) else None
-        return self.hosts[name].pick(params.get("device_kind"), params.get("device"),
-                                     params["devices"], by_type)
-
-    def _unplug(self, fault: scen.Fault, targets: list[str]) -> dict[str, Any]:
-        back = fault.params["back_after"]
         total = 0
         for name in targets:
-            gone = self._devices(fault, name)
-            total += len(gone)
-            self.hosts[name].unplug(gone)
-            if back is not None:
-                self._fault_event(time.monotonic() + back,
-                                  functools.partial(self.hosts[name].replug, gone))
-        return {"devices": total}
+            host = self.hosts[name]
+            hit = host.pick(params.get("device_kind"), params.get("device"),
+                            params["devices"], by_type)
+            total += len(hit)
+            apply(host, hit)
+            if after is not None:
+                self._fault_event(time.monotonic() + after, functools.partial(undo, host, hit))
+        return total
+
+    def _unplug(self, fault: scen.Fault, targets: list[str]) -> dict[str, Any]:
+        return {"devices": self._on_devices(fault, targets, SimHost.unplug, SimHost.replug,
+                                            fault.params["back_after"])}
 
     def _health(self, fault: scen.Fault, targets: list[str]) -> dict[str, Any]:
         params = fault.params
@@ -467,16 +472,11 @@ class Fleet:
                                                     "ECC errors since driver load",)),
             scen.FAILED_RESET: (states.HEALTH_FAILED, (RESET_FAILS_REASON,)),
         }[fault.kind]
-        duration = params.get("duration")
-        total = 0
-        for name in targets:
-            hit = self._devices(fault, name)
-            total += len(hit)
-            self.hosts[name].set_health(hit, status, reasons)
-            if duration is not None:
-                self._fault_event(time.monotonic() + duration, functools.partial(
-                    self.hosts[name].clear_health, hit, reasons))
-        return {"devices": total, "status": status}
+        hit = self._on_devices(fault, targets,
+                               lambda host, ids: host.set_health(ids, status, reasons),
+                               lambda host, ids: host.clear_health(ids, reasons),
+                               params.get("duration"))
+        return {"devices": hit, "status": status}
 
     def _bus(self, fault: scen.Fault, targets: list[str]) -> dict[str, Any]:
         """Slow bus: every message of the hosts held ``delay`` s; lost: dropped."""
