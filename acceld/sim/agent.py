@@ -42,7 +42,7 @@ class AgentEndpoint:
 
     def __init__(self, host: SimHost, conductor: ConductorClient, hypervisor: FakeHypervisor,
                  wake: Callable[[], None], served: Callable[[str], None],
-                 work_delay: float = 0.0) -> None:
+                 work_delay: float) -> None:
         self._host = host
         self._work_delay = work_delay
         self._conductor = conductor
