@@ -19,7 +19,7 @@ from typing import Any
 import waitress
 from oslo_config import cfg
 
-from acceld import clients, notify, rpc
+from acceld import clients, notify, rpc, signals
 from acceld.agent.manager import AgentManager
 from acceld.api import deploy
 from acceld.clients import nova as nova_client
@@ -325,13 +325,7 @@ def api_app(conf: cfg.ConfigOpts, db: Database,
 def until_signal(stops: list[Callable[[], object]], parent: int | None = None) -> int:
     """Run until SIGTERM/SIGINT (or until process ``parent`` is gone), then call ``stops``
     in order (the HTTP server's first: requests in flight may still need the rest)."""
-    stop = threading.Event()
-
-    def handler(signum: int, _frame: Any) -> None:
-        LOG.info("signal %d: stopping", signum)
-        stop.set()
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
+    stop = signals.stop_event()
     try:
         while not stop.wait(1):
             if parent is not None and os.getppid() != parent:

@@ -563,17 +563,14 @@ def main() -> int:
         summary[f"conductors_{count}"] = medians(done)
     if 1 in runs and len(runs) > 1:
         for count in counts:
-            if count != 1:
-                ratios = [b["cpu_ms_per_report"] / a["cpu_ms_per_report"]
-                          for a, b in zip(runs[1], runs[count], strict=True)]
-                summary[f"cpu_per_report_ratio_{count}_to_1"] = {
+            if count == 1:
+                continue
+            for name, key in (("cpu_per_report", "cpu_ms_per_report"),
+                              ("reports_per_s", "storm_reports_per_s")):
+                ratios = [b[key] / a[key] for a, b in zip(runs[1], runs[count], strict=True)]
+                summary[f"{name}_ratio_{count}_to_1"] = {
                     "median": round(statistics.median(ratios), 3),
                     "runs": [round(r, 3) for r in ratios]}
-                rates = [b["storm_reports_per_s"] / a["storm_reports_per_s"]
-                         for a, b in zip(runs[1], runs[count], strict=True)]
-                summary[f"reports_per_s_ratio_{count}_to_1"] = {
-                    "median": round(statistics.median(rates), 3),
-                    "runs": [round(r, 3) for r in rates]}
     emit("summary " + json.dumps(summary))
     return 0
 

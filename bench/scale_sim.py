@@ -15,7 +15,7 @@ stderr):
   in them, and each round's seconds;
 * ``stop``, or the end of stdin (scale.py went away): the fleet stops, the process exits.
 
-Usage: python bench/scale_sim.py --transport-url URL --hosts N --host-prefix P
+Usage: python bench/scale_sim.py --transport-url URL [acceld-sim's fleet options]
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ sys.path.insert(0, ROOT)
 
 from acceld import conf as config  # noqa: E402
 from acceld import rpc  # noqa: E402
-from acceld.sim.fleet import Fleet, FleetConfig  # noqa: E402
+from acceld.sim import cli  # noqa: E402
+from acceld.sim.fleet import Fleet  # noqa: E402
 
 PREFIX = "SIM "
 POLL = 0.01          # seconds between two looks at the accepted counter during a round
@@ -77,22 +78,15 @@ def rounds(fleet: Fleet, count: int, timeout: float) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--transport-url", required=True)
-    parser.add_argument("--hosts", type=int, required=True)
-    parser.add_argument("--host-prefix", required=True)
-    parser.add_argument("--workers", type=int, default=16)
-    parser.add_argument("--report-interval", type=float, default=3600.0)
-    parser.add_argument("--heartbeat-interval", type=float, default=30.0)
-    parser.add_argument("--rpc-timeout", type=int, default=60)
+    cli.add_fleet_options(parser)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    conf = config.load([], config_files=[], overrides={"DEFAULT": {
-        "transport_url": args.transport_url, "rpc_timeout": args.rpc_timeout}})
+    # no configuration file: the bus is the run's own, the RPC timeout acceld's default
+    conf = config.load([], config_files=[],
+                       overrides={"DEFAULT": {"transport_url": args.transport_url}})
     transport = rpc.MessagingTransport(conf)
-    fleet = Fleet(transport, FleetConfig(
-        hosts=args.hosts, host_prefix=args.host_prefix, report_interval=args.report_interval,
-        heartbeat_interval=args.heartbeat_interval, workers=args.workers))
-    started = False
+    fleet = Fleet(transport, cli.fleet_config(args))
     try:
         answer({"ready": True})
         for line in sys.stdin:
@@ -101,7 +95,6 @@ def main() -> int:
                 continue
             if words[0] == "start":
                 fleet.start()
-                started = True
                 answer({"started": True})
             elif words[0] == "stats":
                 answer(fleet.stats())
@@ -112,8 +105,7 @@ def main() -> int:
             else:
                 answer({"error": f"unknown command {words[0]!r}"})
     finally:
-        if started:
-            fleet.stop()
+        fleet.stop()                 # also when it never started
         transport.close()
     answer({"stopped": True})
     return 0

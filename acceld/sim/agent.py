@@ -27,8 +27,6 @@ from acceld.virt.hypervisor import Guest
 
 LOG = logging.getLogger(__name__)
 
-DRIVER_ACTIONS = ("install", "uninstall", "update")
-
 
 def guest_instances(host: str, count: int) -> list[tuple[str, str]]:
     """(UUID, name) of the simulated guests of ``host``, the same at every call."""
@@ -44,7 +42,7 @@ class AgentEndpoint:
 
     def __init__(self, host: SimHost, conductor: ConductorClient, hypervisor: FakeHypervisor,
                  wake: Callable[[], None], served: Callable[[str], None],
-                 work_delay: float = 0.0) -> None:
+                 work_delay: float) -> None:
         self._host = host
         self._work_delay = work_delay
         self._conductor = conductor
@@ -88,7 +86,7 @@ class AgentEndpoint:
 
     def driver_action(self, name: str, action: str) -> dict[str, Any]:
         self._served("driver_action")
-        if action not in DRIVER_ACTIONS:
+        if action not in ("install", "uninstall", "update"):
             return {"ok": False, "error": f"unknown action {action}"}
         if name not in self._host.drivers:
             return {"ok": False, "error": f"driver {name} is not available on {self._host.name}"}

@@ -6,15 +6,14 @@ RabbitMQ (``[DEFAULT] transport_url`` of the configuration files given), run for
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
-import signal
 import sys
-import threading
 from typing import Any
 
 from acceld import conf as config
-from acceld import rpc
+from acceld import rpc, signals
 from acceld.sim import devices as devmod
 from acceld.sim import scenario as scen
 from acceld.sim.fleet import Fleet, FleetConfig
@@ -29,15 +28,10 @@ def _mix(text: str) -> tuple[tuple[str, int], ...]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def build_parser() -> argparse.ArgumentParser:
+def add_fleet_options(p: argparse.ArgumentParser) -> None:
+    """The options of :class:`FleetConfig`, each named as its field (see
+    :func:`fleet_config`); ``bench/scale_sim.py`` takes them too."""
     kinds = "; ".join(f"{k.name}: {k.summary}" for k in devmod.KINDS.values())
-    p = argparse.ArgumentParser(
-        prog="acceld-sim", description="Simulate a fleet of acceld agents against a real "
-        "conductor over its RabbitMQ (docs/simulator.md).")
-    p.add_argument("--config-file", action="append", default=[], metavar="PATH",
-                   help="acceld configuration file(s) whose [DEFAULT] transport_url (and "
-                        "rpc_timeout) the simulator uses; repeatable.")
-    p.add_argument("--transport-url", help="Overrides [DEFAULT] transport_url.")
     p.add_argument("--hosts", type=int, default=100, help="Simulated hosts (default 100).")
     p.add_argument("--host-prefix", default="sim",
                    help="Host names are PREFIX-00000, PREFIX-00001, ... (default sim).")
@@ -63,6 +57,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ramp", type=float, default=0.0,
                    help="Spread the hosts' first reports over this many seconds (default 0: "
                         "all at once).")
+
+
+def fleet_config(args: argparse.Namespace) -> FleetConfig:
+    """The :class:`FleetConfig` of :func:`add_fleet_options`' options; ValueError when
+    they make no sense together."""
+    return FleetConfig(**{f.name: getattr(args, f.name)
+                          for f in dataclasses.fields(FleetConfig)})
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="acceld-sim", description="Simulate a fleet of acceld agents against a real "
+        "conductor over its RabbitMQ (docs/simulator.md).")
+    p.add_argument("--config-file", action="append", default=[], metavar="PATH",
+                   help="acceld configuration file(s) whose [DEFAULT] transport_url (and "
+                        "rpc_timeout) the simulator uses; repeatable.")
+    p.add_argument("--transport-url", help="Overrides [DEFAULT] transport_url.")
+    add_fleet_options(p)
     p.add_argument("--scenario", metavar="FILE", help="JSON file of timed faults.")
     p.add_argument("--duration", type=float,
                    help="Run this many seconds; without it, run until converged.")
@@ -80,12 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
-        fleet_config = FleetConfig(
-            hosts=args.hosts, host_prefix=args.host_prefix, mix=args.mix,
-            report_interval=args.report_interval, heartbeat_interval=args.heartbeat_interval,
-            retry_interval=args.retry_interval, workers=args.workers,
-            serve_rpc=args.serve_rpc, guests=args.guests, ramp=args.ramp,
-            work_delay=args.work_delay)
+        settings = fleet_config(args)
         scenario = scen.load(args.scenario) if args.scenario else None
     except (ValueError, OSError) as exc:
         print(f"acceld-sim: {exc}", file=sys.stderr)
@@ -99,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     transport = rpc.MessagingTransport(conf)
     try:
-        fleet = Fleet(transport, fleet_config, scenario)
+        fleet = Fleet(transport, settings, scenario)
     except ValueError as exc:
         transport.close()
         print(f"acceld-sim: {exc}", file=sys.stderr)
@@ -121,13 +128,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(fleet: Fleet, args: argparse.Namespace) -> bool:
     """Until ``--duration`` is over (then: is it in sync?), until converged or timed
     out, or until SIGINT/SIGTERM."""
-    stop = threading.Event()
-
-    def handler(signum: int, _frame: Any) -> None:
-        LOG.info("signal %d: stopping", signum)
-        stop.set()
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
+    stop = signals.stop_event()
     fleet.start()
     limit = args.duration if args.duration is not None else args.timeout
     next_progress = args.progress

@@ -46,7 +46,6 @@ Builder = Callable[[str, pci.PciAddress, random.Random], dict[str, Any]]
 class Kind:
     name: str
     driver: str
-    device_type: str
     build: Builder           # (host, address, rng) -> the device as a report holds it
     summary: str
 
@@ -105,7 +104,7 @@ def host_devices(host: str, mix: tuple[tuple[str, int], ...]) -> list[SimDevice]
         body = kind.build(host, address, random.Random(_seed(host, str(address))))
         function = body.pop("_function", None)
         out.append(SimDevice(kind=kind.name, driver=kind.driver, identity=str(address),
-                             type=kind.device_type, body=body, function=function))
+                             type=body["type"], body=body, function=function))
     return out
 
 
@@ -277,15 +276,13 @@ def _nic_vf(host: str, address: pci.PciAddress, rng: random.Random) -> dict[str,
 
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
-    Kind("gpu", "nvidia_gpu", "GPU", _gpu, "A100 80GB, whole (PGPU, 1 PCI handle)"),
-    Kind("gpu_mig", "nvidia_gpu", "GPU", _gpu_mig,
+    Kind("gpu", "nvidia_gpu", _gpu, "A100 80GB, whole (PGPU, 1 PCI handle)"),
+    Kind("gpu_mig", "nvidia_gpu", _gpu_mig,
          "H100 80GB with MIG on (1 x 3g.40gb + 4 x 1g.10gb MIG handles)"),
-    Kind("vgpu", "nvidia_gpu", "GPU", _vgpu, f"T4 with {VGPU_INSTANCES} mdev vGPUs "
-         f"({VGPU_TYPE})"),
-    Kind("fpga", "fpga", "FPGA", _fpga, "Intel PAC D5005 (DFL), one region, 1 PCI handle"),
-    Kind("qat_vf", "sriov", "QAT", _qat_vf, f"Intel QAT 4xxx PF, {QAT_VFS} VF handles"),
-    Kind("nic_vf", "sriov", "NIC", _nic_vf, f"ConnectX-6 Dx PF, {NIC_VFS} VF handles "
-         f"({PHYSNET})"),
+    Kind("vgpu", "nvidia_gpu", _vgpu, f"T4 with {VGPU_INSTANCES} mdev vGPUs ({VGPU_TYPE})"),
+    Kind("fpga", "fpga", _fpga, "Intel PAC D5005 (DFL), one region, 1 PCI handle"),
+    Kind("qat_vf", "sriov", _qat_vf, f"Intel QAT 4xxx PF, {QAT_VFS} VF handles"),
+    Kind("nic_vf", "sriov", _nic_vf, f"ConnectX-6 Dx PF, {NIC_VFS} VF handles ({PHYSNET})"),
 )}
 
 DEFAULT_MIX = parse_mix("gpu_mig=2,vgpu=2,fpga=1,qat_vf=2,nic_vf=1")

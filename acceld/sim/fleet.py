@@ -36,9 +36,6 @@ from acceld.virt.fake import FakeHypervisor
 
 LOG = logging.getLogger(__name__)
 
-AGENT_BINARY = "acceld-agent"
-
-
 @dataclasses.dataclass(frozen=True)
 class FleetConfig:
     hosts: int = 10
@@ -87,12 +84,10 @@ class _Delivery:
 class Fleet:
     """``transport``: the bus to the conductor (the caller's, closed by the caller)."""
 
-    def __init__(self, transport: rpc.Transport, config: FleetConfig | None = None,
-                 scenario: scen.Scenario | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.config = config or FleetConfig()
+    def __init__(self, transport: rpc.Transport, config: FleetConfig,
+                 scenario: scen.Scenario | None = None) -> None:
+        self.config = config
         self._transport = transport
-        self._clock = clock
         self._names = host_names(self.config.host_prefix, self.config.hosts)
         # one client per host, as each agent has: it learns its host's owning conductor
         # from the answers and sends there
@@ -126,7 +121,7 @@ class Fleet:
     def start(self) -> None:
         if self._started is not None:
             raise RuntimeError("the fleet was started already")
-        self._started = now = self._clock()
+        self._started = now = time.monotonic()
         count = len(self._names)
         for i, name in enumerate(self._names):
             self._at(now + self.config.ramp * i / count,
@@ -155,7 +150,7 @@ class Fleet:
 
     @property
     def elapsed(self) -> float:
-        return 0.0 if self._started is None else self._clock() - self._started
+        return 0.0 if self._started is None else time.monotonic() - self._started
 
     # -- results -----------------------------------------------------------------------------
     def synced(self) -> bool:
@@ -171,14 +166,14 @@ class Fleet:
         """Wait up to ``timeout`` s until :meth:`synced` and ``check()`` is truthy (a
         caller's look at the database, Placement or the API; its exceptions count as
         "not yet"); True when both held, their time in ``stats()["converged_s"]``."""
-        deadline = self._clock() + timeout
+        deadline = time.monotonic() + timeout
         while True:
             if self.synced() and _holds(check):
                 self._stats.converged_s = round(self.elapsed, 3)
                 return True
-            if self._clock() >= deadline:
+            if time.monotonic() >= deadline:
                 return False
-            time.sleep(min(interval, max(0.0, deadline - self._clock())))
+            time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
 
     def expected_inventory(self) -> dict[str, list[dict[str, Any]]]:
         """Host -> the devices the database should hold for it now (see
@@ -222,13 +217,13 @@ class Fleet:
         while True:
             with self._cond:
                 while not self._stopping and not (
-                        self._heap and self._heap[0][0] <= self._clock()):
-                    wait = self._heap[0][0] - self._clock() if self._heap else None
+                        self._heap and self._heap[0][0] <= time.monotonic()):
+                    wait = self._heap[0][0] - time.monotonic() if self._heap else None
                     self._cond.wait(wait)
                 if self._stopping:
                     return
                 due = []
-                now = self._clock()
+                now = time.monotonic()
                 while self._heap and self._heap[0][0] <= now:
                     due.append(heapq.heappop(self._heap)[2])
             for event in due:
@@ -251,7 +246,7 @@ class Fleet:
         host = self.hosts[name]
         life = host.start_agent(keep_journal)
         self._schedule_report(name, 0.0, announce=True)
-        self._at(self._clock() + self.config.beat_every,
+        self._at(time.monotonic() + self.config.beat_every,
                  functools.partial(self._heartbeat_due, name, life))
 
     def _halt(self, name: str) -> None:
@@ -284,23 +279,18 @@ class Fleet:
 
     def wake(self, name: str) -> None:
         """Have ``name`` report now (after the report in flight, if one is)."""
-        host, delivery = self.hosts[name], self._delivery[name]
-        with self._cond:
-            if not host.up:
-                return
-            if delivery.in_flight == host.life:
-                delivery.wake = True
-                return
-        self._schedule_report(name, 0.0)
+        self._report_due(name, self._new_ticket(name), announce=False)
 
     def _schedule_report(self, name: str, delay: float, announce: bool = False) -> None:
-        """The host's next report, in ``delay`` s; it voids any report event before it."""
-        delivery = self._delivery[name]
+        """The host's next report, in ``delay`` s."""
+        self._at(time.monotonic() + delay, functools.partial(
+            self._report_due, name, self._new_ticket(name), announce))
+
+    def _new_ticket(self, name: str) -> int:
+        """The ticket of the host's next report event: it voids every event before it."""
         with self._cond:
-            delivery.ticket += 1
-            ticket = delivery.ticket
-        self._at(self._clock() + delay,
-                 functools.partial(self._report_due, name, ticket, announce))
+            self._delivery[name].ticket += 1
+            return self._delivery[name].ticket
 
     def _report_due(self, name: str, ticket: int, announce: bool) -> None:
         host, delivery = self.hosts[name], self._delivery[name]
@@ -326,7 +316,7 @@ class Fleet:
                 self._stats.add("reports_dropped")
                 self._report_done(name, life, ok=False)
             elif delivery.delay:
-                self._at(self._clock() + delivery.delay, functools.partial(
+                self._at(time.monotonic() + delivery.delay, functools.partial(
                     self._submit, self._deliver, name, life, report, version))
             else:
                 self._deliver(name, life, report, version)
@@ -336,7 +326,7 @@ class Fleet:
 
     def _deliver(self, name: str, life: int, report: dict[str, Any], version: int) -> None:
         ok = False
-        started = self._clock()
+        started = time.monotonic()
         self._stats.add("reports_sent")
         try:
             reply = self._conductors[name].report_inventory(report)
@@ -345,7 +335,7 @@ class Fleet:
             LOG.debug("report %d of %s failed: %s", report["seq"], name, exc)
         else:
             ok = True
-            self._stats.latency(self._clock() - started)
+            self._stats.latency(time.monotonic() - started)
             if reply.get("stale"):
                 self._stats.add("reports_stale")
             else:
@@ -391,18 +381,18 @@ class Fleet:
         elif busy:
             self._stats.add("heartbeats_skipped")
         elif delay:
-            self._at(self._clock() + delay,
+            self._at(time.monotonic() + delay,
                      functools.partial(self._submit, self._beat, name, life,
                                        pool=self._beat_pool))
         else:
             self._submit(self._beat, name, life, pool=self._beat_pool)
-        self._at(self._clock() + self.config.beat_every,
+        self._at(time.monotonic() + self.config.beat_every,
                  functools.partial(self._heartbeat_due, name, life))
 
     def _beat(self, name: str, life: int) -> None:
         try:
             if self.hosts[name].alive(life):
-                self._conductors[name].heartbeat(name, AGENT_BINARY, acceld.__version__)
+                self._conductors[name].heartbeat(name, "acceld-agent", acceld.__version__)
                 self._stats.add("heartbeats_sent")
         except Exception as exc:
             self._stats.add("heartbeats_failed")
@@ -438,7 +428,7 @@ class Fleet:
         hit = [name for name in targets if self.hosts[name].up]
         for name in hit:
             self._halt(name)
-            self._fault_event(self._clock() + fault.params["down"],
+            self._fault_event(time.monotonic() + fault.params["down"],
                               functools.partial(self._restart, name, reboot, keep))
         return {"hosts": len(hit)}
 
@@ -450,24 +440,29 @@ class Fleet:
                 hv.redefine(guest.uuid)       # guests come back without hot-plugged devices
         self._boot(name, keep_journal)
 
-    def _devices(self, fault: scen.Fault, name: str) -> list[str]:
+    def _on_devices(self, fault: scen.Fault, targets: list[str],
+                    apply: Callable[[SimHost, list[str]], None],
+                    undo: Callable[[SimHost, list[str]], None], after: float | None) -> int:
+        """``apply(host, identities)`` to the devices the fault picks on each target host
+        and, unless ``after`` is None, ``undo`` the same ``after`` s later; returns the
+        number of devices hit."""
         params = fault.params
         by_type = "GPU" if fault.kind in scen.HEALTH_FAULTS and not (
             params.get("device") or params.get("device_kind")) else None
-        return self.hosts[name].pick(params.get("device_kind"), params.get("device"),
-                                     params["devices"], by_type)
-
-    def _unplug(self, fault: scen.Fault, targets: list[str]) -> dict[str, Any]:
-        back = fault.params["back_after"]
         total = 0
         for name in targets:
-            gone = self._devices(fault, name)
-            total += len(gone)
-            self.hosts[name].unplug(gone)
-            if back is not None:
-                self._fault_event(self._clock() + back,
-                                  functools.partial(self.hosts[name].replug, gone))
-        return {"devices": total}
+            host = self.hosts[name]
+            hit = host.pick(params.get("device_kind"), params.get("device"),
+                            params["devices"], by_type)
+            total += len(hit)
+            apply(host, hit)
+            if after is not None:
+                self._fault_event(time.monotonic() + after, functools.partial(undo, host, hit))
+        return total
+
+    def _unplug(self, fault: scen.Fault, targets: list[str]) -> dict[str, Any]:
+        return {"devices": self._on_devices(fault, targets, SimHost.unplug, SimHost.replug,
+                                            fault.params["back_after"])}
 
     def _health(self, fault: scen.Fault, targets: list[str]) -> dict[str, Any]:
         params = fault.params
@@ -477,16 +472,11 @@ class Fleet:
                                                     "ECC errors since driver load",)),
             scen.FAILED_RESET: (states.HEALTH_FAILED, (RESET_FAILS_REASON,)),
         }[fault.kind]
-        duration = params.get("duration")
-        total = 0
-        for name in targets:
-            hit = self._devices(fault, name)
-            total += len(hit)
-            self.hosts[name].set_health(hit, status, reasons)
-            if duration is not None:
-                self._fault_event(self._clock() + duration, functools.partial(
-                    self.hosts[name].clear_health, hit, reasons))
-        return {"devices": total, "status": status}
+        hit = self._on_devices(fault, targets,
+                               lambda host, ids: host.set_health(ids, status, reasons),
+                               lambda host, ids: host.clear_health(ids, reasons),
+                               params.get("duration"))
+        return {"devices": hit, "status": status}
 
     def _bus(self, fault: scen.Fault, targets: list[str]) -> dict[str, Any]:
         """Slow bus: every message of the hosts held ``delay`` s; lost: dropped."""
@@ -494,7 +484,7 @@ class Fleet:
         self._set_bus(targets, lost, 0.0 if lost else fault.params["delay"])
         duration = fault.params["duration"]
         if duration is not None:
-            self._fault_event(self._clock() + duration,
+            self._fault_event(time.monotonic() + duration,
                               functools.partial(self._set_bus, targets, False, 0.0))
         return {}
 

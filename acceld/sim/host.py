@@ -47,7 +47,6 @@ class SimHost:
         self.up = False
         # what the conductor has
         self._accepted: tuple[str, int] | None = None    # (epoch, hardware version)
-        self.first_accepted = False
 
     # -- the agent -----------------------------------------------------------------------
     def start_agent(self, keep_journal: bool = False) -> int:
@@ -107,11 +106,10 @@ class SimHost:
         with self._lock:
             if life != self.life:
                 return False
-            if self._accepted is None or self._accepted[0] != epoch or \
-                    self._accepted[1] < version:
+            before = self._accepted
+            if before is None or before[0] != epoch or before[1] < version:
                 self._accepted = (epoch, version)
-            first, self.first_accepted = not self.first_accepted, True
-            return first
+            return before is None
 
     def synced(self) -> bool:
         """The agent runs and the conductor holds what the host has now."""
@@ -119,9 +117,6 @@ class SimHost:
             return self.up and self._accepted == (self.epoch, self._version)
 
     # -- the hardware ----------------------------------------------------------------------
-    def _changed(self) -> None:
-        self._version += 1
-
     def present(self) -> list[SimDevice]:
         with self._lock:
             return [dev for dev in self.devices if dev.identity not in self._unplugged]
@@ -149,19 +144,19 @@ class SimHost:
     def unplug(self, identities: Iterable[str]) -> None:
         with self._lock:
             self._unplugged.update(identities)
-            self._changed()
+            self._version += 1
 
     def replug(self, identities: Iterable[str]) -> None:
         with self._lock:
             self._unplugged.difference_update(identities)
-            self._changed()
+            self._version += 1
 
     def set_health(self, identities: Iterable[str], status: str,
                    reasons: tuple[str, ...]) -> None:
         with self._lock:
             for identity in identities:
                 self._health[identity] = (status, reasons)
-            self._changed()
+            self._version += 1
 
     def clear_health(self, identities: Iterable[str], reasons: tuple[str, ...]) -> None:
         """Health back to ok where it still shows ``reasons`` (not a later fault's)."""
@@ -169,19 +164,18 @@ class SimHost:
             for identity in identities:
                 if self._health.get(identity, (None, None))[1] == reasons:
                     del self._health[identity]
-            self._changed()
+            self._version += 1
 
     def reset(self, identity: str) -> str | None:
         """A simulated reset of one device: why it failed (a ``failed_reset`` fault holds
         it, or it is gone), or None; a reset that works clears the device's faults."""
         with self._lock:
-            if identity in self._unplugged or not any(
-                    dev.identity == identity for dev in self.devices):
+            if identity in self._unplugged or identity not in self._by_identity:
                 return f"device {identity} is not on {self.name}"
             if RESET_FAILS_REASON in self._health.get(identity, (None, ()))[1]:
                 return f"reset of {identity} failed: {RESET_FAILS_REASON}"
             if self._health.pop(identity, None) is not None:
-                self._changed()
+                self._version += 1
             return None
 
     def health(self, identity: str) -> str:
@@ -191,12 +185,12 @@ class SimHost:
     def load_function(self, identity: str, function: str) -> None:
         with self._lock:
             self._functions[identity] = function
-            self._changed()
+            self._version += 1
 
     def set_driver(self, name: str, installed: bool) -> None:
         with self._lock:
             (self._uninstalled.discard if installed else self._uninstalled.add)(name)
-            self._changed()
+            self._version += 1
 
     def power_cycle(self) -> None:
         """A reboot: every device is back, healthy, with the function it boots with."""
@@ -205,7 +199,7 @@ class SimHost:
             self._health.clear()
             self._functions = {dev.identity: dev.function for dev in self.devices
                                if dev.function}
-            self._changed()
+            self._version += 1
 
     def expected(self) -> list[dict[str, Any]]:
         """What the database should hold for this host: per present device of a running

@@ -26,9 +26,9 @@ class Stats:
         self.first_reports_accepted_s: float | None = None
         self.converged_s: float | None = None
 
-    def add(self, key: str, n: int = 1) -> None:
+    def add(self, key: str) -> None:
         with self._lock:
-            self._counts[key] += n
+            self._counts[key] += 1
 
     def count(self, key: str) -> int:
         """One counter (``reports_accepted``, ``heartbeats_sent``, ...) without the

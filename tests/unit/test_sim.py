@@ -311,3 +311,16 @@ def test_a_simulated_reset_clears_a_fault_but_not_a_failed_reset():
     assert host.health(second) == states.HEALTH_FAILED
     host.unplug([first])
     assert host.reset(first) == f"device {first} is not on {host.name}"
+
+
+def test_every_fleet_setting_is_an_option_of_the_command():
+    from acceld.sim import cli
+    args = cli.build_parser().parse_args([
+        "--hosts", "3", "--host-prefix", "edge", "--mix", "gpu=1", "--report-interval", "5",
+        "--heartbeat-interval", "7", "--retry-interval", "1", "--workers", "2",
+        "--serve-rpc", "1", "--work-delay", "0.5", "--guests", "4", "--ramp", "9"])
+    assert cli.fleet_config(args) == FleetConfig(
+        hosts=3, host_prefix="edge", mix=(("gpu", 1),), report_interval=5.0,
+        heartbeat_interval=7.0, retry_interval=1.0, workers=2, serve_rpc=1, work_delay=0.5,
+        guests=4, ramp=9.0)
+    assert cli.fleet_config(cli.build_parser().parse_args([])) == FleetConfig(hosts=100)
