@@ -27,7 +27,7 @@ from acceld.conductor.placement_syncer import PlacementSyncer
 from acceld.conductor.ring import HostRing, make_ring, owner_on
 from acceld.db.api import Database
 from acceld.notify import payloads
-from acceld.objects import accelerators, holders, inventory, ledger, services
+from acceld.objects import accelerators, arqs, holders, inventory, ledger, services
 from acceld.objects import placement as placement_objects
 from acceld.objects import program as program_objects
 from acceld.rpc import AgentClient, ConductorClient
@@ -42,7 +42,7 @@ LEDGER_PURGER = "acceld-ledger-purge"
 # What a conductor hands to the owner of the host it concerns (``forwarded``): the
 # owner's memory (newest report, waiters) or periodic work is involved.
 FORWARDED = ("report_inventory", "host_changed", "agent_restarted", "set_state",
-             "placement_sync")
+             "placement_sync", "attach", "detach", "hot_detach")
 
 
 class HeartbeatBuffer:
@@ -277,11 +277,18 @@ class ConductorManager:
 
     def set_state(self, uuid: str, state: str) -> dict[str, Any]:
         """Run by the owner of the device's host: its agent answers there."""
-        if self._peers is not None and self.ring.shared:
-            owner = self._elsewhere(accelerators.attachment(self._db, uuid)[2] or "")
-            if owner is not None:
-                return self._peers.forward(owner, "set_state", {"uuid": uuid, "state": state})
+        owner = self._device_owner(uuid)
+        if owner is not None:
+            return self._peers.forward(owner, "set_state", {"uuid": uuid, "state": state})
         return self._set_state(uuid, state)
+
+    def _device_owner(self, uuid: str) -> str | None:
+        """The conductor owning accelerator ``uuid``'s host when it is not this one (read
+        only while conductors share the hosts)."""
+        if self._peers is None or not self.ring.shared:
+            return None
+        host = accelerators.attachment(self._db, uuid)[2]
+        return self._elsewhere(host) if host else None
 
     def _state_now(self, uuid: str) -> str | None:
         """The device's state now, read only when a state change would be notified."""
@@ -436,7 +443,18 @@ class ConductorManager:
     def attach(self, uuid: str, attach_type: str, target: str,
                project_id: str | None = None) -> dict[str, Any]:
         """``project_id``: whose request it is (None: an admin's), and whose view. An
-        instance must run on the accelerator's host; its handles are attached live."""
+        instance must run on the accelerator's host; its handles are attached live. Run by
+        the owner of the device's host, as its detach and the hot-plug reconcile are (one
+        conductor's turns keep them apart)."""
+        owner = self._device_owner(uuid)
+        if owner is not None:
+            return self._peers.forward(owner, "attach", {
+                "uuid": uuid, "attach_type": attach_type, "target": target,
+                "project_id": project_id})
+        return self._attach(uuid, attach_type, target, project_id)
+
+    def _attach(self, uuid: str, attach_type: str, target: str,
+                project_id: str | None) -> dict[str, Any]:
         if attach_type == "instance":
             self._hot.attach_device(uuid, target, project_id)
         else:
@@ -451,7 +469,15 @@ class ConductorManager:
     def detach(self, uuid: str, project_id: str | None = None) -> None:
         """A host attachment as the driver undoes it; an instance attachment once the
         guest released every handle (Conflict while it has not: asking again waits
-        again, and the reconcile completes the detach once the guest released them)."""
+        again, and the reconcile completes the detach once the guest released them). Run
+        by the owner of the device's host."""
+        owner = self._device_owner(uuid)
+        if owner is not None:
+            self._peers.forward(owner, "detach", {"uuid": uuid, "project_id": project_id})
+            return
+        self._detach(uuid, project_id)
+
+    def _detach(self, uuid: str, project_id: str | None) -> None:
         found = accelerators.ask_detach(self._db, uuid, project_id)
         if found.attach_type == "instance":
             self._hot.detach_device(uuid, found, project_id)
@@ -474,6 +500,18 @@ class ConductorManager:
         return _jsonable(self._hot.attach(uuid, instance_uuid, project_id))
 
     def hot_detach(self, uuid: str, project_id: str | None = None) -> dict[str, Any]:
+        """Run by the owner of the ARQ's host, whose reconcile would otherwise release the
+        ARQ beside it (an attach needs no owner: its Attaching and grace keep the
+        reconcile off)."""
+        if self._peers is not None and self.ring.shared:
+            host = arqs.get(self._db, uuid, project_id=project_id)["hostname"]
+            owner = self._elsewhere(host) if host else None
+            if owner is not None:
+                return self._peers.forward(owner, "hot_detach",
+                                           {"uuid": uuid, "project_id": project_id})
+        return self._hot_detach(uuid, project_id)
+
+    def _hot_detach(self, uuid: str, project_id: str | None) -> dict[str, Any]:
         return _jsonable(self._hot.detach(uuid, project_id))
 
     def guests(self, host: str | None) -> dict[str, Any]:

@@ -152,3 +152,30 @@ def test_a_state_change_runs_on_the_owner_of_the_device_s_host(fleet):
     record = fleet.manager("cond-a").set_state(device["uuid"], states.READY)
     assert record["state"] == states.READY
     assert accelerators.get_accelerator(fleet.db, device["uuid"])["state"] == states.READY
+
+
+def test_attach_and_detach_run_on_the_owner_of_the_device_s_host(fleet, monkeypatch):
+    """Attach, detach (and a hot plug's detach) run where the host's hot-plug reconcile
+    runs, so that one conductor's turns keep them apart."""
+    names = set(fleet.conductors)
+    wait_for(lambda: all(set(fleet.manager(n).ring.members()) == names for n in names))
+    for agent in fleet.agents.values():
+        assert agent.report_once()
+    owners = fleet.owners("cond-a")
+    host = next(h for h in HOSTS if owners[h] != "cond-a")
+    owner = owners[host]
+    device = next(iter(accelerators.list_accelerators(fleet.db, host=host)))
+    fleet.manager("cond-a").set_state(device["uuid"], states.READY)
+    ran: list[tuple[str, str]] = []
+    for name in names:
+        manager = fleet.manager(name)
+        for step in ("_attach", "_detach"):
+            def spy(*args, _run=getattr(manager, step), _where=(name, step), **kwargs):
+                ran.append(_where)
+                return _run(*args, **kwargs)
+            monkeypatch.setattr(manager, step, spy)
+    record = fleet.manager("cond-a").attach(device["uuid"], "host", host)
+    assert record["attached_to"] == {"type": "host", "id": host}
+    fleet.manager("cond-a").detach(device["uuid"])
+    assert accelerators.get_accelerator(fleet.db, device["uuid"])["attached_to"] is None
+    assert ran == [(owner, "_attach"), (owner, "_detach")]
