@@ -514,3 +514,22 @@ def test_novas_delete_of_the_instance_takes_its_hot_plugged_arqs(stack: Stack) -
     with pytest.raises(exception.ARQNotFound):
         arqs.get(stack.db, uuid, project_id=None)
     assert _free(stack) == free
+
+
+def test_a_pass_puts_back_nothing_whose_detach_came_after_its_read(
+        stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pass reads the hot-plugged ARQs, then asks the guests: a detach done between the
+    two (the read says Attached, the guest no longer holds the device) is not undone."""
+    uuid = _arq(stack)
+    stack.conductor.hot_attach(uuid, DEMO)
+    agents = rpc.AgentClient(stack.transport, timeout=10)
+    guests = agents.guests
+
+    def detached_first(host: str) -> list[dict[str, Any]]:
+        assert stack.conductor.hot_detach(uuid)["hot_plug"] == "Initial"
+        return guests(host)
+    monkeypatch.setattr(rpc.AgentClient, "guests", lambda self, host: detached_first(host))
+    assert stack.conductor.reconcile_hot_plug() == NOTHING_DONE
+    monkeypatch.undo()
+    assert _aliases(stack, DEMO) == []
+    assert arqs.get(stack.db, uuid, project_id=None)["state"] == st.ARQ_UNBOUND
