@@ -47,6 +47,8 @@ def to_dict(dev: m.Device, allocations: list[dict[str, str]] | None = None,
         hidden = (viewer is not None and dev.attach_type == "instance"
                   and dev.attached_project_id != viewer)
         attached = {"type": dev.attach_type, "id": None if hidden else dev.attached_to}
+        if dev.attach_type == "instance":    # Attaching, Attached or Detaching (hot plug)
+            attached["hot_plug"] = dev.hot_plug
     return {
         "uuid": dev.uuid, "name": dev.name, "host": dev.hostname, "driver": dev.driver_name,
         "device_type": dev.type, "vendor_id": dev.vendor, "product_id": dev.model,

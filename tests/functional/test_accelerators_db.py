@@ -149,7 +149,8 @@ def test_attach_compare_and_swap(db, devices):
         acc.attach(db, uuid, "instance", "vm-1")                      # inactive
     make_ready(db, uuid)
     rec = acc.attach(db, uuid, "instance", "vm-1")
-    assert rec["attached_to"] == {"type": "instance", "id": "vm-1"}
+    assert rec["attached_to"] == {"type": "instance", "id": "vm-1",
+                                  "hot_plug": states.HOT_ATTACHING}
     assert acc.attachment(db, uuid) == ("instance", "vm-1", HOST)
     with pytest.raises(exception.AlreadyAttached, match="vm-1"):
         acc.attach(db, uuid, "instance", "vm-2")

@@ -523,7 +523,7 @@ def test_a_v1_detach_the_guest_does_not_release_exits_1_with_the_reason(served):
     assert _one_error_line(out) == (f"ERROR: 1 of 1 accelerator(s) of instance {STUBBORN} "
                                     f"not detached: {qat}: 409 {pending}")
     assert served.get(f"/v1/accelerators/{qat}")["attached_to"] == {
-        "type": "instance", "id": STUBBORN}
+        "type": "instance", "id": STUBBORN, "hot_plug": "Detaching"}
     assert held <= set(_aliases(served, STUBBORN))
 
 

@@ -31,6 +31,7 @@ import webob
 from oslo_policy import opts as policy_opts
 
 from acceld import rpc
+from acceld import states as st
 from acceld.api import auth, deploy
 from acceld.conf.hypervisor import DEMO_INSTANCES
 from acceld.db import migration
@@ -282,21 +283,23 @@ def test_a_v1_attachment_is_shown_and_undone_by_its_project_only(nova_cloud: Clo
     assert refused.json["errors"][0]["code"] == "acceld.guest.not_found"
     resp = cloud.call("nova", "PUT", f"/v1/accelerators/{dev}", {"instance_uuid": instance})
     assert resp.status_int == 200, resp.text
-    assert resp.json["attached_to"] == {"type": "instance", "id": instance}
+    assert resp.json["attached_to"] == {
+        "type": "instance", "id": instance, "hot_plug": st.HOT_ATTACHED}
     assert len(_guest_aliases(cloud, instance)) == 4      # each handle of the QAT
 
     def attached(persona: str) -> dict[str, Any]:
         return cloud.call(persona, "GET", f"/v1/accelerators/{dev}").json["attached_to"]
 
-    assert attached("member") == attached("admin") == {"type": "instance", "id": instance}
-    assert attached("member_b") == {"type": "instance", "id": None}
+    assert attached("member") == attached("admin") == {
+        "type": "instance", "id": instance, "hot_plug": st.HOT_ATTACHED}
+    assert attached("member_b") == {"type": "instance", "id": None, "hot_plug": st.HOT_ATTACHED}
     listed = cloud.call("member_b", "GET", f"/v1/accelerators?instance_uuid={instance}")
     assert listed.json["accelerator"] == []
 
     refused = cloud.call("nova_b", "DELETE", f"/v1/accelerators/{dev}")
     assert refused.status_int == 403, refused.text
     assert refused.json["errors"][0]["code"] == "acceld.forbidden.other_project"
-    assert attached("admin") == {"type": "instance", "id": instance}
+    assert attached("admin") == {"type": "instance", "id": instance, "hot_plug": st.HOT_ATTACHED}
     assert len(_guest_aliases(cloud, instance)) == 4      # B's refusal unplugged nothing
     assert cloud.call("nova", "DELETE", f"/v1/accelerators/{dev}").status_int == 204
     assert attached("admin") is None

@@ -78,7 +78,7 @@ def test_each_handle_goes_into_the_guest_under_its_own_alias_and_leaves_on_detac
     handles, used = _handles(stack, qat)
     assert len(handles) == 4 and used == 0
     record = stack.conductor.attach(qat, "instance", VM1)
-    assert record["attached_to"] == {"type": "instance", "id": VM1}
+    assert record["attached_to"] == {"type": "instance", "id": VM1, "hot_plug": st.HOT_ATTACHED}
     assert _aliases(stack, "host1", VM1) == [devicexml.alias(h) for h in handles]
     assert _handles(stack, qat)[1] == 4
 
@@ -156,7 +156,8 @@ def test_a_guest_that_keeps_its_devices_leaves_the_detach_pending(
             f"Detach of accelerator {qat} from instance {STUBBORN} is pending: the guest "
             "has not released 4 of its devices yet; it stays attached. Ask again to wait "
             "again.")
-        assert _attached(stack, qat) == {"type": "instance", "id": STUBBORN}
+        assert _attached(stack, qat) == {
+            "type": "instance", "id": STUBBORN, "hot_plug": st.HOT_DETACHING}
         assert _handles(stack, qat)[1] == 4
         assert _aliases(stack, "host1", STUBBORN) == [devicexml.alias(h) for h in handles]
     hvs["host1"].set_ignores_unplug(STUBBORN, False)
@@ -183,7 +184,8 @@ def test_the_reconcile_detaches_what_a_deleted_instance_held(
     hvs["host1"].remove_guest(VM1)
     assert stack.conductor.reconcile_hot_plug()["v1_detached"] == [gone]
     assert _attached(stack, gone) is None and _handles(stack, gone)[1] == 0
-    assert _attached(stack, kept) == {"type": "instance", "id": STUBBORN}
+    assert _attached(stack, kept) == {
+        "type": "instance", "id": STUBBORN, "hot_plug": st.HOT_ATTACHED}
     assert stack.conductor.reconcile_hot_plug()["v1_detached"] == []
 
 
@@ -193,7 +195,7 @@ def test_another_projects_detach_unplugs_nothing(stack: Stack) -> None:
     with pytest.raises(exception.OtherProject):
         stack.conductor.detach(qat, project_id=PROJECT)
     assert len(_aliases(stack, "host1", VM1)) == 4
-    assert _attached(stack, qat) == {"type": "instance", "id": VM1}
+    assert _attached(stack, qat) == {"type": "instance", "id": VM1, "hot_plug": st.HOT_ATTACHED}
 
 
 def test_without_nova_a_projects_attach_is_forbidden(stack: Stack) -> None:
@@ -247,7 +249,7 @@ def test_an_attach_whose_agent_died_stays_and_the_reconcile_completes_it(
         _fail_second_attach(patched, hv, RuntimeError("agent killed"))
         with pytest.raises(exception.Unavailable, match="stays attached"):
             stack.conductor.attach(qat, "instance", VM1)
-    assert _attached(stack, qat) == {"type": "instance", "id": VM1}
+    assert _attached(stack, qat) == {"type": "instance", "id": VM1, "hot_plug": st.HOT_ATTACHING}
     assert _hot_plug(stack, qat) == st.HOT_ATTACHING
     assert len(_aliases(stack, "host1", VM1)) == 1
     # within the grace the agent may still be attaching: nothing is put, and a detach
@@ -263,7 +265,7 @@ def test_an_attach_whose_agent_died_stays_and_the_reconcile_completes_it(
     hv.redefine(VM1)                                # Nova's hard reboot, stop/start
     stack.conductor.reconcile_hot_plug()
     assert len(_aliases(stack, "host1", VM1)) == 4
-    assert _attached(stack, qat) == {"type": "instance", "id": VM1}
+    assert _attached(stack, qat) == {"type": "instance", "id": VM1, "hot_plug": st.HOT_ATTACHED}
 
 
 def test_an_attach_nobody_saw_end_whose_instance_went_is_detached_after_the_grace(
@@ -303,7 +305,8 @@ def test_a_detach_the_guest_answers_late_is_completed_not_undone_by_the_reconcil
         hv.detach(STUBBORN, devicexml.alias(handle), 0)
     assert stack.conductor.reconcile_hot_plug()["v1_detached"] == []
     assert _aliases(stack, "host1", STUBBORN) == [devicexml.alias(h) for h in handles[2:]]
-    assert _attached(stack, qat) == {"type": "instance", "id": STUBBORN}
+    assert _attached(stack, qat) == {
+        "type": "instance", "id": STUBBORN, "hot_plug": st.HOT_DETACHING}
     assert _hot_plug(stack, qat) == st.HOT_DETACHING
     for handle in handles[2:]:
         hv.detach(STUBBORN, devicexml.alias(handle), 0)

@@ -68,8 +68,10 @@ ACCELERATOR = _obj({
     "health": {"enum": list(states.HEALTH_STATES)},
     "health_reasons": {"type": "array", "items": _STR},
     "acc_specs": _OBJECT,
-    "attached_to": {"anyOf": [{"type": "null"}, _obj({"type": {"enum": ["instance", "host"]},
-                                                      "id": _STR_OR_NULL})]},
+    "attached_to": {"anyOf": [{"type": "null"}, _obj(
+        {"type": {"enum": ["instance", "host"]}, "id": _STR_OR_NULL},
+        hot_plug={"enum": [states.HOT_ATTACHING, states.HOT_ATTACHED, states.HOT_DETACHING,
+                           None]})]},
     "allocations": {"type": "array", "items": _OBJECT},
     "revision": _INT, "last_error": _STR_OR_NULL,
     "lifecycle": {"enum": list(states.LIFECYCLE_STATES)}, "lifecycle_reason": _STR_OR_NULL,
