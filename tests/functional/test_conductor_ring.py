@@ -139,14 +139,19 @@ def test_a_dead_conductor_s_hosts_move_to_the_others(fleet):
     assert moved == {h for h in HOSTS if before[h] == victim}      # only its hosts moved
 
 
-def test_a_state_change_runs_on_the_owner_of_the_device_s_host(fleet):
+def _a_device_cond_a_does_not_own(fleet: Fleet) -> tuple[str, str, dict]:
+    """Every host reported; (a host cond-a does not own, its owner, a device of it)."""
     names = set(fleet.conductors)
     wait_for(lambda: all(set(fleet.manager(n).ring.members()) == names for n in names))
     for agent in fleet.agents.values():
         assert agent.report_once()
     owners = fleet.owners("cond-a")
     host = next(h for h in HOSTS if owners[h] != "cond-a")
-    device = next(iter(accelerators.list_accelerators(fleet.db, host=host)))
+    return host, owners[host], next(iter(accelerators.list_accelerators(fleet.db, host=host)))
+
+
+def test_a_state_change_runs_on_the_owner_of_the_device_s_host(fleet):
+    _host, _owner, device = _a_device_cond_a_does_not_own(fleet)
     # asked of a conductor that does not own the host: the owner runs it, and its agent's
     # answer reaches the owner's waiter (the change is done when the call returns)
     record = fleet.manager("cond-a").set_state(device["uuid"], states.READY)
@@ -157,17 +162,10 @@ def test_a_state_change_runs_on_the_owner_of_the_device_s_host(fleet):
 def test_attach_and_detach_run_on_the_owner_of_the_device_s_host(fleet, monkeypatch):
     """Attach, detach (and a hot plug's detach) run where the host's hot-plug reconcile
     runs, so that one conductor's turns keep them apart."""
-    names = set(fleet.conductors)
-    wait_for(lambda: all(set(fleet.manager(n).ring.members()) == names for n in names))
-    for agent in fleet.agents.values():
-        assert agent.report_once()
-    owners = fleet.owners("cond-a")
-    host = next(h for h in HOSTS if owners[h] != "cond-a")
-    owner = owners[host]
-    device = next(iter(accelerators.list_accelerators(fleet.db, host=host)))
+    host, owner, device = _a_device_cond_a_does_not_own(fleet)
     fleet.manager("cond-a").set_state(device["uuid"], states.READY)
     ran: list[tuple[str, str]] = []
-    for name in names:
+    for name in fleet.conductors:
         manager = fleet.manager(name)
         for step in ("_attach", "_detach"):
             def spy(*args, _run=getattr(manager, step), _where=(name, step), **kwargs):
