@@ -40,7 +40,8 @@ PROGRAM_GRACE = 60.0
 # The ring key whose owner purges the ledger (one conductor of several; any one will do).
 LEDGER_PURGER = "acceld-ledger-purge"
 # What a conductor hands to the owner of the host it concerns (``forwarded``): the
-# owner's memory (newest report, waiters) or periodic work is involved.
+# owner's memory (newest report, waiters, hot plug's per-device turns) or periodic work
+# is involved.
 FORWARDED = ("report_inventory", "host_changed", "agent_restarted", "set_state",
              "placement_sync", "attach", "detach", "hot_detach")
 
