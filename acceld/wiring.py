@@ -97,9 +97,9 @@ def start_agent(conf: cfg.ConfigOpts, transport: rpc.Transport, host: str | None
 
 class UsageCollector:
     """`acceld metrics-collector`: an oslo.messaging notification listener (pool ``[metrics]
-    usage_pool`` on ``[notifications] topics``, the notification transport) feeding a
-    :class:`usage.UsageStore`, and prometheus-client's HTTP server serving its registry on
-    ``[metrics] collector_host``/``collector_port`` (port 0: the kernel's)."""
+    usage_pool`` on ``[oslo_messaging_notifications] topics``, the notification transport)
+    feeding a :class:`usage.UsageStore`, and prometheus-client's HTTP server serving its
+    registry on ``[metrics] collector_host``/``collector_port`` (port 0: the kernel's)."""
 
     def __init__(self, conf: cfg.ConfigOpts) -> None:
         import oslo_messaging
@@ -110,7 +110,8 @@ class UsageCollector:
         endpoint = usage.UsageEndpoint(self.store, oslo_messaging.NotificationFilter(
             event_type=usage.EVENT_TYPE_PATTERN))
         self._listener = oslo_messaging.get_notification_listener(
-            self._transport, [oslo_messaging.Target(topic=t) for t in conf.notifications.topics],
+            self._transport,
+            [oslo_messaging.Target(topic=t) for t in conf.oslo_messaging_notifications.topics],
             [endpoint], executor="threading", pool=opts.usage_pool)
         self._registry = usage.registry(self.store)
         self._host, self._port = opts.collector_host, opts.collector_port

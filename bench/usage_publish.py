@@ -85,7 +85,8 @@ def main() -> None:
         "DEFAULT": {"transport_url": args.url, "host": host,
                     "state_path": tempfile.mkdtemp(prefix="acceld-bench-")},
         "fake_driver": {"device_count": args.devices, "device_types": ["GPU"]},
-        "notifications": {"topics": [topic], "max_queued": args.cycles + 10}})
+        "oslo_messaging_notifications": {"driver": ["messagingv2"], "topics": [topic]},
+        "notifications": {"max_queued": args.cycles + 10}})
     notifier = notify.make_notifier(conf, "acceld-agent", host)
     agent = AgentManager(conf, rpc.ConductorClient(rpc.LocalTransport()), notifier=notifier)
     agent.build_report()                      # what discovery found: the usage's devices

@@ -19,12 +19,11 @@ building a payload that costs a read.
 Emitting never fails nor blocks the operation that emits: ``emit`` puts the message on
 a bounded queue (``[notifications] max_queued``) that one daemon thread sends through
 oslo.messaging; a full queue drops the newest and counts them in the log, and a send
-that fails is logged. Where notifications go: the notification transport
-(``[oslo_messaging_notifications] transport_url``, else ``[DEFAULT] transport_url``)
-with the ``messagingv2`` driver (or ``[oslo_messaging_notifications] driver`` when set),
-on ``[notifications] topics``. Without a bus (``acceld serve`` on its in-process bus) the
-driver is ``noop`` unless ``[oslo_messaging_notifications] driver`` names one (``log``):
-nothing tries to reach a broker.
+that fails is logged. Whether and where notifications go is oslo.messaging's
+``[oslo_messaging_notifications]`` group, as in every OpenStack service: nothing is sent
+until ``driver`` names a driver (``messagingv2`` for a broker, ``log``); they go to its
+``transport_url``, else ``[DEFAULT] transport_url``, on its ``topics``. A broker driver
+with neither URL (``acceld serve`` on its in-process bus) sends nothing, with a warning.
 """
 
 from __future__ import annotations
@@ -43,9 +42,9 @@ from acceld.outbox import Outbox
 LOG = logging.getLogger(__name__)
 
 PRIORITIES = ("audit", "debug", "info", "warn", "error", "critical", "sample")
-BUS_DRIVER = "messagingv2"
-# oslo.messaging's Notifier needs a transport even for the noop and log drivers, which
-# never send on it; its in-memory "fake" driver opens no connection and starts nothing.
+BROKER_DRIVERS = frozenset({"messaging", "messagingv2"})
+# oslo.messaging's Notifier needs a transport even for the log driver, which never
+# sends on it; its in-memory "fake" driver opens no connection and starts nothing.
 NO_BUS_URL = "fake:"
 _DROP_LOG_EVERY = 60.0       # seconds between two "dropped" warnings
 
@@ -119,17 +118,21 @@ def make_notifier(conf: cfg.ConfigOpts, service: str, host: str | None = None) -
     """The notifier of one service (``acceld-agent``, ``acceld-conductor``, ...) of
     ``host`` (default ``[DEFAULT] host``): publisher id ``<service>:<host>``."""
     publisher = f"{service}:{host or conf.host}"
-    group = conf.notifications
-    if not group.enabled:
+    group = conf.oslo_messaging_notifications
+    drivers = [d for d in group.driver if d and d != "noop"]
+    bus = bool(group.transport_url or conf.transport_url)
+    if drivers and not bus and BROKER_DRIVERS.intersection(drivers):
+        LOG.warning("[oslo_messaging_notifications] driver = %s needs a broker, and neither "
+                    "[oslo_messaging_notifications] transport_url nor [DEFAULT] "
+                    "transport_url is set: %s sends no notifications",
+                    ", ".join(drivers), publisher)
+        drivers = []
+    if not drivers:
         return Notifier(None, publisher)
     import oslo_messaging
 
-    # a broker: a notification transport URL, else the RPC one
-    bus = bool(conf.oslo_messaging_notifications.transport_url or conf.transport_url)
-    configured = [d for d in conf.oslo_messaging_notifications.driver if d]
-    driver = configured[0] if configured else (BUS_DRIVER if bus else "noop")
     transport = oslo_messaging.get_notification_transport(
         conf, url=None if bus else NO_BUS_URL)
-    notifier = oslo_messaging.Notifier(transport, publisher_id=publisher, driver=driver,
-                                       topics=list(group.topics))
-    return Notifier(notifier, publisher, max_queued=group.max_queued)
+    # drivers, topics and retries: oslo.messaging reads them from the same group
+    notifier = oslo_messaging.Notifier(transport, publisher_id=publisher)
+    return Notifier(notifier, publisher, max_queued=conf.notifications.max_queued)

@@ -89,6 +89,7 @@ class Acceld:
             conductor={"operation_wait": 5.0},
             fake_driver={"device_count": 4},
             notifications={"usage_period": 0.5},
+            oslo_messaging_notifications={"driver": ["messagingv2"]},
             database={"connection": db_url})
         self.control_file = os.path.join(self.conf.state_path, "fake-control.json")
         self.conf.set_override("control_file", self.control_file, group="fake_driver")

@@ -41,7 +41,8 @@ QAT = {"driver": "fake", "identity": "0000:3d:00.0", "type": "QAT",
 def running(isolated_rabbit_url):
     topic = f"notifications-{uuid.uuid4().hex[:8]}"
     conf = make_conf(DEFAULT={"transport_url": isolated_rabbit_url},
-                     metrics={"collector_port": 0}, notifications={"topics": [topic]})
+                     metrics={"collector_port": 0},
+                     oslo_messaging_notifications={"topics": [topic]})
     collector = wiring.UsageCollector(conf)
     collector.start()
     transport = oslo_messaging.get_notification_transport(conf)

@@ -198,12 +198,24 @@ def test_emit_never_raises() -> None:
     assert notifier.flush(5) and len(broker.sent) == 1
 
 
-def test_without_a_bus_nothing_is_sent_unless_a_driver_is_named() -> None:
+def test_nothing_is_sent_until_a_driver_is_named(caplog) -> None:
+    """Off by default, bus or not, as in OpenStack; a broker driver without a broker
+    sends nothing and says so; ``log`` needs no broker."""
+    bus = {"transport_url": "rabbit://u:p@127.0.0.1:1/"}
     assert not notify.make_notifier(helpers.make_conf(), "acceld-agent").enabled
-    off = helpers.make_conf(DEFAULT={"transport_url": "rabbit://u:p@127.0.0.1:1/"},
-                            notifications={"enabled": False})
-    assert not notify.make_notifier(off, "acceld-agent").enabled
+    assert not notify.make_notifier(helpers.make_conf(DEFAULT=bus), "acceld-agent").enabled
+    noop = helpers.make_conf(DEFAULT=bus, oslo_messaging_notifications={"driver": ["noop"]})
+    assert not notify.make_notifier(noop, "acceld-agent").enabled
+    nowhere = helpers.make_conf(oslo_messaging_notifications={"driver": ["messagingv2"]})
+    assert not notify.make_notifier(nowhere, "acceld-agent", "h1").enabled
+    assert "driver = messagingv2 needs a broker" in caplog.text
+    assert "acceld-agent:h1 sends no notifications" in caplog.text
     logged = helpers.make_conf(oslo_messaging_notifications={"driver": ["log"]})
     notifier = notify.make_notifier(logged, "acceld-conductor", "h1")
     assert notifier.enabled and notifier.publisher_id == "acceld-conductor:h1"
+    notifier.close()
+    brokered = helpers.make_conf(DEFAULT=bus,
+                                 oslo_messaging_notifications={"driver": ["messagingv2"]})
+    notifier = notify.make_notifier(brokered, "acceld-agent", "h1")
+    assert notifier.enabled                 # (nothing emitted: no connection is opened)
     notifier.close()
