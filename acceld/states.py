@@ -14,7 +14,8 @@ maintenance goes to a new guest."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
 INACTIVE = "inactive"
 INSTALLING = "installing"
@@ -93,22 +94,37 @@ MAINTENANCE_DRAINING, MAINTENANCE_DRAINED = "draining", "drained"
 MAINTENANCE_TRANSITIONS = {MAINTENANCE_DRAIN: (True, False), MAINTENANCE_UNDRAIN: (False, True)}
 
 
+class Condition(NamedTuple):
+    """What decides whether a device may go to a guest (a device row has these names)."""
+
+    state: str
+    status: str
+    health: str
+    lifecycle: str = LIFECYCLE_HEALTHY
+    maintenance: bool = False
+
+
+# The one rule of a usable device, in order: (explain's reason code, the device fails it,
+# what it then "is"). Placement's reservation, the binder's refusal and explain read it.
+UNUSABLE: tuple[tuple[str, Callable[[Any], bool], Callable[[Any], str]], ...] = (
+    ("device_not_ready", lambda c: c.state != READY, lambda c: f"is {c.state}, not {READY}"),
+    ("device_disabled", lambda c: c.status != DEVICE_STATUS_ENABLED,
+     lambda c: f"is disabled ({c.status})"),
+    ("device_unhealthy", lambda c: c.health not in USABLE_HEALTH,
+     lambda c: f"has health {c.health}"),
+    ("device_quarantined", lambda c: c.lifecycle not in SCHEDULABLE_LIFECYCLE,
+     lambda c: f"is {c.lifecycle}"),
+    ("device_drained", lambda c: c.maintenance, lambda c: "is in maintenance (drained)"),
+)
+
+
 def unusable_reasons(state: str, status: str, health: str,
                      lifecycle: str = LIFECYCLE_HEALTHY,
                      maintenance: bool = False) -> list[str]:
     """Why the device may not go to a guest ("is inactive, not ready", ...); empty if it may."""
-    why = []
-    if state != READY:
-        why.append(f"is {state}, not {READY}")
-    if status != DEVICE_STATUS_ENABLED:
-        why.append(f"is disabled ({status})")
-    if health not in USABLE_HEALTH:
-        why.append(f"has health {health}")
-    if lifecycle not in SCHEDULABLE_LIFECYCLE:
-        why.append(f"is {lifecycle}")
-    if maintenance:
-        why.append("is in maintenance (drained)")
-    return why
+    condition = Condition(state, status, health, lifecycle, maintenance)
+    return [what(condition) for _code, fails, what in UNUSABLE if fails(condition)]
+
 
 # Attach handle types (contract 1.4): ``PCI`` (a function passed through), ``MDEV`` (a
 # mediated device: a vGPU), ``TEST_PCI`` (upstream's fake) and ``MIG`` (an NVIDIA MIG

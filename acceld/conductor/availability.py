@@ -11,7 +11,7 @@ claim: unclaimed guest handles, at most its accelerators less those held by ARQs
 Why a host does not fit is the first failing check of :data:`CHECKS`, one ordered list:
 host checks first, then, for the provider that got furthest down the list, its first
 failing provider check. A new device condition (a state a later life cycle adds) is one
-more :class:`Check` before ``exhausted``.
+more row of :data:`acceld.states.UNUSABLE`, which Placement's plan and the binder read too.
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ def _exhausted(s: Subject) -> str | None:
     return None
 
 
-# The one ordered list of reasons. Health/drain states go before "exhausted".
+# The one ordered list of reasons; a device's own (states.UNUSABLE) go before "exhausted".
 CHECKS: tuple[Check, ...] = (
     Check("agent_down", "host", _agent_down),
     Check("placement_not_synced", "host", _not_synced),
@@ -168,17 +168,7 @@ CHECKS: tuple[Check, ...] = (
     Check("missing_trait", "provider", _required),
     Check("forbidden_trait", "provider", _forbidden),
     Check("driver_failed", "provider", _driver_failed),
-    Check("device_not_ready", "provider", _device(
-        lambda r: r.state != states.READY, lambda r: f"is {r.state}, not {states.READY}")),
-    Check("device_disabled", "provider", _device(
-        lambda r: r.status != states.DEVICE_STATUS_ENABLED,
-        lambda r: f"is disabled ({r.status})")),
-    Check("device_unhealthy", "provider", _device(
-        lambda r: r.health not in states.USABLE_HEALTH, lambda r: f"has health {r.health}")),
-    Check("device_quarantined", "provider", _device(
-        lambda r: r.lifecycle not in states.SCHEDULABLE_LIFECYCLE, lambda r: f"is {r.lifecycle}")),
-    Check("device_drained", "provider", _device(
-        lambda r: r.maintenance, lambda r: "is in maintenance (drained)")),
+    *(Check(code, "provider", _device(fails, what)) for code, fails, what in states.UNUSABLE),
     Check("no_guest_handles", "provider", _no_guest_handles),
     Check("exhausted", "provider", _exhausted),
 )
