@@ -19,6 +19,7 @@ from typing import Any
 import waitress
 from oslo_config import cfg
 
+import acceld
 from acceld import clients, notify, rpc, signals
 from acceld.agent.manager import AgentManager
 from acceld.api import deploy
@@ -41,9 +42,6 @@ def setup_logging(conf: cfg.ConfigOpts) -> None:
 
     log.setup(conf, "acceld")
 
-
-# the publishers of notifications: "<service>:<host>"
-API, CONDUCTOR, AGENT = "acceld-api", "acceld-conductor", "acceld-agent"
 
 # Pooled connections kept for the conductor's and the agent's own work (RPC calls,
 # heartbeats, reports, periodic syncs) beside one per API worker thread: API load can
@@ -76,7 +74,7 @@ def start_conductor(conf: cfg.ConfigOpts, db: Database,
     manager = ConductorManager(conf, db, rpc.AgentClient(transport, timeout=conf.rpc_timeout),
                                placement=placement, nova=nova, ring=ring,
                                peers=rpc.ConductorClient(transport),
-                               notifier=notify.make_notifier(conf, CONDUCTOR))
+                               notifier=notify.make_notifier(conf, acceld.CONDUCTOR_BINARY))
     server = transport.serve(rpc.CONDUCTOR_TOPIC, conf.host, manager)
     manager.start()
     server.start()
@@ -87,7 +85,7 @@ def start_agent(conf: cfg.ConfigOpts, transport: rpc.Transport, host: str | None
                 **collaborators: Any) -> tuple[AgentManager, rpc.Server]:
     """The agent with its RPC server; ``collaborators`` replace its real sysfs, NVML, ..."""
     if collaborators.get("notifier") is None:
-        collaborators["notifier"] = notify.make_notifier(conf, AGENT, host)
+        collaborators["notifier"] = notify.make_notifier(conf, acceld.AGENT_BINARY, host)
     manager = AgentManager(conf, rpc.ConductorClient(transport), host=host, **collaborators)
     server = transport.serve(rpc.AGENT_TOPIC, manager.host, manager)
     server.start()
@@ -320,7 +318,7 @@ def _fit_open_files(wanted: int) -> None:
 def api_app(conf: cfg.ConfigOpts, db: Database,
             transport: rpc.Transport | rpc.LinkTransport) -> Any:
     return deploy.make_app(conf, db, rpc.ConductorClient(transport),
-                           notify.make_notifier(conf, API))
+                           notify.make_notifier(conf, acceld.API_BINARY))
 
 
 def until_signal(stops: list[Callable[[], object]], parent: int | None = None) -> int:

@@ -257,7 +257,7 @@ class AgentManager:
         """Liveness apart from discovery, so a hung driver does not look like a dead agent."""
         while not self._stop.wait(self._conf.agent.report_interval):
             try:
-                self._conductor.heartbeat(self.host, "acceld-agent", acceld.__version__)
+                self._conductor.heartbeat(self.host, acceld.AGENT_BINARY, acceld.__version__)
             except exception.HostUnreachable:
                 LOG.debug("heartbeat not delivered: conductor unreachable")
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
+from acceld import AGENT_BINARY
 from acceld.cli.client import ApiError, Client, CliError, TimedOut
 from acceld.cli.output import (
     print_json,
@@ -306,7 +307,7 @@ def discover_services(client: Client, args: argparse.Namespace) -> int:
         asked = [args.host]
     else:
         services = _list_key(client.get("/v1/services"), "services")
-        asked = sorted({str(s["host"]) for s in services if s.get("binary") == "acceld-agent"})
+        asked = sorted({str(s["host"]) for s in services if s.get("binary") == AGENT_BINARY})
     hosts = _list_key(client.post("/v1/discover", _given(host=args.host)), "hosts")
     backends = _list_key(client.get("/v1/backends", {"host": args.host}), "backends")
     if args.format == "json":

@@ -112,7 +112,7 @@ class ConductorManager:
     # -- life cycle ------------------------------------------------------------------
     def start(self) -> None:
         self.ring.start(on_change=self._ring_changed)
-        self._beats.note(self._host, services.CONDUCTOR_BINARY, acceld.__version__)
+        self._beats.note(self._host, acceld.CONDUCTOR_BINARY, acceld.__version__)
         self.flush_heartbeats()
         if self.placement is not None:
             self.placement.schedule_unsynced()
@@ -138,7 +138,7 @@ class ConductorManager:
             period = min(period, self._conf.placement.sync_interval)
         last_redrive = last_sync = time.monotonic()
         while not self._stop.wait(period):
-            self._beats.note(self._host, services.CONDUCTOR_BINARY, acceld.__version__)
+            self._beats.note(self._host, acceld.CONDUCTOR_BINARY, acceld.__version__)
             try:
                 self.flush_heartbeats()
                 if time.monotonic() - last_redrive >= self._conf.conductor.periodic_interval:
@@ -170,7 +170,7 @@ class ConductorManager:
         """Write the coalesced beats, each agent's with the conductor owning its host."""
         by_owner: dict[str | None, list[tuple[str, str, str, datetime.datetime]]] = {}
         for beat in self._beats.drain():
-            owner = None if beat[1] == services.CONDUCTOR_BINARY else self.ring.owner(beat[0])
+            owner = None if beat[1] == acceld.CONDUCTOR_BINARY else self.ring.owner(beat[0])
             by_owner.setdefault(owner, []).append(beat)
         for owner, beats in by_owner.items():
             services.record_heartbeats(self._db, beats, conductor=owner)

@@ -25,6 +25,8 @@ import json
 from collections.abc import Mapping
 from typing import Any, ClassVar, NamedTuple
 
+from acceld import AGENT_BINARY, API_BINARY, CONDUCTOR_BINARY
+
 NAMESPACE = "acceld"
 ENVELOPE = ("acceld_object.name", "acceld_object.namespace", "acceld_object.version",
             "acceld_object.data")
@@ -334,50 +336,50 @@ class Event(NamedTuple):
 
 EVENTS: dict[str, Event] = {
     "acceld.device.usage": Event(
-        DeviceUsagePayload, "info", "acceld-agent",
+        DeviceUsagePayload, "info", AGENT_BINARY,
         "every [notifications] usage_period seconds, the figures of the host's devices "
         "whose drivers have them"),
     "acceld.device.discovered": Event(
-        DevicePayload, "info", "acceld-conductor",
+        DevicePayload, "info", CONDUCTOR_BINARY,
         "a report of the host's agent shows a device the inventory did not have"),
     "acceld.device.removed": Event(
-        DevicePayload, "info", "acceld-conductor",
+        DevicePayload, "info", CONDUCTOR_BINARY,
         "a device vanished from its agent's report and, nothing holding it, was deleted "
         "from the inventory"),
     "acceld.device.state_change": Event(
-        DeviceStatePayload, "info", "acceld-conductor",
+        DeviceStatePayload, "info", CONDUCTOR_BINARY,
         "a device's life cycle state changed: an operator's ready/inactive request "
         "(installing, uninstalling) and its outcome (ready, inactive, error)"),
     "acceld.device.health_change": Event(
-        DeviceHealthPayload, "warn", "acceld-conductor",
+        DeviceHealthPayload, "warn", CONDUCTOR_BINARY,
         "a device's health life cycle or maintenance moved (a report's verdict, or an "
         "operator's quarantine, release, reset, drain or undrain, and a reset's outcome); "
         "lists the guests holding the device"),
     "acceld.arq.created": Event(
-        ArqPayload, "info", "acceld-api",
+        ArqPayload, "info", API_BINARY,
         "an ARQ was created (one per requested unit of a device profile)"),
     "acceld.arq.bound": Event(
-        ArqPayload, "info", "acceld-conductor",
+        ArqPayload, "info", CONDUCTOR_BINARY,
         "an ARQ is Bound to an attach handle (after any host work or programming)"),
     "acceld.arq.bind_failed": Event(
-        ArqPayload, "error", "acceld-conductor", "a bind of an ARQ ended BindFailed"),
+        ArqPayload, "error", CONDUCTOR_BINARY, "a bind of an ARQ ended BindFailed"),
     "acceld.arq.unbound": Event(
-        ArqPayload, "info", "acceld-api, acceld-conductor",
+        ArqPayload, "info", f"{API_BINARY}, {CONDUCTOR_BINARY}",
         "an unbind request left an ARQ Unbound (from the API when its handle needs no "
         "host work, else from the conductor after the agent released it)"),
     "acceld.arq.deleted": Event(
-        ArqDeletedPayload, "info", "acceld-api",
+        ArqDeletedPayload, "info", API_BINARY,
         "an ARQ was deleted (by uuid, or with its instance)"),
     "acceld.deployable.program.start": Event(
-        ProgramPayload, "info", "acceld-agent",
+        ProgramPayload, "info", AGENT_BINARY,
         "the agent begins an FPGA program operation (image fetch, then programming)"),
     "acceld.deployable.program.end": Event(
-        ProgramPayload, "info", "acceld-agent", "an FPGA program operation succeeded"),
+        ProgramPayload, "info", AGENT_BINARY, "an FPGA program operation succeeded"),
     "acceld.deployable.program.error": Event(
-        ProgramPayload, "error", "acceld-agent",
+        ProgramPayload, "error", AGENT_BINARY,
         "an FPGA program operation failed, timed out, or was cut by an agent restart"),
     "acceld.driver.failure": Event(
-        DriverPayload, "error", "acceld-agent",
+        DriverPayload, "error", AGENT_BINARY,
         "a driver the agent runs fails to load or to discover, where it did not before "
         "(its devices become health unknown)"),
 }

@@ -14,10 +14,9 @@ from typing import Any
 
 from sqlalchemy import case, func, select
 
-from acceld import states
+from acceld import AGENT_BINARY, states
 from acceld.db import models as m
 from acceld.db.api import Database
-from acceld.objects.inventory import AGENT_BINARY
 
 _GUEST = m.AttachHandle.attach_type.in_(sorted(states.GUEST_ATTACH_TYPES))
 

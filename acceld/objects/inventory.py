@@ -10,13 +10,11 @@ from oslo_db import api as oslo_db_api
 from sqlalchemy import delete, insert, select, tuple_, update
 from sqlalchemy.orm import Session
 
+from acceld import AGENT_BINARY, reports, states
 from acceld import diff as inv
-from acceld import reports, states
 from acceld.db import models as m
 from acceld.db.api import Database, duplicate_entry
 from acceld.objects import health, identity
-
-AGENT_BINARY = "acceld-agent"
 
 
 @dataclasses.dataclass(frozen=True)

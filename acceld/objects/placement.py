@@ -10,10 +10,9 @@ from typing import Any
 
 from sqlalchemy import insert, select, update
 
-from acceld import states
+from acceld import AGENT_BINARY, states
 from acceld.db import models as m
 from acceld.db.api import Database
-from acceld.objects.inventory import AGENT_BINARY
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,12 +11,11 @@ from typing import Any
 from oslo_db import api as oslo_db_api
 from sqlalchemy import bindparam, insert, select, update
 
+from acceld import AGENT_BINARY, CONDUCTOR_BINARY
 from acceld.db import models as m
 from acceld.db.api import Database, duplicate_entry
-from acceld.objects.inventory import AGENT_BINARY
 
 # the binary of a conductor's own row (acceld.conductor.manager writes it)
-CONDUCTOR_BINARY = "acceld-conductor"
 
 
 _SERVICES = m.Service.__table__

@@ -392,7 +392,7 @@ class Fleet:
     def _beat(self, name: str, life: int) -> None:
         try:
             if self.hosts[name].alive(life):
-                self._conductors[name].heartbeat(name, "acceld-agent", acceld.__version__)
+                self._conductors[name].heartbeat(name, acceld.AGENT_BINARY, acceld.__version__)
                 self._stats.add("heartbeats_sent")
         except Exception as exc:
             self._stats.add("heartbeats_failed")

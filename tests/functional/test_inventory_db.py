@@ -14,6 +14,7 @@ import threading
 import pytest
 from sqlalchemy import select, update
 
+import acceld
 from acceld import reports, states
 from acceld.agent.drivers.base import DriverContext
 from acceld.agent.drivers.fake import FakeDriver
@@ -122,7 +123,7 @@ def test_first_report_creates_rows_with_deterministic_uuids(db, tmp_path):
         db, "driver_states")] == [(HOST, "fake", states.DRIVER_INSTALLED, 4)]
     (svc,) = rows(db, "services")
     assert (svc["host"], svc["binary"], svc["report_epoch"], svc["report_seq"]) == (
-        HOST, inventory.AGENT_BINARY, "epoch-1", 1)
+        HOST, acceld.AGENT_BINARY, "epoch-1", 1)
     assert svc["report_digest"] == Agent().report(devs).content_digest()
 
 

@@ -18,6 +18,7 @@ import webob
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import update
 
+import acceld
 from acceld import rpc, states
 from acceld.api import deploy
 from acceld.api import metrics as api_metrics
@@ -73,7 +74,7 @@ def _seed(db, tmp_path) -> collections.Counter:
         conn.execute(update(svc).where(svc.c.host == "hostA").values(last_seen_at=now))
         conn.execute(update(svc).where(svc.c.host == "hostB").values(
             last_seen_at=now - datetime.timedelta(seconds=DOWN_TIME + 30)))
-    services.record_heartbeats(db, [("cond1", services.CONDUCTOR_BINARY, "1", now)])
+    services.record_heartbeats(db, [("cond1", acceld.CONDUCTOR_BINARY, "1", now)])
     seed_arqs(db, 3, profile="p-initial")
     seed_arqs(db, 2, profile="p-bound", state=states.ARQ_BOUND)
     expected: collections.Counter = collections.Counter()
