@@ -5,9 +5,9 @@ driver's report of one device: an NVIDIA GPU whole (``gpu``), split into MIG ins
 (``gpu_mig``) or offering mdev vGPUs (``vgpu``) as ``nvidia_gpu`` reports them, an
 Intel DFL FPGA with one region and a loaded function (``fpga``), and SR-IOV physical
 functions whose VFs are the handles (``qat_vf``, ``nic_vf``) as ``sriov`` reports them.
-Every value (PCI addresses, serials, GPU and MIG UUIDs, mdev UUIDs, the FPGA's function)
-is derived from the host name and the device's address, so every start of the same host
-reports the same devices.
+Every value (PCI addresses, serials, GPU and MIG UUIDs, mdev UUIDs, which of the fleet's
+few FPGA functions is loaded) is derived from the host name and the device's address, so
+every start of the same host reports the same devices.
 """
 
 from __future__ import annotations
@@ -26,6 +26,10 @@ from acceld.hw import pci
 SIM_NAMESPACE = uuidlib.UUID("0b9e3d52-6c1f-4f7e-9a53-2f1d8c4e7a10")
 
 NVIDIA, INTEL, MELLANOX = "10de", "8086", "15b3"
+# The AFUs the FPGAs load at boot: a few bitstreams shared by the fleet, as in a real cloud
+# (an id of each board's own would make one Placement trait per host).
+FPGA_FUNCTIONS = tuple(hashlib.sha256(name.encode()).hexdigest()[:32]
+                       for name in ("crypto", "compression", "packet-filter", "inference"))
 QAT_VFS = 16
 NIC_VFS = 8
 VGPU_INSTANCES = 4
@@ -220,7 +224,8 @@ def _vgpu(host: str, address: pci.PciAddress, rng: random.Random) -> dict[str, A
 
 def _fpga(host: str, address: pci.PciAddress, rng: random.Random) -> dict[str, Any]:
     """An Intel PAC D5005 (DFL) with one region: one deployable, its PF the handle;
-    ``_function`` is the AFU loaded at boot (the host adds its trait)."""
+    ``_function`` is the AFU loaded at boot, one of :data:`FPGA_FUNCTIONS` (the host adds
+    its trait)."""
     slug = str(address).replace(":", "_").replace(".", "_")
     return {
         "identity": str(address), "type": "FPGA", "vendor": INTEL, "model": "0b2b",
@@ -233,7 +238,7 @@ def _fpga(host: str, address: pci.PciAddress, rng: random.Random) -> dict[str, A
         "controlpath": {"type": "PCI", "info": pci.to_attach_info(address)},
         "deployables": [_deployable(f"{host}_fpga_{slug}", "FPGA",
                                     ["CUSTOM_FPGA_INTEL_PAC_D5005"], [_handle(address)])],
-        "_function": f"{rng.getrandbits(128):032x}",
+        "_function": rng.choice(FPGA_FUNCTIONS),
     }
 
 
