@@ -23,7 +23,6 @@ from typing import Any
 from acceld import states
 from acceld.conductor import placement_plan as pp
 
-GROUP_POLICIES = ("none", "isolate")
 # A host's packing tries at most this many provider choices (a profile of many groups
 # over many providers could otherwise explode); what it has placed by then is its count.
 _SEARCH_STEPS = 20000
