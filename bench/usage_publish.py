@@ -27,8 +27,8 @@ import time
 import uuid
 from typing import Any
 
+from acceld import AGENT_BINARY, notify, rpc
 from acceld import conf as config
-from acceld import notify, rpc
 from acceld.agent.manager import AgentManager
 
 
@@ -87,7 +87,7 @@ def main() -> None:
         "fake_driver": {"device_count": args.devices, "device_types": ["GPU"]},
         "oslo_messaging_notifications": {"driver": ["messagingv2"], "topics": [topic]},
         "notifications": {"max_queued": args.cycles + 10}})
-    notifier = notify.make_notifier(conf, "acceld-agent", host)
+    notifier = notify.make_notifier(conf, AGENT_BINARY, host)
     agent = AgentManager(conf, rpc.ConductorClient(rpc.LocalTransport()), notifier=notifier)
     agent.build_report()                      # what discovery found: the usage's devices
     sample = agent.usage(args.period)

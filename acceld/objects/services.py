@@ -15,9 +15,6 @@ from acceld import AGENT_BINARY, CONDUCTOR_BINARY
 from acceld.db import models as m
 from acceld.db.api import Database, duplicate_entry
 
-# the binary of a conductor's own row (acceld.conductor.manager writes it)
-
-
 _SERVICES = m.Service.__table__
 # one newer beat of one service (a beat older than the row's changes nothing)
 _BEAT = (update(_SERVICES)
