@@ -24,9 +24,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-import jsonschema
-
-from acceld import exception, states
+from acceld import exception, states, validation
 
 SCHEMA_VERSIONS = (1, 2, 3, 4, 5)
 SCHEMA_VERSION = SCHEMA_VERSIONS[-1]
@@ -120,7 +118,6 @@ REPORT_SCHEMA = _closed(["schema_version", "host", "epoch", "seq", "drivers"], {
     "agent_version": {"type": "string", "maxLength": 64},
     "provider_name": {"type": "string", "minLength": 1, "maxLength": 255},
     "drivers": {"type": "array", "items": _DRIVER}})
-_VALIDATOR = jsonschema.Draft202012Validator(REPORT_SCHEMA)
 
 
 def _frozen_map(value: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:
@@ -204,11 +201,9 @@ class InventoryReport:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> InventoryReport:
         """Validate a received report and build it; raises InvalidReport."""
-        errors = sorted(_VALIDATOR.iter_errors(data), key=lambda e: list(e.absolute_path))
-        if errors:
-            err = errors[0]
-            where = "/".join(str(p) for p in err.absolute_path) or "<root>"
-            raise exception.InvalidReport(f"invalid report at {where}: {err.message}")
+        problem = validation.first_problem(data, REPORT_SCHEMA)
+        if problem is not None:
+            raise exception.InvalidReport(f"invalid report at {problem}")
         return cls(host=data["host"], epoch=data["epoch"], seq=data["seq"],
                    schema_version=data["schema_version"],
                    agent_version=data.get("agent_version", ""),

@@ -9,16 +9,14 @@ import re
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
-import fastjsonschema
 import jsonschema
 import webob
 from oslo_config import cfg
 from oslo_policy import policy
 
-from acceld import jsoncodec, limits, notify, uuids
+from acceld import jsoncodec, limits, notify, uuids, validation
 from acceld.api import errors, listcache, metrics, schemas
 from acceld.api.reply import Reply as Reply  # handlers use these as util.*
 from acceld.api.reply import body_response as body_response
@@ -262,57 +260,16 @@ def json_body(req: webob.Request) -> Any:
     return data
 
 
-def _is_uuid(value: Any) -> bool:
-    """The ``uuid`` format as jsonschema checks it: parses, hyphens in place."""
-    if not isinstance(value, str):
-        return True
-    return uuids.canonical(value) is not None and \
-        all(value[i] == "-" for i in (8, 13, 18, 23))
-
-
-class _Validators(NamedTuple):
-    schema: dict[str, Any]
-    full: jsonschema.protocols.Validator    # words the 400s
-    fast: Callable[[Any], Any]              # fastjsonschema's: decides the common case
-    empty_ok: bool                          # whether {} is valid (a request with no query)
-
-
-_VALIDATORS: dict[int, _Validators] = {}
-
-
-def _validators(schema: dict[str, Any]) -> _Validators:
-    """Per schema object (schemas are module constants): the jsonschema validator, which
-    words the 400s, and a fastjsonschema-compiled one that decides a valid body faster."""
-    entry = _VALIDATORS.get(id(schema))
-    if entry is None or entry.schema is not schema:
-        if len(_VALIDATORS) > 512:
-            _VALIDATORS.clear()
-        full = jsonschema.Draft202012Validator(schema,
-                                               format_checker=jsonschema.FormatChecker())
-        fast = fastjsonschema.compile(schema, formats={"uuid": _is_uuid})
-        entry = _VALIDATORS[id(schema)] = _Validators(schema, full, fast, full.is_valid({}))
-    return entry
-
-
-def conforms(data: Any, schema: dict[str, Any]) -> bool:
-    """Whether ``data`` is valid by ``schema`` (no error worded)."""
-    try:
-        _validators(schema).fast(data)
-    except fastjsonschema.JsonSchemaException:
-        return False
-    return True
-
-
 def validate(data: Any, schema: dict[str, Any], what: str) -> None:
     """400 naming the first problem when ``data`` is not valid by ``schema``."""
-    if conforms(data, schema):
+    if validation.conforms(data, schema):
         return
     # Cyborg's words for another count of profiles; one profile's fields are named in it
     if schema is v2.ONE_PROFILE and isinstance(data, list):
         if len(data) != 1:
             raise errors.invalid("Only one device profile allowed per POST request for now.")
         data, schema = data[0], schema["items"]
-    err = jsonschema.exceptions.best_match(_validators(schema).full.iter_errors(data))
+    err = jsonschema.exceptions.best_match(validation.problems(data, schema))
     if err is not None:
         raise errors.invalid(_schema_error(err, what))
 
@@ -366,7 +323,7 @@ def query(req: webob.Request, schema: dict[str, Any]) -> dict[str, str]:
     """The query parameters (each at most once, at most ``limits.QUERY_FIELDS``, in
     percent-encoded UTF-8 with no NUL), valid by ``schema``; 400 otherwise."""
     given = req.environ.get("QUERY_STRING")
-    if not given and _validators(schema).empty_ok:
+    if not given and validation.conforms({}, schema):
         return {}
     params: dict[str, str] = {}
     if given:

@@ -20,11 +20,11 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import fastjsonschema
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from acceld import validation
 from acceld.notify import payloads
 
 LOG = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ LOG = logging.getLogger(__name__)
 EVENT_TYPE = "acceld.device.usage"
 EVENT_TYPE_PATTERN = r"^acceld\.device\.usage$"     # the listener's filter
 # the publishers' own schema of the payload (one home: acceld.notify.payloads)
-_validate = fastjsonschema.compile(payloads.DeviceUsagePayload.schema())
+_SCHEMA = payloads.DeviceUsagePayload.schema()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,15 +91,17 @@ class UsageStore:
     def accept(self, payload: Any) -> bool:
         """Record one notification's payload; False (and nothing recorded) when it is not
         a valid usage payload of a version this understands."""
+        problem = validation.first_problem(payload, _SCHEMA)
         try:
-            _validate(payload)
+            if problem is not None:
+                raise ValueError(problem)
             data = payload["acceld_object.data"]
             # the schema's pattern ends in "Z": an aware time, never a naive one
             sampled = datetime.datetime.fromisoformat(data["sampled_at"])
-        except (fastjsonschema.JsonSchemaException, ValueError) as exc:
+        except ValueError as exc:
             with self._lock:
                 self.rejected += 1
-            LOG.warning("usage notification refused: %s", getattr(exc, "message", exc))
+            LOG.warning("usage notification refused: %s", exc)
             return False
         self._record(data, sampled.timestamp())
         return True

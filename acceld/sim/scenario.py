@@ -18,9 +18,7 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-import jsonschema
-
-from acceld import states
+from acceld import states, validation
 from acceld.sim import devices as devmod
 
 AGENT_CRASH = "agent_crash"
@@ -75,7 +73,6 @@ _FAULT = {
 SCHEMA = {"type": "object", "required": ["faults"], "additionalProperties": False,
           "properties": {"seed": {"type": "integer"},
                          "faults": {"type": "array", "items": _FAULT}}}
-_VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,10 +120,9 @@ class Scenario:
 
 def parse(data: Any) -> Scenario:
     """A validated scenario from its JSON data; ValueError saying what is wrong."""
-    errors = sorted(_VALIDATOR.iter_errors(data), key=lambda e: list(e.absolute_path))
-    if errors:
-        where = "/".join(str(p) for p in errors[0].absolute_path) or "<root>"
-        raise ValueError(f"scenario at {where}: {errors[0].message}")
+    problem = validation.first_problem(data, SCHEMA)
+    if problem is not None:
+        raise ValueError(f"scenario at {problem}")
     faults = tuple(_fault(i, raw) for i, raw in enumerate(data["faults"]))
     return Scenario(faults=tuple(sorted(faults, key=lambda f: (f.at, f.index))),
                     seed=data.get("seed", 0))

@@ -11,7 +11,7 @@ import acceld
 
 ROOT = Path(acceld.__file__).parent
 LEAVES = {"rpc", "reports", "diff", "states", "exception", "conf", "limits", "uuids",
-          "jsoncodec", "threading_backend", "notify", "outbox", "signals"}
+          "jsoncodec", "threading_backend", "notify", "outbox", "signals", "validation"}
 #: Modules of the conductor without I/O that the API may import (docs/architecture.md).
 PURE = ("conductor.availability", "conductor.placement_plan")
 #: What each unit may import besides itself and the shared leaves (docs/architecture.md).

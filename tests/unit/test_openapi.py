@@ -14,6 +14,7 @@ import pytest
 import webob
 from openapi_spec_validator import validate as validate_openapi
 
+from acceld import validation
 from acceld.api import errors, openapi, router, util
 from acceld.api.schemas import v1, v2
 
@@ -111,7 +112,7 @@ def test_the_router_refuses_a_query_its_schema_refuses_before_the_handler(
 def test_the_router_refuses_a_body_its_schema_refuses_before_the_handler(
         recording_app, path, method, op):
     app, calls = recording_app
-    assert not util.conforms("text", op.body)
+    assert not validation.conforms("text", op.body)
     resp = _send(app, method, _url(path), b'"text"')
     assert resp.status_int == 400, resp.body
     assert "'text' is not of type" in json.loads(resp.body)["errors"][0]["detail"]
@@ -222,7 +223,7 @@ def test_request_body_schemas_validate_as_the_handler_does():
     bare = {"deployable_id": 1, "key": "k", "value": "v"}
     for body in (bare, {"attribute": bare}):
         jsonschema.validate(body, schema)
-        assert util.conforms(body if "key" in body else body["attribute"], v2.ATTRIBUTE)
+        assert validation.conforms(body if "key" in body else body["attribute"], v2.ATTRIBUTE)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"attribute": {"key": "k"}}, schema)
 

@@ -8,7 +8,7 @@ import re
 import pytest
 import regress
 
-from acceld import rpc
+from acceld import rpc, validation
 from acceld.api import errors, schemas, util
 from acceld.api.schemas import v1, v2
 
@@ -131,7 +131,7 @@ def test_every_number_is_bounded():
 ])
 def test_name_characters(value, ok):
     schema = {"type": "object", "properties": {"n": schemas.name()}}
-    assert util.conforms({"n": value}, schema) is ok
+    assert validation.conforms({"n": value}, schema) is ok
     if not ok:
         with pytest.raises(errors.HTTPError) as info:
             util.validate({"n": value}, schema, "body")
@@ -145,7 +145,7 @@ def test_name_characters(value, ok):
 def test_free_text_characters(value, ok):
     schema = {"type": "object", "properties": {"t": {"type": "string",
                                                      "pattern": schemas.TEXT_CHARS}}}
-    assert util.conforms({"t": value}, schema) is ok
+    assert validation.conforms({"t": value}, schema) is ok
 
 
 def test_an_error_repeats_only_a_prefix_of_the_value():

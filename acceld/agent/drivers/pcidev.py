@@ -16,7 +16,7 @@ from typing import Any
 
 import jsonschema
 
-from acceld import reports, states
+from acceld import reports, states, validation
 from acceld.agent.drivers import base
 from acceld.agent.drivers.base import BaseDriver, Check, DriverError, Health, Skipped
 from acceld.hw import names, pci
@@ -43,6 +43,7 @@ BASE_PROPERTIES: dict[str, Any] = {
     "vfio": {"type": "boolean"},
     "count": {"type": "integer", "minimum": 0},
 }
+_SPEC = {"type": "object", "additionalProperties": False, "properties": BASE_PROPERTIES}
 SELECTORS = ("vendor_id", "product_id", "class", "address")
 # Nova puts a port's physical network, read from the attach handle, into the port's
 # binding (nova.accelerator.cyborg.get_arq_pci_device_profile): a NIC handle without one
@@ -103,8 +104,6 @@ class DeviceSpec:
 def load_specs(values: Iterable[str], group: str, option: str,
                default_vfio: bool = True) -> list[DeviceSpec]:
     """Parse and validate ``[group] option`` (one JSON object per value) or DriverError."""
-    validator = jsonschema.Draft202012Validator(
-        {"type": "object", "additionalProperties": False, "properties": BASE_PROPERTIES})
     specs = []
     for index, raw in enumerate(values):
         where = f"[{group}] {option} entry {index}"
@@ -114,7 +113,7 @@ def load_specs(values: Iterable[str], group: str, option: str,
             raise DriverError(f"{where} is not valid JSON ({exc}): {raw!r}") from None
         if not isinstance(data, dict):
             raise DriverError(f"{where} must be a JSON object: {raw!r}")
-        error = jsonschema.exceptions.best_match(validator.iter_errors(data))
+        error = jsonschema.exceptions.best_match(validation.problems(data, _SPEC))
         if error is not None:
             raise DriverError(f"{where}: {_field_of(error)}: {error.message}")
         if not any(key in data for key in SELECTORS):
