@@ -58,15 +58,17 @@ def conforms(data: Any, schema: dict[str, Any]) -> bool:
 
 def problems(data: Any, schema: dict[str, Any]) -> Iterator[jsonschema.ValidationError]:
     """What is wrong with ``data`` by ``schema`` (nothing when it is valid), for
-    ``jsonschema.exceptions.best_match`` or :func:`first_problem`."""
+    ``jsonschema.exceptions.best_match``."""
     if conforms(data, schema):
         return iter(())
     return _compiled(schema).full.iter_errors(data)
 
 
 def first_problem(data: Any, schema: dict[str, Any]) -> str | None:
-    """The first thing wrong with ``data`` in document order, as ``"<where>: <what>"``
-    (``where`` a ``/``-joined path, ``<root>`` for the document), or None when valid."""
+    """What is wrong with ``data`` at the smallest path (paths compared as lists: keys
+    alphabetically, items by index), as ``"<where>: <what>"`` (``where`` the ``/``-joined
+    path, ``<root>`` for the document itself), or None when it is valid; the same data
+    always names the same problem."""
     errors = sorted(problems(data, schema), key=lambda e: list(e.absolute_path))
     if not errors:
         return None
