@@ -192,9 +192,12 @@ def test_three_conductors_share_200_hosts_and_survive_a_kill(cluster, receiver):
             mismatches(cluster.db, expected)[:5], cluster.unsynced()[:5])
         since = writers(cluster.placement, providers, placement_seen)
         assert set(changed) <= set(since)
-        double = {h: w for h, w in since.items() if w - {victim} != {after[h]}}
+        # since the kill no host was written by a live conductor other than its new owner
+        # (the victim may have finished a write it had in flight, e.g. the sync its bind's
+        # state change queued), and each changed host by its new owner, not the victim
+        double = {h: w for h, w in since.items() if not w - {victim} <= {after[h]}}
         assert double == {}, double
-        assert all(victim not in since[h] for h in changed)
+        assert all(since[h] == {after[h]} for h in changed), {h: since[h] for h in changed}
         print(f"\n{HOSTS} hosts in sync with Placement after {converged_s:.1f} s; "
               f"{len(victims_hosts)} moved from {victim} in {moved_s:.1f} s (membership "
               f"timeout {MEMBERSHIP_TIMEOUT} s); agreed again {time.monotonic() - killed_at:.1f} "
