@@ -92,16 +92,16 @@ class UsageStore:
         """Record one notification's payload; False (and nothing recorded) when it is not
         a valid usage payload of a version this understands."""
         problem = validation.first_problem(payload, _SCHEMA)
-        try:
-            if problem is not None:
-                raise ValueError(problem)
+        if problem is None:
             data = payload["acceld_object.data"]
-            # the schema's pattern ends in "Z": an aware time, never a naive one
-            sampled = datetime.datetime.fromisoformat(data["sampled_at"])
-        except ValueError as exc:
+            try:   # the schema's pattern ends in "Z": an aware time, never a naive one
+                sampled = datetime.datetime.fromisoformat(data["sampled_at"])
+            except ValueError as exc:
+                problem = str(exc)
+        if problem is not None:
             with self._lock:
                 self.rejected += 1
-            LOG.warning("usage notification refused: %s", exc)
+            LOG.warning("usage notification refused: %s", problem)
             return False
         self._record(data, sampled.timestamp())
         return True
