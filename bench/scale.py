@@ -19,7 +19,10 @@ simulator's CPU is in neither the conductors' nor Placement's. It measures:
   requests to Placement, the reports per second, the conductors' CPU per report
   (``/proc/<pid>/stat``) and each conductor's share of the reports (as the answers name
   the owner);
-* each conductor's resident memory once the fleet is in sync (``VmRSS``).
+* each conductor's resident memory once the fleet is in sync (``VmRSS``);
+* a full Placement sync of every host (what the periodic safety pass runs, asked through
+  ``placement_sync`` over RPC) once the fleet is in sync and Placement unchanged: its
+  requests to Placement and the CPU it costs Placement and the conductors.
 
 With ``--conductors 1,2`` both deployments run in each run, and the CPU per unchanged
 report of two conductors is divided by one conductor's of the same run. One conductor
@@ -59,7 +62,8 @@ sys.path.insert(0, ROOT)
 import psycopg2  # noqa: E402
 from sqlalchemy import func, select  # noqa: E402
 
-from acceld import clients, reports  # noqa: E402
+from acceld import clients, reports, rpc  # noqa: E402
+from acceld import conf as acceld_conf  # noqa: E402
 from acceld.clients import placement as pc  # noqa: E402
 from acceld.conductor import placement_plan as pp  # noqa: E402
 from acceld.db import models as m  # noqa: E402
@@ -420,6 +424,28 @@ def unchanged_storm(placement: Placement, sim: Sim, db_name: str,
             "placement_requests": placement.requests() - requests}
 
 
+def full_pass(placement: Placement, transport_url: str,
+              conductors: dict[str, subprocess.Popen], timeout: float) -> dict[str, Any]:
+    """One full sync of every host, asked as an operator's ``acceld placement sync`` asks
+    it (each conductor syncs the hosts it owns, one after the other)."""
+    conf = acceld_conf.load(config_files=[], overrides={"DEFAULT": {"rpc_timeout": timeout}})
+    transport = rpc.MessagingTransport(conf, transport_url)
+    pids = [proc.pid for proc in conductors.values()]
+    try:
+        requests = placement.requests()
+        cpu = cpu_seconds(placement.proc.pid), sum(map(cpu_seconds, pids))
+        started = time.perf_counter()
+        results = rpc.ConductorClient(transport).placement_sync(None, False)
+        seconds = time.perf_counter() - started
+        return {"seconds": seconds, "hosts": len(results),
+                "in_sync": sum(1 for r in results if r["in_sync"]),
+                "requests": placement.requests() - requests,
+                "placement_cpu_s": cpu_seconds(placement.proc.pid) - cpu[0],
+                "conductor_cpu_s": sum(map(cpu_seconds, pids)) - cpu[1]}
+    finally:
+        transport.close()
+
+
 def one_run(hosts: int, conductors: int, acceld_first: bool, args: argparse.Namespace,
             ) -> dict[str, Any]:
     """One run in a work folder of its own (its logs; removed when the run succeeds)."""
@@ -465,12 +491,14 @@ def measure(hosts: int, conductors: int, acceld_first: bool, args: argparse.Name
         rounds = args.rounds or math.ceil(1000 / hosts)
         storm = unchanged_storm(placement, sim, db_name, procs, rounds, args.storm_timeout)
         check_floor_trees(admin, names[:3], computes)
-        return summarize(hosts, conductors, acceld_first, floor, acceld, idle, rss, storm)
+        passed = full_pass(placement, transport_url, procs, args.storm_timeout)
+        return summarize(hosts, conductors, acceld_first, floor, acceld, idle, rss, storm,
+                         passed)
 
 
 def summarize(hosts: int, conductors: int, acceld_first: bool, floor: dict[str, float],
               acceld: dict[str, Any], idle: dict[str, float], rss: dict[str, float],
-              storm: dict[str, Any]) -> dict[str, Any]:
+              storm: dict[str, Any], passed: dict[str, Any]) -> dict[str, Any]:
     s = storm["storm"]
     reports_done = s["reports"]["accepted"]
     conductor_cpu = sum(v for k, v in storm["cpu"].items() if k.startswith("cond-"))
@@ -511,6 +539,13 @@ def summarize(hosts: int, conductors: int, acceld_first: bool, floor: dict[str, 
         "rss_idle_mib": idle,
         "rss_growth_mib_per_1000_hosts": round(
             sum(rss[c] - idle[c] for c in rss) / (hosts / 1000), 1),
+        "full_pass_s": round(passed["seconds"], 2),
+        "full_pass_in_sync": passed["in_sync"],
+        "full_pass_requests_per_host": round(passed["requests"] / hosts, 2),
+        "full_pass_placement_cpu_ms_per_host": round(
+            1000 * passed["placement_cpu_s"] / hosts, 2),
+        "full_pass_conductor_cpu_ms_per_host": round(
+            1000 * passed["conductor_cpu_s"] / hosts, 2),
     }
 
 

@@ -2,8 +2,10 @@
 records each host's sync state, and schedules and retries syncs.
 
 A change-triggered sync trusts the digests it last wrote; a full sync reads every
-provider. A provider with allocations is never deleted nor lowered below use (a recorded
-conflict, retried every pass). A failed sync is retried whole after :func:`backoff_delay`.
+provider whose generation moved since the host's last successful sync (Placement bumps it
+on any change), and a host not in sync whole. A provider with allocations is never
+deleted nor lowered below use (a recorded conflict, retried every pass). A failed sync is
+retried whole after :func:`backoff_delay`.
 """
 
 from __future__ import annotations
@@ -44,22 +46,31 @@ class _HostSync:
         self._c, self._known, self._known_lock, self._retries = (client, known, known_lock,
                                                                  retries)
         self.generations: dict[str, int] = {}
+        # providers known to hold what the plan says: read, unmoved or written whole
+        self.checked: set[str] = set()
         self.conflicts: list[dict[str, Any]] = []
 
-    def read(self, compute: str, full: bool, ours: set[str]) -> dict[str, pp.ActualProvider]:
+    def read(self, compute: str, full: bool, ours: set[str],
+             unmoved: dict[str, int]) -> dict[str, pp.ActualProvider]:
         """acceld's providers under ``compute``. ``ours`` are uuids known to be acceld's
         (wanted or last written); Placement is asked which others carry the owner trait
-        only when the tree holds others (another service's, or a stale one of acceld's)."""
+        only when the tree holds others (another service's, or a stale one of acceld's).
+        A full read reads the inventories and traits of each provider, but those whose
+        generation is still the one in ``unmoved`` (Placement bumps it on any change)."""
         tree = [rp for rp in self._c.tree(compute) if rp.uuid != compute]
         if any(rp.uuid not in ours for rp in tree):
             owned = {rp.uuid for rp in self._c.tree(compute, required=pp.OWNER_TRAIT)}
             tree = [rp for rp in tree if rp.uuid in ours or rp.uuid in owned]
         actual = {}
         for rp in tree:
-            if full:
+            if unmoved.get(rp.uuid) == rp.generation:
+                actual[rp.uuid] = pp.ActualProvider(rp.uuid, rp.generation)
+                self.checked.add(rp.uuid)
+            elif full:
                 _gen, inv = self._c.get_inventories(rp.uuid)
                 gen, traits = self._c.get_traits(rp.uuid)
                 actual[rp.uuid] = pp.ActualProvider(rp.uuid, gen, inv, frozenset(traits))
+                self.checked.add(rp.uuid)
             else:
                 actual[rp.uuid] = pp.ActualProvider(rp.uuid, rp.generation)
         self.generations.update((u, a.generation) for u, a in actual.items())
@@ -114,6 +125,8 @@ class _HostSync:
         for want in plan.set_traits:
             self._with_generation(want.uuid, lambda g, w=want: self._c.set_traits(
                 w.uuid, g, set(w.traits)))
+        # an unread provider is written whole (inventories and traits)
+        self.checked.update(w.uuid for w in plan.set_traits)
         for uuid in plan.delete:
             try:
                 self._c.delete_provider(uuid)
@@ -301,12 +314,15 @@ class PlacementSyncer:
                                 "yet", inputs.provider_name, host)
                     return self._record(host, None, {}, [], [], "compute node provider "
                                         f"{inputs.provider_name!r} not found", dry_run,
-                                        self._conf.placement.compute_node_retry_max)
+                                        retry_cap=self._conf.placement.compute_node_retry_max)
                 compute = found.uuid
+            # what the last successful sync wrote is trusted where Placement has not
+            # changed it since (a host not in sync is read whole)
+            trusted = state if state is not None and state.in_sync else None
             actual = work.read(compute, full, set(desired) | set(
-                state.provider_digests if state else ()))
-            plan = pp.plan(desired, actual, None if full else
-                           (state.provider_digests if state else {}))
+                state.provider_digests if state else ()),
+                trusted.provider_generations if trusted else {})
+            plan = pp.plan(desired, actual, trusted.provider_digests if trusted else {})
             if dry_run:
                 return SyncResult(host, plan.describe(), plan.is_empty())
             work.apply(compute, plan)
@@ -319,18 +335,22 @@ class PlacementSyncer:
         synced = {u: d for u, d in digests.items()
                   if u not in {c["provider"] for c in work.conflicts}}
         return self._record(host, compute, synced, plan.describe(), work.conflicts,
-                            None, dry_run)
+                            None, dry_run, {u: work.generations[u] for u in work.checked
+                                            if u in synced})
 
     def _record(self, host: str, compute: str | None, digests: dict[str, str],
                 steps: list[dict[str, Any]], conflicts: list[dict[str, Any]],
-                error: str | None, dry_run: bool,
+                error: str | None, dry_run: bool, generations: dict[str, int] | None = None,
                 retry_cap: float | None = None) -> SyncResult:
+        """``generations``: each provider's after a sync that ended (none after a failure:
+        the next sync reads the host whole)."""
         in_sync = error is None and not conflicts
         if not dry_run:
             retry_in = self._settle(host, error is not None, retry_cap)
             po.save_state(self._db, host, compute_rp_uuid=compute, provider_digests=digests,
-                          in_sync=in_sync, error=error, conflicts=conflicts,
-                          synced=error is None, retry_in=retry_in)
+                          provider_generations=generations or {}, in_sync=in_sync,
+                          error=error, conflicts=conflicts, synced=error is None,
+                          retry_in=retry_in)
         return SyncResult(host, steps, in_sync, error, conflicts)
 
 

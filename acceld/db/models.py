@@ -70,6 +70,7 @@ class PlacementSync(_Row, Base):
     host: Mapped[str] = mapped_column(String(255))
     compute_rp_uuid: Mapped[str | None] = mapped_column(String(36))
     provider_digests: Mapped[str] = mapped_column(Text, default="{}")
+    provider_generations: Mapped[str | None] = mapped_column(Text)
     in_sync: Mapped[bool] = mapped_column(Boolean, default=False)
     last_synced_at: Mapped[datetime.datetime | None] = mapped_column(DateTime)
     last_attempt_at: Mapped[datetime.datetime | None] = mapped_column(DateTime)

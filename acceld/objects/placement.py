@@ -20,6 +20,7 @@ class SyncState:
     host: str
     compute_rp_uuid: str | None
     provider_digests: dict[str, str]
+    provider_generations: dict[str, int]   # after the last successful sync
     in_sync: bool
     last_synced_at: datetime.datetime | None
     last_attempt_at: datetime.datetime | None
@@ -41,6 +42,7 @@ def _state(row: m.PlacementSync | None) -> SyncState | None:
         return None
     return SyncState(**{f.name: getattr(row, f.name) for f in dataclasses.fields(SyncState)}
                      | {"provider_digests": json.loads(row.provider_digests or "{}"),
+                        "provider_generations": json.loads(row.provider_generations or "{}"),
                         "in_sync": bool(row.in_sync),
                         "conflicts": json.loads(row.conflicts or "[]")})
 
@@ -78,14 +80,15 @@ def host_inputs(db: Database, host: str) -> HostInputs:
 
 
 def save_state(db: Database, host: str, *, compute_rp_uuid: str | None,
-               provider_digests: dict[str, str], in_sync: bool, error: str | None,
-               conflicts: list[dict[str, Any]], synced: bool,
-               retry_in: float | None = None) -> None:
+               provider_digests: dict[str, str], provider_generations: dict[str, int],
+               in_sync: bool, error: str | None, conflicts: list[dict[str, Any]],
+               synced: bool, retry_in: float | None = None) -> None:
     """``retry_in``: seconds until this host is tried again (None: no retry)."""
     now = m.utcnow()
     values: dict[str, Any] = dict(
         compute_rp_uuid=compute_rp_uuid, in_sync=in_sync, last_error=error,
         provider_digests=json.dumps(provider_digests, sort_keys=True),
+        provider_generations=json.dumps(provider_generations, sort_keys=True),
         conflicts=json.dumps(conflicts, sort_keys=True), last_attempt_at=now,
         next_retry_at=None if retry_in is None else now + datetime.timedelta(
             seconds=retry_in))

@@ -46,8 +46,9 @@ def test_reasons_fit_and_dry_run(db):
         bad = stack.call("POST", "/v2/accelerator_requests/dry_run",
                          {"device_profile_name": "fpga", "host": "h2"})
         assert bad.status_int == 400 and "host" in bad.text
-        po.save_state(db, "h1", compute_rp_uuid=None, provider_digests={}, in_sync=False,
-                      error="Placement said 503", conflicts=[], synced=False)
+        po.save_state(db, "h1", compute_rp_uuid=None, provider_digests={},
+                      provider_generations={}, in_sync=False, error="Placement said 503",
+                      conflicts=[], synced=False)
         synced = _availability(stack, "fpga")
         assert [(h["hostname"], h["reason"]) for h in synced["not_fitting"]] == [
             ("h1", "placement_not_synced")]

@@ -288,6 +288,60 @@ def test_manual_edit_in_placement_heals_on_the_periodic_pass(env):
         ("PUT", f"/resource_providers/{rp['uuid']}/traits")]
 
 
+def _set_traits(env, rp_uuid: str, traits: list[str]) -> None:
+    resp = env.admin.put(f"/resource_providers/{rp_uuid}/traits", json={
+        "resource_provider_generation": env.admin.get(
+            f"/resource_providers/{rp_uuid}").json()["generation"], "traits": traits})
+    assert resp.status_code == 200, resp.text
+
+
+def _full_pass(env) -> list[tuple[str, str]]:
+    """A periodic pass over the host; its requests to Placement (method, path)."""
+    env.placement.reset_counts()
+    assert env.syncer.sync_host(env.host, full=True).in_sync
+    return [(method, path.split("?")[0]) for method, path, _ in env.placement.requests()]
+
+
+def test_a_full_pass_reads_only_the_providers_placement_changed(env):
+    env.report()
+    env.api("PUT", f"/v1/accelerators/{env.device('QAT')['uuid']}/state", {"state": "ready"})
+    assert env.syncer.wait_idle(60)
+    # nothing changed since the host's sync: its tree is the only read
+    assert _full_pass(env) == [("GET", "/resource_providers")]
+    # an allocation bumps a provider's generation: that one is read, nothing written
+    qat = env.children()[f"{env.host}_fake_3d"]
+    _allocate(env, qat["uuid"], "CUSTOM_QAT", 1)
+    assert _full_pass(env) == [
+        ("GET", "/resource_providers"),
+        ("GET", f"/resource_providers/{qat['uuid']}/inventories"),
+        ("GET", f"/resource_providers/{qat['uuid']}/traits")]
+    # a manual edit is read and undone; afterwards the tree is the only read again
+    gpu = env.children()[f"{env.host}_fake_3b"]
+    _set_traits(env, gpu["uuid"], ["OWNER_CYBORG"])
+    assert _full_pass(env) == [
+        ("GET", "/resource_providers"),
+        ("GET", f"/resource_providers/{gpu['uuid']}/inventories"),
+        ("GET", f"/resource_providers/{gpu['uuid']}/traits"),
+        ("PUT", f"/resource_providers/{gpu['uuid']}/traits")]
+    assert env.children()[f"{env.host}_fake_3b"]["traits"] == gpu["traits"]
+    assert _full_pass(env) == [("GET", "/resource_providers")]
+
+
+def test_a_change_triggered_sync_does_not_vouch_for_a_provider_it_did_not_read(env):
+    """A manual edit of one provider, then a change of another device: the change-triggered
+    sync writes only the changed provider, and the next full pass still reads and undoes
+    the edit (the edited provider's new generation was not taken as acceld's)."""
+    env.report()
+    fpga = env.children()[f"{env.host}_fake_3c"]
+    _set_traits(env, fpga["uuid"], ["OWNER_CYBORG"])
+    gpu = env.device("GPU")
+    env.api("PUT", f"/v1/accelerators/{gpu['uuid']}/state", {"state": "ready"})
+    assert env.syncer.wait_idle(60)
+    assert env.children()[f"{env.host}_fake_3c"]["traits"] == {"OWNER_CYBORG"}
+    assert ("PUT", f"/resource_providers/{fpga['uuid']}/traits") in _full_pass(env)
+    assert env.children()[f"{env.host}_fake_3c"]["traits"] == fpga["traits"]
+
+
 def test_dry_run_shows_the_plan_and_writes_nothing(env):
     env.placement.set_down(True)
     env.report()                                      # inventory in the DB, not in Placement
