@@ -20,6 +20,7 @@ from sqlalchemy import event, inspect, text
 from acceld.db import migration
 from acceld.db import models as m
 from acceld.db.api import Database
+from acceld.objects import placement as placement_objects
 
 SCRIPTS = ScriptDirectory(os.path.join(os.path.dirname(migration.__file__), "migrations"))
 _DDL = re.compile(r"^\s*(CREATE|ALTER|DROP|RENAME)\b", re.IGNORECASE)
@@ -162,6 +163,21 @@ def test_instance_attachments_start_attached(empty_db):
     with empty_db.reader() as s:
         assert s.execute(text("SELECT name, hot_plug FROM devices ORDER BY name")).all() \
             == [("free", None), ("host", None), ("vm", "Attached")]
+
+
+def test_a_host_synced_before_generations_were_recorded_is_read_whole_once(empty_db):
+    # 0014 adds placement_sync.provider_generations: a row written before it keeps its
+    # digests and has no generations, so the host's next full sync reads every provider.
+    migration.upgrade(empty_db, "0013")
+    with empty_db.writer() as s:
+        s.execute(text(
+            "INSERT INTO placement_sync (host, compute_rp_uuid, provider_digests, in_sync, "
+            "conflicts, created_at) VALUES ('h1', 'cn-1', '{\"rp-1\": \"d1\"}', :yes, "
+            "'[]', CURRENT_TIMESTAMP)"), {"yes": True})
+    migration.upgrade(empty_db)
+    state = placement_objects.host_inputs(empty_db, "h1").state
+    assert (state.in_sync, state.provider_digests, state.provider_generations) == (
+        True, {"rp-1": "d1"}, {})
 
 
 def test_tables_become_utf8mb4_with_a_binary_collation_and_keep_their_rows(empty_db,
