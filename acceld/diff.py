@@ -119,7 +119,8 @@ class Plan:
         default_factory=list)                     # (deployable id, cpid id, handle)
     update_handles: list[tuple[int, str]] = dataclasses.field(default_factory=list)
     delete_handles: list[int] = dataclasses.field(default_factory=list)
-    upsert_drivers: list[reports.DriverReport] = dataclasses.field(default_factory=list)
+    add_drivers: list[reports.DriverReport] = dataclasses.field(default_factory=list)
+    update_drivers: list[reports.DriverReport] = dataclasses.field(default_factory=list)
     delete_drivers: list[str] = dataclasses.field(default_factory=list)
     # (device id, life-cycle state it enters, why): HealthRules' verdicts
     lifecycle: list[tuple[int, str, str]] = dataclasses.field(default_factory=list)
@@ -195,8 +196,10 @@ def _diff_drivers(current: HostInventory, reported: dict[str, reports.DriverRepo
                   plan: Plan) -> None:
     for name, drv in reported.items():
         have = current.drivers.get(name)
-        if have is None or dataclasses.asdict(have) != driver_fields(drv):
-            plan.upsert_drivers.append(drv)
+        if have is None:
+            plan.add_drivers.append(drv)
+        elif dataclasses.asdict(have) != driver_fields(drv):
+            plan.update_drivers.append(drv)
     plan.delete_drivers.extend(sorted(set(current.drivers) - set(reported)))
 
 

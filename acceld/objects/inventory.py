@@ -315,11 +315,11 @@ def _write_drivers(s: Session, host: str, plan: inv.Plan) -> None:
     if plan.delete_drivers:
         s.execute(delete(m.DriverState).where(m.DriverState.host == host,
                                               m.DriverState.name.in_(plan.delete_drivers)))
-    for drv in plan.upsert_drivers:
-        values = inv.driver_fields(drv)
-        res = s.execute(update(m.DriverState).where(m.DriverState.host == host,
-                                                    m.DriverState.name == drv.name)
-                        .values(**values))
-        if res.rowcount == 0:
-            s.execute(insert(m.DriverState).values(host=host, name=drv.name,
-                                                   created_at=m.utcnow(), **values))
+    if plan.add_drivers:
+        s.execute(insert(m.DriverState), [
+            dict(host=host, name=drv.name, created_at=m.utcnow(), **inv.driver_fields(drv))
+            for drv in plan.add_drivers])
+    for drv in plan.update_drivers:
+        s.execute(update(m.DriverState).where(m.DriverState.host == host,
+                                              m.DriverState.name == drv.name)
+                  .values(**inv.driver_fields(drv)))

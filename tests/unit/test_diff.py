@@ -54,7 +54,8 @@ def test_unchanged_report_gives_empty_plan():
 def test_new_device_is_added_with_its_driver():
     plan = diff.diff(_current(_device("a")), _report(_device("a"), _device("b")))
     assert [d.identity for _drv, d in plan.add_devices] == ["b"]
-    assert [d.name for d in plan.upsert_drivers] == ["fake"]  # device_count 1 -> 2
+    assert [d.name for d in plan.update_drivers] == ["fake"]  # device_count 1 -> 2
+    assert plan.add_drivers == []
     assert not plan.delete_devices
 
 
@@ -100,13 +101,13 @@ def test_reported_health_and_reasons_are_stored():
 def test_a_changed_explanation_or_capability_rewrites_the_driver_row():
     cur = _current(_device("a"))
     base = _report(_device("a")).drivers[0]
-    assert diff.diff(cur, _report(_device("a"))).upsert_drivers == []
+    assert diff.diff(cur, _report(_device("a"))).update_drivers == []
     explained = dataclasses.replace(base, explanation={"checks": [], "expected": None,
                                                        "found": 1, "skipped": []})
     capable = dataclasses.replace(base, capabilities=(reports.CAP_PROGRAM,))
     for drv in (explained, capable):
         report = reports.InventoryReport(host="h", epoch="e", seq=1, drivers=(drv,))
-        assert [d.name for d in diff.diff(cur, report).upsert_drivers] == ["fake"]
+        assert [d.name for d in diff.diff(cur, report).update_drivers] == ["fake"]
     fields = diff.driver_fields(capable)
     assert fields["capabilities"] == '["program"]' and fields["explanation"] is None
 
@@ -144,6 +145,16 @@ def test_handle_in_use_is_never_deleted():
 def test_duplicate_identity_in_one_report_is_added_once():
     plan = diff.diff(_current(), _report(_device("a"), _device("a")))
     assert len(plan.add_devices) == 1
+
+
+def test_a_driver_new_to_the_host_is_added_and_a_known_one_updated():
+    cur = _current(_device("a"))
+    base = _report(_device("a"), _device("b")).drivers[0]      # "fake": 1 -> 2 devices
+    other = dataclasses.replace(base, name="other", devices=())
+    plan = diff.diff(cur, reports.InventoryReport(host="h", epoch="e", seq=1,
+                                                  drivers=(base, other)))
+    assert ([d.name for d in plan.add_drivers], [d.name for d in plan.update_drivers]) == (
+        ["other"], ["fake"])
 
 
 def test_driver_missing_from_report_is_forgotten():
