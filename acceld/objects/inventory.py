@@ -101,37 +101,43 @@ def forget_digest(session: Session, host: str) -> None:
 
 
 def load_host(s: Session, host: str) -> inv.HostInventory:
-    """Everything the diff needs about ``host``, in six queries."""
+    """Everything the diff needs about ``host``: its devices, then (when it has some) what
+    hangs off them in five queries, then its drivers."""
+    rows = list(s.execute(select(m.Device).where(m.Device.hostname == host)).scalars())
     dev_ids = select(m.Device.id).where(m.Device.hostname == host).scalar_subquery()
     dep_ids = select(m.Deployable.id).where(m.Deployable.device_id.in_(dev_ids)) \
         .scalar_subquery()
-    cpids = {c.device_id: c for c in s.execute(
-        select(m.ControlpathID).where(m.ControlpathID.device_id.in_(dev_ids))).scalars()}
+    cpids: dict[int, m.ControlpathID] = {}
     attrs: dict[int, dict[str, tuple[int, str]]] = defaultdict(dict)
-    for a in s.execute(select(m.Attribute.id, m.Attribute.deployable_id, m.Attribute.key,
-                              m.Attribute.value)
-                       .where(m.Attribute.deployable_id.in_(dep_ids))):
-        attrs[a.deployable_id][a.key] = (a.id, a.value)
     handles: dict[int, dict[str, inv.CurrentHandle]] = defaultdict(dict)
-    for h in s.execute(select(m.AttachHandle.id, m.AttachHandle.deployable_id,
-                              m.AttachHandle.attach_info, m.AttachHandle.attach_type,
-                              m.AttachHandle.in_use)
-                       .where(m.AttachHandle.deployable_id.in_(dep_ids))):
-        handles[h.deployable_id][h.attach_info] = inv.CurrentHandle(h.id, h.attach_type,
-                                                                    bool(h.in_use))
-    held_deps = set(s.execute(
-        select(m.ExtendedAcceleratorRequest.deployable_id)
-        .where(m.ExtendedAcceleratorRequest.deployable_id.in_(dep_ids))).scalars())
+    held_deps: set[int] = set()
     deps: dict[int, dict[str, inv.CurrentDeployable]] = defaultdict(dict)
-    for d in s.execute(select(m.Deployable.id, m.Deployable.device_id, m.Deployable.name,
-                              m.Deployable.num_accelerators)
-                       .where(m.Deployable.device_id.in_(dev_ids))):
-        hs = handles.get(d.id, {})
-        deps[d.device_id][d.name] = inv.CurrentDeployable(
-            id=d.id, num_accelerators=d.num_accelerators, attributes=attrs.get(d.id, {}),
-            handles=hs, held=d.id in held_deps or any(h.in_use for h in hs.values()))
+    if rows:    # a host new to acceld has nothing hanging off its devices to read
+        cpids = {c.device_id: c for c in s.execute(
+            select(m.ControlpathID).where(m.ControlpathID.device_id.in_(dev_ids))).scalars()}
+        for a in s.execute(select(m.Attribute.id, m.Attribute.deployable_id, m.Attribute.key,
+                                  m.Attribute.value)
+                           .where(m.Attribute.deployable_id.in_(dep_ids))):
+            attrs[a.deployable_id][a.key] = (a.id, a.value)
+        for h in s.execute(select(m.AttachHandle.id, m.AttachHandle.deployable_id,
+                                  m.AttachHandle.attach_info, m.AttachHandle.attach_type,
+                                  m.AttachHandle.in_use)
+                           .where(m.AttachHandle.deployable_id.in_(dep_ids))):
+            handles[h.deployable_id][h.attach_info] = inv.CurrentHandle(
+                h.id, h.attach_type, bool(h.in_use))
+        held_deps = set(s.execute(
+            select(m.ExtendedAcceleratorRequest.deployable_id)
+            .where(m.ExtendedAcceleratorRequest.deployable_id.in_(dep_ids))).scalars())
+        for d in s.execute(select(m.Deployable.id, m.Deployable.device_id, m.Deployable.name,
+                                  m.Deployable.num_accelerators)
+                           .where(m.Deployable.device_id.in_(dev_ids))):
+            hs = handles.get(d.id, {})
+            deps[d.device_id][d.name] = inv.CurrentDeployable(
+                id=d.id, num_accelerators=d.num_accelerators,
+                attributes=attrs.get(d.id, {}), handles=hs,
+                held=d.id in held_deps or any(h.in_use for h in hs.values()))
     devices = {}
-    for dev in s.execute(select(m.Device).where(m.Device.hostname == host)).scalars():
+    for dev in rows:
         cpid = cpids.get(dev.id)
         fields = {"type": dev.type, "vendor": dev.vendor, "model": dev.model,
                   "std_board_info": dev.std_board_info,
