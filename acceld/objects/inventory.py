@@ -101,41 +101,10 @@ def forget_digest(session: Session, host: str) -> None:
 
 
 def load_host(s: Session, host: str) -> inv.HostInventory:
-    """Everything the diff needs about ``host``: its devices, then (when it has some) what
-    hangs off them in five queries, then its drivers."""
+    """Everything the diff needs about ``host``: its devices, what hangs off them (not
+    read for a host with none, e.g. one new to acceld) and its drivers."""
     rows = list(s.execute(select(m.Device).where(m.Device.hostname == host)).scalars())
-    dev_ids = select(m.Device.id).where(m.Device.hostname == host).scalar_subquery()
-    dep_ids = select(m.Deployable.id).where(m.Deployable.device_id.in_(dev_ids)) \
-        .scalar_subquery()
-    cpids: dict[int, m.ControlpathID] = {}
-    attrs: dict[int, dict[str, tuple[int, str]]] = defaultdict(dict)
-    handles: dict[int, dict[str, inv.CurrentHandle]] = defaultdict(dict)
-    held_deps: set[int] = set()
-    deps: dict[int, dict[str, inv.CurrentDeployable]] = defaultdict(dict)
-    if rows:    # a host new to acceld has nothing hanging off its devices to read
-        cpids = {c.device_id: c for c in s.execute(
-            select(m.ControlpathID).where(m.ControlpathID.device_id.in_(dev_ids))).scalars()}
-        for a in s.execute(select(m.Attribute.id, m.Attribute.deployable_id, m.Attribute.key,
-                                  m.Attribute.value)
-                           .where(m.Attribute.deployable_id.in_(dep_ids))):
-            attrs[a.deployable_id][a.key] = (a.id, a.value)
-        for h in s.execute(select(m.AttachHandle.id, m.AttachHandle.deployable_id,
-                                  m.AttachHandle.attach_info, m.AttachHandle.attach_type,
-                                  m.AttachHandle.in_use)
-                           .where(m.AttachHandle.deployable_id.in_(dep_ids))):
-            handles[h.deployable_id][h.attach_info] = inv.CurrentHandle(
-                h.id, h.attach_type, bool(h.in_use))
-        held_deps = set(s.execute(
-            select(m.ExtendedAcceleratorRequest.deployable_id)
-            .where(m.ExtendedAcceleratorRequest.deployable_id.in_(dep_ids))).scalars())
-        for d in s.execute(select(m.Deployable.id, m.Deployable.device_id, m.Deployable.name,
-                                  m.Deployable.num_accelerators)
-                           .where(m.Deployable.device_id.in_(dev_ids))):
-            hs = handles.get(d.id, {})
-            deps[d.device_id][d.name] = inv.CurrentDeployable(
-                id=d.id, num_accelerators=d.num_accelerators,
-                attributes=attrs.get(d.id, {}), handles=hs,
-                held=d.id in held_deps or any(h.in_use for h in hs.values()))
+    cpids, deps = _below_devices(s, host) if rows else ({}, {})
     devices = {}
     for dev in rows:
         cpid = cpids.get(dev.id)
@@ -157,6 +126,41 @@ def load_host(s: Session, host: str) -> inv.HostInventory:
                for d in s.execute(select(m.DriverState).where(m.DriverState.host == host))
                .scalars()}
     return inv.HostInventory(host=host, devices=devices, drivers=drivers)
+
+
+def _below_devices(s: Session, host: str) -> tuple[
+        dict[int, m.ControlpathID], dict[int, dict[str, inv.CurrentDeployable]]]:
+    """The control path ids and deployables (with their attributes, handles and whether
+    something holds them) of ``host``'s devices, by device id, in five queries."""
+    dev_ids = select(m.Device.id).where(m.Device.hostname == host).scalar_subquery()
+    dep_ids = select(m.Deployable.id).where(m.Deployable.device_id.in_(dev_ids)) \
+        .scalar_subquery()
+    cpids = {c.device_id: c for c in s.execute(
+        select(m.ControlpathID).where(m.ControlpathID.device_id.in_(dev_ids))).scalars()}
+    attrs: dict[int, dict[str, tuple[int, str]]] = defaultdict(dict)
+    for a in s.execute(select(m.Attribute.id, m.Attribute.deployable_id, m.Attribute.key,
+                              m.Attribute.value)
+                       .where(m.Attribute.deployable_id.in_(dep_ids))):
+        attrs[a.deployable_id][a.key] = (a.id, a.value)
+    handles: dict[int, dict[str, inv.CurrentHandle]] = defaultdict(dict)
+    for h in s.execute(select(m.AttachHandle.id, m.AttachHandle.deployable_id,
+                              m.AttachHandle.attach_info, m.AttachHandle.attach_type,
+                              m.AttachHandle.in_use)
+                       .where(m.AttachHandle.deployable_id.in_(dep_ids))):
+        handles[h.deployable_id][h.attach_info] = inv.CurrentHandle(h.id, h.attach_type,
+                                                                    bool(h.in_use))
+    held_deps = set(s.execute(
+        select(m.ExtendedAcceleratorRequest.deployable_id)
+        .where(m.ExtendedAcceleratorRequest.deployable_id.in_(dep_ids))).scalars())
+    deps: dict[int, dict[str, inv.CurrentDeployable]] = defaultdict(dict)
+    for d in s.execute(select(m.Deployable.id, m.Deployable.device_id, m.Deployable.name,
+                              m.Deployable.num_accelerators)
+                       .where(m.Deployable.device_id.in_(dev_ids))):
+        hs = handles.get(d.id, {})
+        deps[d.device_id][d.name] = inv.CurrentDeployable(
+            id=d.id, num_accelerators=d.num_accelerators, attributes=attrs.get(d.id, {}),
+            handles=hs, held=d.id in held_deps or any(h.in_use for h in hs.values()))
+    return cpids, deps
 
 
 def _apply_plan(s: Session, host: str, plan: inv.Plan) -> list[str]:
