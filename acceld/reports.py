@@ -13,7 +13,9 @@ Schema versions (one line of history each; a test guards the list):
   handle's uuid is its mdev's, which Nova uses) and the attach type ``MIG``
 * 5: adds per device an optional ``health.counters`` {name: count}: the driver's error
   counters since it started counting (``ecc``, ``xid``), from which the conductor tells
-  a device whose errors rise (docs/health.md)"""
+  a device whose errors rise (docs/health.md)
+* 6: adds an optional ``compute_node_uuid``: the uuid of the host's compute node (Nova's
+  ``<state_path>/compute_id``), which is its provider's uuid in Placement"""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ from typing import Any
 
 from acceld import exception, states, validation
 
-SCHEMA_VERSIONS = (1, 2, 3, 4, 5)
+SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6)
 SCHEMA_VERSION = SCHEMA_VERSIONS[-1]
 
 _STR_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
@@ -117,6 +119,7 @@ REPORT_SCHEMA = _closed(["schema_version", "host", "epoch", "seq", "drivers"], {
     "seq": {"type": "integer", "minimum": 0},
     "agent_version": {"type": "string", "maxLength": 64},
     "provider_name": {"type": "string", "minLength": 1, "maxLength": 255},
+    "compute_node_uuid": {"type": "string", "pattern": _UUID_PATTERN},
     "drivers": {"type": "array", "items": _DRIVER}})
 
 
@@ -182,6 +185,7 @@ class InventoryReport:
     schema_version: int = SCHEMA_VERSION
     agent_version: str = ""
     provider_name: str = ""
+    compute_node_uuid: str = ""     # "" where the agent found none
 
     def to_dict(self) -> dict[str, Any]:
         data = {
@@ -191,11 +195,14 @@ class InventoryReport:
         }
         if self.provider_name:
             data["provider_name"] = self.provider_name
+        if self.compute_node_uuid:
+            data["compute_node_uuid"] = self.compute_node_uuid
         return data
 
     def content_digest(self) -> str:
         """SHA-256 of what the report says about the host (not of epoch/seq)."""
-        body = canonical_json([self.provider_name or self.host, self.to_dict()["drivers"]])
+        body = canonical_json([self.provider_name or self.host, self.compute_node_uuid,
+                               self.to_dict()["drivers"]])
         return hashlib.sha256(body.encode()).hexdigest()
 
     @classmethod
@@ -208,6 +215,7 @@ class InventoryReport:
                    schema_version=data["schema_version"],
                    agent_version=data.get("agent_version", ""),
                    provider_name=data.get("provider_name", ""),
+                   compute_node_uuid=data.get("compute_node_uuid", ""),
                    drivers=tuple(_driver_from_dict(d) for d in data["drivers"]))
 
 

@@ -26,6 +26,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent import futures
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -93,10 +94,12 @@ def host_reports(hosts: list[str], devices: int, seq: int) -> list[reports.Inven
     return out
 
 
-def create_compute_nodes(client: pc.PlacementClient, names: list[str],
-                         workers: int) -> dict[str, str]:
-    """Root providers named as the hosts (what Nova makes); name -> uuid."""
-    made = {name: str(uuid.uuid4()) for name in names}
+def create_compute_nodes(client: pc.PlacementClient, names: list[str], workers: int,
+                         uuid_of: Callable[[str], str] = lambda _name: str(uuid.uuid4()),
+                         ) -> dict[str, str]:
+    """Root providers named as the hosts (what Nova makes), each with ``uuid_of(name)``
+    as its uuid; name -> uuid."""
+    made = {name: uuid_of(name) for name in names}
 
     def one(name):
         client._request("POST", "/resource_providers", pc.WRITE_VERSION,

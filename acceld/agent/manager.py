@@ -33,6 +33,27 @@ from acceld.virt.hypervisor import Guest, Hypervisor
 LOG = logging.getLogger(__name__)
 
 
+def read_compute_id(path: str) -> str:
+    """The compute node uuid Nova keeps in ``path`` (its ``compute_id`` file), in
+    canonical form; "" when there is no such file or it holds no uuid."""
+    if not path:
+        return ""
+    try:
+        with open(path, encoding="ascii") as f:
+            text = f.read(100).strip()
+    except FileNotFoundError:
+        return ""
+    except (OSError, ValueError) as exc:
+        LOG.warning("cannot read Nova's compute node id from %s: %s", path, exc)
+        return ""
+    try:
+        return str(uuidlib.UUID(text))
+    except ValueError:
+        LOG.warning("%s holds no uuid (%r); the compute node is looked up by name", path,
+                    text[:40])
+        return ""
+
+
 def make_context(conf: cfg.ConfigOpts, host: str, state_dir: str,
                  **collaborators: Any) -> DriverContext:
     """The drivers' context with the real collaborators, except those given."""
@@ -132,7 +153,8 @@ class AgentManager:
         return reports.InventoryReport(
             host=self.host, epoch=self.journal.epoch, seq=self.journal.next_seq(),
             drivers=drivers, agent_version=acceld.__version__,
-            provider_name=self._conf.agent.resource_provider_name or self.host)
+            provider_name=self._conf.agent.resource_provider_name or self.host,
+            compute_node_uuid=read_compute_id(self._conf.agent.nova_compute_id_file))
 
     def _driver_report(self, name: str, drv: Driver | None) -> reports.DriverReport:
         """Discovery, its explanation and health (stats would break the report's digest)."""

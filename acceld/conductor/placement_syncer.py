@@ -56,8 +56,12 @@ class _HostSync:
         (wanted or last written); Placement is asked which others carry the owner trait
         only when the tree holds others (another service's, or a stale one of acceld's).
         A full read reads the inventories and traits of each provider, but those whose
-        generation is still the one in ``unmoved`` (Placement bumps it on any change)."""
-        tree = [rp for rp in self._c.tree(compute) if rp.uuid != compute]
+        generation is still the one in ``unmoved`` (Placement bumps it on any change).
+        NotFound when Placement has no provider ``compute``."""
+        tree = self._c.tree(compute)
+        if not any(rp.uuid == compute for rp in tree):
+            raise pc.NotFound(f"compute node provider {compute} is not in Placement", 404)
+        tree = [rp for rp in tree if rp.uuid != compute]
         if any(rp.uuid not in ours for rp in tree):
             owned = {rp.uuid for rp in self._c.tree(compute, required=pp.OWNER_TRAIT)}
             tree = [rp for rp in tree if rp.uuid in ours or rp.uuid in owned]
@@ -295,14 +299,19 @@ class PlacementSyncer:
     def sync_host(self, host: str, full: bool = False, dry_run: bool = False) -> SyncResult:
         inputs = po.host_inputs(self._db, host)
         state = inputs.state
+        # the uuid Nova gave the host's compute node, else the provider found last time
+        compute = inputs.compute_node_uuid or (state.compute_rp_uuid if state else None)
+        # what the last successful sync wrote under that node is trusted where Placement
+        # has not changed it since (a host not in sync is read whole)
+        trusted = state if state is not None and state.in_sync \
+            and state.compute_rp_uuid == compute else None
         desired = pp.desired_tree(pp.DeployableRow(**row) for row in inputs.rows)
         digests = {u: p.digest() for u, p in desired.items()}
-        if not full and not dry_run and state is not None and state.in_sync \
-                and state.provider_digests == digests:
+        if not full and not dry_run and trusted is not None \
+                and trusted.provider_digests == digests:
             self._settle(host, failed=False)
             return SyncResult(host, [], True)
-        full = full or state is None or not state.in_sync
-        compute = state.compute_rp_uuid if state else None
+        full = full or trusted is None
         work = _HostSync(self.client, self._known, self._known_lock,
                          self._conf.placement.conflict_retries)
         plan = pp.Plan()
@@ -316,9 +325,6 @@ class PlacementSyncer:
                                         f"{inputs.provider_name!r} not found", dry_run,
                                         retry_cap=self._conf.placement.compute_node_retry_max)
                 compute = found.uuid
-            # what the last successful sync wrote is trusted where Placement has not
-            # changed it since (a host not in sync is read whole)
-            trusted = state if state is not None and state.in_sync else None
             actual = work.read(compute, full, set(desired) | set(
                 state.provider_digests if state else ()),
                 trusted.provider_generations if trusted else {})
@@ -328,10 +334,13 @@ class PlacementSyncer:
             work.apply(compute, plan)
         except pc.PlacementError as exc:
             LOG.warning("Placement sync of %s failed: %s", host, exc)
-            if isinstance(exc, pc.NotFound) and compute is not None:
+            gone = isinstance(exc, pc.NotFound)
+            if gone:
                 compute = None  # the compute node provider went away: look it up again
             return self._record(host, compute, state.provider_digests if state else {},
-                                plan.describe(), work.conflicts, str(exc), dry_run)
+                                plan.describe(), work.conflicts, str(exc), dry_run,
+                                retry_cap=self._conf.placement.compute_node_retry_max
+                                if gone else None)
         synced = {u: d for u, d in digests.items()
                   if u not in {c["provider"] for c in work.conflicts}}
         return self._record(host, compute, synced, plan.describe(), work.conflicts,

@@ -15,7 +15,14 @@ OPTS = [
                help="Directory of the agent journal (default: <state_path>/agent-<host>)."),
     cfg.StrOpt("resource_provider_name",
                help="Name of this host's compute node provider in Placement (what Nova "
-                    "registered; often the FQDN). Default: [DEFAULT] host."),
+                    "registered; often the FQDN). Default: [DEFAULT] host. Not used "
+                    "while `nova_compute_id_file` names the node."),
+    cfg.StrOpt("nova_compute_id_file", default="/var/lib/nova/compute_id",
+               help="Nova's record of this host's compute node uuid (nova-compute writes "
+                    "it as `<state_path>/compute_id` since 2023.1), which is the uuid of "
+                    "its provider in Placement. When the file holds a uuid, the agent "
+                    "reports it and the conductor finds the provider by it rather than by "
+                    "name. Empty: never read."),
     cfg.StrOpt("sysfs_root", default="/",
                help="Root under which the hardware drivers find /sys (a real host: `/`; "
                     "a recorded or fake tree for tests and demos: its directory). Writes "

@@ -57,6 +57,8 @@ class Service(_Row, Base):
     report_seq: Mapped[int | None] = mapped_column(Integer)
     report_digest: Mapped[str | None] = mapped_column(String(64))
     provider_name: Mapped[str | None] = mapped_column(String(255))
+    # an agent's: its compute node's uuid as Nova keeps it (its provider's in Placement)
+    compute_node_uuid: Mapped[str | None] = mapped_column(String(36))
     # an agent's: the conductor that owns its host (it recorded the last heartbeat)
     conductor: Mapped[str | None] = mapped_column(String(255))
 

@@ -77,17 +77,19 @@ def apply_report(db: Database, report: reports.InventoryReport,
         transitions = health.apply_verdicts(s, plan.lifecycle)
         now = m.utcnow()
         provider = report.provider_name or report.host
-        renamed = svc is not None and svc.provider_name != provider
+        node = report.compute_node_uuid or None
+        renamed = svc is not None and (svc.provider_name, svc.compute_node_uuid) != (
+            provider, node)
         if svc is None:
             s.add(m.Service(host=report.host, binary=AGENT_BINARY, last_seen_at=now,
                             version=report.agent_version, report_epoch=report.epoch,
                             report_seq=report.seq, report_digest=digest,
-                            provider_name=provider))
+                            provider_name=provider, compute_node_uuid=node))
         else:
             svc.report_epoch, svc.report_seq, svc.report_digest = (
                 report.epoch, report.seq, digest)
             svc.last_seen_at, svc.provider_name = now, provider
-            svc.version = report.agent_version
+            svc.compute_node_uuid, svc.version = node, report.agent_version
         return ApplyResult(changed=not plan.is_empty() or svc is None or renamed,
                            changed_devices=tuple(changed), discovered=discovered,
                            removed=removed, transitions=tuple(transitions))

@@ -33,6 +33,7 @@ class SyncState:
 class HostInputs:
     host: str
     provider_name: str
+    compute_node_uuid: str | None       # as the agent reported it (None: look up by name)
     rows: list[dict[str, Any]]          # fields of placement_plan.DeployableRow
     state: SyncState | None
 
@@ -48,8 +49,9 @@ def _state(row: m.PlacementSync | None) -> SyncState | None:
 
 
 def host_inputs(db: Database, host: str) -> HostInputs:
-    """The host's deployables as plain rows, its provider name and sync state. Schedulable:
-    a usable device and handles Nova attaches (a bind refuses others, e.g. MIG instances)."""
+    """The host's deployables as plain rows, its compute node (name and reported uuid)
+    and sync state. Schedulable: a usable device and handles Nova attaches (a bind
+    refuses others, e.g. MIG instances)."""
     with db.reader() as s:
         devs = {d.id: d for d in s.execute(select(m.Device).where(m.Device.hostname == host))
                 .scalars()}
@@ -66,8 +68,10 @@ def host_inputs(db: Database, host: str) -> HostInputs:
             .where(m.AttachHandle.deployable_id.in_([d.id for d in deps]),
                    m.AttachHandle.attach_type.in_(states.GUEST_ATTACH_TYPES))).scalars()) \
             if deps else set()
-        provider = s.execute(select(m.Service.provider_name).where(
-            m.Service.host == host, m.Service.binary == AGENT_BINARY)).scalar()
+        provider, node = s.execute(select(m.Service.provider_name, m.Service.compute_node_uuid)
+                                   .where(m.Service.host == host,
+                                          m.Service.binary == AGENT_BINARY)).first() \
+            or (None, None)
         state = _state(s.execute(select(m.PlacementSync).where(m.PlacementSync.host == host))
                        .scalar_one_or_none())
     rows = [dict(rp_uuid=dep.rp_uuid, name=dep.name, num_accelerators=dep.num_accelerators,
@@ -76,7 +80,8 @@ def host_inputs(db: Database, host: str) -> HostInputs:
                  states.unusable_reasons(dev.state, dev.status, dev.health,
                                          dev.lifecycle, bool(dev.maintenance)))
             for dep in deps for dev in [devs[dep.device_id]]]
-    return HostInputs(host=host, provider_name=provider or host, rows=rows, state=state)
+    return HostInputs(host=host, provider_name=provider or host, compute_node_uuid=node,
+                      rows=rows, state=state)
 
 
 def save_state(db: Database, host: str, *, compute_rp_uuid: str | None,

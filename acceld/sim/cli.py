@@ -57,6 +57,10 @@ def add_fleet_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ramp", type=float, default=0.0,
                    help="Spread the hosts' first reports over this many seconds (default 0: "
                         "all at once).")
+    p.add_argument("--compute-ids", action="store_true",
+                   help="Each host reports its compute node's uuid, as an agent that finds "
+                        "Nova's compute_id file does (acceld.sim.fleet.compute_node_uuid: "
+                        "fixed per name); the providers must exist under those uuids.")
 
 
 def fleet_config(args: argparse.Namespace) -> FleetConfig:

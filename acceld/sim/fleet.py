@@ -21,6 +21,7 @@ import os
 import signal
 import threading
 import time
+import uuid as uuidlib
 from collections.abc import Callable
 from concurrent import futures
 from typing import Any
@@ -49,6 +50,7 @@ class FleetConfig:
     guests: int = 2                              # simulated guests per served host
     ramp: float = 0.0                            # first reports spread over this long
     work_delay: float = 0.0                      # a served host's prepare/release takes this
+    compute_ids: bool = False                    # agents report compute_node_uuid(host)
 
     def __post_init__(self) -> None:
         if self.hosts < 1 or self.workers < 1 or self.serve_rpc < 0 or self.guests < 0 \
@@ -62,6 +64,12 @@ class FleetConfig:
     @property
     def beat_every(self) -> float:
         return self.heartbeat_interval or self.report_interval
+
+
+def compute_node_uuid(host: str) -> str:
+    """The compute node uuid a simulated host's Nova would keep (``compute_id``): fixed
+    per name, so that a harness can create the provider Nova would have."""
+    return str(uuidlib.uuid5(devmod.SIM_NAMESPACE, f"{host}|compute-node"))
 
 
 def host_names(prefix: str, count: int) -> list[str]:
@@ -94,7 +102,9 @@ class Fleet:
         self._conductors = {name: rpc.ConductorClient(transport) for name in self._names}
         self._scenario = scenario or scen.Scenario()
         self._scenario.check_hosts(self._names)
-        self.hosts = {name: SimHost(name, devmod.host_devices(name, self.config.mix))
+        self.hosts = {name: SimHost(name, devmod.host_devices(name, self.config.mix),
+                                    compute_node_uuid(name) if self.config.compute_ids
+                                    else None)
                       for name in self._names}
         self._delivery = {name: _Delivery() for name in self._names}
         self._hypervisors = {name: FakeHypervisor(agentmod.guest_instances(

@@ -27,9 +27,13 @@ RESET_FAILS_REASON = "the device did not come back from a reset; the host needs 
 
 
 class SimHost:
-    def __init__(self, name: str, devices: list[SimDevice]) -> None:
+    def __init__(self, name: str, devices: list[SimDevice],
+                 compute_node_uuid: str | None = None) -> None:
+        """``compute_node_uuid``: what the agent finds in Nova's ``compute_id`` file
+        (None: no such file; the conductor looks the compute node up by name)."""
         self.name = name
         self.devices = devices
+        self.compute_node_uuid = compute_node_uuid
         self.drivers = list(dict.fromkeys(dev.driver for dev in devices))
         self._by_identity = {dev.identity: dev for dev in devices}
         self._lock = threading.RLock()
@@ -78,6 +82,8 @@ class SimHost:
                       "epoch": self.epoch, "seq": self.seq,
                       "agent_version": acceld.__version__, "provider_name": self.name,
                       "drivers": self._driver_entries()}
+            if self.compute_node_uuid:
+                report["compute_node_uuid"] = self.compute_node_uuid
             return report, self._version
 
     def _driver_entries(self) -> list[dict[str, Any]]:

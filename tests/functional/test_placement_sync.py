@@ -342,6 +342,48 @@ def test_a_change_triggered_sync_does_not_vouch_for_a_provider_it_did_not_read(e
     assert env.children()[f"{env.host}_fake_3c"]["traits"] == fpga["traits"]
 
 
+def _compute_id(env, tmp_path, node: str) -> None:
+    """The agent finds ``node`` in Nova's compute_id file; its provider name names nothing
+    in Placement (a lookup by name would fail)."""
+    path = tmp_path / "compute_id"
+    path.write_text(node + "\n")
+    env.stack.conf.set_override("nova_compute_id_file", str(path), group="agent")
+    env.stack.conf.set_override("resource_provider_name", "no-such-node", group="agent")
+
+
+def _under(env, node: str) -> set[str]:
+    """The names of the providers under ``node`` (not ``node`` itself)."""
+    return {rp["name"] for rp in env.admin.get(
+        f"/resource_providers?in_tree={node}").json()["resource_providers"]
+        if rp["uuid"] != node}
+
+
+def test_a_reported_compute_node_uuid_saves_the_lookup_by_name(env, tmp_path):
+    _compute_id(env, tmp_path, env.compute)
+    env.report()
+    sent = [(method, path) for method, path, _ in env.placement.requests()]
+    assert sent[0] == ("GET", f"/resource_providers?in_tree={env.compute}")
+    assert not any("name=" in path for _, path in sent), sent
+    assert len(_under(env, env.compute)) == 4
+    state = po.host_inputs(env.stack.db, env.host).state
+    assert state.in_sync and state.compute_rp_uuid == env.compute
+
+
+def test_a_reported_compute_node_placement_lacks_is_waited_for(env, placement, tmp_path):
+    node = str(uuid.uuid4())
+    _compute_id(env, tmp_path, node)
+    env.report()
+    state = po.host_inputs(env.stack.db, env.host).state
+    assert not state.in_sync and node in state.last_error
+    assert state.next_retry_at is not None
+    assert not any("name=" in path for _, path, _ in env.placement.requests())
+    assert _under(env, env.compute) == set()        # nothing went under the named node
+    # Nova makes the node (under a name of its own): the next try publishes under it
+    placement.create_compute_node(f"nova-{env.host}", uuid=node)
+    assert env.syncer.sync_host(env.host).in_sync
+    assert len(_under(env, node)) == 4
+
+
 def test_dry_run_shows_the_plan_and_writes_nothing(env):
     env.placement.set_down(True)
     env.report()                                      # inventory in the DB, not in Placement

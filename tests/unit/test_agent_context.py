@@ -39,6 +39,19 @@ def test_the_agent_uses_the_configured_sysfs_root(tmp_path):
     assert agent.context.state_dir == str(tmp_path / "j" / "drivers")
 
 
+def test_the_agent_reports_the_compute_node_uuid_nova_keeps(tmp_path):
+    path = tmp_path / "compute_id"
+    conf = make_conf(agent={"nova_compute_id_file": str(path)})
+    agent = manager.AgentManager(conf, conductor=None, host="h1",
+                                 journal_dir=str(tmp_path / "j"))
+    assert agent.build_report().compute_node_uuid == ""        # no file: none
+    path.write_text("4D0C6A1E-2B7F-4C3A-8E5D-9F1A2B3C4D5E\n")
+    assert agent.build_report().compute_node_uuid == "4d0c6a1e-2b7f-4c3a-8e5d-9f1a2b3c4d5e"
+    path.write_text("garbage")
+    assert agent.build_report().compute_node_uuid == ""        # not a uuid: none
+    assert manager.read_compute_id("") == ""                   # the option emptied
+
+
 class _Preparing(BaseDriver):
     def prepare(self, identity: str, attach_info: dict[str, str]) -> dict[str, str]:
         return attach_info

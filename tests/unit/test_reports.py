@@ -24,7 +24,7 @@ def _fake_report(host: str = "h1", count: int = 4, seq: int = 1) -> reports.Inve
 
 def test_schema_versions_are_guarded():
     # Adding a version means adding a line to the module docstring's history too.
-    assert reports.SCHEMA_VERSIONS == (1, 2, 3, 4, 5)
+    assert reports.SCHEMA_VERSIONS == (1, 2, 3, 4, 5, 6)
     for version in reports.SCHEMA_VERSIONS:
         assert f"* {version}:" in reports.__doc__
 
@@ -32,6 +32,14 @@ def test_schema_versions_are_guarded():
 def test_round_trip_is_exact():
     report = _fake_report()
     assert reports.InventoryReport.from_dict(report.to_dict()) == report
+
+
+def test_compute_node_uuid_round_trips_and_is_content():
+    report = dataclasses.replace(_fake_report(),
+                                 compute_node_uuid="0b6e7a52-4b1c-4e2a-9d3f-3a6a3e0c5f11")
+    assert reports.InventoryReport.from_dict(report.to_dict()) == report
+    assert "compute_node_uuid" not in _fake_report().to_dict()
+    assert report.content_digest() != _fake_report().content_digest()
 
 
 def test_digest_ignores_numbering_but_not_content():
@@ -54,6 +62,7 @@ def test_fake_driver_is_deterministic_per_host():
     (lambda d: d["drivers"][0]["devices"][0].update(type="TOASTER"), "drivers/0/devices/0/type"),
     (lambda d: d["drivers"][0].update(state="sleepy"), "drivers/0/state"),
     (lambda d: d.update(extra=1), "<root>"),
+    (lambda d: d.update(compute_node_uuid="not-a-uuid"), "compute_node_uuid"),
     (lambda d: d["drivers"][0]["devices"][0]["deployables"][0].update(num_accelerators=-1),
      "drivers/0/devices/0/deployables/0/num_accelerators"),
 ])

@@ -8,7 +8,7 @@ import pytest
 from acceld import reports, states
 from acceld.sim import devices as devmod
 from acceld.sim import scenario as scen
-from acceld.sim.fleet import FleetConfig, host_names
+from acceld.sim.fleet import FleetConfig, compute_node_uuid, host_names
 from acceld.sim.host import RESET_FAILS_REASON, SimHost
 from acceld.sim.stats import Stats
 
@@ -185,6 +185,15 @@ def test_synced_follows_what_was_accepted():
     host.start_agent()
     assert not host.accepted(stale_life, report["epoch"], version)
     assert not host.synced()
+
+
+def test_a_host_reports_its_compute_node_uuid_only_when_it_has_one():
+    assert "compute_node_uuid" not in _host().build_report()[0]
+    node = compute_node_uuid("sim-00000")
+    assert node == compute_node_uuid("sim-00000") != compute_node_uuid("sim-00001")
+    host = SimHost("sim-00000", devmod.host_devices("sim-00000", devmod.DEFAULT_MIX), node)
+    host.start_agent()
+    assert _parsed(host).compute_node_uuid == node
 
 
 def test_accepted_reports_are_counted_by_the_conductor_that_answered():
