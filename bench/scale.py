@@ -69,7 +69,7 @@ from acceld.conductor import placement_plan as pp  # noqa: E402
 from acceld.db import models as m  # noqa: E402
 from acceld.db.api import Database  # noqa: E402
 from acceld.sim import devices as devmod  # noqa: E402
-from acceld.sim.fleet import host_names  # noqa: E402
+from acceld.sim.fleet import compute_node_uuid, host_names  # noqa: E402
 from acceld.sim.host import SimHost  # noqa: E402
 from bench import boot_storm  # noqa: E402
 from bench.scale_sim import PREFIX as SIM_PREFIX  # noqa: E402
@@ -138,6 +138,15 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat", encoding="ascii") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_cpu_seconds() -> float:
+    """CPU time every core of the machine spent busy (``/proc/stat``: all but idle and
+    iowait), whoever spent it."""
+    with open("/proc/stat", encoding="ascii") as f:
+        ticks = [int(v) for v in f.readline().split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = ticks[:8]
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_mib(pid: int) -> float:
@@ -211,12 +220,13 @@ class Sim:
     """``bench/scale_sim.py``: the fleet in its own process, asked over its stdin."""
 
     def __init__(self, workdir: str, stack: contextlib.ExitStack, transport_url: str,
-                 hosts: int, prefix: str, workers: int) -> None:
+                 hosts: int, prefix: str, workers: int, compute_ids: bool) -> None:
         self.proc = spawn([sys.executable, os.path.join(ROOT, "bench", "scale_sim.py"),
                            "--transport-url", transport_url, "--hosts", str(hosts),
                            "--host-prefix", prefix, "--workers", str(workers),
                            "--report-interval", str(QUIET),
-                           "--heartbeat-interval", str(HEARTBEAT)],
+                           "--heartbeat-interval", str(HEARTBEAT)]
+                          + (["--compute-ids"] if compute_ids else []),
                           os.path.join(workdir, "sim.log"), stdout=subprocess.PIPE,
                           stdin=subprocess.PIPE, text=True)
         stack.callback(self.close)
@@ -365,7 +375,7 @@ def boot_floor(placement: Placement, trees: dict[str, list[Any]], computes: dict
     names = sorted(trees)
     shares = [{name: trees[name] for name in names[i::conductors]} for i in range(conductors)]
     before = placement.requests()
-    cpu = cpu_seconds(placement.proc.pid), time.process_time()
+    cpu = cpu_seconds(placement.proc.pid), time.process_time(), machine_cpu_seconds()
     started = time.perf_counter()
     boot_storm.ensure_names(own[0], trees)
     with futures.ThreadPoolExecutor(conductors) as pool:
@@ -374,14 +384,16 @@ def boot_floor(placement: Placement, trees: dict[str, list[Any]], computes: dict
     return {"seconds": time.perf_counter() - started,
             "requests": placement.requests() - before,
             "placement_cpu_s": cpu_seconds(placement.proc.pid) - cpu[0],
-            "client_cpu_s": time.process_time() - cpu[1]}
+            "client_cpu_s": time.process_time() - cpu[1],
+            "machine_cpu_s": machine_cpu_seconds() - cpu[2]}
 
 
 def boot_acceld(placement: Placement, sim: Sim, db: Database, prefix: str, hosts: int,
                 conductors: dict[str, subprocess.Popen], timeout: float) -> dict[str, Any]:
     before = placement.requests()
     pids = [proc.pid for proc in conductors.values()]
-    cpu = cpu_seconds(placement.proc.pid), sum(map(cpu_seconds, pids))
+    cpu = (cpu_seconds(placement.proc.pid), sum(map(cpu_seconds, pids)),
+           cpu_seconds(sim.proc.pid), machine_cpu_seconds())
     started = time.perf_counter()
     sim.ask("start")
     deadline = time.monotonic() + timeout
@@ -393,10 +405,12 @@ def boot_acceld(placement: Placement, sim: Sim, db: Database, prefix: str, hosts
     seconds = time.perf_counter() - started
     placement_cpu = cpu_seconds(placement.proc.pid) - cpu[0]
     conductor_cpu = sum(map(cpu_seconds, pids)) - cpu[1]
+    sim_cpu, machine_cpu = cpu_seconds(sim.proc.pid) - cpu[2], machine_cpu_seconds() - cpu[3]
     requests = placement.requests() - before
     stats = sim.ask("stats")
     return {"seconds": seconds, "requests": requests, "placement_cpu_s": placement_cpu,
-            "conductor_cpu_s": conductor_cpu,
+            "conductor_cpu_s": conductor_cpu, "sim_cpu_s": sim_cpu,
+            "machine_cpu_s": machine_cpu,
             "first_reports_accepted_s": stats["first_reports_accepted_s"],
             "reports_failed": stats["reports"]["failed"]}
 
@@ -456,7 +470,7 @@ def one_run(hosts: int, conductors: int, acceld_first: bool, args: argparse.Name
         print(f"run failed: its logs are in {workdir}", file=sys.stderr, flush=True)
         raise
     shutil.rmtree(workdir, ignore_errors=True)
-    return result
+    return result | {"compute_ids": not args.compute_by_name}
 
 
 def measure(hosts: int, conductors: int, acceld_first: bool, args: argparse.Namespace,
@@ -474,12 +488,13 @@ def measure(hosts: int, conductors: int, acceld_first: bool, args: argparse.Name
         admin = pc.PlacementClient(clients.make_adapter(
             boot_storm.make_conf(placement.url, workers), "placement"))
         computes = boot_storm.create_compute_nodes(admin, names + floor_names,
-                                                   args.sync_workers)
+                                                   args.sync_workers, compute_node_uuid)
         trees = sim_trees(floor_names)
         procs = start_conductors(conductors, workdir, stack, db_url, transport_url,
                                  coordination, placement.url, args.sync_workers)
         idle = {name: round(rss_mib(proc.pid), 1) for name, proc in procs.items()}
-        sim = Sim(workdir, stack, transport_url, hosts, prefix, args.sim_workers)
+        sim = Sim(workdir, stack, transport_url, hosts, prefix, args.sim_workers,
+                  not args.compute_by_name)
         db = Database(db_url)
         stack.callback(db.dispose)
         if not acceld_first:
@@ -516,6 +531,11 @@ def summarize(hosts: int, conductors: int, acceld_first: bool, floor: dict[str, 
         "boot_floor_placement_cpu_s": round(floor["placement_cpu_s"], 2),
         "boot_conductor_cpu_s": round(acceld["conductor_cpu_s"], 2),
         "boot_floor_client_cpu_s": round(floor["client_cpu_s"], 2),
+        "boot_sim_cpu_s": round(acceld["sim_cpu_s"], 2),
+        "boot_acceld_machine_busy": round(
+            acceld["machine_cpu_s"] / (acceld["seconds"] * os.cpu_count()), 3),
+        "boot_floor_machine_busy": round(
+            floor["machine_cpu_s"] / (floor["seconds"] * os.cpu_count()), 3),
         "boot_first_reports_accepted_s": acceld["first_reports_accepted_s"],
         "boot_reports_failed": acceld["reports_failed"],
         "storm_rounds": s["rounds"], "storm_reports": reports_done,
@@ -572,6 +592,10 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=0,
                         help="Rounds of the unchanged storm (default: enough for 1000 "
                              "reports).")
+    parser.add_argument("--compute-by-name", action="store_true",
+                        help="The simulated agents report no compute node uuid (no Nova "
+                             "compute_id file, as before Nova 2023.1): the conductor looks "
+                             "each compute node up by name.")
     parser.add_argument("--boot-timeout", type=float, default=1800.0)
     parser.add_argument("--storm-timeout", type=float, default=600.0)
     parser.add_argument("--first", choices=("floor", "acceld"), default="floor",
