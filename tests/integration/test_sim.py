@@ -24,7 +24,7 @@ from acceld import conf as config
 from acceld import rpc, states
 from acceld.db.api import Database
 from acceld.objects import identity
-from acceld.sim.fleet import Fleet, FleetConfig, host_names
+from acceld.sim.fleet import Fleet, FleetConfig, compute_node_uuid, host_names
 from tests.integration import procs as p
 from tests.placement_server import PlacementServer
 from tests.simulated import expected_rows, mismatches, placement_mismatches
@@ -47,7 +47,9 @@ class Deployment:
         self.prefix = prefix
         self.hosts = host_names(prefix, HOSTS)
         self.placement = placement
-        self.computes = {host: placement.create_compute_node(host) for host in self.hosts}
+        # under the uuids the simulated Nova keeps (found by name unless reported)
+        self.computes = {host: placement.create_compute_node(host, uuid=compute_node_uuid(host))
+                         for host in self.hosts}
         state = procs.workdir / "state-conductor"
         state.mkdir()
         self.config = p.write_config(procs.workdir / "conductor.conf", {
@@ -85,7 +87,7 @@ def test_twenty_hosts_reach_the_database_and_placement(deployment):
     transport = rpc.MessagingTransport(conf)
     fleet = Fleet(transport, FleetConfig(hosts=HOSTS, host_prefix=deployment.prefix,
                                          report_interval=1.0, retry_interval=0.5,
-                                         serve_rpc=2, workers=8))
+                                         serve_rpc=2, workers=8, compute_ids=True))
     started = time.monotonic()
     fleet.start()
     try:
@@ -105,6 +107,9 @@ def test_twenty_hosts_reach_the_database_and_placement(deployment):
             return not placement_mismatches(deployment.placement, deployment.computes, expected)
         assert fleet.wait_converged(CONVERGE_TIMEOUT, in_placement, interval=1.0), \
             placement_mismatches(deployment.placement, deployment.computes, expected)[:5]
+        # each agent reported its compute node's uuid: no node was looked up by name
+        assert not [path for _method, path, _status in deployment.placement.requests()
+                    if "?name=" in path]
 
         served = deployment.hosts[0]
         gpu = next(d for d in expected[served] if d["kind"] == "gpu_mig")
