@@ -369,6 +369,20 @@ def test_a_reported_compute_node_uuid_saves_the_lookup_by_name(env, tmp_path):
     assert state.in_sync and state.compute_rp_uuid == env.compute
 
 
+def test_an_agent_that_starts_reporting_the_uuid_it_was_found_under_costs_nothing(
+        env, tmp_path):
+    env.report()                                     # found by name
+    env.placement.reset_counts()
+    path = tmp_path / "compute_id"
+    path.write_text(env.compute)
+    env.stack.conf.set_override("nova_compute_id_file", str(path), group="agent")
+    env.report()                                     # the same node, now by its uuid
+    assert env.placement.requests() == []
+    inputs = po.host_inputs(env.stack.db, env.host)
+    assert inputs.compute_node_uuid == env.compute
+    assert inputs.state.in_sync and inputs.state.compute_rp_uuid == env.compute
+
+
 def test_a_reported_compute_node_placement_lacks_is_waited_for(env, placement, tmp_path):
     node = str(uuid.uuid4())
     _compute_id(env, tmp_path, node)
