@@ -5,7 +5,10 @@ Each run has a RabbitMQ vhost, a PostgreSQL database, a Redis namespace (the con
 tooz group) and a Placement (``tests.placement_server`` in its own process) of its own,
 all removed afterwards, and ``--conductors N`` conductor processes; the simulated agents
 (acceld-sim's fleet, ``bench/scale_sim.py``) run in a process of their own, so that the
-simulator's CPU is in neither the conductors' nor Placement's. It measures:
+simulator's CPU is in neither the conductors' nor Placement's. The simulated agents report
+their compute nodes' uuids, as agents that find Nova's ``compute_id`` file do, and the
+compute nodes are made under them (``--compute-by-name``: no uuids, found by name). It
+measures:
 
 * the boot storm: from the fleet's start until every host is in sync in Placement
   (acceld's ``placement_sync`` rows, read from the database), against the Placement
