@@ -19,7 +19,7 @@ from typing import Any
 from oslo_config import cfg
 
 import acceld
-from acceld import exception, notify, reports, states, virt
+from acceld import exception, notify, reports, states, uuids, virt
 from acceld.agent import journal as jmod
 from acceld.agent import programming
 from acceld.agent.drivers import registry
@@ -46,12 +46,11 @@ def read_compute_id(path: str) -> str:
     except (OSError, ValueError) as exc:
         LOG.warning("cannot read Nova's compute node id from %s: %s", path, exc)
         return ""
-    try:
-        return str(uuidlib.UUID(text))
-    except ValueError:
+    node = uuids.canonical(text)
+    if node is None:
         LOG.warning("%s holds no uuid (%r); the compute node is looked up by name", path,
                     text[:40])
-        return ""
+    return node or ""
 
 
 def make_context(conf: cfg.ConfigOpts, host: str, state_dir: str,
