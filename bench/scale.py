@@ -214,9 +214,27 @@ class Placement:
         found = wait_for(urls, START_TIMEOUT, "Placement")
         self.url, self._stats = found["PLACEMENT_URL"], found["PLACEMENT_STATS_URL"]
 
-    def requests(self) -> int:
+    def _get(self) -> dict[str, Any]:
         with urllib.request.urlopen(self._stats, timeout=30) as resp:
-            return json.load(resp)["requests"]
+            return json.load(resp)
+
+    def requests(self) -> int:
+        return self._get()["requests"]
+
+    def cpu_by_kind(self) -> dict[str, list[float]]:
+        """Request kind -> [requests, CPU seconds of the request's thread]."""
+        return self._get()["cpu_by_kind"]
+
+
+def cpu_by_kind_since(placement: Placement, before: dict[str, list[float]],
+                      ) -> dict[str, dict[str, float]]:
+    """Per request kind since ``before``: requests and Placement CPU per request (ms)."""
+    out = {}
+    for kind, (n, cpu) in sorted(placement.cpu_by_kind().items()):
+        n0, cpu0 = before.get(kind, (0, 0.0))
+        if n > n0:
+            out[kind] = {"requests": n - n0, "cpu_ms": round(1000 * (cpu - cpu0) / (n - n0), 3)}
+    return out
 
 
 class Sim:
@@ -377,7 +395,7 @@ def boot_floor(placement: Placement, trees: dict[str, list[Any]], computes: dict
            for _ in range(conductors)]
     names = sorted(trees)
     shares = [{name: trees[name] for name in names[i::conductors]} for i in range(conductors)]
-    before = placement.requests()
+    before, by_kind = placement.requests(), placement.cpu_by_kind()
     cpu = cpu_seconds(placement.proc.pid), time.process_time(), machine_cpu_seconds()
     started = time.perf_counter()
     boot_storm.ensure_names(own[0], trees)
@@ -388,12 +406,13 @@ def boot_floor(placement: Placement, trees: dict[str, list[Any]], computes: dict
             "requests": placement.requests() - before,
             "placement_cpu_s": cpu_seconds(placement.proc.pid) - cpu[0],
             "client_cpu_s": time.process_time() - cpu[1],
-            "machine_cpu_s": machine_cpu_seconds() - cpu[2]}
+            "machine_cpu_s": machine_cpu_seconds() - cpu[2],
+            "by_kind": cpu_by_kind_since(placement, by_kind)}
 
 
 def boot_acceld(placement: Placement, sim: Sim, db: Database, prefix: str, hosts: int,
                 conductors: dict[str, subprocess.Popen], timeout: float) -> dict[str, Any]:
-    before = placement.requests()
+    before, by_kind = placement.requests(), placement.cpu_by_kind()
     pids = [proc.pid for proc in conductors.values()]
     cpu = (cpu_seconds(placement.proc.pid), sum(map(cpu_seconds, pids)),
            cpu_seconds(sim.proc.pid), machine_cpu_seconds())
@@ -413,7 +432,7 @@ def boot_acceld(placement: Placement, sim: Sim, db: Database, prefix: str, hosts
     stats = sim.ask("stats")
     return {"seconds": seconds, "requests": requests, "placement_cpu_s": placement_cpu,
             "conductor_cpu_s": conductor_cpu, "sim_cpu_s": sim_cpu,
-            "machine_cpu_s": machine_cpu,
+            "machine_cpu_s": machine_cpu, "by_kind": cpu_by_kind_since(placement, by_kind),
             "first_reports_accepted_s": stats["first_reports_accepted_s"],
             "reports_failed": stats["reports"]["failed"]}
 
@@ -535,6 +554,8 @@ def summarize(hosts: int, conductors: int, acceld_first: bool, floor: dict[str, 
         "boot_conductor_cpu_s": round(acceld["conductor_cpu_s"], 2),
         "boot_floor_client_cpu_s": round(floor["client_cpu_s"], 2),
         "boot_sim_cpu_s": round(acceld["sim_cpu_s"], 2),
+        "boot_acceld_placement_by_kind": acceld["by_kind"],
+        "boot_floor_placement_by_kind": floor["by_kind"],
         "boot_acceld_machine_busy": round(
             acceld["machine_cpu_s"] / (acceld["seconds"] * os.cpu_count()), 3),
         "boot_floor_machine_busy": round(

@@ -107,6 +107,7 @@ class RecordingApp:
         self._lock = threading.Lock()
         self._records: list[Record] = []
         self._callers: list[tuple[str, str, str]] = []   # (User-Agent, method, path)
+        self._cpu: dict[str, list[float]] = {}               # kind -> [requests, CPU s]
         self._down = False
 
     # -- recorder ---------------------------------------------------------------------
@@ -119,10 +120,18 @@ class RecordingApp:
         with self._lock:
             return list(self._callers)
 
+    def cpu_by_kind(self) -> dict[str, list[float]]:
+        """``kind -> [requests, CPU seconds]``: the CPU each request's thread spent in the
+        application, by :func:`request_kind` (a benchmark's view of what Placement spends
+        its time on)."""
+        with self._lock:
+            return {kind: list(v) for kind, v in self._cpu.items()}
+
     def reset_counts(self) -> None:
         with self._lock:
             self._records.clear()
             self._callers.clear()
+            self._cpu.clear()
 
     def _record(self, method: str, path: str, status: int, agent: str = "") -> None:
         with self._lock:
@@ -165,14 +174,41 @@ class RecordingApp:
             status_holder[:] = [int(status.split(" ", 1)[0])]
             return start_response(status, headers, exc_info)
 
+        cpu = time.thread_time()
         try:
             result = self.app(environ, recording_start_response)
         except BaseException:
             self._record(method, path, 500, agent)
             raise
+        cpu = time.thread_time() - cpu
         # WebOb-based apps (Placement) call start_response before returning.
         self._record(method, path, status_holder[0] if status_holder else 500, agent)
+        kind = request_kind(method, environ.get("PATH_INFO", ""), query)
+        with self._lock:
+            total = self._cpu.setdefault(kind, [0, 0.0])
+            total[0] += 1
+            total[1] += cpu
         return result
+
+
+def request_kind(method: str, path: str, query: str) -> str:
+    """``GET /resource_providers/{id}/inventories?member_of``: the request with every
+    uuid (and a trait's or resource class's name) in its path replaced and only the names
+    of its query's parameters."""
+    parts = path.split("/")
+    if len(parts) == 3 and parts[1] in ("traits", "resource_classes"):
+        parts[2] = "{name}"
+    parts = ["{id}" if _is_uuid(p) else p for p in parts]
+    names = sorted({q.split("=", 1)[0] for q in query.split("&") if q})
+    return f"{method} {'/'.join(parts)}" + (f"?{'&'.join(names)}" if names else "")
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuidlib.UUID(text)
+    except ValueError:
+        return False
+    return True
 
 
 class QuietHandler(simple_server.WSGIRequestHandler):
@@ -524,6 +560,10 @@ class PlacementServer(PlacementEndpoint):
         """``(User-Agent, method, path_with_query)`` of every request served so far."""
         return self._rec().callers()
 
+    def cpu_by_kind(self) -> dict[str, list[float]]:
+        """See :meth:`RecordingApp.cpu_by_kind`."""
+        return self._rec().cpu_by_kind()
+
     def reset_counts(self) -> None:
         self._rec().reset_counts()
 
@@ -748,7 +788,8 @@ def _serve_counts(placement: PlacementServer) -> LoopbackWSGIServer:
     """A loopback server (free port, a thread of its own) answering every GET with
     :func:`request_counts` of what ``placement`` has served so far."""
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
-        body = json.dumps(request_counts(placement.requests())).encode()
+        body = json.dumps(request_counts(placement.requests())
+                          | {"cpu_by_kind": placement.cpu_by_kind()}).encode()
         start_response("200 OK", [("Content-Type", "application/json"),
                                   ("Content-Length", str(len(body)))])
         return [body]

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
-from tests.placement_server import PlacementServer, PlacementServerError
+from tests.placement_server import PlacementServer, PlacementServerError, request_kind
 
 ROOT_INVENTORY = {"VCPU", "MEMORY_MB", "DISK_GB"}
 
@@ -85,11 +85,25 @@ def test_recorder_copy_reset_and_errors(placement: PlacementServer) -> None:
     assert placement.writes() == [seen[2]]
     seen.clear()  # a copy
     assert len(placement.requests()) == 3
+    by_kind = placement.cpu_by_kind()
+    assert by_kind.keys() == {"GET /resource_providers?name", "GET /resource_providers/{id}",
+                              "PUT /resource_classes/{name}"}
+    assert all(n == 1 and cpu > 0 for n, cpu in by_kind.values())
     placement.reset_counts()
     assert placement.requests() == [] and placement.writes() == []
+    assert placement.cpu_by_kind() == {}
     # No token: Placement's noauth2 middleware refuses it (the harness adds no auth).
     assert requests.get(f"{placement.url}/resource_providers", timeout=10).status_code == 401
     assert placement.requests() == [("GET", "/resource_providers", 401)]
+
+
+def test_request_kind() -> None:
+    rp = str(uuid.uuid4())
+    assert (request_kind("PUT", f"/resource_providers/{rp}/traits", "")
+            == "PUT /resource_providers/{id}/traits")
+    assert (request_kind("GET", "/resource_providers", f"in_tree={rp}&required=X&in_tree=y")
+            == "GET /resource_providers?in_tree&required")
+    assert request_kind("PUT", "/traits/CUSTOM_X", "") == "PUT /traits/{name}"
 
 
 def test_set_down_answers_503_and_recovers(placement: PlacementServer) -> None:
