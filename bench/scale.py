@@ -226,6 +226,36 @@ class Placement:
         return self._get()["cpu_by_kind"]
 
 
+class BusySampler:
+    """How busy a process is over a storm: its CPU read once a second in a thread;
+    :meth:`tenths` gives the share of one core it used in each tenth of the storm (where
+    Placement waits for its clients: at the start, the end, or throughout)."""
+
+    def __init__(self, pid: int) -> None:
+        self._pid, self._stop = pid, threading.Event()
+        self._samples = [(time.monotonic(), cpu_seconds(pid))]
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            self._samples.append((time.monotonic(), cpu_seconds(self._pid)))
+
+    def tenths(self) -> list[float]:
+        self._stop.set()
+        self._thread.join()
+        self._samples.append((time.monotonic(), cpu_seconds(self._pid)))
+        t0, t1 = self._samples[0][0], self._samples[-1][0]
+        out = []
+        for i in range(10):
+            lo, hi = t0 + (t1 - t0) * i / 10, t0 + (t1 - t0) * (i + 1) / 10
+            inside = [(t, c) for t, c in self._samples if lo <= t <= hi]
+            if len(inside) < 2:
+                return []
+            out.append(round((inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0]), 2))
+        return out
+
+
 def cpu_by_kind_since(placement: Placement, before: dict[str, list[float]],
                       ) -> dict[str, dict[str, float]]:
     """Per request kind since ``before``: requests and Placement CPU per request (ms)."""
@@ -397,6 +427,7 @@ def boot_floor(placement: Placement, trees: dict[str, list[Any]], computes: dict
     shares = [{name: trees[name] for name in names[i::conductors]} for i in range(conductors)]
     before, by_kind = placement.requests(), placement.cpu_by_kind()
     cpu = cpu_seconds(placement.proc.pid), time.process_time(), machine_cpu_seconds()
+    busy = BusySampler(placement.proc.pid)
     started = time.perf_counter()
     boot_storm.ensure_names(own[0], trees)
     with futures.ThreadPoolExecutor(conductors) as pool:
@@ -407,7 +438,7 @@ def boot_floor(placement: Placement, trees: dict[str, list[Any]], computes: dict
             "placement_cpu_s": cpu_seconds(placement.proc.pid) - cpu[0],
             "client_cpu_s": time.process_time() - cpu[1],
             "machine_cpu_s": machine_cpu_seconds() - cpu[2],
-            "by_kind": cpu_by_kind_since(placement, by_kind)}
+            "by_kind": cpu_by_kind_since(placement, by_kind), "busy": busy.tenths()}
 
 
 def boot_acceld(placement: Placement, sim: Sim, db: Database, prefix: str, hosts: int,
@@ -416,6 +447,7 @@ def boot_acceld(placement: Placement, sim: Sim, db: Database, prefix: str, hosts
     pids = [proc.pid for proc in conductors.values()]
     cpu = (cpu_seconds(placement.proc.pid), sum(map(cpu_seconds, pids)),
            cpu_seconds(sim.proc.pid), machine_cpu_seconds())
+    busy = BusySampler(placement.proc.pid)
     started = time.perf_counter()
     sim.ask("start")
     deadline = time.monotonic() + timeout
@@ -425,6 +457,7 @@ def boot_acceld(placement: Placement, sim: Sim, db: Database, prefix: str, hosts
                                f"{timeout:.0f} s")
         time.sleep(POLL)
     seconds = time.perf_counter() - started
+    tenths = busy.tenths()
     placement_cpu = cpu_seconds(placement.proc.pid) - cpu[0]
     conductor_cpu = sum(map(cpu_seconds, pids)) - cpu[1]
     sim_cpu, machine_cpu = cpu_seconds(sim.proc.pid) - cpu[2], machine_cpu_seconds() - cpu[3]
@@ -433,7 +466,7 @@ def boot_acceld(placement: Placement, sim: Sim, db: Database, prefix: str, hosts
     return {"seconds": seconds, "requests": requests, "placement_cpu_s": placement_cpu,
             "conductor_cpu_s": conductor_cpu, "sim_cpu_s": sim_cpu,
             "machine_cpu_s": machine_cpu, "by_kind": cpu_by_kind_since(placement, by_kind),
-            "first_reports_accepted_s": stats["first_reports_accepted_s"],
+            "busy": tenths, "first_reports_accepted_s": stats["first_reports_accepted_s"],
             "reports_failed": stats["reports"]["failed"]}
 
 
@@ -556,6 +589,8 @@ def summarize(hosts: int, conductors: int, acceld_first: bool, floor: dict[str, 
         "boot_sim_cpu_s": round(acceld["sim_cpu_s"], 2),
         "boot_acceld_placement_by_kind": acceld["by_kind"],
         "boot_floor_placement_by_kind": floor["by_kind"],
+        "boot_acceld_placement_busy_by_tenth": acceld["busy"],
+        "boot_floor_placement_busy_by_tenth": floor["busy"],
         "boot_acceld_machine_busy": round(
             acceld["machine_cpu_s"] / (acceld["seconds"] * os.cpu_count()), 3),
         "boot_floor_machine_busy": round(
