@@ -227,24 +227,27 @@ class Placement:
 
 
 class BusySampler:
-    """How busy a process is over a storm: its CPU read once a second in a thread;
-    :meth:`tenths` gives the share of one core it used in each tenth of the storm (where
-    Placement waits for its clients: at the start, the end, or throughout)."""
+    """How busy processes are over a storm: their CPU read once a second in a thread;
+    :meth:`tenths` gives the cores they used in each tenth of the storm (where Placement
+    waits for its clients: at the start, the end, or throughout)."""
 
-    def __init__(self, pid: int) -> None:
-        self._pid, self._stop = pid, threading.Event()
-        self._samples = [(time.monotonic(), cpu_seconds(pid))]
+    def __init__(self, *pids: int) -> None:
+        self._pids, self._stop = pids, threading.Event()
+        self._samples = [(time.monotonic(), self._cpu())]
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
+    def _cpu(self) -> float:
+        return sum(map(cpu_seconds, self._pids))
+
     def _run(self) -> None:
         while not self._stop.wait(1.0):
-            self._samples.append((time.monotonic(), cpu_seconds(self._pid)))
+            self._samples.append((time.monotonic(), self._cpu()))
 
     def tenths(self) -> list[float]:
         self._stop.set()
         self._thread.join()
-        self._samples.append((time.monotonic(), cpu_seconds(self._pid)))
+        self._samples.append((time.monotonic(), self._cpu()))
         t0, t1 = self._samples[0][0], self._samples[-1][0]
         out = []
         for i in range(10):
@@ -447,7 +450,7 @@ def boot_acceld(placement: Placement, sim: Sim, db: Database, prefix: str, hosts
     pids = [proc.pid for proc in conductors.values()]
     cpu = (cpu_seconds(placement.proc.pid), sum(map(cpu_seconds, pids)),
            cpu_seconds(sim.proc.pid), machine_cpu_seconds())
-    busy = BusySampler(placement.proc.pid)
+    busy, conductors_busy = BusySampler(placement.proc.pid), BusySampler(*pids)
     started = time.perf_counter()
     sim.ask("start")
     deadline = time.monotonic() + timeout
@@ -457,7 +460,7 @@ def boot_acceld(placement: Placement, sim: Sim, db: Database, prefix: str, hosts
                                f"{timeout:.0f} s")
         time.sleep(POLL)
     seconds = time.perf_counter() - started
-    tenths = busy.tenths()
+    tenths = busy.tenths(), conductors_busy.tenths()
     placement_cpu = cpu_seconds(placement.proc.pid) - cpu[0]
     conductor_cpu = sum(map(cpu_seconds, pids)) - cpu[1]
     sim_cpu, machine_cpu = cpu_seconds(sim.proc.pid) - cpu[2], machine_cpu_seconds() - cpu[3]
@@ -466,7 +469,8 @@ def boot_acceld(placement: Placement, sim: Sim, db: Database, prefix: str, hosts
     return {"seconds": seconds, "requests": requests, "placement_cpu_s": placement_cpu,
             "conductor_cpu_s": conductor_cpu, "sim_cpu_s": sim_cpu,
             "machine_cpu_s": machine_cpu, "by_kind": cpu_by_kind_since(placement, by_kind),
-            "busy": tenths, "first_reports_accepted_s": stats["first_reports_accepted_s"],
+            "busy": tenths[0], "conductors_busy": tenths[1],
+            "first_reports_accepted_s": stats["first_reports_accepted_s"],
             "reports_failed": stats["reports"]["failed"]}
 
 
@@ -591,6 +595,7 @@ def summarize(hosts: int, conductors: int, acceld_first: bool, floor: dict[str, 
         "boot_floor_placement_by_kind": floor["by_kind"],
         "boot_acceld_placement_busy_by_tenth": acceld["busy"],
         "boot_floor_placement_busy_by_tenth": floor["busy"],
+        "boot_conductors_busy_by_tenth": acceld["conductors_busy"],
         "boot_acceld_machine_busy": round(
             acceld["machine_cpu_s"] / (acceld["seconds"] * os.cpu_count()), 3),
         "boot_floor_machine_busy": round(
