@@ -1,6 +1,7 @@
 """A typed OpenStack Placement client over a keystoneauth1 adapter; every call names its
-microversion. :func:`_error` types what is left after keystoneauth's retries: 404
-NotFound, 409 by Placement's code, other 4xx ClientError, 5xx ServerError, none Unreachable."""
+microversion. :func:`_error` types what is left after keystoneauth's retries: 404 (or a
+create under a missing parent) NotFound, 409 by Placement's code, other 4xx ClientError,
+5xx ServerError, none Unreachable."""
 
 from __future__ import annotations
 
@@ -191,4 +192,6 @@ def _error(method: str, url: str, resp: Any) -> PlacementError:
         kind = CONFLICTS.get(code, ClientError)
         if kind in (ClientError, AlreadyExists) and "child resource providers" in detail:
             kind = ProviderInUse     # one with children: told by its text
+    elif status == 400 and "parent provider UUID does not exist" in detail:
+        kind = NotFound              # a create under a parent Placement has not: by its text
     return kind(f"{method} {url}: {status} {detail}", status, code)

@@ -113,6 +113,9 @@ class _HostSync:
                 created.add(want.uuid)
             except pc.AlreadyExists:
                 self.generations[want.uuid] = self._adopt(want, compute)
+            except pc.NotFound as exc:     # the parent: a host's first sync does not read
+                raise pc.NotFound(f"compute node provider {compute} is not in Placement",
+                                  404) from exc
         for want in plan.set_inventories:
             inventories = dict(want.inventories)
             if want.uuid not in created:
@@ -325,9 +328,15 @@ class PlacementSyncer:
                                         f"{inputs.provider_name!r} not found", dry_run,
                                         retry_cap=self._conf.placement.compute_node_retry_max)
                 compute = found.uuid
-            actual = work.read(compute, full, set(desired) | set(
-                state.provider_digests if state else ()),
-                trusted.provider_generations if trusted else {})
+            if state is None and not dry_run:
+                # never synced: nothing of the host's is in Placement as far as acceld
+                # knows, so its providers are created without a read (one found there
+                # is adopted; a stale one is left to the periodic full sync)
+                actual = {}
+            else:
+                actual = work.read(compute, full, set(desired) | set(
+                    state.provider_digests if state else ()),
+                    trusted.provider_generations if trusted else {})
             plan = pp.plan(desired, actual, trusted.provider_digests if trusted else {})
             if dry_run:
                 return SyncResult(host, plan.describe(), plan.is_empty())

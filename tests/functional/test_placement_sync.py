@@ -11,10 +11,12 @@ import uuid
 
 import pytest
 import webob
+from sqlalchemy import delete
 
 from acceld import clients
 from acceld.clients import placement as pc
 from acceld.conductor import placement_plan as pp
+from acceld.db import models as m
 from acceld.objects import accelerators
 from acceld.objects import placement as po
 from tests.placement_server import PlacementServer
@@ -362,8 +364,9 @@ def test_a_reported_compute_node_uuid_saves_the_lookup_by_name(env, tmp_path):
     _compute_id(env, tmp_path, env.compute)
     env.report()
     sent = [(method, path) for method, path, _ in env.placement.requests()]
-    assert sent[0] == ("GET", f"/resource_providers?in_tree={env.compute}")
-    assert not any("name=" in path for _, path in sent), sent
+    # a host's first sync reads nothing: neither its node by name nor the node's tree
+    assert not [s for s in sent if s[0] == "GET"], sent
+    assert ("POST", "/resource_providers") in sent
     assert len(_under(env, env.compute)) == 4
     state = po.host_inputs(env.stack.db, env.host).state
     assert state.in_sync and state.compute_rp_uuid == env.compute
@@ -459,12 +462,37 @@ def test_provider_created_by_a_lost_request_is_adopted(env):
 
 
 def test_a_tree_of_acceld_providers_only_is_read_without_the_owner_query(env):
-    env.report()                                      # the first (full) sync of the host
-    env.syncer.sync_host(env.host, full=True)         # and a full pass over its providers
+    env.report()                                      # the first sync of the host: no read
+    env.syncer.sync_host(env.host, full=True)         # a full pass over its providers
     reads = [path for method, path, _ in env.placement.requests()
              if method == "GET" and "in_tree=" in path]
-    assert len(reads) == 2
-    assert not [path for path in reads if "required=" in path]
+    assert reads == [f"/resource_providers?in_tree={env.compute}"]
+
+
+def test_a_first_sync_adopts_what_placement_has_and_the_full_pass_removes_the_stale(env):
+    """acceld's record of a host is lost (a database restored from an older backup) while
+    Placement keeps its providers and one that no device matches any more: the host's
+    next sync, a first one, creates without reading, adopts each provider it finds, and
+    the periodic full pass deletes the stale one."""
+    env.report()
+    stale = env.admin.post("/resource_providers", json={
+        "name": f"{env.host}_fake_gone", "parent_provider_uuid": env.compute},
+        headers={"OpenStack-API-Version": "placement 1.20"}).json()
+    _set_traits(env, stale["uuid"], [pp.OWNER_TRAIT])
+    before = env.children()
+    with env.stack.db.writer() as session:
+        session.execute(delete(m.PlacementSync).where(m.PlacementSync.host == env.host))
+    assert po.host_inputs(env.stack.db, env.host).state is None
+    env.placement.reset_counts()
+    result = env.syncer.sync_host(env.host)
+    assert (result.error, result.in_sync) == (None, True)
+    sent = env.placement.requests()
+    assert [r for r in sent if r[0] == "POST" and r[2] == 409]    # found, adopted
+    assert not [r for r in sent if r[0] == "GET" and "in_tree=" in r[1]]
+    assert env.children() == before                               # no duplicate, none lost
+    _full_pass(env)
+    after = env.children()
+    assert f"{env.host}_fake_gone" not in after and len(after) == 4
 
 
 def test_another_services_provider_is_left_alone_and_a_stale_one_of_acceld_deleted(env):
