@@ -15,7 +15,9 @@ measures:
   floor measured in the same run: the same provider trees (built from the simulated
   hosts' own reports) created directly in Placement with the fewest requests and the
   conductors' concurrency (``[placement] sync_workers`` x conductors); which side goes
-  first alternates run by run;
+  first alternates run by run. Per side: Placement's CPU by request kind (each
+  request's thread, timed by the harness), and how busy Placement (and, on acceld's
+  side, the conductors and the whole machine) was in each tenth of the storm;
 * a storm of unchanged reports once the fleet is in sync (``--rounds`` rounds in which
   every host reports once): the conductors' writes to the database (PostgreSQL's
   ``pg_stat_user_tables``, the ``services`` table, where heartbeats go, apart), the
@@ -232,13 +234,14 @@ class BusySampler:
     waits for its clients: at the start, the end, or throughout)."""
 
     def __init__(self, *pids: int) -> None:
+        """The CPU of ``pids``; with none, of the whole machine (all its cores)."""
         self._pids, self._stop = pids, threading.Event()
         self._samples = [(time.monotonic(), self._cpu())]
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _cpu(self) -> float:
-        return sum(map(cpu_seconds, self._pids))
+        return sum(map(cpu_seconds, self._pids)) if self._pids else machine_cpu_seconds()
 
     def _run(self) -> None:
         while not self._stop.wait(1.0):
@@ -450,7 +453,8 @@ def boot_acceld(placement: Placement, sim: Sim, db: Database, prefix: str, hosts
     pids = [proc.pid for proc in conductors.values()]
     cpu = (cpu_seconds(placement.proc.pid), sum(map(cpu_seconds, pids)),
            cpu_seconds(sim.proc.pid), machine_cpu_seconds())
-    busy, conductors_busy = BusySampler(placement.proc.pid), BusySampler(*pids)
+    busy, conductors_busy, machine_busy = (BusySampler(placement.proc.pid),
+                                           BusySampler(*pids), BusySampler())
     started = time.perf_counter()
     sim.ask("start")
     deadline = time.monotonic() + timeout
@@ -460,7 +464,7 @@ def boot_acceld(placement: Placement, sim: Sim, db: Database, prefix: str, hosts
                                f"{timeout:.0f} s")
         time.sleep(POLL)
     seconds = time.perf_counter() - started
-    tenths = busy.tenths(), conductors_busy.tenths()
+    tenths = busy.tenths(), conductors_busy.tenths(), machine_busy.tenths()
     placement_cpu = cpu_seconds(placement.proc.pid) - cpu[0]
     conductor_cpu = sum(map(cpu_seconds, pids)) - cpu[1]
     sim_cpu, machine_cpu = cpu_seconds(sim.proc.pid) - cpu[2], machine_cpu_seconds() - cpu[3]
@@ -469,7 +473,7 @@ def boot_acceld(placement: Placement, sim: Sim, db: Database, prefix: str, hosts
     return {"seconds": seconds, "requests": requests, "placement_cpu_s": placement_cpu,
             "conductor_cpu_s": conductor_cpu, "sim_cpu_s": sim_cpu,
             "machine_cpu_s": machine_cpu, "by_kind": cpu_by_kind_since(placement, by_kind),
-            "busy": tenths[0], "conductors_busy": tenths[1],
+            "busy": tenths[0], "conductors_busy": tenths[1], "machine_busy": tenths[2],
             "first_reports_accepted_s": stats["first_reports_accepted_s"],
             "reports_failed": stats["reports"]["failed"]}
 
@@ -596,6 +600,7 @@ def summarize(hosts: int, conductors: int, acceld_first: bool, floor: dict[str, 
         "boot_acceld_placement_busy_by_tenth": acceld["busy"],
         "boot_floor_placement_busy_by_tenth": floor["busy"],
         "boot_conductors_busy_by_tenth": acceld["conductors_busy"],
+        "boot_acceld_machine_busy_by_tenth": acceld["machine_busy"],
         "boot_acceld_machine_busy": round(
             acceld["machine_cpu_s"] / (acceld["seconds"] * os.cpu_count()), 3),
         "boot_floor_machine_busy": round(
