@@ -15,9 +15,10 @@ measures:
   floor measured in the same run: the same provider trees (built from the simulated
   hosts' own reports) created directly in Placement with the fewest requests and the
   conductors' concurrency (``[placement] sync_workers`` x conductors); which side goes
-  first alternates run by run. Per side: Placement's CPU by request kind (each
-  request's thread, timed by the harness), and how busy Placement (and, on acceld's
-  side, the conductors and the whole machine) was in each tenth of the storm;
+  first alternates run by run (``--placement-db postgresql``: Placement on a PostgreSQL
+  database of its own instead of a SQLite file). Per side: Placement's CPU by request
+  kind (each request's thread, timed by the harness), and how busy Placement (and, on
+  acceld's side, the conductors and the whole machine) was in each tenth of the storm;
 * a storm of unchanged reports once the fleet is in sync (``--rounds`` rounds in which
   every host reports once): the conductors' writes to the database (PostgreSQL's
   ``pg_stat_user_tables``, the ``services`` table, where heartbeats go, apart), the
@@ -202,9 +203,12 @@ class Placement:
     """``tests.placement_server --stats`` in its own process: the URL, and the count of
     requests it has served."""
 
-    def __init__(self, workdir: str, stack: contextlib.ExitStack) -> None:
+    def __init__(self, workdir: str, stack: contextlib.ExitStack,
+                 db_url: str | None = None) -> None:
+        """``db_url``: Placement's database (None: a SQLite file of its own)."""
         log = os.path.join(workdir, "placement.log")
-        self.proc = spawn([sys.executable, "-m", "tests.placement_server", "--stats"], log)
+        self.proc = spawn([sys.executable, "-m", "tests.placement_server", "--stats"]
+                          + (["--db-url", db_url] if db_url else []), log)
         stack.callback(stop, self.proc)
 
         def urls() -> dict[str, str] | None:
@@ -533,7 +537,7 @@ def one_run(hosts: int, conductors: int, acceld_first: bool, args: argparse.Name
         print(f"run failed: its logs are in {workdir}", file=sys.stderr, flush=True)
         raise
     shutil.rmtree(workdir, ignore_errors=True)
-    return result | {"compute_ids": not args.compute_by_name}
+    return result | {"compute_ids": not args.compute_by_name, "placement_db": args.placement_db}
 
 
 def measure(hosts: int, conductors: int, acceld_first: bool, args: argparse.Namespace,
@@ -544,7 +548,8 @@ def measure(hosts: int, conductors: int, acceld_first: bool, args: argparse.Name
         transport_url = make_vhost(stack)
         db_url, db_name = make_database(stack)
         coordination = redis_namespace(stack) if conductors > 1 else None
-        placement = Placement(workdir, stack)
+        placement = Placement(workdir, stack, make_database(stack)[0]
+                              if args.placement_db == "postgresql" else None)
         tag = uuid.uuid4().hex[:6]
         prefix, floor_prefix = f"sc{tag}", f"fl{tag}"
         names, floor_names = host_names(prefix, hosts), host_names(floor_prefix, hosts)
@@ -667,6 +672,9 @@ def main() -> int:
                              "each compute node up by name.")
     parser.add_argument("--boot-timeout", type=float, default=1800.0)
     parser.add_argument("--storm-timeout", type=float, default=600.0)
+    parser.add_argument("--placement-db", choices=("sqlite", "postgresql"), default="sqlite",
+                        help="Placement's database: a SQLite file (default) or a PostgreSQL "
+                             "database of its own, as a production Placement has.")
     parser.add_argument("--first", choices=("floor", "acceld"), default="floor",
                         help="The side of the boot storm that goes first in the first run "
                              "(then they alternate; default floor).")
