@@ -73,7 +73,9 @@ def test_failed_hosts_back_off_on_one_thread_and_heal_with_every_change(stack, p
     stack.set_control(device_count=6)
     stack.report_all()
     placement.set_down(False)
-    wait_for(lambda: stack.conductor.placement.retries() == {})
+    # the syncer forgets a host's retry just before it records the sync that healed it
+    wait_for(lambda: stack.conductor.placement.retries() == {} and all(
+        po.host_inputs(stack.db, h).state.in_sync for h in stack.agents))
     for host in stack.agents:
         state = po.host_inputs(stack.db, host).state
         assert state.in_sync and state.next_retry_at is None and state.last_error is None
