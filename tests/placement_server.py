@@ -82,6 +82,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from wsgiref import simple_server
 
+from acceld import uuids
+
 __all__ = ["PlacementEndpoint", "PlacementServer", "PlacementServerError", "RecordingApp",
            "UwsgiPlacement", "uwsgi_binary"]
 
@@ -198,17 +200,9 @@ def request_kind(method: str, path: str, query: str) -> str:
     parts = path.split("/")
     if len(parts) == 3 and parts[1] in ("traits", "resource_classes"):
         parts[2] = "{name}"
-    parts = ["{id}" if _is_uuid(p) else p for p in parts]
+    parts = ["{id}" if uuids.canonical(p) else p for p in parts]
     names = sorted({q.split("=", 1)[0] for q in query.split("&") if q})
     return f"{method} {'/'.join(parts)}" + (f"?{'&'.join(names)}" if names else "")
-
-
-def _is_uuid(text: str) -> bool:
-    try:
-        uuidlib.UUID(text)
-    except ValueError:
-        return False
-    return True
 
 
 class QuietHandler(simple_server.WSGIRequestHandler):
