@@ -154,7 +154,8 @@ class Device(_Row, Base):
 
 class ControlpathID(_Row, Base):
     __tablename__ = "controlpath_ids"
-    __table_args__ = (UniqueConstraint("uuid", name="uniq_controlpath_ids0uuid"),)
+    __table_args__ = (UniqueConstraint("uuid", name="uniq_controlpath_ids0uuid"),
+                      Index("controlpath_ids_device_id_idx", "device_id"))
 
     uuid: Mapped[str] = mapped_column(String(36))
     device_id: Mapped[int] = mapped_column(ForeignKey("devices.id", ondelete="RESTRICT"))
@@ -169,6 +170,8 @@ class Deployable(_Row, Base):
         UniqueConstraint("device_id", "name", name="uniq_deployables0device0name"),
         # every bind finds its deployable by the resource provider Nova names
         Index("deployables_rp_uuid_idx", "rp_uuid"),
+        Index("deployables_parent_id_idx", "parent_id"),
+        Index("deployables_root_id_idx", "root_id"),
     )
 
     uuid: Mapped[str] = mapped_column(String(36))
@@ -186,7 +189,8 @@ class Deployable(_Row, Base):
 
 class Attribute(_Row, Base):
     __tablename__ = "attributes"
-    __table_args__ = (UniqueConstraint("uuid", name="uniq_attributes0uuid"),)
+    __table_args__ = (UniqueConstraint("uuid", name="uniq_attributes0uuid"),
+                      Index("attributes_deployable_id_idx", "deployable_id"))
 
     uuid: Mapped[str] = mapped_column(String(36))
     deployable_id: Mapped[int] = mapped_column(ForeignKey("deployables.id",
@@ -197,7 +201,9 @@ class Attribute(_Row, Base):
 
 class AttachHandle(_Row, Base):
     __tablename__ = "attach_handles"
-    __table_args__ = (UniqueConstraint("uuid", name="uniq_attach_handles0uuid"),)
+    __table_args__ = (UniqueConstraint("uuid", name="uniq_attach_handles0uuid"),
+                      Index("attach_handles_deployable_id_idx", "deployable_id"),
+                      Index("attach_handles_cpid_id_idx", "cpid_id"))
 
     uuid: Mapped[str] = mapped_column(String(36))
     deployable_id: Mapped[int] = mapped_column(ForeignKey("deployables.id",
@@ -230,6 +236,9 @@ class ExtendedAcceleratorRequest(_Row, Base):
         UniqueConstraint("uuid", name="uniq_extended_accelerator_requests0uuid"),
         Index("extended_accelerator_requests_project_id_idx", "project_id"),
         Index("extended_accelerator_requests_instance_uuid_idx", "instance_uuid"),
+        Index("extended_accelerator_requests_device_profile_id_idx", "device_profile_id"),
+        Index("extended_accelerator_requests_attach_handle_id_idx", "attach_handle_id"),
+        Index("extended_accelerator_requests_deployable_id_idx", "deployable_id"),
     )
 
     uuid: Mapped[str] = mapped_column(String(36))
