@@ -74,8 +74,8 @@ def test_failed_hosts_back_off_on_one_thread_and_heal_with_every_change(stack, p
     stack.report_all()
     placement.set_down(False)
     # the syncer forgets a host's retry just before it records the sync that healed it
-    wait_for(lambda: stack.conductor.placement.retries() == {} and all(
-        po.host_inputs(stack.db, h).state.in_sync for h in stack.agents))
+    wait_for(lambda: stack.conductor.placement.retries() == {} and set(stack.agents) <= {
+        row["host"] for row in po.list_states(stack.db) if row["in_sync"]})
     for host in stack.agents:
         state = po.host_inputs(stack.db, host).state
         assert state.in_sync and state.next_retry_at is None and state.last_error is None

@@ -4,8 +4,7 @@ PostgreSQL and SQLite index a referencing column only when asked (InnoDB makes o
 own, which an explicit index replaces). Without them a host's Placement sync read its
 deployables' attach handles and attributes, and its devices' control path ids, by a
 scan of the whole table, and each delete of a referenced row scanned the referencing
-table: the cost of every host's sync grew with the fleet (10,000 hosts x 8 devices on
-PostgreSQL: 1.3 billion attach-handle rows read in the first 18 minutes of a boot storm).
+table: the cost of every host's sync grew with the fleet (bench/README, ``scale.py``).
 
 Revision ID: 0016
 Revises: 0015
