@@ -2,8 +2,10 @@
 (issue 23).
 
 Each run has a RabbitMQ vhost, a PostgreSQL database, a Redis namespace (the conductors'
-tooz group) and a Placement (``tests.placement_server`` in its own process) of its own,
-all removed afterwards, and ``--conductors N`` conductor processes; the simulated agents
+tooz group) of its own, two Placements (``tests.placement_server``, each in a process
+and, with ``--placement-db postgresql``, a database of its own: one for each side of the
+boot storm, so that neither side's requests go into a Placement the other side has
+filled), all removed afterwards, and ``--conductors N`` conductor processes; the simulated agents
 (acceld-sim's fleet, ``bench/scale_sim.py``) run in a process of their own, so that the
 simulator's CPU is in neither the conductors' nor Placement's. The simulated agents report
 their compute nodes' uuids, as agents that find Nova's ``compute_id`` file do, and the
@@ -13,10 +15,10 @@ measures:
 * the boot storm: from the fleet's start until every host is in sync in Placement
   (acceld's ``placement_sync`` rows, read from the database), against the Placement
   floor measured in the same run: the same provider trees (built from the simulated
-  hosts' own reports) created directly in Placement with the fewest requests and the
-  conductors' concurrency (``[placement] sync_workers`` x conductors); which side goes
-  first alternates run by run (``--placement-db postgresql``: Placement on a PostgreSQL
-  database of its own instead of a SQLite file). Per side: Placement's CPU by request
+  hosts' own reports) created directly in the floor's Placement with the fewest
+  requests and the conductors' concurrency (``[placement] sync_workers`` x conductors);
+  which side goes first alternates run by run (``--placement-db postgresql``: each
+  Placement on a PostgreSQL database instead of a SQLite file). Per side: Placement's CPU by request
   kind (each request's thread, timed by the harness), and how busy Placement (and, on
   acceld's side, the conductors and the whole machine) was in each tenth of the storm;
 * a storm of unchanged reports once the fleet is in sync (``--rounds`` rounds in which
@@ -203,10 +205,11 @@ class Placement:
     """``tests.placement_server --stats`` in its own process: the URL, and the count of
     requests it has served."""
 
-    def __init__(self, workdir: str, stack: contextlib.ExitStack,
+    def __init__(self, workdir: str, stack: contextlib.ExitStack, side: str,
                  db_url: str | None = None) -> None:
-        """``db_url``: Placement's database (None: a SQLite file of its own)."""
-        log = os.path.join(workdir, "placement.log")
+        """``side``: whose Placement (its log is ``placement-<side>.log``); ``db_url``:
+        Placement's database (None: a SQLite file of its own)."""
+        log = os.path.join(workdir, f"placement-{side}.log")
         self.proc = spawn([sys.executable, "-m", "tests.placement_server", "--stats"]
                           + (["--db-url", db_url] if db_url else []), log)
         stack.callback(stop, self.proc)
@@ -548,15 +551,23 @@ def measure(hosts: int, conductors: int, acceld_first: bool, args: argparse.Name
         transport_url = make_vhost(stack)
         db_url, db_name = make_database(stack)
         coordination = redis_namespace(stack) if conductors > 1 else None
-        placement = Placement(workdir, stack, make_database(stack)[0]
-                              if args.placement_db == "postgresql" else None)
+        # Each side has a Placement of its own, holding only its own fleet's compute
+        # nodes: neither side's requests go into a Placement the other has filled.
+        placement, floor_placement = (
+            Placement(workdir, stack, side, make_database(stack)[0]
+                      if args.placement_db == "postgresql" else None)
+            for side in ("acceld", "floor"))
         tag = uuid.uuid4().hex[:6]
         prefix, floor_prefix = f"sc{tag}", f"fl{tag}"
         names, floor_names = host_names(prefix, hosts), host_names(floor_prefix, hosts)
-        admin = pc.PlacementClient(clients.make_adapter(
-            boot_storm.make_conf(placement.url, workers), "placement"))
-        computes = boot_storm.create_compute_nodes(admin, names + floor_names,
-                                                   args.sync_workers, compute_node_uuid)
+        admin, floor_admin = (
+            pc.PlacementClient(clients.make_adapter(boot_storm.make_conf(p.url, workers),
+                                                    "placement"))
+            for p in (placement, floor_placement))
+        computes = (boot_storm.create_compute_nodes(admin, names, args.sync_workers,
+                                                    compute_node_uuid)
+                    | boot_storm.create_compute_nodes(floor_admin, floor_names,
+                                                      args.sync_workers, compute_node_uuid))
         trees = sim_trees(floor_names)
         procs = start_conductors(conductors, workdir, stack, db_url, transport_url,
                                  coordination, placement.url, args.sync_workers)
@@ -566,10 +577,12 @@ def measure(hosts: int, conductors: int, acceld_first: bool, args: argparse.Name
         db = Database(db_url)
         stack.callback(db.dispose)
         if not acceld_first:
-            floor = boot_floor(placement, trees, computes, conductors, args.sync_workers)
+            floor = boot_floor(floor_placement, trees, computes, conductors,
+                               args.sync_workers)
         acceld = boot_acceld(placement, sim, db, prefix, hosts, procs, args.boot_timeout)
         if acceld_first:
-            floor = boot_floor(placement, trees, computes, conductors, args.sync_workers)
+            floor = boot_floor(floor_placement, trees, computes, conductors,
+                               args.sync_workers)
         rss = {name: round(rss_mib(proc.pid), 1) for name, proc in procs.items()}
         rounds = args.rounds or math.ceil(1000 / hosts)
         storm = unchanged_storm(placement, sim, db_name, procs, rounds, args.storm_timeout)
