@@ -5,12 +5,12 @@ Each run has a RabbitMQ vhost, a PostgreSQL database, a Redis namespace (the con
 tooz group) of its own, two Placements (``tests.placement_server``, each in a process
 and, with ``--placement-db postgresql``, a database of its own: one for each side of the
 boot storm, so that neither side's requests go into a Placement the other side has
-filled), all removed afterwards, and ``--conductors N`` conductor processes; the simulated agents
-(acceld-sim's fleet, ``bench/scale_sim.py``) run in a process of their own, so that the
-simulator's CPU is in neither the conductors' nor Placement's. The simulated agents report
-their compute nodes' uuids, as agents that find Nova's ``compute_id`` file do, and the
-compute nodes are made under them (``--compute-by-name``: no uuids, found by name). It
-measures:
+filled), all removed afterwards, and ``--conductors N`` conductor processes; the
+simulated agents (acceld-sim's fleet, ``bench/scale_sim.py``) run in a process of their
+own, so that the simulator's CPU is in neither the conductors' nor Placement's. The
+simulated agents report their compute nodes' uuids, as agents that find Nova's
+``compute_id`` file do, and the compute nodes are made under them (``--compute-by-name``:
+no uuids, found by name). It measures:
 
 * the boot storm: from the fleet's start until every host is in sync in Placement
   (acceld's ``placement_sync`` rows, read from the database), against the Placement
@@ -18,9 +18,10 @@ measures:
   hosts' own reports) created directly in the floor's Placement with the fewest
   requests and the conductors' concurrency (``[placement] sync_workers`` x conductors);
   which side goes first alternates run by run (``--placement-db postgresql``: each
-  Placement on a PostgreSQL database instead of a SQLite file). Per side: Placement's CPU by request
-  kind (each request's thread, timed by the harness), and how busy Placement (and, on
-  acceld's side, the conductors and the whole machine) was in each tenth of the storm;
+  Placement on a PostgreSQL database instead of a SQLite file). Per side: Placement's
+  CPU by request kind (each request's thread, timed by the harness), and how busy
+  Placement (and, on acceld's side, the conductors and the whole machine) was in each
+  tenth of the storm;
 * a storm of unchanged reports once the fleet is in sync (``--rounds`` rounds in which
   every host reports once): the conductors' writes to the database (PostgreSQL's
   ``pg_stat_user_tables``, the ``services`` table, where heartbeats go, apart), the
@@ -551,8 +552,6 @@ def measure(hosts: int, conductors: int, acceld_first: bool, args: argparse.Name
         transport_url = make_vhost(stack)
         db_url, db_name = make_database(stack)
         coordination = redis_namespace(stack) if conductors > 1 else None
-        # Each side has a Placement of its own, holding only its own fleet's compute
-        # nodes: neither side's requests go into a Placement the other has filled.
         placement, floor_placement = (
             Placement(workdir, stack, side, make_database(stack)[0]
                       if args.placement_db == "postgresql" else None)
