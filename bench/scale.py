@@ -87,7 +87,7 @@ from tests import databases  # noqa: E402
 ACCELD = [sys.executable, "-m", "acceld.cmd.main"]
 RABBIT = "rabbit://guest:guest@127.0.0.1:5672/"
 REDIS = "redis://127.0.0.1:6379"
-HEARTBEAT = 30.0        # the agents' default heartbeat (their report interval)
+HEARTBEAT = 30.0        # the agents' default heartbeat (their report interval): --heartbeat
 # The fleet's report interval and the conductors' periodic full-sync interval: longer than
 # any run, so that only the storm's rounds report again and no safety-net pass of every
 # host runs inside a measurement (3600 s did, in the 5,000-host run of bench/README).
@@ -285,12 +285,13 @@ class Sim:
     """``bench/scale_sim.py``: the fleet in its own process, asked over its stdin."""
 
     def __init__(self, workdir: str, stack: contextlib.ExitStack, transport_url: str,
-                 hosts: int, prefix: str, workers: int, compute_ids: bool) -> None:
+                 hosts: int, prefix: str, workers: int, compute_ids: bool,
+                 heartbeat: float) -> None:
         self.proc = spawn([sys.executable, os.path.join(ROOT, "bench", "scale_sim.py"),
                            "--transport-url", transport_url, "--hosts", str(hosts),
                            "--host-prefix", prefix, "--workers", str(workers),
                            "--report-interval", str(QUIET),
-                           "--heartbeat-interval", str(HEARTBEAT)]
+                           "--heartbeat-interval", str(heartbeat)]
                           + (["--compute-ids"] if compute_ids else []),
                           os.path.join(workdir, "sim.log"), stdout=subprocess.PIPE,
                           stdin=subprocess.PIPE, text=True)
@@ -541,7 +542,8 @@ def one_run(hosts: int, conductors: int, acceld_first: bool, args: argparse.Name
         print(f"run failed: its logs are in {workdir}", file=sys.stderr, flush=True)
         raise
     shutil.rmtree(workdir, ignore_errors=True)
-    return result | {"compute_ids": not args.compute_by_name, "placement_db": args.placement_db}
+    return result | {"compute_ids": not args.compute_by_name, "placement_db": args.placement_db,
+                     "heartbeat_s": args.heartbeat}
 
 
 def measure(hosts: int, conductors: int, acceld_first: bool, args: argparse.Namespace,
@@ -572,7 +574,7 @@ def measure(hosts: int, conductors: int, acceld_first: bool, args: argparse.Name
                                  coordination, placement.url, args.sync_workers)
         idle = {name: round(rss_mib(proc.pid), 1) for name, proc in procs.items()}
         sim = Sim(workdir, stack, transport_url, hosts, prefix, args.sim_workers,
-                  not args.compute_by_name)
+                  not args.compute_by_name, args.heartbeat)
         db = Database(db_url)
         stack.callback(db.dispose)
         if not acceld_first:
@@ -682,6 +684,10 @@ def main() -> int:
                         help="The simulated agents report no compute node uuid (no Nova "
                              "compute_id file, as before Nova 2023.1): the conductor looks "
                              "each compute node up by name.")
+    parser.add_argument("--heartbeat", type=float, default=HEARTBEAT,
+                        help="Seconds between two heartbeats of a simulated host (default "
+                             "30, the agents' default): a shorter one gives a small fleet "
+                             "the heartbeat load of a bigger one.")
     parser.add_argument("--boot-timeout", type=float, default=1800.0)
     parser.add_argument("--storm-timeout", type=float, default=600.0)
     parser.add_argument("--placement-db", choices=("sqlite", "postgresql"), default="sqlite",
