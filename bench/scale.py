@@ -106,10 +106,16 @@ def _die_with_parent() -> None:
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
 
 
-def spawn(argv: list[str], log_path: str, **kwargs: Any) -> subprocess.Popen:
+def spawn(argv: list[str], log_path: str, nice: int = 0, **kwargs: Any) -> subprocess.Popen:
+    """``argv`` in the repository, its output in ``log_path``, ``nice`` added to its
+    niceness (the simulated fleet's: hosts of their own in a real cloud)."""
+    def child() -> None:
+        _die_with_parent()
+        os.nice(nice)
+
     with open(log_path, "ab") as log:
         return subprocess.Popen(argv, cwd=ROOT, stdout=kwargs.pop("stdout", log),
-                                stderr=log, preexec_fn=_die_with_parent,
+                                stderr=log, preexec_fn=child,
                                 env=dict(os.environ, PYTHONUNBUFFERED="1"), **kwargs)
 
 
@@ -272,12 +278,15 @@ class BusySampler:
 
 def cpu_by_kind_since(placement: Placement, before: dict[str, list[float]],
                       ) -> dict[str, dict[str, float]]:
-    """Per request kind since ``before``: requests and Placement CPU per request (ms)."""
+    """Per request kind since ``before``: requests, Placement CPU per request (ms) and how
+    long a request's thread waited for a core (ms; what the rest of the machine costs
+    Placement)."""
     out = {}
-    for kind, (n, cpu) in sorted(placement.cpu_by_kind().items()):
-        n0, cpu0 = before.get(kind, (0, 0.0))
+    for kind, (n, cpu, waited) in sorted(placement.cpu_by_kind().items()):
+        n0, cpu0, waited0 = before.get(kind, (0, 0.0, 0.0))
         if n > n0:
-            out[kind] = {"requests": n - n0, "cpu_ms": round(1000 * (cpu - cpu0) / (n - n0), 3)}
+            out[kind] = {"requests": n - n0, "cpu_ms": round(1000 * (cpu - cpu0) / (n - n0), 3),
+                         "core_wait_ms": round(1000 * (waited - waited0) / (n - n0), 3)}
     return out
 
 
@@ -286,14 +295,14 @@ class Sim:
 
     def __init__(self, workdir: str, stack: contextlib.ExitStack, transport_url: str,
                  hosts: int, prefix: str, workers: int, compute_ids: bool,
-                 heartbeat: float) -> None:
+                 heartbeat: float, nice: int) -> None:
         self.proc = spawn([sys.executable, os.path.join(ROOT, "bench", "scale_sim.py"),
                            "--transport-url", transport_url, "--hosts", str(hosts),
                            "--host-prefix", prefix, "--workers", str(workers),
                            "--report-interval", str(QUIET),
                            "--heartbeat-interval", str(heartbeat)]
                           + (["--compute-ids"] if compute_ids else []),
-                          os.path.join(workdir, "sim.log"), stdout=subprocess.PIPE,
+                          os.path.join(workdir, "sim.log"), nice=nice, stdout=subprocess.PIPE,
                           stdin=subprocess.PIPE, text=True)
         stack.callback(self.close)
         self._answers: queue.Queue[dict[str, Any]] = queue.Queue()
@@ -543,7 +552,7 @@ def one_run(hosts: int, conductors: int, acceld_first: bool, args: argparse.Name
         raise
     shutil.rmtree(workdir, ignore_errors=True)
     return result | {"compute_ids": not args.compute_by_name, "placement_db": args.placement_db,
-                     "heartbeat_s": args.heartbeat}
+                     "heartbeat_s": args.heartbeat, "sim_nice": args.sim_nice}
 
 
 def measure(hosts: int, conductors: int, acceld_first: bool, args: argparse.Namespace,
@@ -574,7 +583,7 @@ def measure(hosts: int, conductors: int, acceld_first: bool, args: argparse.Name
                                  coordination, placement.url, args.sync_workers)
         idle = {name: round(rss_mib(proc.pid), 1) for name, proc in procs.items()}
         sim = Sim(workdir, stack, transport_url, hosts, prefix, args.sim_workers,
-                  not args.compute_by_name, args.heartbeat)
+                  not args.compute_by_name, args.heartbeat, args.sim_nice)
         db = Database(db_url)
         stack.callback(db.dispose)
         if not acceld_first:
@@ -677,6 +686,10 @@ def main() -> int:
                              "acceld's); the floor runs conductors x this many hosts at once.")
     parser.add_argument("--sim-workers", type=int, default=16,
                         help="The simulator's report senders (default 16, its own).")
+    parser.add_argument("--sim-nice", type=int, default=0,
+                        help="Niceness added to the simulator's process (default 0; 19: "
+                             "the fleet gets a core only when the control plane leaves one, "
+                             "as agents on hosts of their own would).")
     parser.add_argument("--rounds", type=int, default=0,
                         help="Rounds of the unchanged storm (default: enough for 1000 "
                              "reports).")

@@ -109,7 +109,8 @@ class RecordingApp:
         self._lock = threading.Lock()
         self._records: list[Record] = []
         self._callers: list[tuple[str, str, str]] = []   # (User-Agent, method, path)
-        self._cpu: dict[str, list[float]] = {}               # kind -> [requests, CPU s]
+        # kind -> [requests, CPU s, s waited for a core]
+        self._cpu: dict[str, list[float]] = {}
         self._down = False
 
     # -- recorder ---------------------------------------------------------------------
@@ -123,9 +124,11 @@ class RecordingApp:
             return list(self._callers)
 
     def cpu_by_kind(self) -> dict[str, list[float]]:
-        """``kind -> [requests, CPU seconds]``: the CPU each request's thread spent in the
-        application, by :func:`request_kind` (a benchmark's view of what Placement spends
-        its time on)."""
+        """``kind -> [requests, CPU seconds, seconds waited]``: the CPU each request's
+        thread spent in the application and the time it waited, runnable, for a core (the
+        kernel's run delay; 0 where the kernel keeps no schedstat), by
+        :func:`request_kind` (a benchmark's view of what Placement spends its time on and
+        what else on the machine holds it back)."""
         with self._lock:
             return {kind: list(v) for kind, v in self._cpu.items()}
 
@@ -176,21 +179,32 @@ class RecordingApp:
             status_holder[:] = [int(status.split(" ", 1)[0])]
             return start_response(status, headers, exc_info)
 
-        cpu = time.thread_time()
+        cpu, waited = time.thread_time(), _run_delay()
         try:
             result = self.app(environ, recording_start_response)
         except BaseException:
             self._record(method, path, 500, agent)
             raise
-        cpu = time.thread_time() - cpu
+        cpu, waited = time.thread_time() - cpu, _run_delay() - waited
         # WebOb-based apps (Placement) call start_response before returning.
         self._record(method, path, status_holder[0] if status_holder else 500, agent)
         kind = request_kind(method, environ.get("PATH_INFO", ""), query)
         with self._lock:
-            total = self._cpu.setdefault(kind, [0, 0.0])
+            total = self._cpu.setdefault(kind, [0, 0.0, 0.0])
             total[0] += 1
             total[1] += cpu
+            total[2] += waited
         return result
+
+
+def _run_delay() -> float:
+    """Seconds this thread has waited, runnable, for a core (``/proc/thread-self/schedstat``,
+    its second field, in nanoseconds); 0.0 where the kernel does not keep it."""
+    try:
+        with open("/proc/thread-self/schedstat", encoding="ascii") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def request_kind(method: str, path: str, query: str) -> str:

@@ -88,7 +88,7 @@ def test_recorder_copy_reset_and_errors(placement: PlacementServer) -> None:
     by_kind = placement.cpu_by_kind()
     assert by_kind.keys() == {"GET /resource_providers?name", "GET /resource_providers/{id}",
                               "PUT /resource_classes/{name}"}
-    assert all(n == 1 and cpu > 0 for n, cpu in by_kind.values())
+    assert all(n == 1 and cpu > 0 and waited >= 0 for n, cpu, waited in by_kind.values())
     placement.reset_counts()
     assert placement.requests() == [] and placement.writes() == []
     assert placement.cpu_by_kind() == {}
