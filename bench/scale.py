@@ -686,10 +686,10 @@ def main() -> int:
                              "acceld's); the floor runs conductors x this many hosts at once.")
     parser.add_argument("--sim-workers", type=int, default=16,
                         help="The simulator's report senders (default 16, its own).")
-    parser.add_argument("--sim-nice", type=int, default=0,
-                        help="Niceness added to the simulator's process (default 0; 19: "
-                             "the fleet gets a core only when the control plane leaves one, "
-                             "as agents on hosts of their own would).")
+    parser.add_argument("--sim-nice", type=int, default=19,
+                        help="Niceness added to the simulator's process (default 19: the "
+                             "fleet, whose agents run on hosts of their own in a cloud, gets "
+                             "a core when the control plane leaves one; 0: as the rest).")
     parser.add_argument("--rounds", type=int, default=0,
                         help="Rounds of the unchanged storm (default: enough for 1000 "
                              "reports).")
