@@ -7,10 +7,13 @@ and, with ``--placement-db postgresql``, a database of its own: one for each sid
 boot storm, so that neither side's requests go into a Placement the other side has
 filled), all removed afterwards, and ``--conductors N`` conductor processes; the
 simulated agents (acceld-sim's fleet, ``bench/scale_sim.py``) run in a process of their
-own, so that the simulator's CPU is in neither the conductors' nor Placement's. The
-simulated agents report their compute nodes' uuids, as agents that find Nova's
-``compute_id`` file do, and the compute nodes are made under them (``--compute-by-name``:
-no uuids, found by name). It measures:
+own, so that the simulator's CPU is in neither the conductors' nor Placement's, at
+niceness 19 (``--sim-nice``: in a cloud the agents run on hosts of their own, and the
+floor's side has no fleet at all). ``--heartbeat S`` gives a smaller fleet the heartbeat
+load of a bigger one (1,000 hosts every 3 s: 10,000 every 30 s). The simulated agents
+report their compute nodes' uuids, as agents that find Nova's ``compute_id`` file do,
+and the compute nodes are made under them (``--compute-by-name``: no uuids, found by
+name). It measures:
 
 * the boot storm: from the fleet's start until every host is in sync in Placement
   (acceld's ``placement_sync`` rows, read from the database), against the Placement
@@ -19,9 +22,10 @@ no uuids, found by name). It measures:
   requests and the conductors' concurrency (``[placement] sync_workers`` x conductors);
   which side goes first alternates run by run (``--placement-db postgresql``: each
   Placement on a PostgreSQL database instead of a SQLite file). Per side: Placement's
-  CPU by request kind (each request's thread, timed by the harness), and how busy
-  Placement (and, on acceld's side, the conductors and the whole machine) was in each
-  tenth of the storm;
+  CPU by request kind (each request's thread, timed by the harness) and how long those
+  threads waited, runnable, for a core (their run delay: what the rest of the machine
+  costs Placement), and how busy Placement (and, on acceld's side, the conductors and
+  the whole machine) was in each tenth of the storm;
 * a storm of unchanged reports once the fleet is in sync (``--rounds`` rounds in which
   every host reports once): the conductors' writes to the database (PostgreSQL's
   ``pg_stat_user_tables``, the ``services`` table, where heartbeats go, apart), the
