@@ -197,11 +197,14 @@ class RecordingApp:
         return result
 
 
+SCHEDSTAT = "/proc/thread-self/schedstat"
+
+
 def _run_delay() -> float:
-    """Seconds this thread has waited, runnable, for a core (``/proc/thread-self/schedstat``,
-    its second field, in nanoseconds); 0.0 where the kernel does not keep it."""
+    """Seconds this thread has waited, runnable, for a core (:data:`SCHEDSTAT`, its second
+    field, in nanoseconds); 0.0 where the kernel does not keep it."""
     try:
-        with open("/proc/thread-self/schedstat", encoding="ascii") as f:
+        with open(SCHEDSTAT, encoding="ascii") as f:
             return int(f.read().split()[1]) / 1e9
     except (OSError, IndexError, ValueError):
         return 0.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -10,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
+from tests import placement_server
 from tests.placement_server import PlacementServer, PlacementServerError, request_kind
 
 ROOT_INVENTORY = {"VCPU", "MEMORY_MB", "DISK_GB"}
@@ -246,3 +248,21 @@ def test_throughput_smoke(placement: PlacementServer) -> None:
     print(f"\nPlacementServer: start {placement.start_seconds * 1000:.0f} ms; "
           f"{n} GET /resource_providers in {elapsed:.2f} s = {n / elapsed:.0f} req/s")
     assert len(placement.requests()) == n + 2
+
+
+@pytest.mark.skipif(not os.path.exists(placement_server.SCHEDSTAT),
+                    reason="this kernel keeps no per-thread schedstat")
+def test_run_delay_is_the_threads_wait_for_a_core_in_seconds() -> None:
+    """The recorder's wait for a core is schedstat's second field (run delay, ns), not the
+    first (time on a core, far larger on a thread that has run)."""
+    before = placement_server._run_delay()
+    with open(placement_server.SCHEDSTAT, encoding="ascii") as f:
+        waited_ns = int(f.read().split()[1])
+    after = placement_server._run_delay()
+    assert before <= waited_ns / 1e9 <= after
+
+
+def test_run_delay_is_zero_without_schedstat(monkeypatch: pytest.MonkeyPatch,
+                                             tmp_path) -> None:
+    monkeypatch.setattr(placement_server, "SCHEDSTAT", str(tmp_path / "absent"))
+    assert placement_server._run_delay() == 0.0
