@@ -594,9 +594,11 @@ def measure(hosts: int, conductors: int, acceld_first: bool, args: argparse.Name
             floor = boot_floor(floor_placement, trees, computes, conductors,
                                args.sync_workers)
         acceld = boot_acceld(placement, sim, db, prefix, hosts, procs, args.boot_timeout)
-        if acceld_first:
+        if acceld_first:                 # the floor's side has no fleet: its beats held
+            sim.ask("hold")
             floor = boot_floor(floor_placement, trees, computes, conductors,
                                args.sync_workers)
+            sim.ask("beat")
         rss = {name: round(rss_mib(proc.pid), 1) for name, proc in procs.items()}
         rounds = args.rounds or math.ceil(1000 / hosts)
         storm = unchanged_storm(placement, sim, db_name, procs, rounds, args.storm_timeout)

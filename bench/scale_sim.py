@@ -10,6 +10,8 @@ stderr):
 
 * ``start``: the fleet starts (every host's agent boots and reports at once);
 * ``stats``: the fleet's ``stats()``;
+* ``hold`` / ``beat``: the fleet's heartbeats stop / go on (``Fleet.hold_heartbeats``),
+  so that the floor's side of the boot storm, measured after acceld's, has no fleet;
 * ``rounds K TIMEOUT``: K rounds of one report from every host (each round starts when
   the previous one is all answered): the reports accepted, unchanged and by conductor
   in them, and each round's seconds;
@@ -98,6 +100,9 @@ def main() -> int:
                 answer({"started": True})
             elif words[0] == "stats":
                 answer(fleet.stats())
+            elif words[0] in ("hold", "beat"):
+                fleet.hold_heartbeats(words[0] == "hold")
+                answer({"held": words[0] == "hold"})
             elif words[0] == "rounds":
                 answer(rounds(fleet, int(words[1]), float(words[2])))
             elif words[0] == "stop":

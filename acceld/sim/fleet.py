@@ -118,6 +118,7 @@ class Fleet:
         self._pending_faults = 0          # scenario events not run yet
         self._first_accepted = 0
         self._stopping = False
+        self._beats_held = False          # guarded by _cond: see hold_heartbeats()
         self._started: float | None = None
         self._pool = futures.ThreadPoolExecutor(self.config.workers,
                                                 thread_name_prefix="sim-send")
@@ -157,6 +158,12 @@ class Fleet:
             _stop_server(server)
         for stopper in self._stoppers:
             stopper.join()
+
+    def hold_heartbeats(self, held: bool) -> None:
+        """While held, due heartbeats are not sent (counted as held): a benchmark
+        measuring a baseline beside a started fleet keeps the fleet's beats out of it."""
+        with self._cond:
+            self._beats_held = held
 
     @property
     def elapsed(self) -> float:
@@ -384,9 +391,12 @@ class Fleet:
             return
         with self._cond:
             lost, busy, delay = delivery.lost, delivery.beating, delivery.delay
-            if not (lost or busy):
+            held = self._beats_held
+            if not (lost or busy or held):
                 delivery.beating = True       # until _beat has sent it
-        if lost:
+        if held:
+            self._stats.add("heartbeats_held")
+        elif lost:
             self._stats.add("heartbeats_dropped")
         elif busy:
             self._stats.add("heartbeats_skipped")

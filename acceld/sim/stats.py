@@ -72,7 +72,7 @@ class Stats:
                    "reports_failed_by_error": dict(self._failures),
                    "reports_by_conductor": dict(self._by_conductor),
                    "heartbeats": {key: counts.get(f"heartbeats_{key}", 0) for key in (
-                       "sent", "failed", "dropped", "skipped")},
+                       "sent", "failed", "dropped", "skipped", "held")},
                    "agent_restarted_sent": counts.get("agent_restarted", 0),
                    "rpc_served": dict(self._served),
                    "faults": list(self._faults)}

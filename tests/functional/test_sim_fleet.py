@@ -104,6 +104,18 @@ def test_a_fleet_converges_to_its_inventory(conductor, fleet_of):
     assert alive == set(host_names("sim", 8))
 
 
+def test_held_heartbeats_are_not_sent_until_let_go(conductor, fleet_of):
+    fleet = fleet_of(2, heartbeat_interval=0.05)
+    assert fleet.wait_converged(TIMEOUT, lambda: fleet.stats()["heartbeats"]["sent"] >= 2)
+    fleet.hold_heartbeats(True)
+    assert fleet.wait_converged(TIMEOUT, lambda: fleet.stats()["heartbeats"]["held"] >= 4)
+    sent = fleet.stats()["heartbeats"]["sent"]         # at most one in flight per host
+    assert fleet.wait_converged(TIMEOUT, lambda: fleet.stats()["heartbeats"]["held"] >= 10)
+    assert fleet.stats()["heartbeats"]["sent"] == sent
+    fleet.hold_heartbeats(False)
+    assert fleet.wait_converged(TIMEOUT, lambda: fleet.stats()["heartbeats"]["sent"] > sent)
+
+
 FAULTS = {"seed": 7, "faults": [
     {"at": 0.5, "kind": "agent_crash", "hosts": ["sim-00000"], "down": 0.6},
     {"at": 0.6, "kind": "unplug", "hosts": ["sim-00000"], "device_kind": "fpga"},
