@@ -24,8 +24,9 @@ name). It measures:
   Placement on a PostgreSQL database instead of a SQLite file). Per side: Placement's
   CPU by request kind (each request's thread, timed by the harness) and how long those
   threads waited, runnable, for a core (their run delay: what the rest of the machine
-  costs Placement), and how busy Placement (and, on acceld's side, the conductors and
-  the whole machine) was in each tenth of the storm;
+  costs Placement), how busy Placement (and, on acceld's side, the conductors and the
+  whole machine) was in each tenth of the storm, and the CPU of the machine's RabbitMQ
+  (its ``beam.smp``) in each side's storm;
 * a storm of unchanged reports once the fleet is in sync (``--rounds`` rounds in which
   every host reports once): the conductors' writes to the database (PostgreSQL's
   ``pg_stat_user_tables``, the ``services`` table, where heartbeats go, apart), the
@@ -157,6 +158,19 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat", encoding="ascii") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def broker_cpu_seconds() -> float:
+    """CPU time of the machine's RabbitMQ (its ``beam.smp`` processes), which carries
+    acceld's side of the boot storm: the fleet's reports and heartbeats."""
+    total = 0.0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                with open(f"/proc/{entry}/comm", encoding="ascii") as f:
+                    if f.read().strip() == "beam.smp":
+                        total += cpu_seconds(int(entry))
+    return total
 
 
 def machine_cpu_seconds() -> float:
@@ -454,7 +468,8 @@ def boot_floor(placement: Placement, trees: dict[str, list[Any]], computes: dict
     names = sorted(trees)
     shares = [{name: trees[name] for name in names[i::conductors]} for i in range(conductors)]
     before, by_kind = placement.requests(), placement.cpu_by_kind()
-    cpu = cpu_seconds(placement.proc.pid), time.process_time(), machine_cpu_seconds()
+    cpu = (cpu_seconds(placement.proc.pid), time.process_time(), machine_cpu_seconds(),
+           broker_cpu_seconds())
     busy = BusySampler(placement.proc.pid)
     started = time.perf_counter()
     boot_storm.ensure_names(own[0], trees)
@@ -466,6 +481,7 @@ def boot_floor(placement: Placement, trees: dict[str, list[Any]], computes: dict
             "placement_cpu_s": cpu_seconds(placement.proc.pid) - cpu[0],
             "client_cpu_s": time.process_time() - cpu[1],
             "machine_cpu_s": machine_cpu_seconds() - cpu[2],
+            "broker_cpu_s": broker_cpu_seconds() - cpu[3],
             "by_kind": cpu_by_kind_since(placement, by_kind), "busy": busy.tenths()}
 
 
@@ -474,7 +490,7 @@ def boot_acceld(placement: Placement, sim: Sim, db: Database, prefix: str, hosts
     before, by_kind = placement.requests(), placement.cpu_by_kind()
     pids = [proc.pid for proc in conductors.values()]
     cpu = (cpu_seconds(placement.proc.pid), sum(map(cpu_seconds, pids)),
-           cpu_seconds(sim.proc.pid), machine_cpu_seconds())
+           cpu_seconds(sim.proc.pid), machine_cpu_seconds(), broker_cpu_seconds())
     busy, conductors_busy, machine_busy = (BusySampler(placement.proc.pid),
                                            BusySampler(*pids), BusySampler())
     started = time.perf_counter()
@@ -490,11 +506,13 @@ def boot_acceld(placement: Placement, sim: Sim, db: Database, prefix: str, hosts
     placement_cpu = cpu_seconds(placement.proc.pid) - cpu[0]
     conductor_cpu = sum(map(cpu_seconds, pids)) - cpu[1]
     sim_cpu, machine_cpu = cpu_seconds(sim.proc.pid) - cpu[2], machine_cpu_seconds() - cpu[3]
+    broker_cpu = broker_cpu_seconds() - cpu[4]
     requests = placement.requests() - before
     stats = sim.ask("stats")
     return {"seconds": seconds, "requests": requests, "placement_cpu_s": placement_cpu,
             "conductor_cpu_s": conductor_cpu, "sim_cpu_s": sim_cpu,
-            "machine_cpu_s": machine_cpu, "by_kind": cpu_by_kind_since(placement, by_kind),
+            "machine_cpu_s": machine_cpu, "broker_cpu_s": broker_cpu,
+            "by_kind": cpu_by_kind_since(placement, by_kind),
             "busy": tenths[0], "conductors_busy": tenths[1], "machine_busy": tenths[2],
             "first_reports_accepted_s": stats["first_reports_accepted_s"],
             "reports_failed": stats["reports"]["failed"]}
@@ -629,6 +647,8 @@ def summarize(hosts: int, conductors: int, acceld_first: bool, floor: dict[str, 
         "boot_conductor_cpu_s": round(acceld["conductor_cpu_s"], 2),
         "boot_floor_client_cpu_s": round(floor["client_cpu_s"], 2),
         "boot_sim_cpu_s": round(acceld["sim_cpu_s"], 2),
+        "boot_acceld_broker_cpu_s": round(acceld["broker_cpu_s"], 2),
+        "boot_floor_broker_cpu_s": round(floor["broker_cpu_s"], 2),
         "boot_acceld_placement_by_kind": acceld["by_kind"],
         "boot_floor_placement_by_kind": floor["by_kind"],
         "boot_acceld_placement_busy_by_tenth": acceld["busy"],
