@@ -385,12 +385,6 @@ def _check_no_allocations(s: Session, dev: m.Device) -> None:
             "accelerator requests); release them before detaching.")
 
 
-def check_no_allocations(db: Database, uuid: str) -> None:
-    """Raise AllocationsExist when bound accelerator requests hold the device."""
-    with db.reader() as s:
-        _check_no_allocations(s, _get(s, uuid))
-
-
 def identity_of(db: Database, uuid: str) -> str:
     with db.reader() as s:
         return _get(s, uuid).identity or ""
