@@ -159,11 +159,15 @@ class Fleet:
         for stopper in self._stoppers:
             stopper.join()
 
-    def hold_heartbeats(self, held: bool) -> None:
+    def hold_heartbeats(self, held: bool, timeout: float = 30.0) -> bool:
         """While held, due heartbeats are not sent (counted as held): a benchmark
-        measuring a baseline beside a started fleet keeps the fleet's beats out of it."""
+        measuring a baseline beside a started fleet keeps the fleet's beats out of it.
+        Holding returns once the beats already queued or on their way have been sent
+        (False if some still were after ``timeout`` s), so none lands after it."""
         with self._cond:
             self._beats_held = held
+            return not held or self._cond.wait_for(
+                lambda: not any(d.beating for d in self._delivery.values()), timeout)
 
     @property
     def elapsed(self) -> float:
@@ -420,6 +424,8 @@ class Fleet:
         finally:
             with self._cond:
                 self._delivery[name].beating = False
+                if self._beats_held:            # hold_heartbeats() waits for the last
+                    self._cond.notify_all()
 
     # -- faults --------------------------------------------------------------------------------
     def _apply(self, fault: scen.Fault) -> None:
